@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs everything tarmac needs to build and test, from Debian 12's packages.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+PKGS=(
+  # build
+  build-essential cmake ninja-build pkg-config git
+  # libraries
+  libcli11-dev libarchive-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev
+  catch2
+  # tests: archive tools and the independent oracles (numpy, OpenCV, PIL)
+  python3 python3-numpy python3-opencv python3-pil libarchive-tools tar gzip zstd xz-utils bzip2 zip
+)
+if ! dpkg -s "${PKGS[@]}" >/dev/null 2>&1; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}"
+fi
