@@ -1,0 +1,27 @@
+#pragma once
+// The subcommands of the tarmac CLI. Each registers its flags on a CLI11 subcommand and
+// returns the function that runs it (an exit code; see docs/cli.md).
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tarmac::cli {
+
+enum ExitCode { kOk = 0, kDataError = 1, kUsageError = 2, kIoError = 3 };
+
+struct GlobalFlags {
+  bool json = false;
+  int verbosity = 0;  ///< -1 quiet, 0 normal, 1 verbose
+  std::vector<std::string> argv;  ///< the full command line, for the manifest
+};
+
+using Runner = std::function<int()>;
+
+Runner setup_convert(CLI::App& app, const GlobalFlags& g);
+Runner setup_info(CLI::App& app, const GlobalFlags& g);
+
+/// "1.5G" / "512M" / "4096" -> bytes; throws CLI::ValidationError.
+uint64_t parse_bytes(const std::string& text);
+
+}  // namespace tarmac::cli

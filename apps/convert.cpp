@@ -1,0 +1,275 @@
+// tarmac convert: flags -> ConvertOptions -> tarmac::convert() -> summary + exit code.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "apps/commands.h"
+#include "apps/progress.h"
+#include "common/error.h"
+#include "convert/convert.h"
+
+namespace tarmac::cli {
+namespace {
+
+struct Flags {
+  std::string crop = "none", size, resize, format = "jpg", on_error = "fail";
+  std::string shard_size = "1G", max_member_size = "1G", group_window = "256M";
+  std::vector<std::string> boxes;
+  std::vector<std::string> ragged;
+  double crop_scale = 1.0;
+};
+
+std::vector<double> parse_numbers(const std::string& s, size_t n, const std::string& what) {
+  std::vector<double> v;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    try {
+      size_t used = 0;
+      v.push_back(std::stod(part, &used));
+      if (used != part.size()) throw std::invalid_argument(part);
+    } catch (const std::logic_error&) {
+      throw CLI::ValidationError(what, "'" + part + "' is not a number");
+    }
+  }
+  if (v.size() != n)
+    throw CLI::ValidationError(what, "expected " + std::to_string(n) + " comma-separated numbers");
+  return v;
+}
+
+// Fills the geometry part of the options from the crop/size/resize flags.
+void resolve_geometry(const Flags& f, ConvertOptions& o) {
+  GeometryOptions& g = o.geometry;
+  if (f.crop == "none") {
+    g.crop = CropMode::None;
+  } else if (f.crop == "center" || f.crop == "centre") {
+    g.crop = CropMode::Center;
+  } else if (f.crop.rfind("box:", 0) == 0) {
+    g.crop = CropMode::Box;
+    auto v = parse_numbers(f.crop.substr(4), 4, "--crop box:X,Y,W,H");
+    g.box = region_from_box(v.data(), false);
+  } else if (f.crop.rfind("field:", 0) == 0) {
+    g.crop = CropMode::Field;
+    std::string name = f.crop.substr(6);
+    if (name.size() > 5 && name.ends_with(":xyxy")) {
+      o.crop_field_xyxy = true;
+      name.resize(name.size() - 5);
+    } else if (name.size() > 5 && name.ends_with(":xywh")) {
+      name.resize(name.size() - 5);
+    }
+    if (name.empty()) throw CLI::ValidationError("--crop", "field:NAME needs a field name");
+    o.crop_field = name;
+  } else {
+    throw CLI::ValidationError("--crop", "'" + f.crop +
+                                             "': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
+  }
+  g.crop_scale = f.crop_scale;
+  if (!(f.crop_scale > 0)) throw CLI::ValidationError("--crop-scale", "must be > 0");
+  bool single = true;
+  if (!f.size.empty()) {
+    const size_t x = f.size.find('x');
+    try {
+      if (x == std::string::npos) {
+        g.width = g.height = std::stoi(f.size);
+      } else {
+        single = false;
+        g.width = std::stoi(f.size.substr(0, x));
+        g.height = std::stoi(f.size.substr(x + 1));
+      }
+    } catch (const std::logic_error&) {
+      throw CLI::ValidationError("--size", "'" + f.size + "': use N or WxH");
+    }
+    if (g.width <= 0 || g.height <= 0 || g.width > 65535 || g.height > 65535)
+      throw CLI::ValidationError("--size", "sides must be 1..65535");
+  }
+  std::string resize = f.resize;
+  if (resize.empty()) resize = f.size.empty() ? "none" : (g.crop != CropMode::None ? "exact" : "shorter");
+  if (resize == "exact") g.resize = ResizeMode::Exact;
+  else if (resize == "shorter") g.resize = ResizeMode::Shorter;
+  else if (resize == "longer") g.resize = ResizeMode::Longer;
+  else if (resize == "fit") g.resize = ResizeMode::Fit;
+  else if (resize == "none") g.resize = ResizeMode::None;
+  else throw CLI::ValidationError("--resize", "'" + resize + "': use exact, shorter, longer, fit or none");
+  if (g.resize != ResizeMode::None && f.size.empty())
+    throw CLI::ValidationError("--resize", "needs --size");
+  if ((g.resize == ResizeMode::Shorter || g.resize == ResizeMode::Longer) && !single)
+    throw CLI::ValidationError("--size", "--resize shorter/longer takes one number, not WxH");
+}
+
+}  // namespace
+
+uint64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double v;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::logic_error&) {
+    throw CLI::ValidationError("size", "'" + text + "' is not a size (e.g. 512M, 1G, 4096)");
+  }
+  std::string unit = text.substr(used);
+  double mult = 1;
+  if (unit == "" || unit == "B") mult = 1;
+  else if (unit == "K" || unit == "KiB") mult = 1024.0;
+  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TiB") mult = 1024.0 * 1024 * 1024 * 1024;
+  else throw CLI::ValidationError("size", "'" + text + "': unknown unit (use K, M, G, T)");
+  if (!(v > 0)) throw CLI::ValidationError("size", "'" + text + "' must be positive");
+  return static_cast<uint64_t>(v * mult);
+}
+
+Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
+  auto o = std::make_shared<ConvertOptions>();
+  auto f = std::make_shared<Flags>();
+  app.footer(
+      "Examples:\n"
+      "  # HMR crops: person box from each sample's JSON, 1.2x, square, 224 px; keypoints follow\n"
+      "  tarmac convert raw/part-*.tar.gz -o out/ --crop field:bbox_xywh --crop-scale 1.2 \\\n"
+      "      --square --size 224 --points keypoints2d --boxes bbox_xywh --quality 95\n"
+      "  # depth pairs: centre crop, depth maps follow by nearest neighbour, 16 bits kept\n"
+      "  tarmac convert depth.tar -o out/ --crop center --size 480 --dense depth.png --format png\n"
+      "  # from a pipe\n"
+      "  curl -s https://host/data.tar | tarmac convert - -o out/ --crop center --size 256\n\n"
+      "Samples are members sharing a key: dir/0001.jpg + dir/0001.json form sample dir/0001.\n"
+      "Coordinates: integer coordinates are pixel centres (OpenCV's convention); boxes are\n"
+      "[x, y, w, h] unless ':xyxy' is given. See docs/cli.md and docs/format.md.");
+  app.add_option("inputs", o->inputs, "Archives (tar, pax, gnu, zip; gz, zst, xz, bz2), directories, or - for stdin")
+      ->required();
+  app.add_option("-o,--output", o->output, "Output dataset directory (created; must be empty)")->required();
+  app.add_flag("--overwrite", o->overwrite, "Replace a dataset already in the output directory");
+
+  auto* tr = "Transform";
+  app.add_option("--crop", f->crop, "none | center | box:X,Y,W,H | field:NAME[:xyxy]  (region of the source)")
+      ->group(tr)->default_str("none");
+  app.add_option("--crop-scale", f->crop_scale, "Scale a box/field region about its centre (e.g. 1.2)")->group(tr);
+  app.add_flag("--square", o->geometry.square, "Grow a box/field region to a square (side = longer side)")->group(tr);
+  app.add_option("--size", f->size, "Output size: N or WxH")->group(tr);
+  app.add_option("--resize", f->resize,
+                 "exact | shorter | longer | fit | none  (default: exact with a crop, shorter without)")
+      ->group(tr);
+  app.add_option("--points", o->points, "Label fields of points [..., >=2] (x, y first) to transform")->group(tr);
+  app.add_option("--boxes", f->boxes, "Label fields of boxes [..., 4] to transform: NAME or NAME:xyxy")->group(tr);
+  app.add_option("--dense", o->dense, "Dense-map member suffixes (e.g. depth.png) warped by nearest neighbour")
+      ->group(tr);
+  app.add_option("--pad-value", o->pad_value, "Value for pixels outside the source")->group(tr)->default_val(0);
+  app.add_option("--format", f->format, "jpg | png | webp | raw | keep (source bytes untouched)")
+      ->group(tr)->default_str("jpg");
+  app.add_option("--quality", o->quality, "JPEG/WebP quality")->group(tr)->check(CLI::Range(1, 100))->default_val(95);
+
+  auto* in = "Input";
+  app.add_option("--image", o->image_exts, "Image extensions, in order of preference")->group(in)
+      ->default_str("jpg jpeg png webp bmp tif tiff");
+  app.add_flag("--no-images", o->no_images, "Labels only: store no images")->group(in);
+  app.add_option("--ragged", f->ragged, "Fields whose first axis may vary between samples")->group(in);
+  app.add_option("--max-pixels", o->max_pixels, "Refuse larger images (from the header)")->group(in)
+      ->default_val(1ull << 28);
+  app.add_option("--max-member-size", f->max_member_size, "Refuse larger members (gzip bombs)")->group(in)
+      ->default_str("1G");
+  app.add_option("--group-window", f->group_window,
+                 "Memory for samples whose members are not adjacent in an archive")
+      ->group(in)->default_str("256M");
+
+  auto* beh = "Behaviour";
+  app.add_option("--shard-size", f->shard_size, "Largest image shard")->group(beh)->default_str("1G");
+  app.add_option("-j,--threads", o->threads, "Worker threads (default: all cores)")->group(beh)
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--on-error", f->on_error, "fail: stop at the first bad sample; skip: leave it out and record why")
+      ->group(beh)->check(CLI::IsMember({"fail", "skip"}))->default_str("fail");
+
+  return [o, f, &g, &app]() -> int {
+    try {
+      resolve_geometry(*f, *o);
+      if (f->format == "jpg" || f->format == "jpeg") o->format = OutputFormat::Jpeg;
+      else if (f->format == "png") o->format = OutputFormat::Png;
+      else if (f->format == "webp") o->format = OutputFormat::Webp;
+      else if (f->format == "raw") o->format = OutputFormat::Raw;
+      else if (f->format == "keep") o->format = OutputFormat::Keep;
+      else throw CLI::ValidationError("--format", "'" + f->format + "': use jpg, png, webp, raw or keep");
+      for (const auto& b : f->boxes) {
+        if (b.ends_with(":xyxy")) o->boxes.emplace_back(b.substr(0, b.size() - 5), true);
+        else if (b.ends_with(":xywh")) o->boxes.emplace_back(b.substr(0, b.size() - 5), false);
+        else o->boxes.emplace_back(b, false);
+      }
+      o->ragged.insert(f->ragged.begin(), f->ragged.end());
+      o->command_line = g.argv;
+      o->shard_size = parse_bytes(f->shard_size);
+      o->max_member_size = parse_bytes(f->max_member_size);
+      o->group_window = parse_bytes(f->group_window);
+      o->skip_errors = f->on_error == "skip";
+      for (auto& e : o->image_exts)
+        if (!e.empty() && e[0] == '.') e.erase(0, 1);
+      for (auto& d : o->dense)
+        if (!d.empty() && d[0] == '.') d.erase(0, 1);
+      if (o->threads == 0) o->threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      o->options_json = [&] {
+        nlohmann::ordered_json j;
+        for (const CLI::Option* opt : app.get_options()) {
+          const std::string name = opt->get_name();
+          if (name.empty() || name == "--help" || name == "--json" || name == "--quiet" ||
+              name == "--verbose" || name == "--threads")
+            continue;
+          auto results = opt->reduced_results();
+          if (results.empty()) results = {opt->get_default_str()};
+          if (results.size() == 1 && results[0].empty()) continue;
+          j[opt->get_name()] = results.size() == 1 ? nlohmann::ordered_json(results[0])
+                                                   : nlohmann::ordered_json(results);
+        }
+        j["threads"] = o->threads;
+        return j.dump();
+      }();
+    } catch (const CLI::Error& e) {
+      spdlog::error("{}", e.what());
+      return kUsageError;
+    }
+    ProgressBar bar(g.verbosity >= 0);
+    ConvertResult r;
+    try {
+      r = convert(*o, [&](const Progress& p) { bar.update(p); });
+    } catch (const FatalError& e) {
+      spdlog::error("{}", e.what());
+      spdlog::error("conversion failed; nothing was written to '{}'", o->output);
+      return kDataError;
+    }
+    if (g.json) {
+      nlohmann::ordered_json j;
+      j["output"] = o->output;
+      j["samples"] = r.samples;
+      j["skipped_samples"] = r.skipped_samples;
+      j["skipped_members"] = r.error_members;
+      j["ignored_members"] = r.ignored_members;
+      j["shards"] = r.shards;
+      j["image_bytes"] = r.image_bytes;
+      j["annotation_bytes"] = r.annotation_bytes;
+      j["input_bytes"] = r.input_bytes;
+      j["seconds"] = r.seconds;
+      j["samples_per_second"] = r.seconds > 0 ? r.samples / r.seconds : 0;
+      nlohmann::ordered_json fields = nlohmann::ordered_json::object();
+      for (const auto& fs : r.schema)
+        fields[fs.name] = {{"kind", fs.kind}, {"dtype", fs.dtype}, {"shape", fs.shape}, {"ragged", fs.ragged}, {"source", fs.source}};
+      j["schema"] = fields;
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::printf("converted %llu samples into %s in %.1f s (%.0f samples/s)\n",
+                  static_cast<unsigned long long>(r.samples), o->output.c_str(), r.seconds,
+                  r.seconds > 0 ? r.samples / r.seconds : 0.0);
+      std::printf("  %llu shard(s), %s of images; labels.safetensors %s; read %s\n",
+                  static_cast<unsigned long long>(r.shards), human_bytes(double(r.image_bytes)).c_str(),
+                  human_bytes(double(r.annotation_bytes)).c_str(), human_bytes(double(r.input_bytes)).c_str());
+      if (r.skipped_samples || r.error_members || r.ignored_members)
+        std::printf("  skipped %llu sample(s) and %llu member(s); ignored %llu member(s) (all listed in manifest.json)\n",
+                    static_cast<unsigned long long>(r.skipped_samples),
+                    static_cast<unsigned long long>(r.error_members),
+                    static_cast<unsigned long long>(r.ignored_members));
+      for (const auto& s : r.skipped) std::printf("    skipped %s (%s): %s\n", s.what.c_str(), s.input.c_str(), s.reason.c_str());
+      std::printf("  schema:\n");
+      for (const auto& fs : r.schema)
+        std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", fs.name.c_str(), fs.kind.c_str(), fs.dtype.c_str(),
+                    fs.shape.c_str(), fs.ragged ? " ragged" : "", fs.source.c_str());
+    }
+    return kOk;
+  };
+}
+
+}  // namespace tarmac::cli

@@ -1,0 +1,75 @@
+// tarmac info: a readable (or --json) summary of a converted dataset.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "apps/progress.h"
+#include "common/error.h"
+#include "read/dataset_summary.h"
+
+namespace tarmac::cli {
+
+Runner setup_info(CLI::App& app, const GlobalFlags& g) {
+  auto dir = std::make_shared<std::string>();
+  app.add_option("dataset", *dir, "Dataset directory written by tarmac convert")->required();
+  return [dir, &g]() -> int {
+    DatasetSummary s;
+    try {
+      s = summarize_dataset(*dir);
+    } catch (const FatalError& e) {
+      spdlog::error("{}", e.what());
+      return kDataError;
+    } catch (const ParseError& e) {
+      spdlog::error("'{}/labels.safetensors' is invalid: {}", *dir, e.what());
+      return kDataError;
+    }
+    uint64_t shard_bytes = 0;
+    size_t missing = 0;
+    for (const auto& sh : s.shards) {
+      shard_bytes += sh.size;
+      missing += !sh.present;
+    }
+    const auto schema = nlohmann::ordered_json::parse(s.schema_json, nullptr, false);
+    if (g.json) {
+      nlohmann::ordered_json j;
+      j["path"] = s.path;
+      j["format"] = s.format;
+      j["samples"] = s.samples;
+      j["annotation_bytes"] = s.annotation_bytes;
+      j["shard_bytes"] = shard_bytes;
+      j["blobs"] = s.blobs;
+      j["schema"] = schema;
+      nlohmann::ordered_json shards = nlohmann::ordered_json::array();
+      for (const auto& sh : s.shards) shards.push_back({{"name", sh.name}, {"size", sh.size}, {"present", sh.present}});
+      j["shards"] = shards;
+      nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
+      for (const auto& t : s.tensors) tensors.push_back({{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}, {"bytes", t.bytes}});
+      j["tensors"] = tensors;
+      if (!s.manifest_json.empty()) {
+        auto m = nlohmann::ordered_json::parse(s.manifest_json, nullptr, false);
+        if (!m.is_discarded() && m.contains("counts")) j["counts"] = m["counts"];
+      }
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::printf("%s: %s dataset, %llu samples\n", s.path.c_str(), s.format.c_str(),
+                  static_cast<unsigned long long>(s.samples));
+      std::printf("  labels.safetensors  %s, %zu tensors\n", human_bytes(double(s.annotation_bytes)).c_str(),
+                  s.tensors.size());
+      std::printf("  shards              %zu file(s), %s", s.shards.size(), human_bytes(double(shard_bytes)).c_str());
+      if (missing) std::printf("  (%zu MISSING)", missing);
+      std::printf("\n  stored blobs        ");
+      for (const auto& b : s.blobs) std::printf("%s ", b.c_str());
+      std::printf("\n  fields:\n");
+      if (schema.is_object())
+        for (const auto& [name, f] : schema.items())
+          std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", name.c_str(),
+                      f.value("kind", "").c_str(), f.value("dtype", "").c_str(), f["shape"].dump().c_str(),
+                      f.value("ragged", false) ? " ragged" : "", f.value("source", "").c_str());
+    }
+    return missing ? kDataError : kOk;
+  };
+}
+
+}  // namespace tarmac::cli

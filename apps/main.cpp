@@ -1,0 +1,63 @@
+// tarmac: converts tar archives of images + labels into training-ready datasets.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <map>
+
+#include "apps/commands.h"
+#include "common/version.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* description;
+  tarmac::cli::Runner (*setup)(CLI::App&, const tarmac::cli::GlobalFlags&);
+};
+
+// The subcommands, in the order --help lists them.
+const Command kCommands[] = {
+    {"convert", "Convert archives of images + labels into image shards + one annotation file",
+     tarmac::cli::setup_convert},
+    {"info", "Summarise a converted dataset: counts, schema, shards, sizes", tarmac::cli::setup_info},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "tarmac converts raw training data (tar archives of images with per-sample label files)\n"
+      "into training-ready data, once: pre-cropped images in plain tar shards and every label\n"
+      "in ONE memory-mappable annotation file (labels.safetensors).\n\n"
+      "  tarmac convert raw/*.tar.gz -o out/ --crop center --size 256\n"
+      "  tarmac info out/\n\n"
+      "Run 'tarmac COMMAND --help' for each command's options; docs/cli.md has them all.",
+      "tarmac"};
+  app.set_version_flag("--version", std::string("tarmac ") + tarmac::kVersion);
+  app.require_subcommand(1);
+  tarmac::cli::GlobalFlags g;
+  g.argv.assign(argv, argv + argc);
+  bool quiet = false, verbose = false;
+  std::map<CLI::App*, tarmac::cli::Runner> runners;
+  for (const auto& c : kCommands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.description);
+    sub->add_flag("--json", g.json, "Print one JSON document on stdout instead of text");
+    sub->add_flag("-q,--quiet", quiet, "Only errors on stderr");
+    sub->add_flag("-v,--verbose", verbose, "More detail on stderr");
+    runners[sub] = c.setup(*sub, g);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : tarmac::cli::kUsageError;
+  }
+  auto logger = spdlog::stderr_color_mt("tarmac");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("tarmac: %^%l%$: %v");
+  spdlog::set_level(quiet ? spdlog::level::err : verbose ? spdlog::level::debug : spdlog::level::info);
+  g.verbosity = quiet ? -1 : verbose ? 1 : 0;
+  for (auto& [sub, run] : runners)
+    if (sub->parsed()) return run();
+  return tarmac::cli::kUsageError;
+}

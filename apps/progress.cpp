@@ -1,0 +1,49 @@
+#include "apps/progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace tarmac::cli {
+
+std::string human_bytes(double v) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (v >= 1000 && u < 4) {
+    v /= 1000;
+    ++u;
+  }
+  char b[32];
+  std::snprintf(b, sizeof b, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return b;
+}
+
+ProgressBar::ProgressBar(bool enabled) : enabled_(enabled && ::isatty(STDERR_FILENO)) {}
+
+void ProgressBar::update(const Progress& p) {
+  if (!enabled_) return;
+  const double rate = p.seconds > 0 ? p.samples / p.seconds : 0;
+  const double bps = p.seconds > 0 ? p.bytes_read / p.seconds : 0;
+  std::string line;
+  char buf[256];
+  if (p.total_bytes > 0) {
+    const double frac = std::min(1.0, static_cast<double>(p.bytes_read) / p.total_bytes);
+    const int width = 24, filled = static_cast<int>(frac * width);
+    line = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "] ";
+    std::snprintf(buf, sizeof buf, "%3.0f%% ", frac * 100);
+    line += buf;
+  }
+  std::snprintf(buf, sizeof buf, "%llu samples, %.0f samples/s, %s/s",
+                static_cast<unsigned long long>(p.samples), rate, human_bytes(bps).c_str());
+  line += buf;
+  if (p.skipped) line += ", " + std::to_string(p.skipped) + " skipped";
+  if (p.total_bytes > 0 && bps > 0 && !p.final) {
+    const double eta = (p.total_bytes - static_cast<double>(p.bytes_read)) / bps;
+    std::snprintf(buf, sizeof buf, ", ETA %dm%02ds", static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+    line += buf;
+  }
+  std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), p.final ? "\n" : "");
+  std::fflush(stderr);
+}
+
+}  // namespace tarmac::cli

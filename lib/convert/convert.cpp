@@ -1,0 +1,550 @@
+#include "convert/convert.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "common/error.h"
+#include "common/version.h"
+#include "convert/sample_processor.h"
+#include "labels/schema.h"
+#include "source/input_reader.h"
+#include "source/sample_grouper.h"
+#include "write/column_store.h"
+#include "write/file_util.h"
+#include "write/safetensors_writer.h"
+#include "write/tar_writer.h"
+
+namespace tarmac {
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr const char* kStagingDir = ".tarmac-partial";
+constexpr const char* kLabelsFile = "labels.safetensors";
+constexpr const char* kManifestFile = "manifest.json";
+
+bool hidden_or_metadata(const std::string& name) {
+  if (name.rfind("__MACOSX/", 0) == 0) return true;
+  const size_t slash = name.rfind('/');
+  const std::string base = slash == std::string::npos ? name : name.substr(slash + 1);
+  return !base.empty() && base[0] == '.';
+}
+
+// A work item travelling from the reader to the workers and on to the writer.
+struct Item {
+  uint64_t seq = 0;
+  RawSample raw;
+  std::optional<ProcessedSample> done;
+  std::string reader_error;  // a grouping error (late member, duplicate key)
+};
+
+// Bounded hand-off between the reader, the workers and the ordered writer. The in-flight
+// limit bounds memory: the reader blocks until the writer has retired old samples.
+class Pipeline {
+ public:
+  explicit Pipeline(size_t max_in_flight) : max_in_flight_(max_in_flight) {}
+
+  bool push(Item&& it) {  // reader
+    std::unique_lock lk(mu_);
+    cv_space_.wait(lk, [&] { return in_flight_ < max_in_flight_ || cancelled_; });
+    if (cancelled_) return false;
+    ++in_flight_;
+    todo_.push_back(std::move(it));
+    cv_todo_.notify_one();
+    return true;
+  }
+  void close_input(uint64_t total) {  // reader, at the end
+    std::lock_guard lk(mu_);
+    total_ = total;
+    cv_todo_.notify_all();
+    cv_done_.notify_all();
+  }
+  std::optional<Item> take() {  // worker
+    std::unique_lock lk(mu_);
+    cv_todo_.wait(lk, [&] { return !todo_.empty() || total_ || cancelled_; });
+    if (cancelled_ || todo_.empty()) return std::nullopt;
+    Item it = std::move(todo_.front());
+    todo_.pop_front();
+    return it;
+  }
+  void finish(Item&& it) {  // worker
+    std::lock_guard lk(mu_);
+    const uint64_t seq = it.seq;
+    done_.emplace(seq, std::move(it));
+    if (seq == next_) cv_done_.notify_all();
+  }
+  /// Writer: the next item in order; nullopt at the end. Wakes up every `tick` to report.
+  std::optional<Item> next(std::chrono::milliseconds tick, const std::function<void()>& on_tick) {
+    std::unique_lock lk(mu_);
+    while (true) {
+      if (cancelled_) return std::nullopt;
+      auto it = done_.find(next_);
+      if (it != done_.end()) {
+        Item item = std::move(it->second);
+        done_.erase(it);
+        ++next_;
+        --in_flight_;
+        cv_space_.notify_one();
+        return item;
+      }
+      if (total_ && next_ == *total_) return std::nullopt;
+      if (cv_done_.wait_for(lk, tick) == std::cv_status::timeout) {
+        lk.unlock();
+        on_tick();
+        lk.lock();
+      }
+    }
+  }
+  void cancel() {
+    std::lock_guard lk(mu_);
+    cancelled_ = true;
+    cv_space_.notify_all();
+    cv_todo_.notify_all();
+    cv_done_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_space_, cv_todo_, cv_done_;
+  std::deque<Item> todo_;
+  std::map<uint64_t, Item> done_;
+  size_t max_in_flight_;
+  size_t in_flight_ = 0;
+  uint64_t next_ = 0;
+  std::optional<uint64_t> total_;
+  bool cancelled_ = false;
+};
+
+// The blob columns of one stored kind (the image, or one dense map).
+struct BlobColumns {
+  std::unique_ptr<SpillColumn> shard, offset, size, crc32, width, height;
+  BlobColumns(const std::string& prefix, const fs::path& dir, int index) {
+    auto make = [&](const char* what) {
+      return std::make_unique<SpillColumn>(
+          prefix + "." + what, (dir / ("blob" + std::to_string(index) + "." + what)).string());
+    };
+    shard = make("shard");
+    offset = make("offset");
+    size = make("size");
+    crc32 = make("crc32");
+    width = make("width");
+    height = make("height");
+  }
+  template <typename T>
+  static void put(SpillColumn& c, DType t, T v) {
+    c.append(t, {}, {reinterpret_cast<const uint8_t*>(&v), sizeof v});
+  }
+  void add(int32_t shard_index, int64_t off, const Blob& b) {
+    put(*shard, DType::I32, shard_index);
+    put(*offset, DType::I64, off);
+    put(*size, DType::I64, static_cast<int64_t>(b.bytes.size()));
+    put(*crc32, DType::U32, b.crc32);
+    put(*width, DType::I32, static_cast<int32_t>(b.width));
+    put(*height, DType::I32, static_cast<int32_t>(b.height));
+  }
+  void close_all() {
+    for (auto* c : {shard.get(), offset.get(), size.get(), crc32.get(), width.get(), height.get()})
+      c->close();
+  }
+  void tensors(uint64_t n, std::vector<TensorSpec>& out) const {
+    out.push_back(shard->fixed_tensor(DType::I32, {}, n));
+    out.push_back(offset->fixed_tensor(DType::I64, {}, n));
+    out.push_back(size->fixed_tensor(DType::I64, {}, n));
+    out.push_back(crc32->fixed_tensor(DType::U32, {}, n));
+    out.push_back(width->fixed_tensor(DType::I32, {}, n));
+    out.push_back(height->fixed_tensor(DType::I32, {}, n));
+  }
+};
+
+std::string dense_name(const std::string& suffix) {
+  const size_t dot = suffix.rfind('.');
+  return dot == std::string::npos ? suffix : suffix.substr(0, dot);
+}
+
+// Writes samples, in order, to shards and column spill files, inside the staging directory.
+class DatasetWriter {
+ public:
+  DatasetWriter(const ConvertOptions& o, fs::path staging)
+      : o_(o), staging_(std::move(staging)), schema_(o.ragged),
+        keys_("__key__", (staging_ / "key.col").string()),
+        affine_("__affine__", (staging_ / "affine.col").string()) {
+    if (!o.no_images) {
+      blobs_.emplace_back("__image__", staging_, 0);
+      for (size_t i = 0; i < o.dense.size(); ++i)
+        blobs_.emplace_back("__" + dense_name(o.dense[i]) + "__", staging_, static_cast<int>(i + 1));
+    }
+  }
+
+  /// Checks the sample against the schema and stores it. Throws SampleError (nothing stored).
+  void add(ProcessedSample& s) {
+    schema_.observe(s.fields);
+    if (label_cols_.empty())
+      for (size_t i = 0; i < schema_.fields().size(); ++i)
+        label_cols_.push_back(std::make_unique<SpillColumn>(
+            schema_.fields()[i].name, (staging_ / ("field" + std::to_string(i) + ".col")).string()));
+    key_bytes_ += s.key.size();
+    keys_.append(DType::U8, std::vector<int64_t>{static_cast<int64_t>(s.key.size())},
+                 {reinterpret_cast<const uint8_t*>(s.key.data()), s.key.size()});
+    for (const auto& f : s.fields) {
+      size_t idx = 0;
+      while (schema_.fields()[idx].name != f.name) ++idx;
+      label_cols_[idx]->append(f.value.dtype, f.value.shape, f.value.data);
+    }
+    if (!o_.no_images) {
+      affine_.append(DType::F64, std::vector<int64_t>{2, 3},
+                     {reinterpret_cast<const uint8_t*>(s.affine.data()), sizeof(double) * 6});
+      write_blobs(s);
+    }
+    ++samples_;
+  }
+
+  /// Closes the last shard and writes the annotation file; returns its path.
+  fs::path finish(const std::map<std::string, std::string>& extra_meta) {
+    if (tar_) {
+      tar_->finish();
+      tar_.reset();
+    }
+    keys_.close();
+    affine_.close();
+    for (auto& b : blobs_) b.close_all();
+    for (auto& c : label_cols_) c->close();
+    const uint64_t n = samples_;
+    std::vector<TensorSpec> t;
+    t.push_back(keys_.ragged_tensors(DType::U8, {}, key_bytes_, n)[0]);
+    t.push_back(keys_.ragged_tensors(DType::U8, {}, key_bytes_, n)[1]);
+    if (!o_.no_images) {
+      t.push_back(affine_.fixed_tensor(DType::F64, {2, 3}, n));
+      for (const auto& b : blobs_) b.tensors(n, t);
+    }
+    for (size_t i = 0; i < label_cols_.size(); ++i) {
+      const FieldSchema& f = schema_.fields()[i];
+      if (f.ragged) {
+        std::vector<int64_t> inner(f.shape.begin() + 1, f.shape.end());
+        for (auto& spec : label_cols_[i]->ragged_tensors(f.dtype, inner, f.total_first_axis, n))
+          t.push_back(std::move(spec));
+      } else {
+        t.push_back(label_cols_[i]->fixed_tensor(f.dtype, f.shape, n));
+      }
+    }
+    std::map<std::string, std::string> meta = extra_meta;
+    meta["format"] = "tarmac/1";
+    meta["num_samples"] = std::to_string(n);
+    meta["schema"] = schema_.to_json();
+    json shards = json::array();
+    for (const auto& s : shard_names_) shards.push_back(s);
+    meta["shards"] = shards.dump();
+    json blobs = json::array();
+    if (!o_.no_images) {
+      blobs.push_back("__image__");
+      for (const auto& d : o_.dense) blobs.push_back("__" + dense_name(d) + "__");
+    }
+    meta["blobs"] = blobs.dump();
+    const fs::path path = staging_ / kLabelsFile;
+    write_safetensors(path.string(), std::move(t), meta);
+    return path;
+  }
+
+  const Schema& schema() const { return schema_; }
+  const std::vector<std::string>& shard_names() const { return shard_names_; }
+  uint64_t samples() const { return samples_; }
+  uint64_t blob_bytes() const { return blob_bytes_; }
+
+ private:
+  void write_blobs(const ProcessedSample& s) {
+    std::vector<std::pair<std::string, const Blob*>> items;
+    items.emplace_back(s.key + "." + s.image.member_suffix, &s.image);
+    for (const auto& d : s.dense) items.emplace_back(s.key + "." + d.member_suffix, &d);
+    if (tar_) {
+      uint64_t need = 0;
+      for (const auto& [name, b] : items) need += tar_->bytes_if_added(name, b->bytes.size());
+      if (tar_->size() > 0 && tar_->size() + need + 1024 > o_.shard_size) {
+        tar_->finish();
+        tar_.reset();
+      }
+    }
+    if (!tar_) {
+      char name[32];
+      std::snprintf(name, sizeof name, "shard-%06zu.tar", shard_names_.size());
+      shard_names_.push_back(name);
+      tar_ = std::make_unique<TarWriter>((staging_ / name).string());
+    }
+    const int32_t shard = static_cast<int32_t>(shard_names_.size() - 1);
+    for (size_t i = 0; i < items.size(); ++i) {
+      const uint64_t off = tar_->add(items[i].first, items[i].second->bytes);
+      blobs_[i].add(shard, static_cast<int64_t>(off), *items[i].second);
+      blob_bytes_ += items[i].second->bytes.size();
+    }
+  }
+
+  const ConvertOptions& o_;
+  fs::path staging_;
+  Schema schema_;
+  SpillColumn keys_, affine_;
+  std::vector<BlobColumns> blobs_;
+  std::vector<std::unique_ptr<SpillColumn>> label_cols_;
+  std::unique_ptr<TarWriter> tar_;
+  std::vector<std::string> shard_names_;
+  uint64_t samples_ = 0;
+  uint64_t blob_bytes_ = 0;
+  uint64_t key_bytes_ = 0;
+};
+
+std::string hex32(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%08x", v);
+  return b;
+}
+
+void prepare_output(const ConvertOptions& o, const fs::path& out, const fs::path& staging) {
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    if (!fs::is_directory(out, ec))
+      throw FatalError("output '" + out.string() + "' exists and is not a directory");
+    fs::remove_all(staging, ec);  // left by a killed run: never a dataset
+    bool empty = fs::is_empty(out, ec);
+    if (!empty && !o.overwrite)
+      throw FatalError("output directory '" + out.string() +
+                       "' is not empty; choose a new directory or pass --overwrite");
+  }
+  fs::create_directories(staging, ec);
+  if (ec) throw FatalError("cannot create output directory '" + staging.string() + "': " + ec.message());
+}
+
+// Moves the finished dataset from staging into place; the annotation file goes last, so its
+// presence means the dataset is complete.
+void publish(const fs::path& out, const fs::path& staging, const std::vector<std::string>& shards,
+             bool overwrite) {
+  std::error_code ec;
+  if (overwrite) {
+    fs::remove(out / kLabelsFile, ec);
+    fs::remove(out / kManifestFile, ec);
+    for (const auto& e : fs::directory_iterator(out, ec))
+      if (e.path().filename().string().rfind("shard-", 0) == 0) fs::remove(e.path(), ec);
+  }
+  for (const auto& s : shards) atomic_rename((staging / s).string(), (out / s).string());
+  atomic_rename((staging / kManifestFile).string(), (out / kManifestFile).string());
+  atomic_rename((staging / kLabelsFile).string(), (out / kLabelsFile).string());
+  fs::remove_all(staging, ec);
+}
+
+}  // namespace
+
+ConvertResult convert(const ConvertOptions& o, const std::function<void(const Progress&)>& progress) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  if (o.format == OutputFormat::Keep &&
+      (o.geometry.crop != CropMode::None || o.geometry.resize != ResizeMode::None))
+    throw FatalError("--format keep stores the source bytes untouched; it cannot be combined "
+                     "with --crop or --size");
+  const fs::path out(o.output);
+  const fs::path staging = out / kStagingDir;
+  prepare_output(o, out, staging);
+
+  ConvertResult result;
+  json skipped_json = json::array();
+  json ignored_json = json::array();
+  try {
+    InputReaderOptions ro;
+    ro.max_member_size = o.max_member_size;
+    ro.skip_errors = o.skip_errors;
+    InputReader reader(o.inputs, ro);
+    DatasetWriter writer(o, staging);
+
+    const int threads = o.threads > 0 ? o.threads
+                                      : std::max(1u, std::thread::hardware_concurrency());
+    Pipeline pipe(static_cast<size_t>(threads) * 4 + 4);
+
+    // Member-level notices come from the reader thread, in reader order.
+    std::mutex notice_mu;
+    std::vector<MemberNotice> notices;
+    std::exception_ptr reader_failure;
+    std::thread reader_thread([&] {
+      uint64_t seq = 0;
+      try {
+        SampleGrouper grouper(o.group_window);
+        std::vector<RawSample> ready;
+        auto push_ready = [&] {
+          for (auto& r : ready) {
+            Item it;
+            it.seq = seq++;
+            it.raw = std::move(r);
+            if (!pipe.push(std::move(it))) throw FatalError("cancelled");
+          }
+          ready.clear();
+        };
+        InputCallbacks cb;
+        cb.on_member = [&](uint32_t input, Member&& m) {
+          std::string key, ext;
+          if (hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) {
+            std::lock_guard lk(notice_mu);
+            notices.push_back({input, m.name,
+                               hidden_or_metadata(m.name) ? "hidden or metadata file"
+                                                          : "name has no extension, so no key",
+                               false});
+            return;
+          }
+          try {
+            grouper.add(input, std::move(m), key, ready);
+          } catch (const SampleError& e) {
+            Item it;
+            it.seq = seq++;
+            it.raw.key = key;
+            it.raw.input = input;
+            it.reader_error = e.what();
+            if (!pipe.push(std::move(it))) throw FatalError("cancelled");
+          }
+          push_ready();
+        };
+        cb.on_notice = [&](MemberNotice&& n) {
+          if (n.is_error && !o.skip_errors)
+            throw FatalError("'" + reader.inputs()[n.input].path + "', member '" + n.member +
+                             "': " + n.reason);
+          std::lock_guard lk(notice_mu);
+          notices.push_back(std::move(n));
+        };
+        cb.on_input_end = [&](uint32_t) {
+          grouper.flush(ready);
+          push_ready();
+        };
+        reader.run(cb);
+      } catch (...) {
+        reader_failure = std::current_exception();
+        pipe.cancel();
+      }
+      pipe.close_input(seq);
+    });
+
+    std::vector<std::thread> workers;
+    for (int i = 0; i < threads; ++i)
+      workers.emplace_back([&] {
+        while (auto it = pipe.take()) {
+          if (it->reader_error.empty()) it->done = process_sample(std::move(it->raw), o);
+          it->raw = RawSample{};
+          pipe.finish(std::move(*it));
+        }
+      });
+
+    auto report = [&](bool final) {
+      if (!progress) return;
+      Progress p;
+      p.samples = writer.samples();
+      p.skipped = result.skipped_samples;
+      p.bytes_read = reader.bytes_read();
+      p.total_bytes = reader.total_size();
+      p.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+      p.final = final;
+      progress(p);
+    };
+
+    std::exception_ptr writer_failure;
+    try {
+      while (auto it = pipe.next(std::chrono::milliseconds(250), [&] { report(false); })) {
+        const std::string& input_path = reader.inputs()[it->raw.input].path;
+        std::string error = it->reader_error;
+        ProcessedSample* s = it->done ? &*it->done : nullptr;
+        if (s && error.empty()) {
+          error = s->error;
+          for (auto& [member, why] : s->ignored) {
+            ignored_json.push_back({{"input", reader.inputs()[s->input].path}, {"member", member}, {"reason", why}});
+            ++result.ignored_members;
+          }
+          if (error.empty()) {
+            try {
+              writer.add(*s);
+            } catch (const SampleError& e) {
+              error = e.what();
+            }
+          }
+        }
+        if (!error.empty()) {
+          const std::string key = s ? s->key : it->raw.key;
+          const std::string where = "'" + (s ? reader.inputs()[s->input].path : input_path) + "', sample '" + key + "': ";
+          if (!o.skip_errors) throw FatalError(where + error);
+          ++result.skipped_samples;
+          skipped_json.push_back({{"input", s ? reader.inputs()[s->input].path : input_path}, {"sample", key}, {"reason", error}});
+          if (result.skipped.size() < 20) result.skipped.push_back({input_path, key, error});
+        }
+      }
+    } catch (...) {
+      writer_failure = std::current_exception();
+      pipe.cancel();
+    }
+    reader_thread.join();
+    for (auto& w : workers) w.join();
+    if (writer_failure) std::rethrow_exception(writer_failure);
+    if (reader_failure) std::rethrow_exception(reader_failure);
+
+    for (const auto& n : notices) {
+      json j = {{"input", reader.inputs()[n.input].path}, {"member", n.member}, {"reason", n.reason}};
+      if (n.is_error) {
+        ++result.error_members;
+        skipped_json.push_back(j);
+      } else {
+        ++result.ignored_members;
+        ignored_json.push_back(j);
+      }
+    }
+
+    // The manifest: provenance, inputs with checksums, counts, every skip with its reason.
+    json manifest;
+    manifest["tool"] = {{"name", "tarmac"}, {"version", kVersion}};
+    manifest["command_line"] = o.command_line;
+    manifest["options"] = o.options_json.empty() ? json::object() : json::parse(o.options_json);
+    json inputs = json::array();
+    for (const auto& in : reader.inputs()) {
+      json j = {{"path", in.path}, {"size", in.bytes_read}, {"crc32", hex32(in.crc32)}, {"members", in.members}};
+      if (!in.error.empty()) j["error"] = in.error;
+      inputs.push_back(j);
+      result.input_bytes += in.bytes_read;
+    }
+    manifest["inputs"] = inputs;
+
+    const fs::path labels = writer.finish({{"tool", std::string("tarmac ") + kVersion}});
+    result.samples = writer.samples();
+    result.shards = writer.shard_names().size();
+    result.image_bytes = writer.blob_bytes();
+    result.annotation_bytes = fs::file_size(labels);
+    json shards = json::array();
+    for (const auto& s : writer.shard_names())
+      shards.push_back({{"name", s}, {"size", fs::file_size(staging / s)}});
+    manifest["counts"] = {{"samples", result.samples},
+                          {"skipped_samples", result.skipped_samples},
+                          {"skipped_members", result.error_members},
+                          {"ignored_members", result.ignored_members},
+                          {"shards", result.shards},
+                          {"image_bytes", result.image_bytes}};
+    manifest["shards"] = shards;
+    manifest["annotation"] = {{"name", kLabelsFile}, {"size", result.annotation_bytes}};
+    manifest["schema"] = json::parse(writer.schema().to_json());
+    manifest["skipped"] = skipped_json;
+    manifest["ignored"] = ignored_json;
+    write_file_atomic((staging / kManifestFile).string(), manifest.dump(2) + "\n");
+    for (const auto& f : writer.schema().fields()) {
+      std::vector<int64_t> shape = f.shape;
+      if (f.ragged && !shape.empty()) shape[0] = -1;
+      result.schema.push_back({f.name, kind_name(f.kind), std::string(dtype_name(f.dtype)),
+                               shape_string(shape), f.source, f.ragged});
+    }
+    publish(out, staging, writer.shard_names(), o.overwrite);
+    result.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    report(true);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    throw;
+  }
+  return result;
+}
+
+}  // namespace tarmac

@@ -1,0 +1,85 @@
+#pragma once
+// The converter: inputs -> samples -> transform -> shards + one annotation file.
+// This is the library's one entry point for `tarmac convert`.
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "transform/geometry.h"
+#include "transform/image_codec.h"
+
+namespace tarmac {
+
+struct ConvertOptions {
+  std::vector<std::string> inputs;  ///< archives, directories, "-" for stdin
+  std::string output;               ///< dataset directory
+  bool overwrite = false;
+
+  // What members are.
+  std::vector<std::string> image_exts = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
+  bool no_images = false;            ///< a labels-only dataset
+  std::vector<std::string> dense;    ///< dense-map suffixes, e.g. "depth.png"
+  std::set<std::string> ragged;      ///< fields whose first axis may vary
+
+  // Transform.
+  GeometryOptions geometry;
+  std::string crop_field;  ///< CropMode::Field: label field holding the box
+  bool crop_field_xyxy = false;
+  std::vector<std::string> points;
+  std::vector<std::pair<std::string, bool>> boxes;  ///< field, xyxy
+  double pad_value = 0;
+  OutputFormat format = OutputFormat::Jpeg;
+  int quality = 95;
+
+  // Limits and behaviour.
+  uint64_t max_pixels = 1ull << 28;
+  uint64_t max_member_size = 1ull << 30;
+  uint64_t group_window = 256ull << 20;
+  uint64_t shard_size = 1ull << 30;
+  int threads = 0;  ///< 0 = all cores
+  bool skip_errors = false;
+
+  // Provenance for the manifest.
+  std::vector<std::string> command_line;
+  std::string options_json;  ///< the resolved options, as the CLI sees them
+};
+
+struct Skipped {
+  std::string input;   ///< archive path
+  std::string what;    ///< sample key or member name
+  std::string reason;
+};
+
+struct FieldSummary {
+  std::string name, kind, dtype, shape, source;
+  bool ragged = false;
+};
+
+struct ConvertResult {
+  uint64_t samples = 0;
+  uint64_t skipped_samples = 0;
+  uint64_t ignored_members = 0;
+  uint64_t error_members = 0;
+  uint64_t shards = 0;
+  uint64_t image_bytes = 0;
+  uint64_t annotation_bytes = 0;
+  uint64_t input_bytes = 0;
+  double seconds = 0;
+  std::vector<FieldSummary> schema;
+  std::vector<Skipped> skipped;  ///< first 20, for the summary; all are in the manifest
+};
+
+struct Progress {
+  uint64_t samples = 0, skipped = 0, bytes_read = 0, total_bytes = 0;
+  double seconds = 0;
+  bool final = false;
+};
+
+/// Runs a conversion. Throws FatalError (nothing is left in the output directory that
+/// looks like a dataset) or, with skip_errors off, FatalError for the first bad sample.
+ConvertResult convert(const ConvertOptions& options,
+                      const std::function<void(const Progress&)>& progress);
+
+}  // namespace tarmac

@@ -1,0 +1,261 @@
+#include "convert/sample_processor.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "labels/json_labels.h"
+#include "labels/npy.h"
+#include "labels/npz.h"
+#include "labels/text_labels.h"
+#include "transform/warp.h"
+#include "write/column_store.h"
+
+namespace tarmac {
+namespace {
+
+std::string last_component(const std::string& ext) {
+  const size_t dot = ext.rfind('.');
+  return dot == std::string::npos ? ext : ext.substr(dot + 1);
+}
+
+// "caption.txt" -> "caption"; "txt" -> "txt".
+std::string stem_or_self(const std::string& ext) {
+  const size_t dot = ext.rfind('.');
+  return dot == std::string::npos ? ext : ext.substr(0, dot);
+}
+
+// "meta.json" -> "meta."; "json" -> "".
+std::string prefix_of(const std::string& ext) {
+  const size_t dot = ext.rfind('.');
+  return dot == std::string::npos ? "" : ext.substr(0, dot + 1);
+}
+
+bool is_label_ext(const std::string& last) {
+  return last == "json" || last == "npy" || last == "npz" || last == "txt" || last == "cls";
+}
+
+void parse_label_member(const Member& m, const std::string& ext, uint64_t max_member_size,
+                        std::vector<SampleField>& out) {
+  const std::string last = last_component(ext);
+  const std::span<const uint8_t> bytes(m.data);
+  auto add = [&](std::string name, FieldValue v) {
+    for (const auto& f : out)
+      if (f.name == name)
+        throw SampleError("field '" + name + "' comes from both member '" + f.member +
+                          "' and member '" + m.name + "'");
+    out.push_back({std::move(name), m.name, ext, std::move(v)});
+  };
+  if (last == "json") {
+    for (auto& [name, v] : parse_json_labels(bytes, prefix_of(ext), stem_or_self(ext)))
+      add(name, std::move(v));
+  } else if (last == "npz") {
+    for (auto& [name, v] : parse_npz(bytes, prefix_of(ext), max_member_size)) add(name, std::move(v));
+  } else if (last == "npy") {
+    add(stem_or_self(ext), parse_npy(bytes));
+  } else if (last == "txt") {
+    add(stem_or_self(ext), parse_txt(bytes));
+  } else if (last == "cls") {
+    add(stem_or_self(ext), parse_cls(bytes));
+  }
+}
+
+SampleField* find_field(std::vector<SampleField>& fields, const std::string& name) {
+  for (auto& f : fields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::vector<double> as_doubles(const FieldValue& v) {
+  std::vector<uint8_t> out;
+  convert_elements(v.dtype, v.data.data(), static_cast<uint64_t>(v.num_elements()), DType::F64, out);
+  std::vector<double> d(out.size() / 8);
+  std::memcpy(d.data(), out.data(), out.size());
+  return d;
+}
+
+void store_doubles(FieldValue& v, const std::vector<double>& d) {
+  const DType to = v.dtype == DType::F32 ? DType::F32 : DType::F64;
+  std::vector<uint8_t> out;
+  convert_elements(DType::F64, reinterpret_cast<const uint8_t*>(d.data()), d.size(), to, out);
+  v.dtype = to;
+  v.data = std::move(out);
+}
+
+SampleField& numeric_field(std::vector<SampleField>& fields, const std::string& name,
+                           const char* role) {
+  SampleField* f = find_field(fields, name);
+  if (!f) throw SampleError(std::string(role) + " field '" + name + "' is missing");
+  if (f->value.kind != FieldValue::Kind::Numeric)
+    throw SampleError(std::string(role) + " field '" + name + "' (member '" + f->member +
+                      "') is not numeric");
+  return *f;
+}
+
+void transform_points(SampleField& f, const Affine& m) {
+  const auto& shape = f.value.shape;
+  if (shape.empty() || shape.back() < 2)
+    throw SampleError("points field '" + f.name + "' (member '" + f.member + "') has shape " +
+                      shape_string(shape) + "; its last axis must hold x, y (at least 2 values)");
+  std::vector<double> d = as_doubles(f.value);
+  const size_t stride = static_cast<size_t>(shape.back());
+  for (size_t i = 0; i + stride <= d.size(); i += stride) apply_affine(m, d[i], d[i + 1], d[i], d[i + 1]);
+  store_doubles(f.value, d);
+}
+
+void transform_boxes(SampleField& f, bool xyxy, const Affine& m) {
+  const auto& shape = f.value.shape;
+  if (shape.empty() || shape.back() != 4)
+    throw SampleError("boxes field '" + f.name + "' (member '" + f.member + "') has shape " +
+                      shape_string(shape) + "; its last axis must hold 4 values");
+  std::vector<double> d = as_doubles(f.value);
+  for (size_t i = 0; i + 4 <= d.size(); i += 4) {
+    double x0 = d[i], y0 = d[i + 1], x1 = xyxy ? d[i + 2] : d[i] + d[i + 2],
+           y1 = xyxy ? d[i + 3] : d[i + 1] + d[i + 3];
+    apply_affine(m, x0, y0, x0, y0);
+    apply_affine(m, x1, y1, x1, y1);
+    d[i] = x0;
+    d[i + 1] = y0;
+    d[i + 2] = xyxy ? x1 : x1 - x0;
+    d[i + 3] = xyxy ? y1 : y1 - y0;
+  }
+  store_doubles(f.value, d);
+}
+
+uint32_t crc_of(const std::vector<uint8_t>& b) {
+  return static_cast<uint32_t>(::crc32_z(0, b.data(), b.size()));
+}
+
+std::vector<uint8_t> encode_dense(const cv::Mat& m, const std::string& member) {
+  const int depth = m.depth();
+  if (depth != CV_8U && depth != CV_16U)
+    throw SampleError("dense map '" + member +
+                      "' has a pixel type tarmac cannot store losslessly as PNG (only 8- and "
+                      "16-bit maps are supported)");
+  return encode_image(m, OutputFormat::Png, 0);
+}
+
+}  // namespace
+
+ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
+  ProcessedSample out;
+  out.key = raw.key;
+  out.input = raw.input;
+  const std::string* current_member = nullptr;
+  try {
+    if (!raw.errors.empty()) throw SampleError(raw.errors.front());
+    const Member* image = nullptr;
+    size_t image_rank = o.image_exts.size();
+    std::vector<const Member*> dense(o.dense.size(), nullptr);
+    std::vector<std::pair<const Member*, std::string>> labels;
+    for (const auto& m : raw.members) {
+      std::string key, ext;
+      split_member_name(m.name, key, ext);
+      auto d = std::find(o.dense.begin(), o.dense.end(), ext);
+      if (d != o.dense.end()) {
+        dense[static_cast<size_t>(d - o.dense.begin())] = &m;
+        continue;
+      }
+      auto im = std::find(o.image_exts.begin(), o.image_exts.end(), ext);
+      if (im != o.image_exts.end() && !o.no_images) {
+        const size_t rank = static_cast<size_t>(im - o.image_exts.begin());
+        if (rank < image_rank) {
+          if (image) out.ignored.emplace_back(image->name, "a second image member of the sample; '" + m.name + "' is used");
+          image = &m;
+          image_rank = rank;
+        } else {
+          out.ignored.emplace_back(m.name, "a second image member of the sample; '" + image->name + "' is used");
+        }
+        continue;
+      }
+      if (is_label_ext(last_component(ext))) {
+        labels.emplace_back(&m, ext);
+        continue;
+      }
+      out.ignored.emplace_back(m.name, "extension '." + ext + "' is neither an image, a dense map nor a label");
+    }
+
+    for (const auto& [m, ext] : labels) {
+      current_member = &m->name;
+      parse_label_member(*m, ext, o.max_member_size, out.fields);
+    }
+    current_member = nullptr;
+    if (o.no_images) return out;
+
+    if (!image) {
+      std::string looked;
+      for (const auto& e : o.image_exts) looked += (looked.empty() ? "." : ", .") + e;
+      throw SampleError("sample has no image member (looked for " + looked + ")");
+    }
+    for (size_t i = 0; i < dense.size(); ++i)
+      if (!dense[i]) throw SampleError("sample has no dense map member '." + o.dense[i] + "'");
+
+    current_member = &image->name;
+    const cv::Mat src = decode_image(image->data, o.max_pixels);
+    std::optional<Region> field_box;
+    if (o.geometry.crop == CropMode::Field) {
+      SampleField& f = numeric_field(out.fields, o.crop_field, "crop box");
+      if (f.value.num_elements() != 4)
+        throw SampleError("crop box field '" + o.crop_field + "' (member '" + f.member +
+                          "') has shape " + shape_string(f.value.shape) + "; it needs 4 numbers");
+      const std::vector<double> b = as_doubles(f.value);
+      field_box = region_from_box(b.data(), o.crop_field_xyxy);
+    }
+    const Geometry g = compute_geometry(o.geometry, src.cols, src.rows, field_box);
+    out.affine = g.m;
+
+    if (o.format == OutputFormat::Keep) {
+      if (!g.identity)
+        throw FatalError("--format keep stores the source bytes untouched, so it cannot be "
+                         "combined with a crop or resize");
+      out.image.bytes = image->data;
+      std::string k, ext;
+      split_member_name(image->name, k, ext);
+      out.image.member_suffix = ext;
+    } else {
+      const cv::Mat warped = g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.pad_value);
+      out.image.bytes = encode_image(warped.isContinuous() ? warped : warped.clone(), o.format, o.quality);
+      out.image.member_suffix = format_extension(o.format);
+    }
+    out.image.width = g.out_width;
+    out.image.height = g.out_height;
+    out.image.crc32 = crc_of(out.image.bytes);
+
+    for (size_t i = 0; i < dense.size(); ++i) {
+      current_member = &dense[i]->name;
+      Blob b;
+      b.member_suffix = o.dense[i];
+      b.width = g.out_width;
+      b.height = g.out_height;
+      cv::Mat d = decode_dense(dense[i]->data, o.max_pixels);
+      if (g.identity && d.cols == src.cols && d.rows == src.rows) {
+        b.bytes = dense[i]->data;
+      } else {
+        Affine m = g.m;
+        if (d.cols != src.cols || d.rows != src.rows)
+          m = compose(g.m, dense_to_image(d.cols, d.rows, src.cols, src.rows));
+        b.bytes = encode_dense(warp_dense(d, m, g.out_width, g.out_height), dense[i]->name);
+        if (last_component(b.member_suffix) != "png") b.member_suffix = stem_or_self(b.member_suffix) + ".png";
+      }
+      b.crc32 = crc_of(b.bytes);
+      out.dense.push_back(std::move(b));
+    }
+    current_member = nullptr;
+
+    for (const auto& name : o.points) transform_points(numeric_field(out.fields, name, "points"), g.m);
+    for (const auto& [name, xyxy] : o.boxes) transform_boxes(numeric_field(out.fields, name, "boxes"), xyxy, g.m);
+  } catch (const ParseError& e) {
+    out.error = (current_member ? "member '" + *current_member + "': " : "") + e.what();
+  } catch (const SampleError& e) {
+    out.error = (current_member ? "member '" + *current_member + "': " : "") + e.what();
+  } catch (const cv::Exception& e) {
+    out.error = (current_member ? "member '" + *current_member + "': " : "") +
+                "OpenCV failed: " + e.what();
+  }
+  return out;
+}
+
+}  // namespace tarmac

@@ -1,0 +1,36 @@
+#pragma once
+// Turns one raw sample (its members' bytes) into what the writer stores: parsed and
+// transformed label fields, the encoded output image and dense maps, and the affine.
+// Runs on worker threads; holds no shared state.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "convert/convert.h"
+#include "labels/schema.h"
+#include "source/member.h"
+
+namespace tarmac {
+
+struct Blob {
+  std::string member_suffix;  ///< extension in the shard: "jpg", "depth.png"
+  std::vector<uint8_t> bytes;
+  int width = 0, height = 0;
+  uint32_t crc32 = 0;
+};
+
+struct ProcessedSample {
+  std::string key;
+  uint32_t input = 0;
+  std::string error;  ///< non-empty: the sample is bad (the reason, naming the member)
+  std::vector<SampleField> fields;
+  Blob image;
+  std::vector<Blob> dense;  ///< in the order of ConvertOptions::dense
+  Affine affine{1, 0, 0, 0, 1, 0};
+  std::vector<std::pair<std::string, std::string>> ignored;  ///< member, reason
+};
+
+/// Processes one sample. Never throws for bad data: the reason goes to `error`.
+ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& options);
+
+}  // namespace tarmac

@@ -1,0 +1,36 @@
+#pragma once
+// A summary of a converted dataset directory, read from its annotation file's header and
+// its manifest; O(number of fields), touches no label data.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tarmac {
+
+struct DatasetSummary {
+  std::string path;
+  std::string format;
+  uint64_t samples = 0;
+  std::string schema_json;  ///< the "schema" metadata entry
+  std::vector<std::string> blobs;  ///< stored blob kinds: "__image__", "__depth__", ...
+  struct Shard {
+    std::string name;
+    uint64_t size = 0;  ///< on disk; 0 when missing
+    bool present = false;
+  };
+  std::vector<Shard> shards;
+  uint64_t annotation_bytes = 0;
+  struct Tensor {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+    uint64_t bytes = 0;
+  };
+  std::vector<Tensor> tensors;
+  std::string manifest_json;  ///< empty when there is no manifest
+};
+
+/// Reads the summary. Throws FatalError when the directory holds no dataset, ParseError
+/// when the annotation file is invalid.
+DatasetSummary summarize_dataset(const std::string& dir);
+
+}  // namespace tarmac

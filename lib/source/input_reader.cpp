@@ -1,0 +1,272 @@
+#include "source/input_reader.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "common/error.h"
+#include "common/utf8.h"
+
+namespace tarmac {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kReadBlock = 1 << 20;
+
+// Feeds libarchive from a file descriptor, checksumming every byte on the way.
+struct FdSource {
+  int fd = -1;
+  bool owned = false;
+  InputInfo* info = nullptr;
+  std::atomic<uint64_t>* total = nullptr;
+  std::vector<uint8_t> buffer = std::vector<uint8_t>(kReadBlock);
+  std::string read_error;
+};
+
+la_ssize_t read_cb(struct archive*, void* client, const void** out) {
+  auto* src = static_cast<FdSource*>(client);
+  ssize_t n;
+  do {
+    n = ::read(src->fd, src->buffer.data(), src->buffer.size());
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    src->read_error = std::strerror(errno);
+    return -1;
+  }
+  src->info->crc32 = static_cast<uint32_t>(
+      ::crc32_z(src->info->crc32, src->buffer.data(), static_cast<size_t>(n)));
+  src->info->bytes_read += static_cast<uint64_t>(n);
+  src->total->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  *out = src->buffer.data();
+  return n;
+}
+
+int close_cb(struct archive*, void* client) {
+  auto* src = static_cast<FdSource*>(client);
+  if (src->owned && src->fd >= 0) ::close(src->fd);
+  src->fd = -1;
+  return ARCHIVE_OK;
+}
+
+std::string normalise(std::string name) {
+  while (name.rfind("./", 0) == 0) name.erase(0, 2);
+  return name;
+}
+
+std::string human_size(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+}  // namespace
+
+InputReader::InputReader(std::vector<std::string> paths, InputReaderOptions options)
+    : options_(options) {
+  for (auto& p : paths) {
+    InputInfo info;
+    info.path = p;
+    if (p != "-") {
+      struct stat st{};
+      if (::stat(p.c_str(), &st) != 0)
+        throw FatalError("cannot open input '" + p + "': " + std::strerror(errno));
+      if (S_ISREG(st.st_mode)) info.size = static_cast<uint64_t>(st.st_size);
+    }
+    inputs_.push_back(std::move(info));
+  }
+}
+
+uint64_t InputReader::total_size() const {
+  uint64_t total = 0;
+  for (const auto& i : inputs_) {
+    if (i.path == "-" || (i.size == 0 && !fs::is_regular_file(i.path))) return 0;
+    total += i.size;
+  }
+  return total;
+}
+
+void InputReader::run(const InputCallbacks& cb) {
+  for (uint32_t i = 0; i < inputs_.size(); ++i) {
+    const auto& path = inputs_[i].path;
+    if (path != "-" && fs::is_directory(path))
+      read_directory(i, cb);
+    else
+      read_archive(i, cb);
+    cb.on_input_end(i);
+  }
+}
+
+void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
+  InputInfo& info = inputs_[index];
+  const std::string where = info.path == "-" ? "standard input" : "archive '" + info.path + "'";
+  FdSource src;
+  src.info = &info;
+  src.total = &bytes_read_;
+  if (info.path == "-") {
+    src.fd = 0;
+  } else {
+    src.fd = ::open(info.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (src.fd < 0) throw FatalError("cannot open " + where + ": " + std::strerror(errno));
+    src.owned = true;
+    ::posix_fadvise(src.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  }
+
+  std::unique_ptr<archive, decltype(&archive_read_free)> a(archive_read_new(), archive_read_free);
+  archive_read_support_filter_all(a.get());
+  archive_read_support_format_all(a.get());
+  if (archive_read_open(a.get(), &src, nullptr, read_cb, close_cb) != ARCHIVE_OK) {
+    std::string msg = where + " is not an archive tarmac can read: " +
+                      archive_error_string(a.get());
+    if (!options_.skip_errors) throw FatalError(msg);
+    info.error = msg;
+    return;
+  }
+
+  auto fail = [&](const std::string& what) {
+    std::string msg = where + ": " + what;
+    if (!src.read_error.empty()) msg += " (read error: " + src.read_error + ")";
+    if (!options_.skip_errors) throw FatalError(msg);
+    info.error = msg;
+  };
+
+  archive_entry* entry = nullptr;
+  std::vector<uint8_t> chunk(1 << 16);
+  while (true) {
+    int r = archive_read_next_header(a.get(), &entry);
+    if (r == ARCHIVE_EOF) break;
+    if (r == ARCHIVE_FATAL || r == ARCHIVE_RETRY) {
+      fail(std::string("archive is truncated or corrupt: ") + archive_error_string(a.get()));
+      return;
+    }
+    const char* raw_name = archive_entry_pathname(entry);
+    std::string name = normalise(raw_name ? raw_name : "");
+    ++info.members;
+    const auto type = archive_entry_filetype(entry);
+    if (type == AE_IFDIR) continue;  // directories carry no sample data
+    if (!is_valid_utf8(name)) {
+      cb.on_notice({index, name, "member name is not valid UTF-8", true});
+      continue;
+    }
+    if (archive_entry_hardlink(entry) != nullptr) {
+      cb.on_notice({index, name, "hard link, not followed", false});
+      continue;
+    }
+    if (type != AE_IFREG) {
+      cb.on_notice({index, name,
+                    type == AE_IFLNK ? "symbolic link, not followed" : "not a regular file",
+                    false});
+      continue;
+    }
+    if (auto why = unsafe_name_reason(name); !why.empty()) {
+      cb.on_notice({index, name, "unsafe member name (" + why + ")", true});
+      continue;
+    }
+    if (archive_entry_size_is_set(entry) &&
+        static_cast<uint64_t>(archive_entry_size(entry)) > options_.max_member_size) {
+      cb.on_notice({index, name,
+                    "member is " + human_size(static_cast<uint64_t>(archive_entry_size(entry))) +
+                        ", over --max-member-size " + human_size(options_.max_member_size),
+                    true});
+      continue;  // libarchive skips the data on the next header read
+    }
+    Member m;
+    m.name = std::move(name);
+    if (archive_entry_size_is_set(entry))
+      m.data.reserve(static_cast<size_t>(archive_entry_size(entry)));
+    bool too_big = false;
+    while (true) {
+      la_ssize_t n = archive_read_data(a.get(), chunk.data(), chunk.size());
+      if (n == 0) break;
+      if (n < 0) {
+        if (n == ARCHIVE_WARN) continue;
+        fail("member '" + m.name + "' is truncated or corrupt: " + archive_error_string(a.get()));
+        return;
+      }
+      if (m.data.size() + static_cast<uint64_t>(n) > options_.max_member_size) {
+        too_big = true;
+        break;
+      }
+      m.data.insert(m.data.end(), chunk.data(), chunk.data() + n);
+    }
+    if (too_big) {
+      cb.on_notice({index, m.name,
+                    "member inflates past --max-member-size " + human_size(options_.max_member_size),
+                    true});
+      continue;
+    }
+    cb.on_member(index, std::move(m));
+  }
+}
+
+void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
+  InputInfo& info = inputs_[index];
+  const fs::path root(info.path);
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    const auto& e = *it;
+    if (e.is_symlink()) {
+      cb.on_notice({index, fs::relative(e.path(), root).generic_string(),
+                    "symbolic link, not followed", false});
+      continue;
+    }
+    if (e.is_regular_file()) files.push_back(e.path());
+  }
+  if (ec) throw FatalError("cannot list directory '" + info.path + "': " + ec.message());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::string name = fs::relative(f, root).generic_string();
+    ++info.members;
+    uint64_t size = fs::file_size(f, ec);
+    if (ec) throw FatalError("cannot read '" + f.string() + "': " + ec.message());
+    info.size += size;
+    if (size > options_.max_member_size) {
+      cb.on_notice({index, name,
+                    "file is " + human_size(size) + ", over --max-member-size " +
+                        human_size(options_.max_member_size),
+                    true});
+      continue;
+    }
+    int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw FatalError("cannot open '" + f.string() + "': " + std::strerror(errno));
+    Member m;
+    m.name = name;
+    m.data.resize(size);
+    size_t got = 0;
+    while (got < size) {
+      ssize_t n = ::read(fd, m.data.data() + got, size - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::close(fd);
+        throw FatalError("cannot read '" + f.string() + "': " +
+                         (n < 0 ? std::strerror(errno) : "file shrank while reading"));
+      }
+      got += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    info.crc32 = static_cast<uint32_t>(::crc32_z(info.crc32, m.data.data(), size));
+    info.bytes_read += size;
+    bytes_read_.fetch_add(size, std::memory_order_relaxed);
+    cb.on_member(index, std::move(m));
+  }
+}
+
+}  // namespace tarmac

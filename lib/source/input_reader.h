@@ -1,0 +1,68 @@
+#pragma once
+// Reads the members of every input in order, streaming: archives of any format and
+// compression libarchive knows (tar, pax, gnu, ustar, zip; gz, zst, xz, bz2), directories,
+// and "-" for standard input. Nothing is extracted to disk.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "source/member.h"
+
+namespace tarmac {
+
+/// What is known about one input after (or while) reading it.
+struct InputInfo {
+  std::string path;  ///< as given; "-" for standard input
+  uint64_t size = 0;  ///< bytes on disk; 0 when unknown (stdin, pipes)
+  uint64_t bytes_read = 0;
+  uint32_t crc32 = 0;  ///< zlib CRC-32 of every byte read from the input
+  uint64_t members = 0;
+  std::string error;  ///< set when the input could not be read to its end (under skip)
+};
+
+/// A member that is not handed on as data, and why.
+struct MemberNotice {
+  uint32_t input = 0;
+  std::string member;
+  std::string reason;
+  bool is_error = false;  ///< true: bad input (unsafe name, too large); false: ignored by design
+};
+
+struct InputReaderOptions {
+  uint64_t max_member_size = 1ull << 30;
+  bool skip_errors = false;  ///< keep going after a truncated or corrupt archive
+};
+
+struct InputCallbacks {
+  std::function<void(uint32_t input, Member&& m)> on_member;
+  std::function<void(MemberNotice&& n)> on_notice;
+  std::function<void(uint32_t input)> on_input_end;
+};
+
+class InputReader {
+ public:
+  InputReader(std::vector<std::string> paths, InputReaderOptions options);
+
+  /// Reads every input in order. Throws FatalError for an unreadable input (unless
+  /// skip_errors, which records the error in the input's InputInfo and goes on).
+  void run(const InputCallbacks& cb);
+
+  /// Inputs, with sizes known up front; bytes_read and crc32 are final after run().
+  const std::vector<InputInfo>& inputs() const { return inputs_; }
+  /// Sum of input sizes known before reading (0 when some size is unknown).
+  uint64_t total_size() const;
+  /// Bytes read so far, over all inputs; safe to read from another thread.
+  uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
+
+ private:
+  void read_archive(uint32_t index, const InputCallbacks& cb);
+  void read_directory(uint32_t index, const InputCallbacks& cb);
+
+  std::vector<InputInfo> inputs_;
+  InputReaderOptions options_;
+  std::atomic<uint64_t> bytes_read_{0};
+};
+
+}  // namespace tarmac

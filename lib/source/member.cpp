@@ -1,0 +1,35 @@
+#include "source/member.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace tarmac {
+
+bool split_member_name(const std::string& name, std::string& key, std::string& ext) {
+  size_t slash = name.rfind('/');
+  size_t base = slash == std::string::npos ? 0 : slash + 1;
+  size_t dot = name.find('.', base);
+  if (dot == std::string::npos || dot == base || dot + 1 == name.size()) return false;
+  key = name.substr(0, dot);
+  ext = name.substr(dot + 1);
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return true;
+}
+
+std::string unsafe_name_reason(const std::string& name) {
+  if (name.empty()) return "empty member name";
+  if (name.front() == '/') return "absolute path";
+  if (name.find('\0') != std::string::npos) return "NUL byte in name";
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = name.find('/', start);
+    if (end == std::string::npos) end = name.size();
+    std::string_view part(name.data() + start, end - start);
+    if (part == "..") return "'..' path component";
+    start = end + 1;
+  }
+  return "";
+}
+
+}  // namespace tarmac

@@ -1,0 +1,103 @@
+#include "transform/geometry.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+
+namespace tarmac {
+
+Region region_from_box(const double* v, bool xyxy) {
+  if (xyxy) return {v[0], v[1], v[2], v[3]};
+  return {v[0], v[1], v[0] + v[2], v[1] + v[3]};
+}
+
+namespace {
+
+Region scale_about_centre(Region r, double sx, double sy) {
+  const double cx = (r.x0 + r.x1) / 2, cy = (r.y0 + r.y1) / 2;
+  const double hw = r.width() * sx / 2, hh = r.height() * sy / 2;
+  return {cx - hw, cy - hh, cx + hw, cy + hh};
+}
+
+int round_size(double v) { return std::max(1, static_cast<int>(std::lround(v))); }
+
+}  // namespace
+
+Geometry compute_geometry(const GeometryOptions& o, int w, int h,
+                          const std::optional<Region>& field_box) {
+  const Region full{-0.5, -0.5, w - 0.5, h - 0.5};
+  Region r = full;
+  switch (o.crop) {
+    case CropMode::None:
+      break;
+    case CropMode::Center: {
+      const double aspect =
+          (o.width > 0 && o.height > 0) ? static_cast<double>(o.width) / o.height : 1.0;
+      double cw = w, ch = h;
+      if (static_cast<double>(w) / h > aspect)
+        cw = h * aspect;
+      else
+        ch = w / aspect;
+      r = {(w - cw) / 2 - 0.5, (h - ch) / 2 - 0.5, (w + cw) / 2 - 0.5, (h + ch) / 2 - 0.5};
+      break;
+    }
+    case CropMode::Box:
+      r = o.box;
+      break;
+    case CropMode::Field:
+      if (!field_box) throw SampleError("crop box field is missing");
+      r = *field_box;
+      break;
+  }
+  if (o.crop == CropMode::Box || o.crop == CropMode::Field) {
+    if (!(r.width() > 0 && r.height() > 0) || !std::isfinite(r.x0) || !std::isfinite(r.y0) ||
+        !std::isfinite(r.x1) || !std::isfinite(r.y1))
+      throw SampleError("crop box is empty or not finite (x0=" + std::to_string(r.x0) +
+                        " y0=" + std::to_string(r.y0) + " x1=" + std::to_string(r.x1) +
+                        " y1=" + std::to_string(r.y1) + ")");
+    if (o.crop_scale != 1.0) r = scale_about_centre(r, o.crop_scale, o.crop_scale);
+    if (o.square) {
+      const double side = std::max(r.width(), r.height());
+      r = scale_about_centre(r, side / r.width(), side / r.height());
+    }
+  }
+
+  const double rw = r.width(), rh = r.height();
+  Geometry g;
+  switch (o.resize) {
+    case ResizeMode::Exact:
+      g.out_width = o.width;
+      g.out_height = o.height;
+      break;
+    case ResizeMode::Shorter: {
+      const double s = o.width / std::min(rw, rh);
+      g.out_width = round_size(rw * s);
+      g.out_height = round_size(rh * s);
+      break;
+    }
+    case ResizeMode::Longer: {
+      const double s = o.width / std::max(rw, rh);
+      g.out_width = round_size(rw * s);
+      g.out_height = round_size(rh * s);
+      break;
+    }
+    case ResizeMode::Fit: {
+      const double s = std::min(o.width / rw, o.height / rh);
+      g.out_width = round_size(rw * s);
+      g.out_height = round_size(rh * s);
+      break;
+    }
+    case ResizeMode::None:
+      g.out_width = round_size(rw);
+      g.out_height = round_size(rh);
+      break;
+  }
+  const double sx = g.out_width / rw, sy = g.out_height / rh;
+  g.m = {sx, 0, -r.x0 * sx - 0.5, 0, sy, -r.y0 * sy - 0.5};
+  g.identity = g.out_width == w && g.out_height == h && std::abs(g.m[0] - 1) < 1e-12 &&
+               std::abs(g.m[4] - 1) < 1e-12 && std::abs(g.m[2]) < 1e-9 && std::abs(g.m[5]) < 1e-9;
+  return g;
+}
+
+}  // namespace tarmac

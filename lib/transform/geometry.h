@@ -1,0 +1,54 @@
+#pragma once
+// The geometry of a conversion: which region of the source image becomes the output, and
+// the affine map between them. Coordinates follow OpenCV's warpAffine convention: integer
+// coordinates are pixel centres, so an image of width W spans [-0.5, W - 0.5].
+#include <array>
+#include <optional>
+#include <string>
+
+namespace tarmac {
+
+/// Row-major 2x3 matrix M: output = M * [x, y, 1].
+using Affine = std::array<double, 6>;
+
+struct Region {  // [x0, x1] x [y0, y1]
+  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+  double width() const { return x1 - x0; }
+  double height() const { return y1 - y0; }
+};
+
+enum class CropMode { None, Center, Box, Field };
+enum class ResizeMode { Exact, Shorter, Longer, Fit, None };
+
+struct GeometryOptions {
+  CropMode crop = CropMode::None;
+  Region box;               ///< CropMode::Box: the fixed region
+  double crop_scale = 1.0;  ///< scales the box/field region about its centre
+  bool square = false;      ///< grow the region to a square (side = longer side)
+  int width = 0, height = 0;  ///< --size; 0 = not given
+  ResizeMode resize = ResizeMode::None;
+};
+
+struct Geometry {
+  Affine m{};
+  int out_width = 0, out_height = 0;
+  /// True when the output is the source pixel for pixel (no crop, no resize).
+  bool identity = false;
+};
+
+/// Region of interest for a box [x, y, w, h] (or [x0, y0, x1, y1] when `xyxy`).
+Region region_from_box(const double* v, bool xyxy);
+
+/// Computes region, output size and affine for one source image of size w x h.
+/// `field_box` is the region taken from the sample's label (CropMode::Field).
+/// Throws SampleError when the region or the output would be empty.
+Geometry compute_geometry(const GeometryOptions& o, int src_width, int src_height,
+                          const std::optional<Region>& field_box);
+
+/// Applies M to a point.
+inline void apply_affine(const Affine& m, double x, double y, double& ox, double& oy) {
+  ox = m[0] * x + m[1] * y + m[2];
+  oy = m[3] * x + m[4] * y + m[5];
+}
+
+}  // namespace tarmac

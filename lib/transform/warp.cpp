@@ -1,0 +1,68 @@
+#include "transform/warp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <opencv2/imgproc.hpp>
+
+namespace tarmac {
+namespace {
+
+cv::Mat to_cv(const Affine& m) {
+  return (cv::Mat_<double>(2, 3) << m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+}  // namespace
+
+Affine compose(const Affine& a, const Affine& b) {
+  return {a[0] * b[0] + a[1] * b[3],        a[0] * b[1] + a[1] * b[4],
+          a[0] * b[2] + a[1] * b[5] + a[2], a[3] * b[0] + a[4] * b[3],
+          a[3] * b[1] + a[4] * b[4],        a[3] * b[2] + a[4] * b[5] + a[5]};
+}
+
+Affine dense_to_image(int dw, int dh, int iw, int ih) {
+  const double sx = static_cast<double>(iw) / dw, sy = static_cast<double>(ih) / dh;
+  return {sx, 0, 0.5 * sx - 0.5, 0, sy, 0.5 * sy - 0.5};
+}
+
+cv::Mat warp_image(const cv::Mat& src, const Affine& m, int out_w, int out_h, double pad) {
+  const int kx = m[0] < 1 ? static_cast<int>(std::floor(1.0 / m[0] + 1e-9)) : 1;
+  const int ky = m[4] < 1 ? static_cast<int>(std::floor(1.0 / m[4] + 1e-9)) : 1;
+  cv::Mat out;
+  const cv::Scalar border = cv::Scalar::all(pad);
+  if (kx <= 1 && ky <= 1) {
+    cv::warpAffine(src, out, to_cv(m), cv::Size(out_w, out_h), cv::INTER_LINEAR,
+                   cv::BORDER_CONSTANT, border);
+    return out;
+  }
+  // Source rows/columns the output needs (inverse map of the output rectangle), plus margin.
+  const double ux0 = (-0.5 - m[2]) / m[0], ux1 = (out_w - 0.5 - m[2]) / m[0];
+  const double uy0 = (-0.5 - m[5]) / m[4], uy1 = (out_h - 0.5 - m[5]) / m[4];
+  int x0 = std::max(0, static_cast<int>(std::floor(ux0)) - 2 * kx);
+  int y0 = std::max(0, static_cast<int>(std::floor(uy0)) - 2 * ky);
+  int x1 = std::min(src.cols, static_cast<int>(std::ceil(ux1)) + 2 * kx);
+  int y1 = std::min(src.rows, static_cast<int>(std::ceil(uy1)) + 2 * ky);
+  int w = (x1 - x0) / kx * kx, h = (y1 - y0) / ky * ky;
+  if (w <= 0 || h <= 0) {  // the output lies wholly outside the source
+    out.create(out_h, out_w, src.type());
+    out.setTo(border);
+    return out;
+  }
+  cv::Mat reduced;
+  cv::resize(src(cv::Rect(x0, y0, w, h)), reduced, cv::Size(w / kx, h / ky), 0, 0,
+             cv::INTER_AREA);
+  // Reduced pixel j covers source pixels x0 + kx*j ... + kx-1: its centre is at
+  // x0 + kx*j + (kx-1)/2 in source coordinates.
+  const Affine r = {double(kx), 0, x0 + (kx - 1) / 2.0, 0, double(ky), y0 + (ky - 1) / 2.0};
+  cv::warpAffine(reduced, out, to_cv(compose(m, r)), cv::Size(out_w, out_h), cv::INTER_LINEAR,
+                 cv::BORDER_CONSTANT, border);
+  return out;
+}
+
+cv::Mat warp_dense(const cv::Mat& src, const Affine& m, int out_w, int out_h) {
+  cv::Mat out;
+  cv::warpAffine(src, out, to_cv(m), cv::Size(out_w, out_h), cv::INTER_NEAREST,
+                 cv::BORDER_CONSTANT, cv::Scalar::all(0));
+  return out;
+}
+
+}  // namespace tarmac

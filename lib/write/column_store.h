@@ -1,0 +1,53 @@
+#pragma once
+// Label columns of a run, spilled to disk sample by sample so that memory stays bounded
+// whatever the number of samples, then assembled into the annotation file at the end.
+// Each column's spill file is a sequence of records: dtype (u8), ndim (u8), dims (i64 each),
+// byte count (u64), bytes. Records keep the dtype they were parsed with; conversion to the
+// column's final dtype happens once, when the annotation file is written.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "write/safetensors_writer.h"
+
+namespace tarmac {
+
+/// Converts `count` elements from `src` (of type `from`) to type `to`, appending to `out`.
+void convert_elements(DType from, const uint8_t* src, uint64_t count, DType to,
+                      std::vector<uint8_t>& out);
+
+class SpillColumn {
+ public:
+  SpillColumn(std::string name, std::string path);
+  ~SpillColumn();
+  SpillColumn(const SpillColumn&) = delete;
+  SpillColumn& operator=(const SpillColumn&) = delete;
+
+  /// Appends one sample's value. Throws FatalError on I/O failure.
+  void append(DType dtype, std::span<const int64_t> shape, std::span<const uint8_t> bytes);
+  /// Flushes and closes the spill file (before the tensors are produced).
+  void close();
+
+  /// Tensors for a column of fixed per-sample shape: NAME [N, shape...] of dtype `to`.
+  TensorSpec fixed_tensor(DType to, std::vector<int64_t> sample_shape, uint64_t n) const;
+  /// NAME.values [total_first_axis, inner...] and NAME.offsets [N + 1] (I64, in units of
+  /// the first axis).
+  std::vector<TensorSpec> ragged_tensors(DType to, std::vector<int64_t> inner_shape,
+                                         uint64_t total_first_axis, uint64_t n) const;
+
+  const std::string& name() const { return name_; }
+  uint64_t count() const { return count_; }
+
+ private:
+  void flush();
+  std::string name_;
+  std::string path_;
+  int fd_ = -1;
+  std::vector<uint8_t> buffer_;
+  uint64_t count_ = 0;
+};
+
+}  // namespace tarmac

@@ -1,0 +1,120 @@
+#include "write/file_util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "common/error.h"
+
+namespace tarmac {
+
+void throw_io_error(std::string_view action, const std::string& path, int err) {
+  throw FatalError(std::string(action) + " '" + path +
+                   "': " + (err == ENOSPC ? "no space left on device" : std::strerror(err)));
+}
+
+OutputFile::OutputFile(std::string path) { open(std::move(path)); }
+
+OutputFile::OutputFile(OutputFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      position_(std::exchange(other.position_, 0)) {}
+
+OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    position_ = std::exchange(other.position_, 0);
+  }
+  return *this;
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OutputFile::open(std::string path) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  position_ = 0;
+  path_ = std::move(path);
+  int fd;
+  do {
+    fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) throw_io_error("cannot open for writing", path_, errno);
+  fd_ = fd;
+}
+
+void OutputFile::write_all(std::span<const uint8_t> data) {
+  if (fd_ < 0) throw FatalError("write to '" + path_ + "' which is not open");
+  const uint8_t* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      throw_io_error("cannot write " + std::to_string(left) + " bytes to", path_, err);
+    }
+    if (n == 0) throw_io_error("cannot write " + std::to_string(left) + " bytes to", path_, ENOSPC);
+    p += n;
+    left -= static_cast<size_t>(n);
+    position_ += static_cast<uint64_t>(n);
+  }
+}
+
+void OutputFile::sync() {
+  if (fd_ < 0) return;
+  // EINVAL: a pipe or device with nothing to synchronize.
+  if (::fsync(fd_) != 0 && errno != EINVAL) throw_io_error("cannot fsync", path_, errno);
+}
+
+void OutputFile::close() {
+  if (fd_ < 0) return;
+  int fd = std::exchange(fd_, -1);
+  // Linux closes the fd even when close(2) fails, so never retry (not even on EINTR).
+  if (::close(fd) != 0 && errno != EINTR) throw_io_error("cannot close", path_, errno);
+}
+
+namespace {
+void sync_directory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw_io_error("cannot open directory", dir, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) throw_io_error("cannot fsync directory", dir, err);
+}
+}  // namespace
+
+void atomic_rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    throw_io_error("cannot rename '" + from + "' to", to, err);
+  }
+  std::string parent = std::filesystem::path(to).parent_path().string();
+  sync_directory(parent.empty() ? "." : parent);
+}
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  const std::string tmp = path + ".tmp";
+  try {
+    OutputFile out(tmp);
+    out.write_all({reinterpret_cast<const uint8_t*>(content.data()), content.size()});
+    out.sync();
+    out.close();
+    atomic_rename(tmp, path);
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+}
+
+}  // namespace tarmac
