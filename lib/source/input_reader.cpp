@@ -224,7 +224,8 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
        it.increment(ec)) {
     const auto& e = *it;
     if (e.is_symlink()) {
-      cb.on_notice({index, fs::relative(e.path(), root).generic_string(),
+      // relative() would follow the link itself: make only its directory relative.
+      cb.on_notice({index, (fs::relative(e.path().parent_path(), root) / e.path().filename()).lexically_normal().generic_string(),
                     "symbolic link, not followed", false});
       continue;
     }
@@ -262,7 +263,8 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
       got += static_cast<size_t>(n);
     }
     ::close(fd);
-    info.crc32 = static_cast<uint32_t>(::crc32_z(info.crc32, m.data.data(), size));
+    if (size > 0)  // crc32_z(crc, nullptr, 0) returns 0, not crc
+      info.crc32 = static_cast<uint32_t>(::crc32_z(info.crc32, m.data.data(), size));
     info.bytes_read += size;
     bytes_read_.fetch_add(size, std::memory_order_relaxed);
     cb.on_member(index, std::move(m));

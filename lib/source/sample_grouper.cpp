@@ -5,7 +5,7 @@
 namespace tarmac {
 
 uint64_t key_hash(const std::string& key) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;
   for (unsigned char c : key) {
     h ^= c;
     h *= 1099511628211ull;

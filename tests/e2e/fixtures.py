@@ -1,0 +1,207 @@
+"""Fixture generators and helpers for the tarmac end-to-end tests.
+
+Images are smooth (low-frequency) so that a pixel comparison with an independent reference
+warp is meaningful, yet steep enough that a half-pixel error in the geometry shows.
+"""
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import unittest
+import zlib
+
+import cv2
+import numpy as np
+
+import st_reader
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARMAC = os.environ.get("TARMAC") or os.path.join(HERE, "..", "..", "build-e2e", "apps", "tarmac")
+
+
+# ---------------------------------------------------------------- images
+
+def smooth_rgb(w, h, seed=0):
+    """A smooth RGB uint8 image: gradients plus sinusoids of 20-40 px periods, all channels different."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    p = rng.uniform(0, 2 * np.pi, 6)
+    r = 128 + 70 * np.sin(2 * np.pi * x / 29 + p[0]) + 40 * np.cos(2 * np.pi * y / 37 + p[1])
+    g = 40 + 170 * x / max(w - 1, 1) + 30 * np.sin(2 * np.pi * (x + y) / 23 + p[2])
+    b = 128 + 60 * np.cos(2 * np.pi * (x - 0.7 * y) / 31 + p[3]) + 50 * np.sin(2 * np.pi * y / 41 + p[4])
+    img = np.stack([r, g, b], axis=-1)
+    return np.clip(np.round(img), 0, 255).astype(np.uint8)
+
+
+def smooth_u16(w, h, seed=0):
+    """A 16-bit depth-like map with many distinct values."""
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    d = 1000 + 37 * x + 101 * y + 500 * np.sin(x / 7.0 + seed) * np.cos(y / 5.0)
+    return np.clip(d, 0, 65535).astype(np.uint16)
+
+
+def png(rgb):
+    """PNG bytes of an RGB (or grey / RGBA / 16-bit) array; channel order given as RGB(A)."""
+    a = rgb
+    if a.ndim == 3 and a.shape[2] == 3:
+        a = cv2.cvtColor(a, cv2.COLOR_RGB2BGR)
+    elif a.ndim == 3 and a.shape[2] == 4:
+        a = cv2.cvtColor(a, cv2.COLOR_RGBA2BGRA)
+    ok, buf = cv2.imencode(".png", a)
+    assert ok
+    return buf.tobytes()
+
+
+def jpg(rgb, quality=95):
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    assert ok
+    return buf.tobytes()
+
+
+def decode_rgb(data):
+    """Decodes image bytes with OpenCV into RGB (independently of tarmac)."""
+    bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    assert bgr is not None, "not decodable"
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def decode_unchanged(data):
+    m = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    assert m is not None, "not decodable"
+    return m
+
+
+def npy(arr):
+    b = io.BytesIO()
+    np.save(b, arr)
+    return b.getvalue()
+
+
+def npz(compressed=False, **arrays):
+    b = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(b, **arrays)
+    return b.getvalue()
+
+
+def js(obj):
+    return json.dumps(obj).encode()
+
+
+# ---------------------------------------------------------------- archives
+
+def write_tar(path, members, fmt=tarfile.PAX_FORMAT, mode="w"):
+    """members: list of (name, bytes). mode 'w', 'w:gz', 'w:xz', 'w:bz2'."""
+    with tarfile.open(path, mode, format=fmt) as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 1700000000
+            t.addfile(info, io.BytesIO(data))
+    return path
+
+
+def write_tree(root, members):
+    for name, data in members:
+        p = os.path.join(root, name)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(data)
+    return root
+
+
+def gnu_tar(path, root, names, *flags):
+    """GNU tar of `names` (relative to root), in the order given."""
+    subprocess.run(["tar", "-c", "-f", path, "-C", root, *flags, "--", *names], check=True)
+    return path
+
+
+def crc_hex(data):
+    return "%08x" % (zlib.crc32(data) & 0xFFFFFFFF)
+
+
+# ---------------------------------------------------------------- running tarmac
+
+def run(args, stdin=None, timeout=120):
+    return subprocess.run([TARMAC, *args], input=stdin, capture_output=True, timeout=timeout)
+
+
+class Dataset:
+    """A converted dataset read back with the independent reader."""
+
+    def __init__(self, out):
+        self.out = out
+        self.t, self.meta = st_reader.load(os.path.join(out, "labels.safetensors"))
+        with open(os.path.join(out, "manifest.json")) as f:
+            self.manifest = json.load(f)
+        self.schema = json.loads(self.meta["schema"])
+        self.shards = json.loads(self.meta["shards"])
+        self.keys = st_reader.keys(self.t)
+
+    def blob(self, i, name="__image__"):
+        shard = self.shards[int(self.t[name + ".shard"][i])]
+        off, size = int(self.t[name + ".offset"][i]), int(self.t[name + ".size"][i])
+        with open(os.path.join(self.out, shard), "rb") as f:
+            f.seek(off)
+            data = f.read(size)
+        assert len(data) == size
+        return data
+
+    def affine(self, i):
+        return np.array(self.t["__affine__"][i], dtype=np.float64)
+
+    def string(self, name, i):
+        return st_reader.string(self.t, name, i)
+
+    def ragged(self, name, i):
+        return st_reader.ragged(self.t, name, i)
+
+
+def convert(test, inputs, *flags, stdin=None, expect=0, out=None):
+    """Runs `tarmac convert`; asserts the exit code; returns (proc, Dataset or None)."""
+    out = out or tempfile.mkdtemp(dir=test.tmp)
+    if os.path.isdir(out) and not os.listdir(out):
+        os.rmdir(out)
+    p = run(["convert", *inputs, "-o", out, *flags], stdin=stdin)
+    test.assertEqual(p.returncode, expect, "exit code; stderr:\n" + p.stderr.decode(errors="replace"))
+    ds = Dataset(out) if expect == 0 else None
+    return p, ds
+
+
+class TmpCase(unittest.TestCase):
+    """A test case with a per-class temporary directory `cls.tmp`."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tarmac-e2e-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        cls.build()
+
+    @classmethod
+    def build(cls):
+        pass
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+
+def affine_region(x0, y0, side_w, side_h, out_w, out_h):
+    """The OpenCV-convention affine mapping region [x0, x0+side_w] x [y0, y0+side_h] onto an out_w x out_h image."""
+    sx, sy = out_w / side_w, out_h / side_h
+    return np.array([[sx, 0, -x0 * sx - 0.5], [0, sy, -y0 * sy - 0.5]])
+
+
+def apply_affine(m, pts):
+    pts = np.asarray(pts, dtype=np.float64)
+    xy = pts[..., :2] @ m[:, :2].T + m[:, 2]
+    return np.concatenate([xy, pts[..., 2:]], axis=-1)
+
+
+def warp_ref(src, m, w, h, flags=cv2.INTER_LINEAR):
+    return cv2.warpAffine(src, m, (w, h), flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+
+
+def mean_abs(a, b):
+    return float(np.mean(np.abs(a.astype(np.float64) - b.astype(np.float64))))

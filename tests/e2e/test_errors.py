@@ -1,0 +1,247 @@
+"""End-to-end: bad input of every kind gets a clear error (or a recorded skip), and a failed
+run leaves nothing that looks like a dataset."""
+import gzip
+import io
+import json
+import os
+import struct
+import sys
+import tarfile
+import time
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fixtures as fx  # noqa: E402
+
+
+def good(key, seed=0, **label):
+    label = label or {"id": seed}
+    return [(key + ".jpg", fx.jpg(fx.smooth_rgb(40, 30, seed=seed))), (key + ".json", fx.js(label))]
+
+
+def huge_jpeg_header():
+    """A real JPEG whose SOF0 claims 60000 x 60000 pixels."""
+    b = bytearray(fx.jpg(fx.smooth_rgb(16, 16)))
+    i = 2
+    while b[i] == 0xFF and b[i + 1] not in (0xC0, 0xC1, 0xC2):
+        i += 2 + struct.unpack(">H", b[i + 2:i + 4])[0]
+    struct.pack_into(">HH", b, i + 5, 60000, 60000)
+    return bytes(b)
+
+
+class ErrorsTest(fx.TmpCase):
+    @classmethod
+    def build(cls):
+        cls.jpeg = fx.jpg(fx.smooth_rgb(40, 30, seed=1))
+
+    def tar(self, name, members, **kw):
+        return fx.write_tar(self.path(name), members, **kw)
+
+    def assert_nothing_published(self, out):
+        left = os.listdir(out) if os.path.isdir(out) else []
+        self.assertNotIn("labels.safetensors", left)
+        self.assertNotIn("manifest.json", left)
+        self.assertNotIn(".tarmac-partial", left)
+        self.assertFalse([n for n in left if n.startswith("shard-")], left)
+
+    def fail(self, inputs, *flags, expect=1, stdin=None, says=()):
+        """Runs a conversion that must fail; checks stderr names everything in `says`."""
+        out = self.path("out-%d" % time.monotonic_ns())
+        p = fx.run(["convert", *inputs, "-o", out, *flags], stdin=stdin)
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(p.returncode, expect, err)
+        for s in says:
+            self.assertIn(s, err)
+        self.assert_nothing_published(out)
+        return err
+
+    def skip(self, inputs, *flags):
+        p, ds = fx.convert(self, inputs, "--on-error", "skip", "--json", *flags)
+        return json.loads(p.stdout), ds
+
+    # ------------------------------------------------ sample errors: fail vs skip
+
+    def test_truncated_jpeg(self):
+        members = good("a/0", 0) + [("a/1.jpg", self.jpeg[:len(self.jpeg) // 2]), ("a/1.json", b"{}")] + good("a/2", 2)
+        p = self.tar("trunc.tar", members)
+        self.fail([p], says=[p, "a/1", "a/1.jpg", "corrupt or truncated"])
+        summary, ds = self.skip([p])
+        self.assertEqual(ds.keys, ["a/0", "a/2"])
+        self.assertEqual(summary["samples"], 2)
+        self.assertEqual(summary["skipped_samples"], 1)
+        self.assertEqual(ds.manifest["counts"]["skipped_samples"], 1)
+        (sk,) = ds.manifest["skipped"]
+        self.assertEqual((sk["input"], sk["sample"]), (p, "a/1"))
+        self.assertIn("corrupt or truncated", sk["reason"])
+        self.assertEqual(ds.t["id"].tolist(), [0, 2])
+
+    def test_huge_jpeg_refused_quickly(self):
+        p = self.tar("huge.tar", [("big/0.jpg", huge_jpeg_header())])
+        t0 = time.monotonic()
+        self.fail([p], says=["big/0.jpg", "60000", "max-pixels"])
+        self.assertLess(time.monotonic() - t0, 5)
+
+    def test_not_an_image(self):
+        p = self.tar("notimg.tar", [("x/0.png", b"this is text, not a PNG")])
+        self.fail([p], says=["x/0.png", p])
+
+    def test_sample_without_image(self):
+        p = self.tar("noimg.tar", good("a/0") + [("a/1.json", b"{\"id\": 1}")])
+        self.fail([p], says=["a/1", "no image"])
+
+    def test_field_missing(self):
+        p = self.tar("missing.tar", good("a/0", 0, id=0, score=1.5) + good("a/1", 1, id=1))
+        self.fail([p], says=["a/1", "score"])
+        _, ds = self.skip([p])
+        self.assertEqual(ds.keys, ["a/0"])
+        self.assertIn("score", ds.manifest["skipped"][0]["reason"])
+
+    def test_field_kind_changes(self):
+        p = self.tar("kind.tar", good("a/0", 0, v=1) + good("a/1", 1, v="one"))
+        self.fail([p], says=["a/1", "'v'"])
+
+    def test_malformed_json(self):
+        p = self.tar("badjson.tar", good("a/0") + [("a/1.jpg", self.jpeg), ("a/1.json", b"{\"id\": 1,")])
+        self.fail([p], says=["a/1.json", "JSON"])
+
+    def test_npy_shape_varies_needs_ragged(self):
+        members = []
+        for i, n in enumerate([2, 5, 3]):
+            members += [(f"n/{i}.jpg", self.jpeg), (f"n/{i}.kp.npy", fx.npy(np.arange(n * 2, dtype=np.float32).reshape(n, 2)))]
+        p = self.tar("ragged.tar", members)
+        self.fail([p], says=["n/1", "kp", "--ragged"])
+        _, ds = fx.convert(self, [p], "--ragged", "kp")
+        self.assertTrue(ds.schema["kp"]["ragged"])
+        self.assertEqual(ds.schema["kp"]["shape"], [-1, 2])
+        self.assertEqual(ds.t["kp.offsets"].tolist(), [0, 2, 7, 10])
+        for i, n in enumerate([2, 5, 3]):
+            np.testing.assert_array_equal(ds.ragged("kp", i), np.arange(n * 2, dtype=np.float32).reshape(n, 2))
+
+    def test_field_name_clash(self):
+        # .json's "txt" and the .txt member both make field 'txt'
+        p = self.tar("clash.tar", [("c/0.jpg", self.jpeg), ("c/0.json", b"{\"txt\": \"a\"}"), ("c/0.txt", b"b")])
+        self.fail([p], says=["c/0", "txt", "c/0.json", "c/0.txt"])
+
+    def test_points_field_missing(self):
+        p = self.tar("nopoints.tar", good("a/0"))
+        self.fail([p], "--points", "kp", says=["a/0", "kp"])
+
+    def test_member_twice(self):
+        p = self.tar("twice.tar", good("a/0") + [("a/0.json", b"{\"id\": 5}")])
+        self.fail([p], says=["a/0", "twice"])
+
+    # ------------------------------------------------ archive-level errors
+
+    def test_truncated_gzip(self):
+        raw = io.BytesIO()
+        members = []
+        for i in range(6):
+            members += good(f"g/{i}", i)
+        full = self.tar("full.tar", members)
+        with open(full, "rb") as f:
+            data = gzip.compress(f.read())
+        p = self.path("cut.tar.gz")
+        with open(p, "wb") as f:
+            f.write(data[:len(data) * 2 // 3])
+        del raw
+        self.fail([p], says=[p])
+
+    def test_not_an_archive(self):
+        p = self.path("garbage.tar")
+        with open(p, "wb") as f:
+            f.write(os.urandom(4096))
+        self.fail([p], says=[p])
+
+    def test_missing_input(self):
+        self.fail([self.path("does-not-exist.tar")], says=["does-not-exist.tar"])
+
+    def test_unsafe_member_names(self):
+        for bad in ("../evil.jpg", "/etc/x.jpg", "a/../../evil.jpg"):
+            with self.subTest(name=bad):
+                p = self.tar("unsafe-%d.tar" % len(bad), good("a/0") + [(bad, self.jpeg)])
+                self.fail([p], says=[bad])
+                summary, ds = self.skip([p])
+                self.assertEqual(ds.keys, ["a/0"])
+                self.assertEqual(summary["skipped_members"], 1)
+                (sk,) = ds.manifest["skipped"]
+                self.assertEqual(sk["member"], bad)
+                self.assertIn("unsafe", sk["reason"])
+
+    def test_symlink_not_followed(self):
+        p = self.path("link.tar")
+        with tarfile.open(p, "w") as t:
+            for name, data in good("a/0"):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+            link = tarfile.TarInfo("a/1.jpg")
+            link.type = tarfile.SYMTYPE
+            link.linkname = "/etc/passwd"
+            t.addfile(link)
+        _, ds = fx.convert(self, [p])
+        self.assertEqual(ds.keys, ["a/0"])
+        (ig,) = ds.manifest["ignored"]
+        self.assertEqual(ig["member"], "a/1.jpg")
+        self.assertIn("link", ig["reason"])
+        self.assertEqual(ds.manifest["counts"]["ignored_members"], 1)
+
+    def test_duplicate_key_across_archives(self):
+        a = self.tar("dup-a.tar", good("k/0", 0) + good("k/1", 1))
+        b = self.tar("dup-b.tar", good("k/1", 2))
+        self.fail([a, b], says=["k/1", "duplicate"])
+
+    # ------------------------------------------------ usage and output directory
+
+    def test_keep_with_crop_is_refused(self):
+        p = self.tar("keep.tar", good("a/0"))
+        out = self.path("keep-out")
+        r = fx.run(["convert", p, "-o", out, "--format", "keep", "--crop", "center", "--size", "16"])
+        self.assertIn(r.returncode, (1, 2))
+        self.assertIn("keep", r.stderr.decode())
+        self.assert_nothing_published(out)
+
+    def test_usage_errors_exit_2(self):
+        p = self.tar("usage.tar", good("a/0"))
+        for flags in (["--crop", "diagonal"], ["--size", "abc"], ["--format", "gif"], ["--resize", "fit"],
+                      ["--on-error", "ignore"], ["--shard-size", "12Q"], ["--crop-scale", "0"]):
+            with self.subTest(flags=flags):
+                self.fail([p], *flags, expect=2)
+        r = fx.run(["convert", p])  # no -o
+        self.assertEqual(r.returncode, 2)
+
+    def test_output_not_empty_and_overwrite(self):
+        p = self.tar("ow.tar", good("a/0", 0) + good("a/1", 1))
+        _, first = fx.convert(self, [p])
+        r = fx.run(["convert", p, "-o", first.out])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--overwrite", r.stderr.decode())
+        # a failing --overwrite run leaves the old dataset as it was
+        with open(os.path.join(first.out, "labels.safetensors"), "rb") as f:
+            before = f.read()
+        bad = self.tar("ow-bad.tar", good("b/0") + [("b/1.jpg", self.jpeg[:100])])
+        r = fx.run(["convert", bad, "-o", first.out, "--overwrite"])
+        self.assertEqual(r.returncode, 1)
+        with open(os.path.join(first.out, "labels.safetensors"), "rb") as f:
+            self.assertEqual(f.read(), before)
+        self.assertNotIn(".tarmac-partial", os.listdir(first.out))
+        # a good --overwrite run replaces it, with no stale shard left behind
+        small = self.tar("ow-small.tar", good("c/0", 5))
+        _, again = fx.convert(self, [small], "--overwrite", out=first.out)
+        self.assertEqual(again.keys, ["c/0"])
+        self.assertEqual(sorted(os.listdir(first.out)), sorted(["labels.safetensors", "manifest.json", *again.shards]))
+
+    def test_stale_partial_dir_is_not_a_dataset(self):
+        p = self.tar("stale.tar", good("a/0"))
+        out = self.path("stale-out")
+        os.makedirs(os.path.join(out, ".tarmac-partial"))
+        with open(os.path.join(out, ".tarmac-partial", "labels.safetensors"), "wb") as f:
+            f.write(b"junk")
+        _, ds = fx.convert(self, [p], out=out)
+        self.assertEqual(ds.keys, ["a/0"])
+        self.assertNotIn(".tarmac-partial", os.listdir(out))
+
+
+if __name__ == "__main__":
+    unittest.main()

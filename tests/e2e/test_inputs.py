@@ -1,0 +1,158 @@
+"""End-to-end: every input kind yields the same samples, in order of first appearance."""
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import unittest
+import zipfile
+import zlib
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fixtures as fx  # noqa: E402
+
+KEYS = ["set/b/0002", "set/a/0000", "set/a/0001"]
+
+
+def sample_members(keys, seed=0):
+    out = []
+    for i, k in enumerate(keys):
+        out.append((k + ".png", fx.png(fx.smooth_rgb(32, 24, seed=seed + i))))
+        out.append((k + ".json", fx.js({"id": seed + i, "name": k})))
+        out.append((k + ".txt", f"text of {k}".encode()))
+    return out
+
+
+class InputFormatsTest(fx.TmpCase):
+    @classmethod
+    def build(cls):
+        cls.members = sample_members(KEYS)
+        cls.data = dict(cls.members)
+        cls.names = [n for n, _ in cls.members]
+        cls.root = fx.write_tree(os.path.join(cls.tmp, "tree"), cls.members)
+
+    def check(self, inputs, keys=KEYS, stdin=None, data=None):
+        _, ds = fx.convert(self, inputs, "--format", "keep", stdin=stdin)
+        data = data or self.data
+        self.assertEqual(ds.keys, keys)
+        self.assertEqual(ds.t["id"].tolist(), [fx.json.loads(data[k + ".json"])["id"] for k in keys])
+        for i, k in enumerate(keys):
+            self.assertEqual(ds.blob(i), data[k + ".png"], k)
+            self.assertEqual(ds.string("txt", i), data[k + ".txt"].decode())
+            self.assertEqual(ds.string("name", i), k)
+        return ds
+
+    def check_manifest_input(self, ds, path, members=None):
+        (inp,) = ds.manifest["inputs"]
+        with open(path, "rb") as f:
+            raw = f.read()
+        self.assertEqual(inp["size"], len(raw))
+        self.assertEqual(inp["crc32"], fx.crc_hex(raw))
+        if members is not None:
+            self.assertEqual(inp["members"], members)
+
+    def test_python_tarfile_formats(self):
+        for fmt_name, fmt in (("ustar", tarfile.USTAR_FORMAT), ("gnu", tarfile.GNU_FORMAT), ("pax", tarfile.PAX_FORMAT)):
+            for mode in ("w", "w:gz", "w:bz2", "w:xz"):
+                with self.subTest(format=fmt_name, mode=mode):
+                    p = fx.write_tar(self.path(f"py-{fmt_name}-{mode[2:] or 'plain'}.tar"), self.members, fmt, mode)
+                    ds = self.check([p])
+                    self.check_manifest_input(ds, p, members=len(self.members))
+                    self.assertEqual(ds.manifest["inputs"][0]["path"], p)
+
+    def test_gnu_tar_compressions(self):
+        for flag, ext in (([], "tar"), (["-z"], "tar.gz"), (["-J"], "tar.xz"), (["--zstd"], "tar.zst"),
+                          (["--format=posix"], "pax.tar")):
+            with self.subTest(ext=ext):
+                p = fx.gnu_tar(self.path("gnu." + ext), self.root, self.names, *flag)
+                ds = self.check([p])
+                self.check_manifest_input(ds, p, members=len(self.members))
+
+    def test_bsdtar(self):
+        for fmt in ("ustar", "pax", "gnutar"):
+            with self.subTest(format=fmt):
+                p = self.path(f"bsd-{fmt}.tar")
+                subprocess.run(["bsdtar", "-c", "-f", p, "--format", fmt, "-C", self.root, *self.names], check=True)
+                self.check([p])
+
+    def test_zip_command_and_zipfile(self):
+        p = self.path("cmd.zip")
+        subprocess.run(["zip", "-q", "-X", p, *self.names], cwd=self.root, check=True)
+        self.check([p])
+        for comp in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            with self.subTest(compression=comp):
+                p = self.path(f"py-{comp}.zip")
+                with zipfile.ZipFile(p, "w", comp) as z:
+                    for n, d in self.members:
+                        z.writestr(n, d)
+                self.check([p])
+
+    def test_dot_slash_prefix_and_directory_entries(self):
+        # `tar -C root .` writes ./set/, ./set/a/0000.png, ...: keys lose the './'
+        p = self.path("dot.tar")
+        subprocess.run(["tar", "-c", "-f", p, "--sort=name", "-C", self.root, "."], check=True)
+        self.check([p], keys=sorted(KEYS))
+
+    def test_directory_input(self):
+        ds = self.check([self.root], keys=sorted(KEYS))  # a directory is read in sorted order
+        (inp,) = ds.manifest["inputs"]
+        self.assertEqual(inp["path"], self.root)
+
+    def test_stdin(self):
+        p = fx.write_tar(self.path("stdin.tar.gz"), self.members, mode="w:gz")
+        with open(p, "rb") as f:
+            raw = f.read()
+        ds = self.check(["-"], stdin=raw)
+        (inp,) = ds.manifest["inputs"]
+        self.assertEqual(inp["path"], "-")
+        self.assertEqual(inp["size"], len(raw))
+        self.assertEqual(inp["crc32"], fx.crc_hex(raw))
+
+    def test_non_adjacent_members(self):
+        # like `tar cf x.tar *.png *.json *.txt`: every sample's members are far apart
+        order = sorted(self.names, key=lambda n: (n.rsplit(".", 1)[1], self.names.index(n)))
+        p = fx.gnu_tar(self.path("spread.tar"), self.root, order)
+        self.check([p])
+
+    def test_several_inputs_in_order(self):
+        more = sample_members(["other/0009", "other/0005"], seed=50)
+        a = fx.write_tar(self.path("multi-a.tar"), self.members)
+        b = fx.write_tar(self.path("multi-b.tar.gz"), more, mode="w:gz")
+        data = dict(self.data, **dict(more))
+        ds = self.check([b, a], keys=["other/0009", "other/0005", *KEYS], data=data)
+        self.assertEqual([i["path"] for i in ds.manifest["inputs"]], [b, a])
+        for inp, path in zip(ds.manifest["inputs"], [b, a]):
+            with open(path, "rb") as f:
+                self.assertEqual(inp["crc32"], fx.crc_hex(f.read()))
+        # an archive, a directory and stdin together
+        tree2 = fx.write_tree(self.path("tree2"), sample_members(["t2/x"], seed=70))
+        data2 = dict(data, **dict(sample_members(["t2/x"], seed=70)))
+        with open(b, "rb") as f:
+            self.check([a, tree2, "-"], keys=[*KEYS, "t2/x", "other/0009", "other/0005"], stdin=f.read(), data=data2)
+
+    def test_long_and_unicode_names(self):
+        long_dir = "deep/" + "/".join(["d%02d_" % i + "x" * 20 for i in range(6)])
+        keys = [long_dir + "/0001", "ünïcødé/写真_01", "plain/0"]
+        members = sample_members(keys, seed=20)
+        for fmt_name, fmt in (("gnu", tarfile.GNU_FORMAT), ("pax", tarfile.PAX_FORMAT)):
+            with self.subTest(format=fmt_name):
+                p = fx.write_tar(self.path(f"long-{fmt_name}.tar"), members, fmt)
+                ds = self.check([p], keys=keys, data=dict(members))
+                # shards are read back by Python's tarfile with the same names
+                with tarfile.open(os.path.join(ds.out, ds.shards[0]), encoding="utf-8") as tf:
+                    self.assertEqual(tf.getnames(), [k + ".png" for k in keys])
+
+    def test_ignored_members_are_recorded(self):
+        members = self.members + [("README", b"no extension"), (".hidden.png", b"x"), ("set/a/0000.xyz", b"?")]
+        p = fx.write_tar(self.path("extra.tar"), members)
+        _, ds = fx.convert(self, [p], "--format", "keep", "--json")
+        ignored = {i["member"] for i in ds.manifest["ignored"]}
+        self.assertEqual(ignored, {"README", ".hidden.png", "set/a/0000.xyz"})
+        self.assertEqual(ds.manifest["counts"]["ignored_members"], 3)
+        self.assertEqual(ds.keys, KEYS)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,203 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "source/sample_grouper.h"
+
+using tarmac::Member;
+using tarmac::RawSample;
+using tarmac::SampleError;
+using tarmac::SampleGrouper;
+
+namespace {
+
+Member member(const std::string& name, size_t size) {
+  return Member{name, std::vector<uint8_t>(size, static_cast<uint8_t>(name.size()))};
+}
+
+// Adds `name` under the key given by the part before the first dot.
+void add(SampleGrouper& g, uint32_t input, const std::string& name, size_t size,
+         std::vector<RawSample>& ready) {
+  g.add(input, member(name, size), name.substr(0, name.find('.')), ready);
+}
+
+std::vector<std::string> keys(const std::vector<RawSample>& v) {
+  std::vector<std::string> k;
+  for (const auto& s : v) k.push_back(s.key);
+  return k;
+}
+
+std::vector<std::string> names(const RawSample& s) {
+  std::vector<std::string> n;
+  for (const auto& m : s.members) n.push_back(m.name);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("SampleGrouper: adjacent members form one sample, released on flush") {
+  SampleGrouper g(1 << 20);
+  std::vector<RawSample> ready;
+  add(g, 0, "a.jpg", 10, ready);
+  add(g, 0, "a.json", 5, ready);
+  add(g, 0, "b.jpg", 7, ready);
+  CHECK(ready.empty());
+  CHECK(g.pending_bytes() == 22);
+  g.flush(ready);
+  CHECK(g.pending_bytes() == 0);
+  REQUIRE(keys(ready) == std::vector<std::string>{"a", "b"});
+  CHECK(names(ready[0]) == std::vector<std::string>{"a.jpg", "a.json"});
+  CHECK(ready[0].bytes() == 15);
+  CHECK(ready[0].input == 0);
+  CHECK(ready[0].errors.empty());
+  CHECK(names(ready[1]) == std::vector<std::string>{"b.jpg"});
+  CHECK(ready[1].members[0].data == std::vector<uint8_t>(7, 5));
+}
+
+TEST_CASE("SampleGrouper: members need not be adjacent inside the window") {
+  SampleGrouper g(1000);
+  std::vector<RawSample> ready;
+  add(g, 0, "a.jpg", 10, ready);
+  add(g, 0, "b.jpg", 10, ready);
+  add(g, 0, "c.jpg", 10, ready);
+  add(g, 0, "b.json", 1, ready);
+  add(g, 0, "a.json", 1, ready);
+  g.flush(ready);
+  // Released in order of first appearance, each with all its members.
+  REQUIRE(keys(ready) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(names(ready[0]) == std::vector<std::string>{"a.jpg", "a.json"});
+  CHECK(names(ready[1]) == std::vector<std::string>{"b.jpg", "b.json"});
+  CHECK(names(ready[2]) == std::vector<std::string>{"c.jpg"});
+}
+
+TEST_CASE("SampleGrouper: oldest samples leave FIFO once the window is exceeded") {
+  SampleGrouper g(100);
+  std::vector<RawSample> ready;
+  add(g, 0, "a.jpg", 60, ready);
+  add(g, 0, "a.json", 10, ready);
+  CHECK(g.pending_bytes() == 70);
+  add(g, 0, "b.jpg", 30, ready);  // 100 bytes: not over the window yet
+  CHECK(ready.empty());
+  CHECK(g.pending_bytes() == 100);
+  add(g, 0, "c.jpg", 1, ready);  // 101 > 100: 'a' leaves (70 bytes), 31 remain
+  REQUIRE(keys(ready) == std::vector<std::string>{"a"});
+  CHECK(ready[0].members.size() == 2);
+  CHECK(g.pending_bytes() == 31);
+  add(g, 0, "d.jpg", 80, ready);  // 111 > 100: 'b' leaves, 81 remain
+  CHECK(keys(ready) == std::vector<std::string>{"a", "b"});
+  CHECK(g.pending_bytes() == 81);
+  g.flush(ready);
+  CHECK(keys(ready) == std::vector<std::string>{"a", "b", "c", "d"});
+}
+
+TEST_CASE("SampleGrouper: the newest sample stays even when it alone exceeds the window") {
+  SampleGrouper g(10);
+  std::vector<RawSample> ready;
+  add(g, 0, "a.jpg", 50, ready);
+  CHECK(ready.empty());  // nothing older to release
+  add(g, 0, "a.json", 50, ready);
+  CHECK(ready.empty());
+  CHECK(g.pending_bytes() == 100);
+  add(g, 0, "b.jpg", 1, ready);
+  REQUIRE(keys(ready) == std::vector<std::string>{"a"});
+  CHECK(ready[0].bytes() == 100);
+  CHECK(g.pending_bytes() == 1);
+}
+
+TEST_CASE("SampleGrouper: a window of zero releases every sample but the newest") {
+  SampleGrouper g(0);
+  std::vector<RawSample> ready;
+  for (int i = 0; i < 5; ++i) add(g, 0, std::to_string(i) + ".jpg", 3, ready);
+  CHECK(keys(ready) == std::vector<std::string>{"0", "1", "2", "3"});
+  g.flush(ready);
+  CHECK(ready.size() == 5);
+}
+
+TEST_CASE("SampleGrouper: a member arriving after its sample left names --group-window") {
+  SampleGrouper g(15);
+  std::vector<RawSample> ready;
+  add(g, 0, "a.jpg", 10, ready);
+  add(g, 0, "b.jpg", 10, ready);  // 'a' leaves
+  REQUIRE(keys(ready) == std::vector<std::string>{"a"});
+  try {
+    add(g, 0, "a.json", 1, ready);
+    FAIL("expected SampleError");
+  } catch (const SampleError& e) {
+    const std::string msg = e.what();
+    CHECK_THAT(msg, Catch::Contains("--group-window"));
+    CHECK_THAT(msg, Catch::Contains("a.json"));
+  }
+  // The grouper goes on; the rejected member changed nothing.
+  CHECK(g.pending_bytes() == 10);
+  add(g, 0, "c.jpg", 1, ready);
+  g.flush(ready);
+  CHECK(keys(ready) == std::vector<std::string>{"a", "b", "c"});
+}
+
+TEST_CASE("SampleGrouper: a key already read from another input is a duplicate") {
+  SampleGrouper g(1 << 20);
+  std::vector<RawSample> ready;
+  add(g, 0, "dir/x.jpg", 4, ready);
+  g.flush(ready);
+  try {
+    add(g, 1, "dir/x.jpg", 4, ready);
+    FAIL("expected SampleError");
+  } catch (const SampleError& e) {
+    const std::string msg = e.what();
+    CHECK_THAT(msg, Catch::Contains("'dir/x'"));
+    CHECK_THAT(msg, Catch::Contains("duplicate key"));
+    CHECK_THAT(msg, Catch::Contains("input #1"));
+    CHECK_THAT(msg, !Catch::Contains("--group-window"));
+  }
+  // A new key in the second input is fine, and is tagged with its input.
+  add(g, 1, "dir/y.jpg", 4, ready);
+  g.flush(ready);
+  REQUIRE(ready.size() == 2);
+  CHECK(ready[1].key == "dir/y");
+  CHECK(ready[1].input == 1);
+}
+
+TEST_CASE("SampleGrouper: a member name repeated within a sample is a sample error") {
+  SampleGrouper g(1 << 20);
+  std::vector<RawSample> ready;
+  add(g, 0, "a.jpg", 10, ready);
+  add(g, 0, "a.jpg", 10, ready);
+  add(g, 0, "a.json", 2, ready);
+  CHECK(g.pending_bytes() == 12);  // the repeat is not kept
+  g.flush(ready);
+  REQUIRE(ready.size() == 1);
+  CHECK(names(ready[0]) == std::vector<std::string>{"a.jpg", "a.json"});
+  REQUIRE(ready[0].errors.size() == 1);
+  CHECK_THAT(ready[0].errors[0], Catch::Contains("a.jpg"));
+}
+
+TEST_CASE("SampleGrouper: many samples keep their order and byte accounting") {
+  SampleGrouper g(1000);
+  std::vector<RawSample> ready;
+  uint64_t added = 0;
+  for (int i = 0; i < 500; ++i) {
+    const std::string k = std::to_string(100000 + i);
+    add(g, 0, k + ".jpg", 37, ready);
+    add(g, 0, k + ".cls", 3, ready);
+    added += 40;
+    uint64_t out = 0;
+    for (const auto& s : ready) out += s.bytes();
+    CHECK(out + g.pending_bytes() == added);
+    CHECK(g.pending_bytes() <= 1000 + 40);
+  }
+  g.flush(ready);
+  REQUIRE(ready.size() == 500);
+  for (int i = 0; i < 500; ++i) {
+    CHECK(ready[i].key == std::to_string(100000 + i));
+    CHECK(ready[i].members.size() == 2);
+  }
+}
+
+TEST_CASE("key_hash is 64-bit FNV-1a") {
+  // Reference values of the FNV-1a 64-bit test suite.
+  CHECK(tarmac::key_hash("") == 0xcbf29ce484222325ull);
+  CHECK(tarmac::key_hash("a") == 0xaf63dc4c8601ec8cull);
+  CHECK(tarmac::key_hash("foobar") == 0x85944171f73967e8ull);
+}
