@@ -225,7 +225,8 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
     const auto& e = *it;
     if (e.is_symlink()) {
       // relative() would follow the link itself: make only its directory relative.
-      cb.on_notice({index, (fs::relative(e.path().parent_path(), root) / e.path().filename()).lexically_normal().generic_string(),
+      const fs::path rel = fs::relative(e.path().parent_path(), root) / e.path().filename();
+      cb.on_notice({index, rel.lexically_normal().generic_string(),
                     "symbolic link, not followed", false});
       continue;
     }

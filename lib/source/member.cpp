@@ -27,6 +27,7 @@ std::string unsafe_name_reason(const std::string& name) {
     if (end == std::string::npos) end = name.size();
     std::string_view part(name.data() + start, end - start);
     if (part == "..") return "'..' path component";
+    if (part.empty()) return "empty path component";
     start = end + 1;
   }
   return "";

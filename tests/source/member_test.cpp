@@ -85,4 +85,7 @@ TEST_CASE("unsafe_name_reason: absolute, '..', empty and NUL names are unsafe") 
   CHECK(unsafe_name_reason("a/b/..") == "'..' path component");
   CHECK(unsafe_name_reason("..") == "'..' path component");
   CHECK(unsafe_name_reason(std::string("a\0b.jpg", 7)) == "NUL byte in name");
+  // Regression: "a//b.jpg" gave the key "a//b", a second spelling of "a/b".
+  CHECK(unsafe_name_reason("a//b.jpg") == "empty path component");
+  CHECK(unsafe_name_reason("a/b/") == "empty path component");
 }
