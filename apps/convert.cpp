@@ -98,6 +98,12 @@ void resolve_geometry(const Flags& f, ConvertOptions& o) {
     throw CLI::ValidationError("--size", "--resize shorter/longer takes one number, not WxH");
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 }  // namespace
 
 uint64_t parse_bytes(const std::string& text) {
@@ -232,6 +238,8 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       spdlog::error("conversion failed; nothing was written to '{}'", o->output);
       return kDataError;
     }
+    for (const auto& e : r.input_errors) spdlog::warn("input not read to its end: {}", e);
+    if (r.samples == 0) spdlog::warn("no samples were converted: the dataset in '{}' is empty", o->output);
     if (g.json) {
       nlohmann::ordered_json j;
       j["output"] = o->output;
@@ -249,6 +257,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       for (const auto& fs : r.schema)
         fields[fs.name] = {{"kind", fs.kind}, {"dtype", fs.dtype}, {"shape", fs.shape}, {"ragged", fs.ragged}, {"source", fs.source}};
       j["schema"] = fields;
+      j["input_errors"] = r.input_errors;
       std::printf("%s\n", j.dump(2).c_str());
     } else {
       std::printf("converted %llu samples into %s in %.1f s (%.0f samples/s)\n",
@@ -257,6 +266,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       std::printf("  %llu shard(s), %s of images; labels.safetensors %s; read %s\n",
                   static_cast<unsigned long long>(r.shards), human_bytes(double(r.image_bytes)).c_str(),
                   human_bytes(double(r.annotation_bytes)).c_str(), human_bytes(double(r.input_bytes)).c_str());
+      for (const auto& e : r.input_errors) std::printf("  INPUT ERROR: %s\n", e.c_str());
       if (r.skipped_samples || r.error_members || r.ignored_members)
         std::printf("  skipped %llu sample(s) and %llu member(s); ignored %llu member(s) (all listed in manifest.json)\n",
                     static_cast<unsigned long long>(r.skipped_samples),
@@ -266,7 +276,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       std::printf("  schema:\n");
       for (const auto& fs : r.schema)
         std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", fs.name.c_str(), fs.kind.c_str(), fs.dtype.c_str(),
-                    fs.shape.c_str(), fs.ragged ? " ragged" : "", fs.source.c_str());
+                    shape_text(fs.shape).c_str(), fs.ragged ? " ragged" : "", fs.source.c_str());
     }
     return kOk;
   };

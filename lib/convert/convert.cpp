@@ -430,7 +430,7 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
       workers.emplace_back([&] {
         while (auto it = pipe.take()) {
           if (it->reader_error.empty()) it->done = process_sample(std::move(it->raw), o);
-          it->raw = RawSample{};
+          it->raw.members = {};  // the bytes are no longer needed; key and input are
           pipe.finish(std::move(*it));
         }
       });
@@ -450,9 +450,9 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     std::exception_ptr writer_failure;
     try {
       while (auto it = pipe.next(std::chrono::milliseconds(250), [&] { report(false); })) {
-        const std::string& input_path = reader.inputs()[it->raw.input].path;
-        std::string error = it->reader_error;
         ProcessedSample* s = it->done ? &*it->done : nullptr;
+        const std::string& input_path = reader.inputs()[s ? s->input : it->raw.input].path;
+        std::string error = it->reader_error;
         if (s && error.empty()) {
           error = s->error;
           for (auto& [member, why] : s->ignored) {
@@ -469,10 +469,9 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
         }
         if (!error.empty()) {
           const std::string key = s ? s->key : it->raw.key;
-          const std::string where = "'" + (s ? reader.inputs()[s->input].path : input_path) + "', sample '" + key + "': ";
-          if (!o.skip_errors) throw FatalError(where + error);
+          if (!o.skip_errors) throw FatalError("'" + input_path + "', sample '" + key + "': " + error);
           ++result.skipped_samples;
-          skipped_json.push_back({{"input", s ? reader.inputs()[s->input].path : input_path}, {"sample", key}, {"reason", error}});
+          skipped_json.push_back({{"input", input_path}, {"sample", key}, {"reason", error}});
           if (result.skipped.size() < 20) result.skipped.push_back({input_path, key, error});
         }
       }
@@ -504,7 +503,11 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     json inputs = json::array();
     for (const auto& in : reader.inputs()) {
       json j = {{"path", in.path}, {"size", in.bytes_read}, {"crc32", hex32(in.crc32)}, {"members", in.members}};
-      if (!in.error.empty()) j["error"] = in.error;
+      if (!in.error.empty()) {
+        j["error"] = in.error;
+        result.input_errors.push_back(in.error);
+        skipped_json.push_back({{"input", in.path}, {"archive", in.path}, {"reason", in.error}});
+      }
       inputs.push_back(j);
       result.input_bytes += in.bytes_read;
     }
@@ -522,6 +525,7 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
                           {"skipped_samples", result.skipped_samples},
                           {"skipped_members", result.error_members},
                           {"ignored_members", result.ignored_members},
+                          {"input_errors", result.input_errors.size()},
                           {"shards", result.shards},
                           {"image_bytes", result.image_bytes}};
     manifest["shards"] = shards;
@@ -534,7 +538,7 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
       std::vector<int64_t> shape = f.shape;
       if (f.ragged && !shape.empty()) shape[0] = -1;
       result.schema.push_back({f.name, kind_name(f.kind), std::string(dtype_name(f.dtype)),
-                               shape_string(shape), f.source, f.ragged});
+                               f.source, shape, f.ragged});
     }
     publish(out, staging, writer.shard_names(), o.overwrite);
     result.seconds = std::chrono::duration<double>(clock::now() - t0).count();

@@ -53,7 +53,8 @@ struct Skipped {
 };
 
 struct FieldSummary {
-  std::string name, kind, dtype, shape, source;
+  std::string name, kind, dtype, source;
+  std::vector<int64_t> shape;  ///< per-sample; -1 for a ragged first axis
   bool ragged = false;
 };
 
@@ -69,6 +70,7 @@ struct ConvertResult {
   double seconds = 0;
   std::vector<FieldSummary> schema;
   std::vector<Skipped> skipped;  ///< first 20, for the summary; all are in the manifest
+  std::vector<std::string> input_errors;  ///< inputs not read to their end (under skip)
 };
 
 struct Progress {

@@ -197,6 +197,7 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
     const cv::Mat src = decode_image(image->data, o.max_pixels);
     std::optional<Region> field_box;
     if (o.geometry.crop == CropMode::Field) {
+      current_member = nullptr;  // the field's own member is named in the message
       SampleField& f = numeric_field(out.fields, o.crop_field, "crop box");
       if (f.value.num_elements() != 4)
         throw SampleError("crop box field '" + o.crop_field + "' (member '" + f.member +
@@ -204,6 +205,7 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
       const std::vector<double> b = as_doubles(f.value);
       field_box = region_from_box(b.data(), o.crop_field_xyxy);
     }
+    current_member = &image->name;
     const Geometry g = compute_geometry(o.geometry, src.cols, src.rows, field_box);
     out.affine = g.m;
 

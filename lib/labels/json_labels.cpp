@@ -14,7 +14,8 @@
 
 namespace tarmac {
 
-static_assert(std::endian::native == std::endian::little, "values are stored by memcpy on a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "values are stored by memcpy on a little-endian host");
 
 namespace {
 
@@ -70,7 +71,8 @@ bool fits_i64(const Json& leaf) {
 
 // Collects the leaves of a rectangular array in C order; false if some node breaks the shape
 // or a leaf is not a number or bool.
-bool collect_leaves(const Json& node, size_t dim, const std::vector<int64_t>& shape, std::vector<const Json*>& leaves) {
+bool collect_leaves(const Json& node, size_t dim, const std::vector<int64_t>& shape,
+                    std::vector<const Json*>& leaves) {
   if (dim == shape.size()) {
     if (!node.is_number() && !node.is_boolean()) return false;
     leaves.push_back(&node);
@@ -102,14 +104,17 @@ std::optional<FieldValue> numeric_tensor(const Json& array) {
   if (leaves.empty() || any_float) {
     v.dtype = DType::F64;
     v.data.reserve(leaves.size() * 8);
-    for (const Json* leaf : leaves) append_scalar(v.data, leaf->is_boolean() ? (leaf->get<bool>() ? 1.0 : 0.0) : leaf->get<double>());
+    for (const Json* leaf : leaves)
+      append_scalar(v.data,
+                    leaf->is_boolean() ? (leaf->get<bool>() ? 1.0 : 0.0) : leaf->get<double>());
   } else if (all_bool) {
     v.dtype = DType::BOOL;
     for (const Json* leaf : leaves) v.data.push_back(leaf->get<bool>() ? 1 : 0);
   } else {
     v.dtype = DType::I64;
     v.data.reserve(leaves.size() * 8);
-    for (const Json* leaf : leaves) append_scalar(v.data, leaf->is_boolean() ? int64_t{leaf->get<bool>()} : leaf->get<int64_t>());
+    for (const Json* leaf : leaves)
+      append_scalar(v.data, leaf->is_boolean() ? int64_t{leaf->get<bool>()} : leaf->get<int64_t>());
   }
   return v;
 }
@@ -159,13 +164,16 @@ class Flattener {
       return;
     }
     if (!names_.insert(name).second)
-      throw ParseError("the JSON has two values for the field '" + name + "' once nested objects are flattened");
+      throw ParseError("the JSON has two values for the field '" + name +
+                       "' once nested objects are flattened");
     out_.emplace_back(name, convert(value));
   }
 
   void add_members(const std::string& prefix, const Json& object) {
     for (const auto& [key, child] : object.items()) {
-      if (key.empty()) throw ParseError("the JSON object under '" + prefix + "' has an empty key, which cannot name a field");
+      if (key.empty())
+        throw ParseError("the JSON object under '" + prefix +
+                         "' has an empty key, which cannot name a field");
       add(prefix + key, child);
     }
   }
@@ -183,7 +191,8 @@ std::string nlohmann_reason(const std::exception& e) {
 
 }  // namespace
 
-Fields parse_json_labels(std::span<const uint8_t> bytes, std::string_view prefix, std::string_view top_level_name) {
+Fields parse_json_labels(std::span<const uint8_t> bytes, std::string_view prefix,
+                         std::string_view top_level_name) {
   if (!is_valid_utf8(bytes)) throw ParseError("the JSON is not valid UTF-8");
   check_depth(bytes);
 
@@ -199,7 +208,8 @@ Fields parse_json_labels(std::span<const uint8_t> bytes, std::string_view prefix
       const std::string& key = parsed.get_ref<const std::string&>();
       if (!open_objects.back().insert(key).second)
         throw ParseError("the JSON object has the key '" + key + "' twice");
-    } else if (event == E::value && parsed.is_number_float() && !std::isfinite(parsed.get<double>())) {
+    } else if (event == E::value && parsed.is_number_float() &&
+               !std::isfinite(parsed.get<double>())) {
       throw ParseError("the JSON holds a number too large for a double");
     }
     return true;

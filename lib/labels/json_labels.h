@@ -13,6 +13,7 @@ namespace tarmac {
 /// Numbers, bools and rectangular numeric arrays become Numeric; strings String; the rest JsonText.
 /// Throws ParseError for invalid JSON or UTF-8, NaN/Infinity, nesting past 64 levels, or two
 /// values that flatten to the same field name.
-Fields parse_json_labels(std::span<const uint8_t> bytes, std::string_view prefix, std::string_view top_level_name);
+Fields parse_json_labels(std::span<const uint8_t> bytes, std::string_view prefix,
+                         std::string_view top_level_name);
 
 }  // namespace tarmac

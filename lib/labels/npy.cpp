@@ -15,12 +15,13 @@
 
 namespace tarmac {
 
-static_assert(std::endian::native == std::endian::little, "values are stored by memcpy on a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "values are stored by memcpy on a little-endian host");
 
 namespace {
 
-constexpr size_t kMaxDims = 64;         // NumPy 2 allows 64 dimensions, NumPy 1 allows 32
-constexpr int kMaxHeaderNesting = 8;    // a structured descr nests a few levels; the rest is hostile
+constexpr size_t kMaxDims = 64;       // NumPy 2 allows 64 dimensions, NumPy 1 allows 32
+constexpr int kMaxHeaderNesting = 8;  // a structured descr nests a few levels; the rest is hostile
 constexpr uint8_t kMagic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
 // A value of the Python literal subset that .npy headers use.
@@ -36,8 +37,8 @@ struct PyValue {
 
 using PyDict = std::vector<std::pair<std::string, PyValue>>;
 
-// Parses the header's dict literal, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
-// strictly: strings, ints, True/False/None, tuples and lists, nothing that needs evaluation.
+// Parses the header's dict literal, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3),
+// } strictly: strings, ints, True/False/None, tuples and lists, nothing that needs evaluation.
 class HeaderParser {
  public:
   explicit HeaderParser(std::string_view text) : text_(text) {}
@@ -67,8 +68,8 @@ class HeaderParser {
 
  private:
   [[noreturn]] void fail(std::string_view what) const {
-    throw ParseError("the .npy header is not a valid dict literal: found " + std::string(what) + " at offset " +
-                     std::to_string(pos_));
+    throw ParseError("the .npy header is not a valid dict literal: found " + std::string(what) +
+                     " at offset " + std::to_string(pos_));
   }
 
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
@@ -82,13 +83,15 @@ class HeaderParser {
   }
 
   void expect(char c) {
-    if (pos_ >= text_.size()) fail("the end of the header where '" + std::string(1, c) + "' was expected");
+    if (pos_ >= text_.size())
+      fail("the end of the header where '" + std::string(1, c) + "' was expected");
     if (!eat(c)) fail("an unexpected character where '" + std::string(1, c) + "' was expected");
   }
 
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-                                   text_[pos_] == '\r' || text_[pos_] == '\f' || text_[pos_] == '\v'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
+            text_[pos_] == '\r' || text_[pos_] == '\f' || text_[pos_] == '\v'))
       ++pos_;
   }
 
@@ -129,7 +132,8 @@ class HeaderParser {
     }
     if (word == "None") return v;
     pos_ = start;
-    fail(pos_ < text_.size() ? "an unexpected character where a value was expected" : "the end of the header");
+    fail(pos_ < text_.size() ? "an unexpected character where a value was expected"
+                             : "the end of the header");
   }
 
   PyValue parse_int() {
@@ -145,7 +149,8 @@ class HeaderParser {
     }
     // Python 2 wrote longs as 3L; NumPy still reads such headers.
     if (!eat('L')) eat('l');
-    if (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '.') fail("a malformed integer");
+    if (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '.')
+      fail("a malformed integer");
     return v;
   }
 
@@ -179,7 +184,8 @@ struct Descr {
   Base base = Base::Numeric;
   DType dtype = DType::U8;
   size_t itemsize = 0;
-  size_t swap_unit = 1;  // bytes per byte-swapped unit when big-endian: the element, or 4 for UTF-32
+  size_t swap_unit =
+      1;  // bytes per byte-swapped unit when big-endian: the element, or 4 for UTF-32
   bool big_endian = false;
 };
 
@@ -192,14 +198,18 @@ Descr parse_descr(const std::string& s) {
   const char code = s[pos++];
   switch (code) {
     case 'O':
-      throw ParseError("object arrays are refused: tarmac never unpickles; save numeric or string arrays instead");
+      throw ParseError(
+          "object arrays are refused: tarmac never unpickles; save numeric or string arrays "
+          "instead");
     case 'c':
-      throw ParseError("complex arrays are not supported; save the real and imaginary parts as two arrays");
+      throw ParseError(
+          "complex arrays are not supported; save the real and imaginary parts as two arrays");
     case 'M':
     case 'm':
       throw ParseError("datetime and timedelta arrays are not supported; save them as integers");
     case 'V':
-      throw ParseError("void and structured arrays are not supported; save each field as its own array");
+      throw ParseError(
+          "void and structured arrays are not supported; save each field as its own array");
     default:
       break;
   }
@@ -209,8 +219,10 @@ Descr parse_descr(const std::string& s) {
     if (n > 1'000'000'000) throw ParseError("the .npy dtype '" + s + "' has an absurd item size");
     n = n * 10 + static_cast<size_t>(s[pos++] - '0');
   }
-  if (pos != s.size() || pos == digits_at) throw ParseError("the .npy dtype '" + s + "' is not a supported dtype");
-  if (n == 0) throw ParseError("the .npy dtype '" + s + "' has item size 0, which is not supported");
+  if (pos != s.size() || pos == digits_at)
+    throw ParseError("the .npy dtype '" + s + "' is not a supported dtype");
+  if (n == 0)
+    throw ParseError("the .npy dtype '" + s + "' has item size 0, which is not supported");
 
   Descr d;
   d.big_endian = order == '>';
@@ -264,12 +276,14 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 void byte_swap(std::vector<uint8_t>& data, size_t unit) {
   if (unit < 2) return;
-  for (size_t i = 0; i + unit <= data.size(); i += unit) std::reverse(data.begin() + i, data.begin() + i + unit);
+  for (size_t i = 0; i + unit <= data.size(); i += unit)
+    std::reverse(data.begin() + i, data.begin() + i + unit);
 }
 
 // Reorders elements from Fortran (first index fastest) to C order (last index fastest).
-std::vector<uint8_t> fortran_to_c(const std::vector<uint8_t>& src, const std::vector<int64_t>& shape,
-                                  size_t itemsize, uint64_t count) {
+std::vector<uint8_t> fortran_to_c(const std::vector<uint8_t>& src,
+                                  const std::vector<int64_t>& shape, size_t itemsize,
+                                  uint64_t count) {
   std::vector<uint8_t> out(src.size());
   const size_t nd = shape.size();
   std::vector<uint64_t> fstride(nd), idx(nd, 0);
@@ -317,7 +331,8 @@ std::string element_text(const Descr& d, const uint8_t* p) {
   if (d.base == Descr::Base::Bytes) {
     size_t len = d.itemsize;
     while (len > 0 && p[len - 1] == 0) --len;
-    if (!is_valid_utf8({p, len})) throw ParseError("the .npy bytes array holds text that is not valid UTF-8");
+    if (!is_valid_utf8({p, len}))
+      throw ParseError("the .npy bytes array holds text that is not valid UTF-8");
     out.assign(reinterpret_cast<const char*>(p), len);
     return out;
   }
@@ -340,8 +355,8 @@ std::string element_text(const Descr& d, const uint8_t* p) {
   return out;
 }
 
-void append_json_lists(std::string& out, const std::vector<std::string>& items, const std::vector<int64_t>& shape,
-                       size_t dim, size_t& next) {
+void append_json_lists(std::string& out, const std::vector<std::string>& items,
+                       const std::vector<int64_t>& shape, size_t dim, size_t& next) {
   if (dim == shape.size()) {
     out += nlohmann::json(items[next++]).dump();
     return;
@@ -354,11 +369,12 @@ void append_json_lists(std::string& out, const std::vector<std::string>& items, 
   out.push_back(']');
 }
 
-FieldValue text_value(const Descr& d, const std::vector<uint8_t>& data, const std::vector<int64_t>& shape,
-                      uint64_t count, size_t input_size) {
+FieldValue text_value(const Descr& d, const std::vector<uint8_t>& data,
+                      const std::vector<int64_t>& shape, uint64_t count, size_t input_size) {
   std::vector<std::string> items;
   items.reserve(count);
-  for (uint64_t i = 0; i < count; ++i) items.push_back(element_text(d, data.data() + i * d.itemsize));
+  for (uint64_t i = 0; i < count; ++i)
+    items.push_back(element_text(d, data.data() + i * d.itemsize));
   FieldValue v;
   if (count == 1) {
     v.kind = FieldValue::Kind::String;
@@ -374,7 +390,9 @@ FieldValue text_value(const Descr& d, const std::vector<uint8_t>& data, const st
     for (int64_t dim : shape) {
       if (dim == 0) break;
       lists *= static_cast<uint64_t>(dim);
-      if (lists > input_size) throw ParseError("the .npy shape " + shape_text(shape) + " is too large for an empty string array");
+      if (lists > input_size)
+        throw ParseError("the .npy shape " + shape_text(shape) +
+                         " is too large for an empty string array");
     }
   }
   std::string text;
@@ -397,26 +415,31 @@ FieldValue parse_npy(std::span<const uint8_t> bytes) {
   }
   const unsigned major = bytes[6], minor = bytes[7];
   if (major < 1 || major > 3 || minor != 0)
-    throw ParseError("the .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
-                     " is not supported (only 1.0, 2.0 and 3.0 are)");
+    throw ParseError("the .npy format version " + std::to_string(major) + "." +
+                     std::to_string(minor) + " is not supported (only 1.0, 2.0 and 3.0 are)");
   size_t header_len = 0, header_at = 0;
   if (major == 1) {
     header_len = bytes[8] | (size_t{bytes[9]} << 8);
     header_at = 10;
   } else {
     if (bytes.size() < 12) throw ParseError("the .npy file is truncated inside its preamble");
-    header_len = bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) | (size_t{bytes[11]} << 24);
+    header_len =
+        bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) | (size_t{bytes[11]} << 24);
     header_at = 12;
   }
   if (header_len > bytes.size() - header_at)
-    throw ParseError("the .npy header is truncated: it declares " + std::to_string(header_len) + " bytes but only " +
-                     std::to_string(bytes.size() - header_at) + " follow");
-  const std::string_view header(reinterpret_cast<const char*>(bytes.data() + header_at), header_len);
+    throw ParseError("the .npy header is truncated: it declares " + std::to_string(header_len) +
+                     " bytes but only " + std::to_string(bytes.size() - header_at) + " follow");
+  const std::string_view header(reinterpret_cast<const char*>(bytes.data() + header_at),
+                                header_len);
 
   const PyDict dict = HeaderParser(header).parse_dict();
   const PyValue *descr = nullptr, *fortran = nullptr, *shape_value = nullptr;
   for (const auto& [key, value] : dict) {
-    const PyValue** slot = key == "descr" ? &descr : key == "fortran_order" ? &fortran : key == "shape" ? &shape_value : nullptr;
+    const PyValue** slot = key == "descr"           ? &descr
+                           : key == "fortran_order" ? &fortran
+                           : key == "shape"         ? &shape_value
+                                                    : nullptr;
     if (!slot) throw ParseError("the .npy header has an unexpected key '" + key + "'");
     if (*slot) throw ParseError("the .npy header repeats the key '" + key + "'");
     *slot = &value;
@@ -426,39 +449,50 @@ FieldValue parse_npy(std::span<const uint8_t> bytes) {
   if (!shape_value) throw ParseError("the .npy header has no 'shape' key");
   if (descr->type == PyValue::Type::List)
     throw ParseError("structured dtypes are not supported; save each field as its own array");
-  if (descr->type != PyValue::Type::Str) throw ParseError("the .npy header's 'descr' is not a string");
-  if (fortran->type != PyValue::Type::Bool) throw ParseError("the .npy header's 'fortran_order' is not True or False");
-  if (shape_value->type != PyValue::Type::Tuple) throw ParseError("the .npy header's 'shape' is not a tuple");
+  if (descr->type != PyValue::Type::Str)
+    throw ParseError("the .npy header's 'descr' is not a string");
+  if (fortran->type != PyValue::Type::Bool)
+    throw ParseError("the .npy header's 'fortran_order' is not True or False");
+  if (shape_value->type != PyValue::Type::Tuple)
+    throw ParseError("the .npy header's 'shape' is not a tuple");
   if (shape_value->items.size() > kMaxDims)
-    throw ParseError("the .npy array has " + std::to_string(shape_value->items.size()) + " dimensions, more than " +
-                     std::to_string(kMaxDims));
+    throw ParseError("the .npy array has " + std::to_string(shape_value->items.size()) +
+                     " dimensions, more than " + std::to_string(kMaxDims));
 
   const Descr d = parse_descr(descr->str);
   std::vector<int64_t> shape;
   uint64_t count = 1;
   for (const PyValue& dim : shape_value->items) {
-    if (dim.type != PyValue::Type::Int) throw ParseError("the .npy header's 'shape' holds something other than integers");
-    if (dim.negative && dim.magnitude != 0) throw ParseError("the .npy header's 'shape' has a negative dimension");
-    if (dim.magnitude > static_cast<uint64_t>(INT64_MAX)) throw ParseError("the .npy header's 'shape' has a dimension too large to count");
+    if (dim.type != PyValue::Type::Int)
+      throw ParseError("the .npy header's 'shape' holds something other than integers");
+    if (dim.negative && dim.magnitude != 0)
+      throw ParseError("the .npy header's 'shape' has a negative dimension");
+    if (dim.magnitude > static_cast<uint64_t>(INT64_MAX))
+      throw ParseError("the .npy header's 'shape' has a dimension too large to count");
     shape.push_back(static_cast<int64_t>(dim.magnitude));
     // Checked at every step, so that FieldValue::num_elements() can never overflow either.
-    if (__builtin_mul_overflow(count, dim.magnitude, &count) || count > static_cast<uint64_t>(INT64_MAX))
-      throw ParseError("the .npy shape " + shape_text(shape) + "... has more elements than can be counted");
+    if (__builtin_mul_overflow(count, dim.magnitude, &count) ||
+        count > static_cast<uint64_t>(INT64_MAX))
+      throw ParseError("the .npy shape " + shape_text(shape) +
+                       "... has more elements than can be counted");
   }
   uint64_t need = 0;
   if (__builtin_mul_overflow(count, uint64_t{d.itemsize}, &need))
     throw ParseError("the .npy shape " + shape_text(shape) + " is too large to hold in memory");
   const size_t have = bytes.size() - header_at - header_len;
   if (need > have)
-    throw ParseError("the .npy data is truncated: shape " + shape_text(shape) + " of '" + descr->str + "' needs " +
-                     std::to_string(need) + " bytes but only " + std::to_string(have) + " follow the header");
+    throw ParseError("the .npy data is truncated: shape " + shape_text(shape) + " of '" +
+                     descr->str + "' needs " + std::to_string(need) + " bytes but only " +
+                     std::to_string(have) + " follow the header");
   if (need < have)
     throw ParseError("the .npy file has " + std::to_string(have - need) +
                      " bytes after the array data; it is corrupt or not what its header says");
 
-  std::vector<uint8_t> data(bytes.begin() + static_cast<ptrdiff_t>(header_at + header_len), bytes.end());
+  std::vector<uint8_t> data(bytes.begin() + static_cast<ptrdiff_t>(header_at + header_len),
+                            bytes.end());
   if (d.big_endian) byte_swap(data, d.swap_unit);
-  if (fortran->boolean && shape.size() > 1 && count > 1) data = fortran_to_c(data, shape, d.itemsize, count);
+  if (fortran->boolean && shape.size() > 1 && count > 1)
+    data = fortran_to_c(data, shape, d.itemsize, count);
 
   if (d.base != Descr::Base::Numeric) return text_value(d, data, shape, count, bytes.size());
 

@@ -25,7 +25,8 @@ std::string archive_reason(archive* a) {
 
 }  // namespace
 
-Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix, uint64_t max_member_size) {
+Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix,
+                 uint64_t max_member_size) {
   if (bytes.empty()) throw ParseError("the .npz file is empty");
   ArchivePtr a(archive_read_new(), archive_read_free);
   if (!a) throw std::bad_alloc();
@@ -40,7 +41,8 @@ Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix, uint64
     archive_entry* entry = nullptr;
     const int r = archive_read_next_header(a.get(), &entry);
     if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN) throw ParseError("the .npz zip archive is damaged: " + archive_reason(a.get()));
+    if (r < ARCHIVE_WARN)
+      throw ParseError("the .npz zip archive is damaged: " + archive_reason(a.get()));
     const char* raw_name = archive_entry_pathname_utf8(entry);
     if (!raw_name) raw_name = archive_entry_pathname(entry);
     if (!raw_name || !*raw_name) throw ParseError("the .npz holds an entry without a name");
@@ -52,19 +54,22 @@ Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix, uint64
     if (archive_entry_filetype(entry) != AE_IFREG)
       throw ParseError("the .npz holds '" + name + "', which is not a regular file");
     if (!seen.insert(name).second) throw ParseError("the .npz holds '" + name + "' twice");
-    if (archive_entry_size_is_set(entry) && static_cast<uint64_t>(archive_entry_size(entry)) > max_member_size)
-      throw ParseError("'" + name + "' in the .npz is " + std::to_string(archive_entry_size(entry)) +
-                       " bytes uncompressed, more than the limit of " + std::to_string(max_member_size));
+    if (archive_entry_size_is_set(entry) &&
+        static_cast<uint64_t>(archive_entry_size(entry)) > max_member_size)
+      throw ParseError(
+          "'" + name + "' in the .npz is " + std::to_string(archive_entry_size(entry)) +
+          " bytes uncompressed, more than the limit of " + std::to_string(max_member_size));
 
     // The declared size may lie; count what inflation actually produces and stop at the limit.
     std::vector<uint8_t> data;
     for (;;) {
       const la_ssize_t n = archive_read_data(a.get(), chunk.data(), chunk.size());
       if (n == 0) break;
-      if (n < 0) throw ParseError("'" + name + "' in the .npz cannot be read: " + archive_reason(a.get()));
+      if (n < 0)
+        throw ParseError("'" + name + "' in the .npz cannot be read: " + archive_reason(a.get()));
       if (static_cast<uint64_t>(n) > max_member_size - data.size())
-        throw ParseError("'" + name + "' in the .npz expands past the limit of " + std::to_string(max_member_size) +
-                         " bytes");
+        throw ParseError("'" + name + "' in the .npz expands past the limit of " +
+                         std::to_string(max_member_size) + " bytes");
       data.insert(data.end(), chunk.begin(), chunk.begin() + n);
     }
     FieldValue value;

@@ -10,21 +10,26 @@
 
 namespace tarmac {
 
-static_assert(std::endian::native == std::endian::little, "values are stored by memcpy on a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "values are stored by memcpy on a little-endian host");
 
 namespace {
 
 std::span<const uint8_t> strip_bom(std::span<const uint8_t> bytes) {
-  if (bytes.size() >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF) return bytes.subspan(3);
+  if (bytes.size() >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF)
+    return bytes.subspan(3);
   return bytes;
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 }  // namespace
 
 FieldValue parse_txt(std::span<const uint8_t> bytes) {
-  if (!is_valid_utf8(bytes)) throw ParseError("the text label is not valid UTF-8; save it as UTF-8");
+  if (!is_valid_utf8(bytes))
+    throw ParseError("the text label is not valid UTF-8; save it as UTF-8");
   const auto text = strip_bom(bytes);
   FieldValue v;
   v.kind = FieldValue::Kind::String;

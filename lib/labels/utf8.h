@@ -5,7 +5,8 @@
 
 namespace tarmac {
 
-/// True if `bytes` is well-formed UTF-8 (no overlong forms, surrogates, or code points past U+10FFFF).
+/// True if `bytes` is well-formed UTF-8 (no overlong forms, surrogates, or code points past
+/// U+10FFFF).
 bool is_valid_utf8(std::span<const uint8_t> bytes);
 
 }  // namespace tarmac

@@ -165,7 +165,8 @@ def convert(test, inputs, *flags, stdin=None, expect=0, out=None):
     if os.path.isdir(out) and not os.listdir(out):
         os.rmdir(out)
     p = run(["convert", *inputs, "-o", out, *flags], stdin=stdin)
-    test.assertEqual(p.returncode, expect, "exit code; stderr:\n" + p.stderr.decode(errors="replace"))
+    if p.returncode != expect:
+        raise AssertionError(f"exit code {p.returncode}, expected {expect}; stderr:\n" + p.stderr.decode(errors="replace"))
     ds = Dataset(out) if expect == 0 else None
     return p, ds
 

@@ -15,7 +15,8 @@ DTYPES = {"BOOL": "?", "U8": "u1", "I8": "i1", "U16": "<u2", "I16": "<i2", "U32"
 
 def load(path):
     """Returns ({name: np.ndarray}, {metadata str: str}); raises ValueError on any violation."""
-    buf = open(path, "rb").read()
+    with open(path, "rb") as f:
+        buf = f.read()
     (n,) = struct.unpack_from("<Q", buf, 0)
     header = json.loads(buf[8:8 + n].decode("utf-8"))
     data = memoryview(buf)[8 + n:]

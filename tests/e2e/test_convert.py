@@ -105,7 +105,7 @@ class HmrCropTest(fx.TmpCase):
                     shifted[0, 2] += dx
                     shifted[1, 2] += dy
                     bad = fx.mean_abs(out, fx.warp_ref(src, shifted, SIZE, SIZE))
-                    self.assertGreater(bad, max(2 * err, 1.0), f"shift {dx},{dy}")
+                    self.assertGreater(bad, max(3 * err, 0.3), f"shift {dx},{dy}")
 
     def test_image_blob_columns(self):
         t = self.ds.t
@@ -251,7 +251,7 @@ class ResizeModesTest(fx.TmpCase):
         for dx in (0.5, -0.5):
             shifted = m.copy()
             shifted[0, 2] += dx
-            self.assertGreater(fx.mean_abs(out, fx.warp_ref(self.src, shifted, w, h)), max(2 * err, 1.0))
+            self.assertGreater(fx.mean_abs(out, fx.warp_ref(self.src, shifted, w, h)), max(3 * err, 0.3))
         return ds
 
     def test_center_crop_downscale(self):
@@ -259,10 +259,10 @@ class ResizeModesTest(fx.TmpCase):
         self.check(["--crop", "center", "--size", "64"], fx.affine_region(39.5, -0.5, 240, 240, 64, 64), 64, 64, False)
 
     def test_center_crop_wxh(self):
-        # aspect 1.5 < 320/240? no: 320/240 = 1.333 < 1.5, so the full width and a 213.33-high band
+        # 320/240 = 1.333 < 1.5: the full width and a 213.33-high band; a 2.13x downscale
         ch = 320 / 1.5
         m = fx.affine_region(-0.5, (240 - ch) / 2 - 0.5, 320, ch, 150, 100)
-        self.check(["--crop", "center", "--size", "150x100"], m, 150, 100, True)
+        self.check(["--crop", "center", "--size", "150x100"], m, 150, 100, False)
 
     def test_box_upscale(self):
         self.check(["--crop", "box:10,20,40,30", "--size", "120x90"], fx.affine_region(10, 20, 40, 30, 120, 90),
@@ -389,6 +389,72 @@ class ExifOrientationTest(fx.TmpCase):
         err = fx.mean_abs(out, ref)
         self.assertLess(err, 2.0)
         self.assertGreater(fx.mean_abs(out, np.rot90(ref, 2)), 5 * max(err, 1.0))
+
+
+class LabelEdgeCasesTest(fx.TmpCase):
+    """Dtype promotion across samples, late raggedness, point dtypes, npz, xyxy, odd names."""
+
+    @classmethod
+    def build(cls):
+        cls.jpeg = fx.jpg(fx.smooth_rgb(40, 30, seed=5))
+
+    def one(self, name, members, *flags):
+        return fx.convert(self, [fx.write_tar(self.path(name + ".tar"), members)], *flags)[1]
+
+    def test_int_then_float_promotes_to_f64(self):
+        ds = self.one("promo", [("a/0.jpg", self.jpeg), ("a/0.json", fx.js({"v": 1, "e": []})),
+                                ("a/1.jpg", self.jpeg), ("a/1.json", fx.js({"v": 2.5, "e": [7, 8]}))])
+        self.assertEqual(ds.t["v"].dtype, np.float64)
+        self.assertEqual(ds.t["v"].tolist(), [1.0, 2.5])
+        self.assertEqual(ds.t["e.offsets"].tolist(), [0, 0, 2])
+        self.assertEqual(ds.t["e.values"].tolist(), [7, 8])
+        self.assertEqual(ds.schema["e"]["shape"], [-1])
+
+    def test_integer_points_become_f64_and_f32_points_stay_f32(self):
+        ds = self.one("pts", [("a/0.jpg", self.jpeg), ("a/0.json", fx.js({"kp": [[1, 2], [3, 4]]})),
+                              ("a/0.q.npy", fx.npy(np.array([[1, 2, 9]], np.float32)))],
+                      "--size", "60", "--points", "kp", "--points", "q")
+        m = np.array([[2, 0, 0.5], [0, 2, 0.5]])  # shorter side 30 -> 60
+        np.testing.assert_allclose(ds.affine(0), m, atol=1e-12)
+        self.assertEqual(ds.t["kp"].dtype, np.float64)
+        np.testing.assert_allclose(ds.t["kp"][0], fx.apply_affine(m, [[1, 2], [3, 4]]))
+        self.assertEqual(ds.t["q"].dtype, np.float32)
+        np.testing.assert_allclose(ds.t["q"][0], fx.apply_affine(m, [[1, 2, 9]]))
+
+    def test_xyxy_crop_and_boxes(self):
+        ds = self.one("xyxy", [("a/0.jpg", self.jpeg), ("a/0.json", fx.js({"b": [5, 6, 25, 16]}))],
+                      "--crop", "field:b:xyxy", "--size", "10x5", "--boxes", "b:xyxy")
+        m = fx.affine_region(5, 6, 20, 10, 10, 5)
+        np.testing.assert_allclose(ds.affine(0), m, atol=1e-12)
+        np.testing.assert_allclose(ds.t["b"][0], [-0.5, -0.5, 9.5, 4.5], atol=1e-12)
+
+    def test_npz_deflated_and_stored(self):
+        ds = self.one("npz", [("a/0.jpg", self.jpeg), ("a/0.npz", fx.npz(True, x=np.arange(3, dtype=np.uint16))),
+                              ("a/0.s.npz", fx.npz(False, y=np.eye(2, dtype=np.float32)))])
+        self.assertEqual(ds.t["x"].dtype, np.uint16)
+        self.assertEqual(ds.t["x"].tolist(), [[0, 1, 2]])
+        self.assertEqual(ds.schema["s.y"]["source"], "s.npz")
+        np.testing.assert_array_equal(ds.t["s.y"][0], np.eye(2))
+
+    def test_dotted_dirs_uppercase_ext_and_second_image(self):
+        ds = self.one("names", [("v1.2/0001.JPG", self.jpeg), ("v1.2/0001.Json", fx.js({"v": 1})),
+                                ("v1.2/0001.png", fx.png(fx.smooth_rgb(8, 8)))])
+        self.assertEqual(ds.keys, ["v1.2/0001"])
+        self.assertEqual(ds.t["v"].tolist(), [1])
+        self.assertEqual(fx.decode_rgb(ds.blob(0)).shape, (30, 40, 3))  # the jpg, preferred over png
+        (ig,) = ds.manifest["ignored"]
+        self.assertEqual(ig["member"], "v1.2/0001.png")
+
+    def test_grey_jpeg_and_region_outside_image(self):
+        grey = fx.smooth_rgb(40, 30, seed=6)[..., 0]
+        ok, g = cv2.imencode(".jpg", grey, [cv2.IMWRITE_JPEG_QUALITY, 100])
+        ds = self.one("grey", [("a/0.jpg", g.tobytes()), ("a/0.json", fx.js({"b": [100, 100, 10, 10]})),
+                               ("a/1.jpg", g.tobytes()), ("a/1.json", fx.js({"b": [0, 0, 40, 30]}))],
+                      "--crop", "field:b", "--size", "8", "--format", "png")
+        np.testing.assert_array_equal(fx.decode_rgb(ds.blob(0)), np.zeros((8, 8, 3), np.uint8))
+        out = fx.decode_unchanged(ds.blob(1))
+        self.assertEqual(out.shape, (8, 8, 3))
+        np.testing.assert_array_equal(out[..., 0], out[..., 2])
 
 
 if __name__ == "__main__":

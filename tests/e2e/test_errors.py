@@ -35,6 +35,7 @@ class ErrorsTest(fx.TmpCase):
     @classmethod
     def build(cls):
         cls.jpeg = fx.jpg(fx.smooth_rgb(40, 30, seed=1))
+        cls.big_jpeg = fx.jpg(fx.smooth_rgb(200, 150, seed=1))  # half of it ends inside the scan data
 
     def tar(self, name, members, **kw):
         return fx.write_tar(self.path(name), members, **kw)
@@ -46,7 +47,7 @@ class ErrorsTest(fx.TmpCase):
         self.assertNotIn(".tarmac-partial", left)
         self.assertFalse([n for n in left if n.startswith("shard-")], left)
 
-    def fail(self, inputs, *flags, expect=1, stdin=None, says=()):
+    def refuse(self, inputs, *flags, expect=1, stdin=None, says=()):
         """Runs a conversion that must fail; checks stderr names everything in `says`."""
         out = self.path("out-%d" % time.monotonic_ns())
         p = fx.run(["convert", *inputs, "-o", out, *flags], stdin=stdin)
@@ -64,9 +65,10 @@ class ErrorsTest(fx.TmpCase):
     # ------------------------------------------------ sample errors: fail vs skip
 
     def test_truncated_jpeg(self):
-        members = good("a/0", 0) + [("a/1.jpg", self.jpeg[:len(self.jpeg) // 2]), ("a/1.json", b"{}")] + good("a/2", 2)
+        members = (good("a/0", 0) + [("a/1.jpg", self.big_jpeg[:len(self.big_jpeg) // 2]), ("a/1.json", b"{\"id\": 1}")]
+                   + good("a/2", 2))
         p = self.tar("trunc.tar", members)
-        self.fail([p], says=[p, "a/1", "a/1.jpg", "corrupt or truncated"])
+        self.refuse([p], says=[p, "a/1", "a/1.jpg", "corrupt or truncated"])
         summary, ds = self.skip([p])
         self.assertEqual(ds.keys, ["a/0", "a/2"])
         self.assertEqual(summary["samples"], 2)
@@ -80,38 +82,38 @@ class ErrorsTest(fx.TmpCase):
     def test_huge_jpeg_refused_quickly(self):
         p = self.tar("huge.tar", [("big/0.jpg", huge_jpeg_header())])
         t0 = time.monotonic()
-        self.fail([p], says=["big/0.jpg", "60000", "max-pixels"])
+        self.refuse([p], says=["big/0.jpg", "60000", "max-pixels"])
         self.assertLess(time.monotonic() - t0, 5)
 
     def test_not_an_image(self):
         p = self.tar("notimg.tar", [("x/0.png", b"this is text, not a PNG")])
-        self.fail([p], says=["x/0.png", p])
+        self.refuse([p], says=["x/0.png", p])
 
     def test_sample_without_image(self):
         p = self.tar("noimg.tar", good("a/0") + [("a/1.json", b"{\"id\": 1}")])
-        self.fail([p], says=["a/1", "no image"])
+        self.refuse([p], says=["a/1", "no image"])
 
     def test_field_missing(self):
         p = self.tar("missing.tar", good("a/0", 0, id=0, score=1.5) + good("a/1", 1, id=1))
-        self.fail([p], says=["a/1", "score"])
+        self.refuse([p], says=["a/1", "score"])
         _, ds = self.skip([p])
         self.assertEqual(ds.keys, ["a/0"])
         self.assertIn("score", ds.manifest["skipped"][0]["reason"])
 
     def test_field_kind_changes(self):
         p = self.tar("kind.tar", good("a/0", 0, v=1) + good("a/1", 1, v="one"))
-        self.fail([p], says=["a/1", "'v'"])
+        self.refuse([p], says=["a/1", "'v'"])
 
     def test_malformed_json(self):
         p = self.tar("badjson.tar", good("a/0") + [("a/1.jpg", self.jpeg), ("a/1.json", b"{\"id\": 1,")])
-        self.fail([p], says=["a/1.json", "JSON"])
+        self.refuse([p], says=["a/1.json", "JSON"])
 
     def test_npy_shape_varies_needs_ragged(self):
         members = []
         for i, n in enumerate([2, 5, 3]):
             members += [(f"n/{i}.jpg", self.jpeg), (f"n/{i}.kp.npy", fx.npy(np.arange(n * 2, dtype=np.float32).reshape(n, 2)))]
         p = self.tar("ragged.tar", members)
-        self.fail([p], says=["n/1", "kp", "--ragged"])
+        self.refuse([p], says=["n/1", "kp", "--ragged"])
         _, ds = fx.convert(self, [p], "--ragged", "kp")
         self.assertTrue(ds.schema["kp"]["ragged"])
         self.assertEqual(ds.schema["kp"]["shape"], [-1, 2])
@@ -122,20 +124,19 @@ class ErrorsTest(fx.TmpCase):
     def test_field_name_clash(self):
         # .json's "txt" and the .txt member both make field 'txt'
         p = self.tar("clash.tar", [("c/0.jpg", self.jpeg), ("c/0.json", b"{\"txt\": \"a\"}"), ("c/0.txt", b"b")])
-        self.fail([p], says=["c/0", "txt", "c/0.json", "c/0.txt"])
+        self.refuse([p], says=["c/0", "txt", "c/0.json", "c/0.txt"])
 
     def test_points_field_missing(self):
         p = self.tar("nopoints.tar", good("a/0"))
-        self.fail([p], "--points", "kp", says=["a/0", "kp"])
+        self.refuse([p], "--points", "kp", says=["a/0", "kp"])
 
     def test_member_twice(self):
         p = self.tar("twice.tar", good("a/0") + [("a/0.json", b"{\"id\": 5}")])
-        self.fail([p], says=["a/0", "twice"])
+        self.refuse([p], says=["a/0", "twice"])
 
     # ------------------------------------------------ archive-level errors
 
     def test_truncated_gzip(self):
-        raw = io.BytesIO()
         members = []
         for i in range(6):
             members += good(f"g/{i}", i)
@@ -145,23 +146,22 @@ class ErrorsTest(fx.TmpCase):
         p = self.path("cut.tar.gz")
         with open(p, "wb") as f:
             f.write(data[:len(data) * 2 // 3])
-        del raw
-        self.fail([p], says=[p])
+        self.refuse([p], says=[p])
 
     def test_not_an_archive(self):
         p = self.path("garbage.tar")
         with open(p, "wb") as f:
             f.write(os.urandom(4096))
-        self.fail([p], says=[p])
+        self.refuse([p], says=[p])
 
     def test_missing_input(self):
-        self.fail([self.path("does-not-exist.tar")], says=["does-not-exist.tar"])
+        self.refuse([self.path("does-not-exist.tar")], says=["does-not-exist.tar"])
 
     def test_unsafe_member_names(self):
         for bad in ("../evil.jpg", "/etc/x.jpg", "a/../../evil.jpg"):
             with self.subTest(name=bad):
                 p = self.tar("unsafe-%d.tar" % len(bad), good("a/0") + [(bad, self.jpeg)])
-                self.fail([p], says=[bad])
+                self.refuse([p], says=[bad])
                 summary, ds = self.skip([p])
                 self.assertEqual(ds.keys, ["a/0"])
                 self.assertEqual(summary["skipped_members"], 1)
@@ -190,7 +190,73 @@ class ErrorsTest(fx.TmpCase):
     def test_duplicate_key_across_archives(self):
         a = self.tar("dup-a.tar", good("k/0", 0) + good("k/1", 1))
         b = self.tar("dup-b.tar", good("k/1", 2))
-        self.fail([a, b], says=["k/1", "duplicate"])
+        self.refuse([a, b], says=["k/1", "duplicate"])
+
+    def test_dense_map_missing(self):
+        p = self.tar("densemiss.tar", [("a/0.jpg", self.jpeg), ("a/0.depth.png", fx.png(fx.smooth_u16(40, 30))),
+                                       ("a/1.jpg", self.jpeg)])
+        self.refuse([p], "--dense", "depth.png", says=[p, "a/1", "depth.png"])
+
+    def test_max_pixels_flag(self):
+        p = self.tar("maxpx.tar", good("a/0"))
+        self.refuse([p], "--max-pixels", "1000", says=["a/0.jpg", "40x30", "--max-pixels"])
+
+    def test_bad_crop_box_fields(self):
+        for name, box in (("short", [1, 2, 3]), ("negative", [10, 10, -5, 10]), ("text", "abcd")):
+            with self.subTest(box=name):
+                p = self.tar(f"box-{name}.tar", good("a/0", 0, b=box))
+                self.refuse([p], "--crop", "field:b", "--size", "8", says=["a/0", "'b'" if name != "negative" else "crop box"])
+
+    def test_stdin_not_an_archive(self):
+        self.refuse(["-"], stdin=b"hello world\n" * 100, says=["standard input"])
+
+    def test_members_too_far_apart(self):
+        ms = [(f"g/{i}.jpg", self.jpeg) for i in range(6)] + [(f"g/{i}.json", fx.js({"i": i})) for i in range(6)]
+        p = self.tar("window.tar", ms)
+        self.refuse([p], "--group-window", "2K", says=[p, "g/0.json", "--group-window"])
+
+    # BUG: the worker thread clears `it->raw` (lib/convert/convert.cpp, `it->raw = RawSample{};`)
+    # before the writer reads `it->raw.key` / `it->raw.input`, so reader-side sample errors
+    # (duplicate key, members too far apart) print `sample ''` and always name the FIRST input.
+    # Repro: tarmac convert a.tar b.tar -o out   (a.tar: k/0.jpg k/1.jpg; b.tar: k/1.jpg)
+    #   -> "error: 'a.tar', sample '': duplicate key 'k/1' ..."  (want "'b.tar', sample 'k/1'")
+    def test_reader_error_names_sample_and_archive(self):
+        a = self.tar("dup2-a.tar", good("k/0", 0) + good("k/1", 1))
+        b = self.tar("dup2-b.tar", good("k/1", 2))
+        self.refuse([a, b], says=[f"'{b}', sample 'k/1'"])
+
+    # BUG: same cause: the text summary of --on-error skip names the first input for a sample
+    # skipped from a later one ("skipped m/0 (a.tar)" where m/0 came from c.tar).
+    def test_skip_summary_names_right_archive(self):
+        a = self.tar("sum-a.tar", good("k/0", 0))
+        c = self.tar("sum-c.tar", [("m/0.jpg", self.jpeg[:len(self.jpeg) // 2])])
+        p, ds = fx.convert(self, [a, c], "--on-error", "skip")
+        self.assertEqual(ds.manifest["skipped"][0]["input"], c)  # the manifest is right
+        self.assertIn(f"skipped m/0 ({c})", p.stdout.decode())
+
+    # BUG: under --on-error skip an archive that cannot be read at all (here a truncated .tar.gz)
+    # is dropped silently: exit 0, nothing on stderr, counts.skipped_* = 0, "skipped" empty;
+    # only manifest inputs[].error mentions it. The brief: "nothing is silently dropped".
+    # Repro: head -c 50% x.tar.gz > cut.tar.gz; tarmac convert cut.tar.gz -o out --on-error skip
+    def test_unreadable_archive_under_skip_is_reported(self):
+        members = []
+        for i in range(8):
+            members += good(f"t/{i}", i)
+        full = self.tar("skipcut.tar", members)
+        with open(full, "rb") as f:
+            data = gzip.compress(f.read())
+        p = self.path("skipcut.tar.gz")
+        with open(p, "wb") as f:
+            f.write(data[:len(data) // 2])
+        out = self.path("skipcut-out")
+        r = fx.run(["convert", p, "-o", out, "--on-error", "skip"])
+        if r.returncode == 0:
+            with open(os.path.join(out, "manifest.json")) as f:
+                manifest = json.load(f)
+            self.assertIn(p, r.stderr.decode())
+            self.assertTrue([s for s in manifest["skipped"] if s["input"] == p])
+        else:
+            self.assertIn(p, r.stderr.decode())
 
     # ------------------------------------------------ usage and output directory
 
@@ -207,7 +273,7 @@ class ErrorsTest(fx.TmpCase):
         for flags in (["--crop", "diagonal"], ["--size", "abc"], ["--format", "gif"], ["--resize", "fit"],
                       ["--on-error", "ignore"], ["--shard-size", "12Q"], ["--crop-scale", "0"]):
             with self.subTest(flags=flags):
-                self.fail([p], *flags, expect=2)
+                self.refuse([p], *flags, expect=2)
         r = fx.run(["convert", p])  # no -o
         self.assertEqual(r.returncode, 2)
 

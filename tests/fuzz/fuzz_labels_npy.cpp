@@ -6,14 +6,14 @@
 #include "labels/npy.h"
 #include "labels/utf8.h"
 
-
 namespace {
 // Every value a parser returns must be self-consistent, or the writer would read past its data.
 void check(const tarmac::FieldValue& v) {
   for (int64_t d : v.shape)
     if (d < 0) __builtin_trap();
   if (v.kind == tarmac::FieldValue::Kind::Numeric) {
-    if (static_cast<uint64_t>(v.num_elements()) * tarmac::dtype_size(v.dtype) != v.data.size()) __builtin_trap();
+    if (static_cast<uint64_t>(v.num_elements()) * tarmac::dtype_size(v.dtype) != v.data.size())
+      __builtin_trap();
   } else if (v.shape.size() != 1 || static_cast<uint64_t>(v.shape[0]) != v.data.size() ||
              !tarmac::is_valid_utf8(v.data)) {
     __builtin_trap();

@@ -17,7 +17,8 @@ namespace {
 
 std::vector<std::vector<uint8_t>> corpus(const std::string& target) {
   std::vector<std::vector<uint8_t>> out;
-  const std::filesystem::path dir = std::filesystem::path(TARMAC_TEST_DATA) / ".." / "fuzz" / "corpus" / target;
+  const std::filesystem::path dir =
+      std::filesystem::path(TARMAC_TEST_DATA) / ".." / "fuzz" / "corpus" / target;
   REQUIRE(std::filesystem::is_directory(dir));
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     std::ifstream f(entry.path(), std::ios::binary);

@@ -7,17 +7,19 @@
 #include "common/error.h"
 #include "labels/json_labels.h"
 
-using tarmac::DType;
-using tarmac::FieldValue;
-using tarmac::Fields;
-using tarmac::ParseError;
 using Catch::Matchers::Contains;
+using tarmac::DType;
+using tarmac::Fields;
+using tarmac::FieldValue;
+using tarmac::ParseError;
 using Kind = FieldValue::Kind;
 
 namespace {
 
-Fields parse(const std::string& text, const std::string& prefix = "", const std::string& top = "json") {
-  return tarmac::parse_json_labels({reinterpret_cast<const uint8_t*>(text.data()), text.size()}, prefix, top);
+Fields parse(const std::string& text, const std::string& prefix = "",
+             const std::string& top = "json") {
+  return tarmac::parse_json_labels({reinterpret_cast<const uint8_t*>(text.data()), text.size()},
+                                   prefix, top);
 }
 
 std::vector<std::string> names(const Fields& fields) {
@@ -26,7 +28,9 @@ std::vector<std::string> names(const Fields& fields) {
   return out;
 }
 
-std::string text_of(const FieldValue& v) { return std::string(v.data.begin(), v.data.end()); }
+std::string text_of(const FieldValue& v) {
+  return std::string(v.data.begin(), v.data.end());
+}
 
 template <typename T>
 std::vector<T> values_of(const FieldValue& v) {
@@ -47,7 +51,9 @@ TEST_CASE("json: top-level members become fields in document order, nested objec
   CHECK(text_of(f[4].second) == "null");
 }
 
-TEST_CASE("json: an empty top-level object has no fields") { CHECK(parse("{}").empty()); }
+TEST_CASE("json: an empty top-level object has no fields") {
+  CHECK(parse("{}").empty());
+}
 
 TEST_CASE("json: a top-level non-object is one field named top_level_name") {
   const Fields f = parse("[1, 2, 3]", "p.", "label");
@@ -140,16 +146,17 @@ TEST_CASE("json: nesting deeper than 64 levels is refused before parsing") {
 }
 
 TEST_CASE("json: NaN, Infinity and numbers past double range are refused") {
-  for (const std::string bad : {"{\"x\": NaN}", "{\"x\": Infinity}", "{\"x\": -Infinity}", "[1e400]", "{\"x\": -1e999}",
-                                "nan"}) {
+  for (const std::string bad : {"{\"x\": NaN}", "{\"x\": Infinity}", "{\"x\": -Infinity}",
+                                "[1e400]", "{\"x\": -1e999}", "nan"}) {
     INFO(bad);
     CHECK_THROWS_AS(parse(bad), ParseError);
   }
 }
 
 TEST_CASE("json: malformed documents and invalid UTF-8 are refused") {
-  for (const std::string bad : {"", "   ", "{", "{\"a\": 1,}", "[1, 2", "{'a': 1}", "{\"a\": 1} x", "// c\n1",
-                                "{\"a\": \"\xC3\x28\"}", "\xFF", "{\"a\": \"\xED\xA0\x80\"}", "\"\\ud800\""}) {
+  for (const std::string bad :
+       {"", "   ", "{", "{\"a\": 1,}", "[1, 2", "{'a': 1}", "{\"a\": 1} x", "// c\n1",
+        "{\"a\": \"\xC3\x28\"}", "\xFF", "{\"a\": \"\xED\xA0\x80\"}", "\"\\ud800\""}) {
     INFO(bad);
     CHECK_THROWS_AS(parse(bad), ParseError);
   }

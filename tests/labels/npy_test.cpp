@@ -9,10 +9,10 @@
 #include "common/error.h"
 #include "labels/npy.h"
 
+using Catch::Matchers::Contains;
 using tarmac::DType;
 using tarmac::FieldValue;
 using tarmac::ParseError;
-using Catch::Matchers::Contains;
 
 namespace {
 
@@ -38,8 +38,8 @@ Bytes npy(const std::string& dict, const Bytes& data, int version = 1) {
 }
 
 std::string dict(const std::string& descr, const std::string& shape, bool fortran = false) {
-  return "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': " + shape +
-         ", }";
+  return "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
+         ", 'shape': " + shape + ", }";
 }
 
 template <typename T>
@@ -57,7 +57,9 @@ std::vector<T> values_of(const FieldValue& v) {
   return out;
 }
 
-std::string text_of(const FieldValue& v) { return std::string(v.data.begin(), v.data.end()); }
+std::string text_of(const FieldValue& v) {
+  return std::string(v.data.begin(), v.data.end());
+}
 
 Bytes read_fixture(const std::string& name) {
   std::ifstream f(std::string(TARMAC_TEST_DATA) + "/labels/" + name, std::ios::binary);
@@ -80,11 +82,12 @@ TEST_CASE("npy: little-endian numeric dtypes keep their type and bytes") {
     DType dtype;
     size_t size;
   };
-  for (const Case& c : {Case{"<i1", DType::I8, 1}, Case{"|u1", DType::U8, 1}, Case{"<i2", DType::I16, 2},
-                        Case{"<u2", DType::U16, 2}, Case{"<i4", DType::I32, 4}, Case{"<u4", DType::U32, 4},
-                        Case{"<i8", DType::I64, 8}, Case{"<u8", DType::U64, 8}, Case{"<f2", DType::F16, 2},
-                        Case{"<f4", DType::F32, 4}, Case{"<f8", DType::F64, 8}, Case{"=i4", DType::I32, 4},
-                        Case{"|i1", DType::I8, 1}}) {
+  for (const Case& c :
+       {Case{"<i1", DType::I8, 1}, Case{"|u1", DType::U8, 1}, Case{"<i2", DType::I16, 2},
+        Case{"<u2", DType::U16, 2}, Case{"<i4", DType::I32, 4}, Case{"<u4", DType::U32, 4},
+        Case{"<i8", DType::I64, 8}, Case{"<u8", DType::U64, 8}, Case{"<f2", DType::F16, 2},
+        Case{"<f4", DType::F32, 4}, Case{"<f8", DType::F64, 8}, Case{"=i4", DType::I32, 4},
+        Case{"|i1", DType::I8, 1}}) {
     INFO(c.descr);
     Bytes data(3 * c.size);
     for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i + 1);
@@ -104,7 +107,8 @@ TEST_CASE("npy: bool arrays become BOOL with 0/1 bytes") {
 }
 
 TEST_CASE("npy: big-endian elements are byte-swapped to little-endian") {
-  const FieldValue v = tarmac::parse_npy(npy(dict(">i4", "(2,)"), {0x01, 0x02, 0x03, 0x04, 0xFF, 0xFF, 0xFF, 0xFE}));
+  const FieldValue v =
+      tarmac::parse_npy(npy(dict(">i4", "(2,)"), {0x01, 0x02, 0x03, 0x04, 0xFF, 0xFF, 0xFF, 0xFE}));
   CHECK(v.dtype == DType::I32);
   CHECK(values_of<int32_t>(v) == std::vector<int32_t>{0x01020304, -2});
   const FieldValue h = tarmac::parse_npy(npy(dict(">f2", "()"), {0x3C, 0x00}));
@@ -120,7 +124,8 @@ TEST_CASE("npy: 0-d arrays have an empty shape") {
 
 TEST_CASE("npy: fortran_order arrays are transposed to C order") {
   // Logical [[1,2,3],[4,5,6]] stored column-major.
-  const FieldValue v = tarmac::parse_npy(npy(dict("<i2", "(2, 3)", true), le_bytes<int16_t>({1, 4, 2, 5, 3, 6})));
+  const FieldValue v =
+      tarmac::parse_npy(npy(dict("<i2", "(2, 3)", true), le_bytes<int16_t>({1, 4, 2, 5, 3, 6})));
   CHECK(v.shape == std::vector<int64_t>{2, 3});
   CHECK(values_of<int16_t>(v) == std::vector<int16_t>{1, 2, 3, 4, 5, 6});
 
@@ -145,26 +150,29 @@ TEST_CASE("npy: fortran_order arrays are transposed to C order") {
 
 TEST_CASE("npy: versions 2.0 and 3.0 use a 4-byte header length") {
   for (int version : {2, 3}) {
-    const FieldValue v = tarmac::parse_npy(npy(dict("<f8", "(1,)"), le_bytes<double>({2.5}), version));
+    const FieldValue v =
+        tarmac::parse_npy(npy(dict("<f8", "(1,)"), le_bytes<double>({2.5}), version));
     CHECK(values_of<double>(v) == std::vector<double>{2.5});
   }
 }
 
 TEST_CASE("npy: header dict literal variants NumPy accepts") {
   const Bytes one = le_bytes<int64_t>({7});
-  CHECK(tarmac::parse_npy(npy("{\"shape\": (1,), \"fortran_order\": False, \"descr\": \"<i8\"}", one)).shape ==
-        std::vector<int64_t>{1});
+  CHECK(
+      tarmac::parse_npy(npy("{\"shape\": (1,), \"fortran_order\": False, \"descr\": \"<i8\"}", one))
+          .shape == std::vector<int64_t>{1});
   CHECK(tarmac::parse_npy(npy("{'descr':'<i8','fortran_order':False,'shape':(1L,)}", one)).shape ==
         std::vector<int64_t>{1});
-  CHECK(tarmac::parse_npy(npy("  {'descr': '<i8',\n 'fortran_order': False, 'shape': ( 1 , ) }", one)).shape ==
-        std::vector<int64_t>{1});
+  CHECK(
+      tarmac::parse_npy(npy("  {'descr': '<i8',\n 'fortran_order': False, 'shape': ( 1 , ) }", one))
+          .shape == std::vector<int64_t>{1});
 }
 
 TEST_CASE("npy: malformed header dicts are refused") {
   const Bytes one = le_bytes<int64_t>({7});
   for (const std::string bad : {
-           "{'descr': '<i8', 'fortran_order': False, 'shape': (1)}",          // (1) is an int, not a tuple
-           "{'descr': '<i8', 'fortran_order': False}",                         // missing shape
+           "{'descr': '<i8', 'fortran_order': False, 'shape': (1)}",  // (1) is an int, not a tuple
+           "{'descr': '<i8', 'fortran_order': False}",                // missing shape
            "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), 'x': 1}",  // extra key
            "{'descr': '<i8', 'descr': '<i8', 'fortran_order': False, 'shape': (1,)}",
            "{'descr': '<i8', 'fortran_order': 0, 'shape': (1,)}",
@@ -187,24 +195,30 @@ TEST_CASE("npy: malformed header dicts are refused") {
 }
 
 TEST_CASE("npy: unsupported dtypes are refused with the reason") {
-  CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("|O", "(1,)"), Bytes(8))), Contains("never unpickles"));
+  CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("|O", "(1,)"), Bytes(8))),
+                    Contains("never unpickles"));
   CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<c8", "(1,)"), Bytes(8))), Contains("complex"));
-  CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<M8[ns]", "(1,)"), Bytes(8))), Contains("datetime"));
+  CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<M8[ns]", "(1,)"), Bytes(8))),
+                    Contains("datetime"));
   CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<m8[s]", "(1,)"), Bytes(8))), Contains("datetime"));
   CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("|V8", "(1,)"), Bytes(8))), Contains("structured"));
   CHECK_THROWS_WITH(
-      tarmac::parse_npy(npy("{'descr': [('x', '<f4'), ('y', '<f4')], 'fortran_order': False, 'shape': (1,), }",
-                            Bytes(8))),
+      tarmac::parse_npy(
+          npy("{'descr': [('x', '<f4'), ('y', '<f4')], 'fortran_order': False, 'shape': (1,), }",
+              Bytes(8))),
       Contains("structured"));
-  for (const std::string descr : {"<f16", "<i3", "<f1", "|b2", "<x4", "<", "", "<U", "<U0", "|S0", "<i4 "}) {
+  for (const std::string descr :
+       {"<f16", "<i3", "<f1", "|b2", "<x4", "<", "", "<U", "<U0", "|S0", "<i4 "}) {
     INFO(descr);
     CHECK_THROWS_AS(tarmac::parse_npy(npy(dict(descr, "(1,)"), Bytes(4))), ParseError);
   }
 }
 
 TEST_CASE("npy: data length must match the shape exactly") {
-  CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<f4", "(2, 3)"), Bytes(23))), Contains("truncated"));
-  CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<f4", "(2, 3)"), Bytes(25))), Contains("after the array data"));
+  CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<f4", "(2, 3)"), Bytes(23))),
+                    Contains("truncated"));
+  CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<f4", "(2, 3)"), Bytes(25))),
+                    Contains("after the array data"));
   CHECK(tarmac::parse_npy(npy(dict("<f4", "(2, 3)"), Bytes(24))).data.size() == 24);
 }
 
@@ -220,10 +234,14 @@ TEST_CASE("npy: empty arrays") {
 TEST_CASE("npy: hostile preambles and shapes are refused without allocating") {
   CHECK_THROWS_AS(tarmac::parse_npy(Bytes{}), ParseError);
   CHECK_THROWS_AS(tarmac::parse_npy(Bytes{0x93, 'N', 'U', 'M'}), ParseError);
-  CHECK_THROWS_WITH(tarmac::parse_npy(Bytes{0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0}), Contains("preamble"));
-  CHECK_THROWS_WITH(tarmac::parse_npy(Bytes{0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 5, 0, 0}), Contains("preamble"));
-  CHECK_THROWS_WITH(tarmac::parse_npy(Bytes{0x93, 'N', 'U', 'M', 'P', 'Y', 4, 0, 0, 0}), Contains("version 4.0"));
-  CHECK_THROWS_WITH(tarmac::parse_npy(Bytes{'P', 'K', 3, 4, 0, 0, 0, 0, 0, 0, 0}), Contains("not a .npy"));
+  CHECK_THROWS_WITH(tarmac::parse_npy(Bytes{0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0}),
+                    Contains("preamble"));
+  CHECK_THROWS_WITH(tarmac::parse_npy(Bytes{0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 5, 0, 0}),
+                    Contains("preamble"));
+  CHECK_THROWS_WITH(tarmac::parse_npy(Bytes{0x93, 'N', 'U', 'M', 'P', 'Y', 4, 0, 0, 0}),
+                    Contains("version 4.0"));
+  CHECK_THROWS_WITH(tarmac::parse_npy(Bytes{'P', 'K', 3, 4, 0, 0, 0, 0, 0, 0, 0}),
+                    Contains("not a .npy"));
 
   SECTION("header_len beyond the buffer") {
     Bytes b = npy(dict("<f4", "(1,)"), Bytes(4));
@@ -246,23 +264,30 @@ TEST_CASE("npy: hostile preambles and shapes are refused without allocating") {
                       Contains("more elements than can be counted"));
     CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<f8", "(2305843009213693952,)"), Bytes(8))),
                       Contains("too large"));
-    CHECK_THROWS_AS(tarmac::parse_npy(npy(dict("<f8", "(99999999999999999999,)"), Bytes(8))), ParseError);
-    CHECK_THROWS_AS(tarmac::parse_npy(npy(dict("<f8", "(9223372036854775808,)"), Bytes(8))), ParseError);
-    CHECK_THROWS_AS(tarmac::parse_npy(npy(dict("<U1000000000", "(1000000000,)"), Bytes(8))), ParseError);
+    CHECK_THROWS_AS(tarmac::parse_npy(npy(dict("<f8", "(99999999999999999999,)"), Bytes(8))),
+                    ParseError);
+    CHECK_THROWS_AS(tarmac::parse_npy(npy(dict("<f8", "(9223372036854775808,)"), Bytes(8))),
+                    ParseError);
+    CHECK_THROWS_AS(tarmac::parse_npy(npy(dict("<U1000000000", "(1000000000,)"), Bytes(8))),
+                    ParseError);
   }
   SECTION("huge declared shapes with tiny data") {
-    CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<f4", "(100000, 100000)"), Bytes(16))), Contains("truncated"));
-    CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<U3", "(1000000000000, 0)"), {})), Contains("too large"));
+    CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<f4", "(100000, 100000)"), Bytes(16))),
+                      Contains("truncated"));
+    CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<U3", "(1000000000000, 0)"), {})),
+                      Contains("too large"));
   }
   SECTION("too many dimensions") {
     std::string shape = "(";
     for (int i = 0; i < 65; ++i) shape += "1, ";
-    CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<f4", shape + ")"), Bytes(4))), Contains("dimensions"));
+    CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<f4", shape + ")"), Bytes(4))),
+                      Contains("dimensions"));
   }
 }
 
 TEST_CASE("npy: a one-element unicode array becomes a String") {
-  const FieldValue v = tarmac::parse_npy(npy(dict("<U5", "()"), utf32(U"h\u00e9\u20ac\U0001F600", 5)));
+  const FieldValue v =
+      tarmac::parse_npy(npy(dict("<U5", "()"), utf32(U"h\u00e9\u20ac\U0001F600", 5)));
   CHECK(v.kind == FieldValue::Kind::String);
   CHECK(v.dtype == DType::U8);
   CHECK(text_of(v) == "h\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");
@@ -276,8 +301,8 @@ TEST_CASE("npy: a one-element unicode array becomes a String") {
 TEST_CASE("npy: a unicode array with several elements becomes a JSON list following the shape") {
   const Bytes elems = [] {
     Bytes out;
-    for (const std::u32string& s : {std::u32string(U"a"), std::u32string(U"b\""), std::u32string(U""),
-                                    std::u32string(U"\u00e9")}) {
+    for (const std::u32string& s : {std::u32string(U"a"), std::u32string(U"b\""),
+                                    std::u32string(U""), std::u32string(U"\u00e9")}) {
       const Bytes b = utf32(s, 2);
       out.insert(out.end(), b.begin(), b.end());
     }
@@ -301,7 +326,8 @@ TEST_CASE("npy: bytes arrays are treated like unicode and must be UTF-8") {
 TEST_CASE("npy: invalid code points are refused") {
   const Bytes surrogate = le_bytes<uint32_t>({0xD800});
   CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<U1", "()"), surrogate)), Contains("U+D800"));
-  CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<U1", "()"), le_bytes<uint32_t>({0x110000}))), Contains("U+110000"));
+  CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("<U1", "()"), le_bytes<uint32_t>({0x110000}))),
+                    Contains("U+110000"));
 }
 
 TEST_CASE("npy fixtures written by numpy") {

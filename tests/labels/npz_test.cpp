@@ -11,10 +11,10 @@
 #include "common/error.h"
 #include "labels/npz.h"
 
+using Catch::Matchers::Contains;
 using tarmac::DType;
 using tarmac::FieldValue;
 using tarmac::ParseError;
-using Catch::Matchers::Contains;
 
 namespace {
 
@@ -24,7 +24,8 @@ constexpr uint64_t kLimit = 1 << 20;
 
 // A version 1.0 .npy of `count` little-endian int64 values 0, 1, 2, ... (or all zeros).
 Bytes npy_i64(size_t count, bool zeros = false) {
-  std::string header = "{'descr': '<i8', 'fortran_order': False, 'shape': (" + std::to_string(count) + ",), }";
+  std::string header =
+      "{'descr': '<i8', 'fortran_order': False, 'shape': (" + std::to_string(count) + ",), }";
   while ((10 + header.size() + 1) % 64 != 0) header.push_back(' ');
   header.push_back('\n');
   Bytes out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(header.size()), 0};
@@ -65,7 +66,8 @@ Bytes make_zip(const std::vector<Entry>& entries, bool deflate) {
     archive_entry_set_size(entry, e.symlink ? 0 : static_cast<la_int64_t>(e.data.size()));
     REQUIRE(archive_write_header(a, entry) == ARCHIVE_OK);
     if (!e.symlink && !e.data.empty())
-      REQUIRE(archive_write_data(a, e.data.data(), e.data.size()) == static_cast<la_ssize_t>(e.data.size()));
+      REQUIRE(archive_write_data(a, e.data.data(), e.data.size()) ==
+              static_cast<la_ssize_t>(e.data.size()));
     archive_entry_free(entry);
   }
   REQUIRE(archive_write_close(a) == ARCHIVE_OK);
@@ -100,7 +102,8 @@ void patch_sizes(Bytes& zip, uint32_t from, uint32_t to) {
 TEST_CASE("npz: stored and deflated entries become fields in zip order") {
   for (bool deflate : {false, true}) {
     INFO("deflate " << deflate);
-    const Bytes zip = make_zip({{"b.npy", npy_i64(3)}, {"a.npy", npy_i64(2)}, {"dir/c.npy", npy_i64(0)}}, deflate);
+    const Bytes zip = make_zip(
+        {{"b.npy", npy_i64(3)}, {"a.npy", npy_i64(2)}, {"dir/c.npy", npy_i64(0)}}, deflate);
     const tarmac::Fields fields = tarmac::parse_npz(zip, "lab.", kLimit);
     REQUIRE(fields.size() == 3);
     CHECK(fields[0].first == "lab.b");
@@ -120,21 +123,24 @@ TEST_CASE("npz: an empty zip has no fields") {
 TEST_CASE("npz: entries that are not .npy arrays are refused") {
   CHECK_THROWS_WITH(tarmac::parse_npz(make_zip({{"notes.txt", {'h', 'i'}}}, false), "", kLimit),
                     Contains("'notes.txt', which is not a .npy"));
-  CHECK_THROWS_WITH(tarmac::parse_npz(make_zip({{".npy", npy_i64(1)}}, false), "", kLimit), Contains("not a .npy"));
+  CHECK_THROWS_WITH(tarmac::parse_npz(make_zip({{".npy", npy_i64(1)}}, false), "", kLimit),
+                    Contains("not a .npy"));
   CHECK_THROWS_WITH(tarmac::parse_npz(make_zip({{"d.npy", {}, true}}, false), "", kLimit),
                     Contains("not a regular file"));
 }
 
 TEST_CASE("npz: duplicate entry names are refused") {
-  CHECK_THROWS_WITH(tarmac::parse_npz(make_zip({{"x.npy", npy_i64(1)}, {"x.npy", npy_i64(2)}}, true), "", kLimit),
-                    Contains("'x.npy' twice"));
+  CHECK_THROWS_WITH(
+      tarmac::parse_npz(make_zip({{"x.npy", npy_i64(1)}, {"x.npy", npy_i64(2)}}, true), "", kLimit),
+      Contains("'x.npy' twice"));
 }
 
 TEST_CASE("npz: a bad array names its entry") {
   Bytes bad = npy_i64(2);
   bad.pop_back();
-  CHECK_THROWS_WITH(tarmac::parse_npz(make_zip({{"ok.npy", npy_i64(1)}, {"bad.npy", bad}}, true), "", kLimit),
-                    Contains("'bad.npy' in the .npz: the .npy data is truncated"));
+  CHECK_THROWS_WITH(
+      tarmac::parse_npz(make_zip({{"ok.npy", npy_i64(1)}, {"bad.npy", bad}}, true), "", kLimit),
+      Contains("'bad.npy' in the .npz: the .npy data is truncated"));
 }
 
 TEST_CASE("npz: zip bomb over the member limit is refused") {
@@ -154,11 +160,13 @@ TEST_CASE("npz: zip bomb over the member limit is refused") {
 
 TEST_CASE("npz: garbage and truncated zips are refused") {
   CHECK_THROWS_AS(tarmac::parse_npz(Bytes{}, "", kLimit), ParseError);
-  CHECK_THROWS_AS(tarmac::parse_npz(Bytes{'n', 'o', 't', ' ', 'a', ' ', 'z', 'i', 'p'}, "", kLimit), ParseError);
+  CHECK_THROWS_AS(tarmac::parse_npz(Bytes{'n', 'o', 't', ' ', 'a', ' ', 'z', 'i', 'p'}, "", kLimit),
+                  ParseError);
   const Bytes zip = make_zip({{"a.npy", npy_i64(100)}}, true);
   for (size_t cut : {size_t{4}, size_t{30}, size_t{40}, zip.size() / 2}) {
     INFO("cut at " << cut);
-    CHECK_THROWS_AS(tarmac::parse_npz(Bytes(zip.begin(), zip.begin() + static_cast<ptrdiff_t>(cut)), "", kLimit),
+    CHECK_THROWS_AS(tarmac::parse_npz(Bytes(zip.begin(), zip.begin() + static_cast<ptrdiff_t>(cut)),
+                                      "", kLimit),
                     ParseError);
   }
 }

@@ -1,8 +1,8 @@
 #include <archive.h>
 #include <archive_entry.h>
-#include <catch2/catch.hpp>
 #include <unistd.h>
 #include <zlib.h>
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -258,9 +258,9 @@ TEST_CASE("InputReader: zip archives") {
 TEST_CASE("InputReader: a symlink in a zip is not handed on as data", "[!shouldfail]") {
   TempDir dir;
   const std::string path = dir.file("link.zip");
-  write_archive(path, ARCHIVE_FORMAT_ZIP, ARCHIVE_FILTER_NONE,
-                {{"0001.jpg", "jpeg bytes", Kind::File, ""},
-                 {"link.jpg", "", Kind::Symlink, "0001.jpg"}});
+  write_archive(
+      path, ARCHIVE_FORMAT_ZIP, ARCHIVE_FILTER_NONE,
+      {{"0001.jpg", "jpeg bytes", Kind::File, ""}, {"link.jpg", "", Kind::Symlink, "0001.jpg"}});
   InputReader reader({path}, {});
   Collected c;
   reader.run(c.callbacks());
@@ -417,11 +417,8 @@ TEST_CASE("InputReader: directories are read recursively in sorted order") {
   fs::create_directories(root + "/b/sub");
   fs::create_directories(root + "/a");
   const std::map<std::string, std::string> files = {
-      {"a/0002.jpg", "two"},
-      {"a/0001.jpg", "one"},
-      {"b/sub/0003.json", "{}"},
-      {"0000.cls", "7"},
-      {"b/empty.txt", ""},
+      {"a/0002.jpg", "two"}, {"a/0001.jpg", "one"}, {"b/sub/0003.json", "{}"},
+      {"0000.cls", "7"},     {"b/empty.txt", ""},
   };
   for (const auto& [name, data] : files) std::ofstream(root + "/" + name, std::ios::binary) << data;
   std::ofstream(root + "/b/huge.bin", std::ios::binary) << std::string(2000, 'h');

@@ -1,0 +1,256 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "common/error.h"
+#include "transform/geometry.h"
+
+using tarmac::compute_geometry;
+using tarmac::CropMode;
+using tarmac::Geometry;
+using tarmac::GeometryOptions;
+using tarmac::Region;
+using tarmac::ResizeMode;
+using tarmac::SampleError;
+
+namespace {
+
+// Checks that the affine sends the region's corners to the output's corners, which is what
+// "region becomes the output" means under the pixel-centre convention.
+void check_maps(const Geometry& g, const Region& r) {
+  double ox, oy;
+  tarmac::apply_affine(g.m, r.x0, r.y0, ox, oy);
+  CHECK(ox == Approx(-0.5).margin(1e-9));
+  CHECK(oy == Approx(-0.5).margin(1e-9));
+  tarmac::apply_affine(g.m, r.x1, r.y1, ox, oy);
+  CHECK(ox == Approx(g.out_width - 0.5).margin(1e-9));
+  CHECK(oy == Approx(g.out_height - 0.5).margin(1e-9));
+  CHECK(g.m[1] == 0);
+  CHECK(g.m[3] == 0);
+}
+
+}  // namespace
+
+TEST_CASE("geometry: no crop and no resize is the identity") {
+  GeometryOptions o;
+  const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+  CHECK(g.identity);
+  CHECK(g.out_width == 640);
+  CHECK(g.out_height == 480);
+  const tarmac::Affine id{1, 0, 0, 0, 1, 0};
+  for (int i = 0; i < 6; ++i) CHECK(g.m[i] == Approx(id[i]).margin(1e-12));
+}
+
+TEST_CASE("geometry: centre crop of 640x480 to 256 takes the middle 480x480") {
+  GeometryOptions o;
+  o.crop = CropMode::Center;
+  o.resize = ResizeMode::Exact;
+  o.width = o.height = 256;
+  const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+  CHECK(g.out_width == 256);
+  CHECK(g.out_height == 256);
+  CHECK_FALSE(g.identity);
+  // By hand: 480 of 640 columns kept, 80 cut on each side; the region's left edge is the
+  // left edge of pixel 80, at 79.5. s = 256 / 480; output = (u - 79.5) * s - 0.5.
+  const double s = 256.0 / 480.0;
+  CHECK(g.m[0] == Approx(s));
+  CHECK(g.m[4] == Approx(s));
+  CHECK(g.m[2] == Approx(-79.5 * s - 0.5));
+  CHECK(g.m[5] == Approx(0.5 * s - 0.5));
+  check_maps(g, Region{79.5, -0.5, 559.5, 479.5});
+  double ox, oy;
+  tarmac::apply_affine(g.m, 319.5, 239.5, ox, oy);  // centre to centre
+  CHECK(ox == Approx(127.5));
+  CHECK(oy == Approx(127.5));
+}
+
+TEST_CASE("geometry: centre crop of a portrait image cuts rows") {
+  GeometryOptions o;
+  o.crop = CropMode::Center;
+  o.resize = ResizeMode::Exact;
+  o.width = o.height = 100;
+  const Geometry g = compute_geometry(o, 480, 640, std::nullopt);
+  check_maps(g, Region{-0.5, 79.5, 479.5, 559.5});
+}
+
+TEST_CASE("geometry: centre crop follows the aspect of --size") {
+  GeometryOptions o;
+  o.crop = CropMode::Center;
+  o.resize = ResizeMode::Exact;
+  o.width = 300;
+  o.height = 100;
+  const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+  // Aspect 3: all 640 columns, 640 / 3 rows, centred: (480 - 213.33) / 2 = 133.33 cut above.
+  const double ch = 640.0 / 3.0;
+  check_maps(g, Region{-0.5, (480 - ch) / 2 - 0.5, 639.5, (480 + ch) / 2 - 0.5});
+  CHECK(g.out_width == 300);
+  CHECK(g.out_height == 100);
+}
+
+TEST_CASE("geometry: centre crop without resize keeps the square's pixels") {
+  GeometryOptions o;
+  o.crop = CropMode::Center;
+  const Geometry g = compute_geometry(o, 641, 480, std::nullopt);
+  CHECK(g.out_width == 480);
+  CHECK(g.out_height == 480);
+  CHECK(g.m[0] == Approx(1.0));
+  // 161 columns cut: 80.5 each side, region [80, 560] in edge coordinates minus 0.5.
+  check_maps(g, Region{80.0, -0.5, 560.0, 479.5});
+}
+
+TEST_CASE("geometry: region_from_box reads xywh and xyxy") {
+  const double v[4] = {10, 20, 30, 40};
+  const Region a = tarmac::region_from_box(v, false);
+  CHECK(a.x0 == 10);
+  CHECK(a.y0 == 20);
+  CHECK(a.x1 == 40);
+  CHECK(a.y1 == 60);
+  const Region b = tarmac::region_from_box(v, true);
+  CHECK(b.x0 == 10);
+  CHECK(b.y0 == 20);
+  CHECK(b.x1 == 30);
+  CHECK(b.y1 == 40);
+}
+
+TEST_CASE("geometry: a fixed box without resize keeps its size") {
+  GeometryOptions o;
+  o.crop = CropMode::Box;
+  o.box = Region{10, 20, 110, 70};
+  const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+  CHECK(g.out_width == 100);
+  CHECK(g.out_height == 50);
+  CHECK(g.m[0] == Approx(1.0));
+  CHECK(g.m[2] == Approx(-10.5));
+  CHECK(g.m[5] == Approx(-20.5));
+  check_maps(g, o.box);
+}
+
+TEST_CASE("geometry: crop_scale grows the box about its centre") {
+  GeometryOptions o;
+  o.crop = CropMode::Box;
+  o.box = Region{10, 20, 110, 70};  // centre (60, 45), 100 x 50
+  o.crop_scale = 2.0;
+  const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+  CHECK(g.out_width == 200);
+  CHECK(g.out_height == 100);
+  check_maps(g, Region{-40, -5, 160, 95});
+
+  o.crop_scale = 0.5;
+  check_maps(compute_geometry(o, 640, 480, std::nullopt), Region{35, 32.5, 85, 57.5});
+}
+
+TEST_CASE("geometry: a field box, squared, then scaled") {
+  GeometryOptions o;
+  o.crop = CropMode::Field;
+  o.square = true;
+  o.resize = ResizeMode::Exact;
+  o.width = o.height = 64;
+  const Region box{0, 0, 100, 50};  // centre (50, 25)
+  Geometry g = compute_geometry(o, 640, 480, box);
+  check_maps(g, Region{0, -25, 100, 75});
+  CHECK(g.m[0] == Approx(0.64));
+  CHECK(g.m[4] == Approx(0.64));
+
+  // crop_scale applies before squaring: 1.5 x (100 x 50) = 150 x 75, then 150 x 150.
+  o.crop_scale = 1.5;
+  g = compute_geometry(o, 640, 480, box);
+  check_maps(g, Region{-25, -50, 125, 100});
+
+  // A tall box grows sideways.
+  o.crop_scale = 1.0;
+  g = compute_geometry(o, 640, 480, Region{10, 10, 30, 70});
+  check_maps(g, Region{-10, 10, 50, 70});
+}
+
+TEST_CASE("geometry: a missing or empty box is a sample error") {
+  GeometryOptions o;
+  o.crop = CropMode::Field;
+  CHECK_THROWS_AS(compute_geometry(o, 640, 480, std::nullopt), SampleError);
+  CHECK_THROWS_AS(compute_geometry(o, 640, 480, Region{10, 10, 10, 50}), SampleError);
+  CHECK_THROWS_AS(compute_geometry(o, 640, 480, Region{10, 10, 50, 10}), SampleError);
+  CHECK_THROWS_AS(compute_geometry(o, 640, 480, Region{50, 10, 10, 60}), SampleError);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_AS(compute_geometry(o, 640, 480, Region{nan, 0, 10, 10}), SampleError);
+  CHECK_THROWS_AS(compute_geometry(o, 640, 480, Region{0, 0, inf, 10}), SampleError);
+  o.crop = CropMode::Box;
+  o.box = Region{5, 5, 5, 5};
+  CHECK_THROWS_AS(compute_geometry(o, 640, 480, std::nullopt), SampleError);
+}
+
+TEST_CASE("geometry: resize modes on a 640x480 image") {
+  GeometryOptions o;
+  SECTION("shorter side to 256") {
+    o.resize = ResizeMode::Shorter;
+    o.width = 256;
+    const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+    CHECK(g.out_width == 341);  // 640 * 256 / 480 = 341.33
+    CHECK(g.out_height == 256);
+    check_maps(g, Region{-0.5, -0.5, 639.5, 479.5});
+  }
+  SECTION("longer side to 256") {
+    o.resize = ResizeMode::Longer;
+    o.width = 256;
+    const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+    CHECK(g.out_width == 256);
+    CHECK(g.out_height == 192);
+    CHECK(g.m[0] == Approx(0.4));
+    check_maps(g, Region{-0.5, -0.5, 639.5, 479.5});
+  }
+  SECTION("fit into 200x200") {
+    o.resize = ResizeMode::Fit;
+    o.width = o.height = 200;
+    const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+    CHECK(g.out_width == 200);
+    CHECK(g.out_height == 150);
+  }
+  SECTION("fit into 400x100: the height binds") {
+    o.resize = ResizeMode::Fit;
+    o.width = 400;
+    o.height = 100;
+    const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+    CHECK(g.out_width == 133);  // 640 * 100 / 480 = 133.33
+    CHECK(g.out_height == 100);
+  }
+  SECTION("exact 100x30 stretches") {
+    o.resize = ResizeMode::Exact;
+    o.width = 100;
+    o.height = 30;
+    const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+    CHECK(g.out_width == 100);
+    CHECK(g.out_height == 30);
+    CHECK(g.m[0] == Approx(100.0 / 640));
+    CHECK(g.m[4] == Approx(30.0 / 480));
+    check_maps(g, Region{-0.5, -0.5, 639.5, 479.5});
+  }
+  SECTION("shorter side of a portrait image") {
+    o.resize = ResizeMode::Shorter;
+    o.width = 240;
+    const Geometry g = compute_geometry(o, 480, 640, std::nullopt);
+    CHECK(g.out_width == 240);
+    CHECK(g.out_height == 320);
+  }
+  SECTION("sizes never round to zero") {
+    o.resize = ResizeMode::Longer;
+    o.width = 1;
+    const Geometry g = compute_geometry(o, 640, 2, std::nullopt);
+    CHECK(g.out_width == 1);
+    CHECK(g.out_height == 1);
+  }
+}
+
+TEST_CASE("geometry: a box crop resized to its shorter side") {
+  GeometryOptions o;
+  o.crop = CropMode::Box;
+  o.box = Region{100.5, 50.5, 300.5, 150.5};  // 200 x 100
+  o.resize = ResizeMode::Shorter;
+  o.width = 50;
+  const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+  CHECK(g.out_width == 100);
+  CHECK(g.out_height == 50);
+  CHECK(g.m[0] == Approx(0.5));  // 50 / 100
+  CHECK(g.m[2] == Approx(-100.5 * 0.5 - 0.5));
+  check_maps(g, o.box);
+}
