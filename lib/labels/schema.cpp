@@ -51,6 +51,7 @@ DType promote(DType a, DType b) {
 
 void Schema::observe(const std::vector<SampleField>& fields) {
   if (samples_ == 0) {
+    std::vector<FieldSchema> first;
     for (const auto& f : fields) {
       FieldSchema s;
       s.name = f.name;
@@ -64,8 +65,9 @@ void Schema::observe(const std::vector<SampleField>& fields) {
         throw SampleError("field '" + f.name + "' (member '" + f.member +
                           "') is a scalar and cannot be --ragged");
       if (s.ragged) s.total_first_axis = static_cast<uint64_t>(s.shape[0]);
-      fields_.push_back(std::move(s));
+      first.push_back(std::move(s));
     }
+    fields_ = std::move(first);
     ++samples_;
     return;
   }

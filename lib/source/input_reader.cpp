@@ -19,8 +19,6 @@
 namespace tarmac {
 namespace fs = std::filesystem;
 
-namespace {
-
 constexpr size_t kReadBlock = 1 << 20;
 
 // Feeds libarchive from a file descriptor, checksumming every byte on the way.
@@ -31,7 +29,10 @@ struct FdSource {
   std::atomic<uint64_t>* total = nullptr;
   std::vector<uint8_t> buffer = std::vector<uint8_t>(kReadBlock);
   std::string read_error;
+  bool seeked = false;  // libarchive jumped (zip central directory, skipped data)
 };
+
+namespace {
 
 la_ssize_t read_cb(struct archive*, void* client, const void** out) {
   auto* src = static_cast<FdSource*>(client);
@@ -49,6 +50,32 @@ la_ssize_t read_cb(struct archive*, void* client, const void** out) {
   src->total->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
   *out = src->buffer.data();
   return n;
+}
+
+la_int64_t seek_cb(struct archive*, void* client, la_int64_t offset, int whence) {
+  auto* src = static_cast<FdSource*>(client);
+  src->seeked = true;
+  const off_t r = ::lseek(src->fd, static_cast<off_t>(offset), whence);
+  return r < 0 ? ARCHIVE_FATAL : static_cast<la_int64_t>(r);
+}
+
+// CRC-32 and length of a whole file, for inputs libarchive did not read straight through.
+void checksum_file(const std::string& path, InputInfo& info) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FatalError("cannot reopen '" + path + "': " + std::strerror(errno));
+  std::vector<uint8_t> buf(kReadBlock);
+  uint32_t crc = 0;
+  uint64_t total = 0;
+  while (true) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    crc = static_cast<uint32_t>(::crc32_z(crc, buf.data(), static_cast<size_t>(n)));
+    total += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  info.crc32 = crc;
+  info.bytes_read = total;
 }
 
 int close_cb(struct archive*, void* client) {
@@ -128,9 +155,21 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
     ::posix_fadvise(src.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   }
 
+  read_entries(index, cb, src, where);
+  if (src.seeked && info.error.empty()) checksum_file(info.path, info);
+}
+
+void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSource& src,
+                               const std::string& where) {
+  InputInfo& info = inputs_[index];
   std::unique_ptr<archive, decltype(&archive_read_free)> a(archive_read_new(), archive_read_free);
   archive_read_support_filter_all(a.get());
   archive_read_support_format_all(a.get());
+  // Seeking lets the zip reader use the central directory (the only reliable record of
+  // symlinks and sizes); stdin and pipes are read as streams.
+  struct stat st {};
+  if (src.owned && ::fstat(src.fd, &st) == 0 && S_ISREG(st.st_mode))
+    archive_read_set_seek_callback(a.get(), seek_cb);
   if (archive_read_open(a.get(), &src, nullptr, read_cb, close_cb) != ARCHIVE_OK) {
     std::string msg = where + " is not an archive tarmac can read: " +
                       archive_error_string(a.get());

@@ -41,6 +41,8 @@ struct InputCallbacks {
   std::function<void(uint32_t input)> on_input_end;
 };
 
+struct FdSource;
+
 class InputReader {
  public:
   InputReader(std::vector<std::string> paths, InputReaderOptions options);
@@ -59,6 +61,8 @@ class InputReader {
  private:
   void read_archive(uint32_t index, const InputCallbacks& cb);
   void read_directory(uint32_t index, const InputCallbacks& cb);
+  void read_entries(uint32_t index, const InputCallbacks& cb, FdSource& src,
+                    const std::string& where);
 
   std::vector<InputInfo> inputs_;
   InputReaderOptions options_;

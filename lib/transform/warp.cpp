@@ -37,8 +37,15 @@ cv::Mat warp_image(const cv::Mat& src, const Affine& m, int out_w, int out_h, do
   // Source rows/columns the output needs (inverse map of the output rectangle), plus margin.
   const double ux0 = (-0.5 - m[2]) / m[0], ux1 = (out_w - 0.5 - m[2]) / m[0];
   const double uy0 = (-0.5 - m[5]) / m[4], uy1 = (out_h - 0.5 - m[5]) / m[4];
-  int x0 = std::max(0, static_cast<int>(std::floor(ux0)) - 2 * kx);
-  int y0 = std::max(0, static_cast<int>(std::floor(uy0)) - 2 * ky);
+  // Blocks start on the region's first source pixel (modulo k), so that an exact k-times
+  // reduction averages exactly the k x k pixels under each output pixel.
+  auto aligned_start = [](double u0, int k) {
+    const int first = static_cast<int>(std::floor(u0 + 0.5));
+    const int start = first - 2 * k;
+    return start >= 0 ? start : ((first % k) + k) % k;
+  };
+  int x0 = aligned_start(ux0, kx);
+  int y0 = aligned_start(uy0, ky);
   int x1 = std::min(src.cols, static_cast<int>(std::ceil(ux1)) + 2 * kx);
   int y1 = std::min(src.rows, static_cast<int>(std::ceil(uy1)) + 2 * ky);
   int w = (x1 - x0) / kx * kx, h = (y1 - y0) / ky * ky;

@@ -85,9 +85,16 @@ void convert_elements(DType from, const uint8_t* src, uint64_t count, DType to,
     uint64_t u = 0;
     bool is_float, is_unsigned;
     read_element(from, src + k * fs, d, i, u, is_float, is_unsigned);
-    if (!is_float) d = is_unsigned ? static_cast<double>(u) : static_cast<double>(i);
-    if (!is_unsigned && !is_float) u = static_cast<uint64_t>(i);
-    if (is_unsigned) i = static_cast<int64_t>(u);
+    if (is_float) {
+      i = static_cast<int64_t>(d);
+      u = static_cast<uint64_t>(i);
+    } else if (is_unsigned) {
+      d = static_cast<double>(u);
+      i = static_cast<int64_t>(u);
+    } else {
+      d = static_cast<double>(i);
+      u = static_cast<uint64_t>(i);
+    }
     switch (to) {
       case DType::BOOL: store<uint8_t>(out, is_float ? d != 0 : i != 0); break;
       case DType::U8: store(out, static_cast<uint8_t>(i)); break;
