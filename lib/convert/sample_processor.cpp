@@ -11,6 +11,7 @@
 #include "labels/npy.h"
 #include "labels/npz.h"
 #include "labels/text_labels.h"
+#include "transform/jpeg_region.h"
 #include "transform/warp.h"
 #include "write/column_store.h"
 
@@ -194,7 +195,21 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
       if (!dense[i]) throw SampleError("sample has no dense map member '." + o.dense[i] + "'");
 
     current_member = &image->name;
-    const cv::Mat src = decode_image(image->data, o.max_pixels);
+    // JPEGs in stored orientation are decoded after the geometry is known, and only as far
+    // as the crop needs (jpeg_region.h); everything else is decoded whole first.
+    const ImageHeader hdr = probe_image(image->data);
+    check_image_pixels(hdr, o.max_pixels);
+    const bool plain_jpeg = hdr.format == ImageFormat::Jpeg && !hdr.cmyk && hdr.width > 0;
+    const bool region_path = plain_jpeg && hdr.orientation == 1 && o.format != OutputFormat::Keep;
+    cv::Mat src;
+    int src_w = hdr.display_width(), src_h = hdr.display_height();
+    if (o.format == OutputFormat::Keep && plain_jpeg) {
+      validate_jpeg(image->data);
+    } else if (!region_path) {
+      src = decode_image(image->data, o.max_pixels);
+      src_w = src.cols;
+      src_h = src.rows;
+    }
     std::optional<Region> field_box;
     if (o.geometry.crop == CropMode::Field) {
       current_member = nullptr;  // the field's own member is named in the message
@@ -206,7 +221,7 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
       field_box = region_from_box(b.data(), o.crop_field_xyxy);
     }
     current_member = &image->name;
-    const Geometry g = compute_geometry(o.geometry, src.cols, src.rows, field_box);
+    const Geometry g = compute_geometry(o.geometry, src_w, src_h, field_box);
     out.affine = g.m;
 
     if (o.format == OutputFormat::Keep) {
@@ -218,7 +233,16 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
       split_member_name(image->name, k, ext);
       out.image.member_suffix = ext;
     } else {
-      const cv::Mat warped = g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.pad_value);
+      cv::Mat warped;
+      if (region_path) {
+        const RegionDecode rd = decode_jpeg_region(image->data, src_w, src_h, g);
+        if (rd.pixels.empty())
+          warped = cv::Mat(g.out_height, g.out_width, CV_8UC3, cv::Scalar::all(o.pad_value));
+        else
+          warped = warp_image(rd.pixels, rd.m, g.out_width, g.out_height, o.pad_value);
+      } else {
+        warped = g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.pad_value);
+      }
       out.image.bytes = encode_image(warped.isContinuous() ? warped : warped.clone(), o.format, o.quality);
       out.image.member_suffix = format_extension(o.format);
     }
@@ -233,12 +257,12 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
       b.width = g.out_width;
       b.height = g.out_height;
       cv::Mat d = decode_dense(dense[i]->data, o.max_pixels);
-      if (g.identity && d.cols == src.cols && d.rows == src.rows) {
+      if (g.identity && d.cols == src_w && d.rows == src_h) {
         b.bytes = dense[i]->data;
       } else {
         Affine m = g.m;
-        if (d.cols != src.cols || d.rows != src.rows)
-          m = compose(g.m, dense_to_image(d.cols, d.rows, src.cols, src.rows));
+        if (d.cols != src_w || d.rows != src_h)
+          m = compose(g.m, dense_to_image(d.cols, d.rows, src_w, src_h));
         b.bytes = encode_dense(warp_dense(d, m, g.out_width, g.out_height), dense[i]->name);
         if (last_component(b.member_suffix) != "png") b.member_suffix = stem_or_self(b.member_suffix) + ".png";
       }
@@ -256,6 +280,9 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
   } catch (const cv::Exception& e) {
     out.error = (current_member ? "member '" + *current_member + "': " : "") +
                 "OpenCV failed: " + e.what();
+  } catch (const std::bad_alloc&) {
+    out.error = (current_member ? "member '" + *current_member + "': " : "") +
+                "out of memory while converting this sample";
   }
   return out;
 }

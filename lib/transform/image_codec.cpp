@@ -88,7 +88,9 @@ tjhandle compressor() {
   return t.h;
 }
 
-void check_pixels(const ImageHeader& h, uint64_t max_pixels) {
+}  // namespace
+
+void check_image_pixels(const ImageHeader& h, uint64_t max_pixels) {
   if (h.width <= 0 || h.height <= 0) return;
   const uint64_t px = uint64_t(h.width) * uint64_t(h.height);
   if (px > max_pixels)
@@ -96,6 +98,8 @@ void check_pixels(const ImageHeader& h, uint64_t max_pixels) {
                      " = " + std::to_string(px) + " pixels, over --max-pixels " +
                      std::to_string(max_pixels));
 }
+
+namespace {
 
 cv::Mat decode_jpeg(std::span<const uint8_t> d, const ImageHeader& h) {
   cv::Mat out(h.height, h.width, CV_8UC3);
@@ -148,6 +152,7 @@ ImageHeader probe_image(std::span<const uint8_t> d) {
       throw ParseError(std::string("corrupt JPEG header: ") + tjGetErrorStr2(decompressor()));
     h.width = w;
     h.height = hh;
+    h.cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
     h.orientation = jpeg_exif_orientation(d);
   } else if (d.size() >= 24 && std::memcmp(d.data(), "\x89PNG\r\n\x1a\n", 8) == 0) {
     h.format = ImageFormat::Png;
@@ -185,14 +190,9 @@ ImageHeader probe_image(std::span<const uint8_t> d) {
 
 cv::Mat decode_image(std::span<const uint8_t> d, uint64_t max_pixels) {
   const ImageHeader h = probe_image(d);
-  check_pixels(h, max_pixels);
-  if (h.format == ImageFormat::Jpeg) {
-    int w, hh, ss, cs;
-    tjDecompressHeader3(decompressor(), d.data(), static_cast<unsigned long>(d.size()), &w, &hh,
-                        &ss, &cs);
-    if (cs != TJCS_CMYK && cs != TJCS_YCCK) return decode_jpeg(d, h);
-    // CMYK: libjpeg-turbo cannot convert to BGR itself; OpenCV's decoder does.
-  }
+  check_image_pixels(h, max_pixels);
+  // CMYK: libjpeg-turbo cannot convert to BGR itself; OpenCV's decoder does.
+  if (h.format == ImageFormat::Jpeg && !h.cmyk) return decode_jpeg(d, h);
   if (h.format == ImageFormat::Png) check_png_complete(d);
   cv::Mat m = opencv_decode(d, cv::IMREAD_COLOR, "image");
   if (m.type() != CV_8UC3) throw ParseError("unexpected pixel type after decoding");
@@ -201,7 +201,7 @@ cv::Mat decode_image(std::span<const uint8_t> d, uint64_t max_pixels) {
 
 cv::Mat decode_dense(std::span<const uint8_t> d, uint64_t max_pixels) {
   const ImageHeader h = probe_image(d);
-  check_pixels(h, max_pixels);
+  check_image_pixels(h, max_pixels);
   if (h.format == ImageFormat::Png) check_png_complete(d);
   return opencv_decode(d, cv::IMREAD_UNCHANGED, "dense map");
 }

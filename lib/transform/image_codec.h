@@ -17,7 +17,14 @@ struct ImageHeader {
   ImageFormat format = ImageFormat::Unknown;
   int width = 0, height = 0;  ///< as stored (before EXIF orientation); 0 when unknown
   int orientation = 1;        ///< EXIF orientation 1..8 (JPEG only)
+  bool cmyk = false;          ///< CMYK/YCCK JPEG (libjpeg cannot convert these to BGR itself)
+  /// Size as displayed: width and height swap for EXIF orientations 5..8.
+  int display_width() const { return orientation >= 5 ? height : width; }
+  int display_height() const { return orientation >= 5 ? width : height; }
 };
+
+/// Throws ParseError when the header's size is over max_pixels (no-op when unknown).
+void check_image_pixels(const ImageHeader& h, uint64_t max_pixels);
 
 /// Reads format and size from the first bytes, without decoding. Throws ParseError for
 /// data that is no image format tarmac decodes.

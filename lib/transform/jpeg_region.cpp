@@ -1,0 +1,187 @@
+#include "transform/jpeg_region.h"
+
+// clang-format off
+#include <cstdio>
+#include <jpeglib.h>
+// clang-format on
+#include <csetjmp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "common/error.h"
+#include "transform/warp.h"
+
+namespace tarmac {
+namespace {
+
+// libjpeg reports fatal errors through error_exit, which must not return: we longjmp back.
+// Only trivially destructible objects live between setjmp and longjmp (see decode_rows).
+struct Decoder {
+  jpeg_decompress_struct cinfo{};
+  jpeg_error_mgr jerr{};
+  std::jmp_buf jump{};
+  char message[JMSG_LENGTH_MAX] = {};
+  int warnings = 0;
+  bool created = false;
+  ~Decoder() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+  }
+};
+
+void on_error(j_common_ptr c) {
+  auto* d = reinterpret_cast<Decoder*>(c->client_data);
+  (*c->err->format_message)(c, d->message);
+  std::longjmp(d->jump, 1);
+}
+
+void on_message(j_common_ptr c, int level) {
+  if (level >= 0) return;  // trace messages
+  auto* d = reinterpret_cast<Decoder*>(c->client_data);
+  // "Corrupt JPEG data: N extraneous bytes before marker" is common in camera files and
+  // harmless; every other warning (premature end, bad Huffman code) means damaged data.
+  char msg[JMSG_LENGTH_MAX];
+  (*c->err->format_message)(c, msg);
+  if (!std::strstr(msg, "extraneous bytes")) {
+    if (d->warnings++ == 0) std::snprintf(d->message, sizeof d->message, "%s", msg);
+  }
+}
+
+struct Plan {  // what to decode, in scaled coordinates
+  int denom = 1;
+  unsigned x0 = 0, width = 0;  // columns (before jpeg_crop_scanline widens them)
+  unsigned y0 = 0, y1 = 0;     // rows [y0, y1)
+};
+
+// Runs libjpeg over the planned rows. Returns false (message set) on error. Only POD locals.
+bool decode_rows(Decoder& d, std::span<const uint8_t> data, Plan& plan, cv::Mat* out,
+                 bool header_only, unsigned* scaled_w, unsigned* scaled_h) {
+  if (setjmp(d.jump)) return false;
+  jpeg_create_decompress(&d.cinfo);
+  d.created = true;
+  d.cinfo.client_data = &d;
+  jpeg_mem_src(&d.cinfo, data.data(), static_cast<unsigned long>(data.size()));
+  jpeg_read_header(&d.cinfo, TRUE);
+  d.cinfo.out_color_space = JCS_EXT_BGR;
+  d.cinfo.scale_num = 1;
+  d.cinfo.scale_denom = static_cast<unsigned>(plan.denom);
+  d.cinfo.dct_method = JDCT_ISLOW;
+  jpeg_calc_output_dimensions(&d.cinfo);
+  *scaled_w = d.cinfo.output_width;
+  *scaled_h = d.cinfo.output_height;
+  if (header_only) return true;
+  jpeg_start_decompress(&d.cinfo);
+  if (plan.width > 0 && plan.width < d.cinfo.output_width)
+    jpeg_crop_scanline(&d.cinfo, &plan.x0, &plan.width);
+  else {
+    plan.x0 = 0;
+    plan.width = d.cinfo.output_width;
+  }
+  out->create(static_cast<int>(plan.y1 - plan.y0), static_cast<int>(plan.width), CV_8UC3);
+  if (plan.y0 > 0) jpeg_skip_scanlines(&d.cinfo, plan.y0);
+  while (d.cinfo.output_scanline < plan.y1) {
+    JSAMPROW row = out->ptr<uint8_t>(static_cast<int>(d.cinfo.output_scanline - plan.y0));
+    jpeg_read_scanlines(&d.cinfo, &row, 1);
+  }
+  if (plan.y1 == d.cinfo.output_height)
+    jpeg_finish_decompress(&d.cinfo);  // reads to the EOI marker: catches truncation
+  else
+    jpeg_abort_decompress(&d.cinfo);
+  return true;
+}
+
+void new_decoder(Decoder& d) {
+  d.cinfo.err = jpeg_std_error(&d.jerr);
+  d.jerr.error_exit = on_error;
+  d.jerr.emit_message = on_message;
+}
+
+bool ends_with_eoi(std::span<const uint8_t> data) {
+  // Allow trailing padding bytes after EOI, as some writers add.
+  size_t n = data.size();
+  size_t i = n >= 2 ? n - 2 : 0;
+  for (size_t k = 0; k < 64 && i > 0; ++k, --i)
+    if (data[i] == 0xFF && data[i + 1] == 0xD9) return true;
+  return false;
+}
+
+}  // namespace
+
+RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g) {
+  // Largest DCT reduction that keeps the remaining scale <= 1 (never upsample after it).
+  const double sx = g.m[0], sy = g.m[4];
+  int denom = 1;
+  while (denom < 8 && sx * denom * 2 <= 1.0 + 1e-9 && sy * denom * 2 <= 1.0 + 1e-9) denom *= 2;
+
+  // Source region the output needs, in full-resolution coordinates, plus a margin for the
+  // resampler's support (area pre-reduction and bilinear taps).
+  const double ux0 = (-0.5 - g.m[2]) / sx, ux1 = (g.out_width - 0.5 - g.m[2]) / sx;
+  const double uy0 = (-0.5 - g.m[5]) / sy, uy1 = (g.out_height - 0.5 - g.m[5]) / sy;
+  const double margin = 2.0 / std::min(sx, sy) + 2 * denom;
+
+  Decoder d;
+  new_decoder(d);
+  Plan plan;
+  plan.denom = denom;
+  unsigned sw = 0, shh = 0;
+  if (!decode_rows(d, data, plan, nullptr, true, &sw, &shh))
+    throw ParseError(std::string("corrupt JPEG: ") + d.message);
+  (void)w;
+  (void)h;
+  auto to_scaled = [&](double u) { return (u + 0.5) / denom - 0.5; };
+  const double fx0 = to_scaled(ux0 - margin), fx1 = to_scaled(ux1 + margin);
+  const double fy0 = to_scaled(uy0 - margin), fy1 = to_scaled(uy1 + margin);
+  const int cx0 = std::clamp(static_cast<int>(std::floor(fx0)), 0, static_cast<int>(sw));
+  const int cx1 = std::clamp(static_cast<int>(std::ceil(fx1)) + 1, 0, static_cast<int>(sw));
+  const int cy0 = std::clamp(static_cast<int>(std::floor(fy0)), 0, static_cast<int>(shh));
+  const int cy1 = std::clamp(static_cast<int>(std::ceil(fy1)) + 1, 0, static_cast<int>(shh));
+
+  RegionDecode r;
+  if (cx1 <= cx0 || cy1 <= cy0) {  // the crop lies wholly outside the image
+    validate_jpeg(data);
+    r.m = g.m;
+    return r;
+  }
+  plan.x0 = static_cast<unsigned>(cx0);
+  plan.width = static_cast<unsigned>(cx1 - cx0);
+  plan.y0 = static_cast<unsigned>(cy0);
+  plan.y1 = static_cast<unsigned>(cy1);
+
+  Decoder d2;
+  new_decoder(d2);
+  cv::Mat pixels;
+  if (!decode_rows(d2, data, plan, &pixels, false, &sw, &shh))
+    throw ParseError(std::string("corrupt or truncated JPEG: ") + d2.message);
+  if (d2.warnings > 0) throw ParseError(std::string("corrupt or truncated JPEG: ") + d2.message);
+  if (!ends_with_eoi(data)) throw ParseError("truncated JPEG: no end-of-image marker");
+
+  // Pixel (p, q) of `pixels` is scaled pixel (x0 + p, y0 + q), whose centre lies at
+  // full-resolution u = denom * (x0 + p) + (denom - 1) / 2.
+  const Affine to_full = {double(denom), 0, denom * double(plan.x0) + (denom - 1) / 2.0,
+                          0, double(denom), denom * double(plan.y0) + (denom - 1) / 2.0};
+  r.pixels = pixels;
+  r.m = compose(g.m, to_full);
+  return r;
+}
+
+void validate_jpeg(std::span<const uint8_t> data) {
+  Decoder d;
+  new_decoder(d);
+  Plan plan;
+  plan.denom = 8;
+  unsigned sw = 0, sh = 0;
+  if (!decode_rows(d, data, plan, nullptr, true, &sw, &sh))
+    throw ParseError(std::string("corrupt JPEG: ") + d.message);
+  Decoder d2;
+  new_decoder(d2);
+  plan.y0 = 0;
+  plan.y1 = sh;
+  cv::Mat pixels;
+  if (!decode_rows(d2, data, plan, &pixels, false, &sw, &sh) || d2.warnings > 0)
+    throw ParseError(std::string("corrupt or truncated JPEG: ") + d2.message);
+}
+
+}  // namespace tarmac
