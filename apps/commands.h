@@ -20,6 +20,11 @@ using Runner = std::function<int()>;
 
 Runner setup_convert(CLI::App& app, const GlobalFlags& g);
 Runner setup_info(CLI::App& app, const GlobalFlags& g);
+Runner setup_verify(CLI::App& app, const GlobalFlags& g);
+Runner setup_cat(CLI::App& app, const GlobalFlags& g);
+Runner setup_ls(CLI::App& app, const GlobalFlags& g);
+Runner setup_merge(CLI::App& app, const GlobalFlags& g);
+Runner setup_bench(CLI::App& app, const GlobalFlags& g);
 
 /// "1.5G" / "512M" / "4096" -> bytes; throws CLI::ValidationError.
 uint64_t parse_bytes(const std::string& text);

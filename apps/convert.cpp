@@ -16,6 +16,7 @@ namespace {
 struct Flags {
   std::string crop = "none", size, resize, format = "jpg", on_error = "fail";
   std::string shard_size = "1G", max_member_size = "1G", group_window = "256M";
+  std::string part;  ///< --shard I/N
   std::vector<std::string> boxes;
   std::vector<std::string> ragged;
   double crop_scale = 1.0;
@@ -104,6 +105,23 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// "--shard I/N" -> part I of N (0 <= I < N).
+void parse_part(const std::string& text, ConvertOptions& o) {
+  const size_t slash = text.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument(text);
+    size_t used_i = 0, used_n = 0;
+    const unsigned long i = std::stoul(text.substr(0, slash), &used_i);
+    const unsigned long n = std::stoul(text.substr(slash + 1), &used_n);
+    if (used_i != slash || used_n != text.size() - slash - 1 || n == 0 || n > 1000000 || i >= n)
+      throw std::invalid_argument(text);
+    o.part_index = static_cast<uint32_t>(i);
+    o.part_count = static_cast<uint32_t>(n);
+  } catch (const std::logic_error&) {
+    throw CLI::ValidationError("--shard", "'" + text + "': use I/N with 0 <= I < N (parts are numbered from 0)");
+  }
+}
+
 }  // namespace
 
 uint64_t parse_bytes(const std::string& text) {
@@ -181,6 +199,10 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
   app.add_option("--shard-size", f->shard_size, "Largest image shard")->group(beh)->default_str("1G");
   app.add_option("-j,--threads", o->threads, "Worker threads (default: all cores)")->group(beh)
       ->check(CLI::Range(0, 1024));
+  app.add_option("--shard", f->part,
+                 "I/N: convert only part I (0-based) of N deterministic parts of the input, "
+                 "for a cluster; join the parts with 'tarmac merge'")
+      ->group(beh);
   app.add_option("--on-error", f->on_error, "fail: stop at the first bad sample; skip: leave it out and record why")
       ->group(beh)->check(CLI::IsMember({"fail", "skip"}))->default_str("fail");
 
@@ -204,6 +226,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       o->max_member_size = parse_bytes(f->max_member_size);
       o->group_window = parse_bytes(f->group_window);
       o->skip_errors = f->on_error == "skip";
+      if (!f->part.empty()) parse_part(f->part, *o);
       for (auto& e : o->image_exts)
         if (!e.empty() && e[0] == '.') e.erase(0, 1);
       for (auto& d : o->dense)

@@ -21,6 +21,11 @@ const Command kCommands[] = {
     {"convert", "Convert archives of images + labels into image shards + one annotation file",
      tarmac::cli::setup_convert},
     {"info", "Summarise a converted dataset: counts, schema, shards, sizes", tarmac::cli::setup_info},
+    {"verify", "Check that a dataset is complete and intact: every byte, optionally every decode", tarmac::cli::setup_verify},
+    {"cat", "Write one sample's stored image (or dense map) bytes, or its labels as JSON", tarmac::cli::setup_cat},
+    {"ls", "List a dataset's sample keys (-l: index, size, width x height)", tarmac::cli::setup_ls},
+    {"merge", "Join datasets converted in parts (convert --shard I/N) into one", tarmac::cli::setup_merge},
+    {"bench", "Measure how fast a dataset reads: open time, random access, decoding with 1..N threads", tarmac::cli::setup_bench},
 };
 
 }  // namespace

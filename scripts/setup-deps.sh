@@ -12,7 +12,12 @@ PKGS=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev
   catch2
   # tests: archive tools and the independent oracles (numpy, OpenCV, PIL)
-  python3 python3-numpy python3-opencv python3-pil libarchive-tools tar gzip zstd xz-utils bzip2 zip
+  python3 python3-numpy python3-opencv python3-pil python3-torch libarchive-tools tar gzip zstd xz-utils bzip2 zip
+  # scale-out: scripts/convert-parallel.sh runs the parts with GNU parallel
+  parallel
+  # sanitizers and fuzzing (scripts/ci-sanitize.sh, scripts/ci-fuzz.sh): clang with libFuzzer,
+  # llvm-symbolizer for readable stacks, mount for the full-disk test's tmpfs
+  clang-14 libclang-rt-14-dev llvm-14 mount
 )
 if ! dpkg -s "${PKGS[@]}" >/dev/null 2>&1; then
   $SUDO apt-get update -qq

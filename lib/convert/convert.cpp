@@ -21,6 +21,7 @@
 #include "source/sample_grouper.h"
 #include "write/column_store.h"
 #include "write/file_util.h"
+#include "write/manifest_file.h"
 #include "write/safetensors_writer.h"
 #include "write/tar_writer.h"
 
@@ -211,10 +212,7 @@ class DatasetWriter {
 
   /// Closes the last shard and writes the annotation file; returns its path.
   fs::path finish(const std::map<std::string, std::string>& extra_meta) {
-    if (tar_) {
-      tar_->finish();
-      tar_.reset();
-    }
+    if (tar_) close_shard();
     keys_.close();
     affine_.close();
     for (auto& b : blobs_) b.close_all();
@@ -257,10 +255,18 @@ class DatasetWriter {
 
   const Schema& schema() const { return schema_; }
   const std::vector<std::string>& shard_names() const { return shard_names_; }
+  /// CRC-32 of each finished shard file, in shard order.
+  const std::vector<uint32_t>& shard_crcs() const { return shard_crcs_; }
   uint64_t samples() const { return samples_; }
   uint64_t blob_bytes() const { return blob_bytes_; }
 
  private:
+  void close_shard() {
+    tar_->finish();
+    shard_crcs_.push_back(tar_->crc32());
+    tar_.reset();
+  }
+
   void write_blobs(const ProcessedSample& s) {
     std::vector<std::pair<std::string, const Blob*>> items;
     items.emplace_back(s.key + "." + s.image.member_suffix, &s.image);
@@ -268,10 +274,7 @@ class DatasetWriter {
     if (tar_) {
       uint64_t need = 0;
       for (const auto& [name, b] : items) need += tar_->bytes_if_added(name, b->bytes.size());
-      if (tar_->size() > 0 && tar_->size() + need + 1024 > o_.shard_size) {
-        tar_->finish();
-        tar_.reset();
-      }
+      if (tar_->size() > 0 && tar_->size() + need + 1024 > o_.shard_size) close_shard();
     }
     if (!tar_) {
       char name[32];
@@ -295,15 +298,17 @@ class DatasetWriter {
   std::vector<std::unique_ptr<SpillColumn>> label_cols_;
   std::unique_ptr<TarWriter> tar_;
   std::vector<std::string> shard_names_;
+  std::vector<uint32_t> shard_crcs_;
   uint64_t samples_ = 0;
   uint64_t blob_bytes_ = 0;
   uint64_t key_bytes_ = 0;
 };
 
-std::string hex32(uint32_t v) {
-  char b[16];
-  std::snprintf(b, sizeof b, "%08x", v);
-  return b;
+// "shard-NNNNNN.tar" (six or more digits), as DatasetWriter names its shards.
+bool is_shard_name(const std::string& name) {
+  return name.size() >= 16 && name.rfind("shard-", 0) == 0 &&
+         name.compare(name.size() - 4, 4, ".tar") == 0 &&
+         name.find_first_not_of("0123456789", 6) == name.size() - 4;
 }
 
 void prepare_output(const ConvertOptions& o, const fs::path& out, const fs::path& staging) {
@@ -311,7 +316,15 @@ void prepare_output(const ConvertOptions& o, const fs::path& out, const fs::path
   if (fs::exists(out, ec)) {
     if (!fs::is_directory(out, ec))
       throw FatalError("output '" + out.string() + "' exists and is not a directory");
-    fs::remove_all(staging, ec);  // left by a killed run: never a dataset
+    // A staging directory without the annotation file is a killed run. It may have got as far
+    // as publishing some shards and the manifest: those are its files too (format.md).
+    if (fs::exists(staging, ec) && !fs::exists(out / kLabelsFile, ec)) {
+      std::vector<fs::path> published{out / kManifestFile};
+      for (const auto& e : fs::directory_iterator(out, ec))
+        if (is_shard_name(e.path().filename().string())) published.push_back(e.path());
+      for (const auto& p : published) fs::remove(p, ec);
+    }
+    fs::remove_all(staging, ec);  // never a dataset
     bool empty = fs::is_empty(out, ec);
     if (!empty && !o.overwrite)
       throw FatalError("output directory '" + out.string() +
@@ -340,6 +353,25 @@ void publish(const fs::path& out, const fs::path& staging, const std::vector<std
 
 }  // namespace
 
+PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_inputs) {
+  if (o.part_count <= 1) {
+    if (part_inputs) *part_inputs = o.inputs;
+    return PartSplit::None;
+  }
+  if (o.part_index >= o.part_count)
+    throw FatalError("--shard " + std::to_string(o.part_index) + "/" + std::to_string(o.part_count) +
+                     ": the part index must be below the part count (parts are numbered from 0)");
+  const uint64_t m = o.inputs.size(), n = o.part_count;
+  if (m < n) {
+    if (part_inputs) *part_inputs = o.inputs;
+    return PartSplit::Samples;
+  }
+  if (part_inputs)
+    part_inputs->assign(o.inputs.begin() + static_cast<ptrdiff_t>(o.part_index * m / n),
+                        o.inputs.begin() + static_cast<ptrdiff_t>((o.part_index + 1) * m / n));
+  return PartSplit::Inputs;
+}
+
 ConvertResult convert(const ConvertOptions& o, const std::function<void(const Progress&)>& progress) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
@@ -358,7 +390,9 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     InputReaderOptions ro;
     ro.max_member_size = o.max_member_size;
     ro.skip_errors = o.skip_errors;
-    InputReader reader(o.inputs, ro);
+    std::vector<std::string> part_inputs;
+    const PartSplit split = select_part(o, &part_inputs);
+    InputReader reader(part_inputs, ro);
     DatasetWriter writer(o, staging);
 
     const int threads = o.threads > 0 ? o.threads
@@ -371,11 +405,17 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     std::exception_ptr reader_failure;
     std::thread reader_thread([&] {
       uint64_t seq = 0;
+      // --shard I/N by sample: every part groups all samples and keeps its share of them.
+      uint64_t sample_no = 0;
+      auto in_part = [&] {
+        return split != PartSplit::Samples || sample_no++ % o.part_count == o.part_index;
+      };
       try {
         SampleGrouper grouper(o.group_window);
         std::vector<RawSample> ready;
         auto push_ready = [&] {
           for (auto& r : ready) {
+            if (!in_part()) continue;
             Item it;
             it.seq = seq++;
             it.raw = std::move(r);
@@ -397,12 +437,14 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
           try {
             grouper.add(input, std::move(m), key, ready);
           } catch (const SampleError& e) {
-            Item it;
-            it.seq = seq++;
-            it.raw.key = key;
-            it.raw.input = input;
-            it.reader_error = e.what();
-            if (!pipe.push(std::move(it))) throw FatalError("cancelled");
+            if (in_part()) {
+              Item it;
+              it.seq = seq++;
+              it.raw.key = key;
+              it.raw.input = input;
+              it.reader_error = e.what();
+              if (!pipe.push(std::move(it))) throw FatalError("cancelled");
+            }
           }
           push_ready();
         };
@@ -502,7 +544,7 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     manifest["options"] = o.options_json.empty() ? json::object() : json::parse(o.options_json);
     json inputs = json::array();
     for (const auto& in : reader.inputs()) {
-      json j = {{"path", in.path}, {"size", in.bytes_read}, {"crc32", hex32(in.crc32)}, {"members", in.members}};
+      json j = {{"path", in.path}, {"size", in.bytes_read}, {"crc32", crc32_hex(in.crc32)}, {"members", in.members}};
       if (!in.error.empty()) {
         j["error"] = in.error;
         result.input_errors.push_back(in.error);
@@ -512,6 +554,11 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
       result.input_bytes += in.bytes_read;
     }
     manifest["inputs"] = inputs;
+    if (split != PartSplit::None)
+      manifest["part"] = {{"index", o.part_index},
+                          {"count", o.part_count},
+                          {"split", split == PartSplit::Inputs ? "inputs" : "samples"},
+                          {"all_inputs", o.inputs.size()}};
 
     const fs::path labels = writer.finish({{"tool", std::string("tarmac ") + kVersion}});
     result.samples = writer.samples();
@@ -519,8 +566,11 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     result.image_bytes = writer.blob_bytes();
     result.annotation_bytes = fs::file_size(labels);
     json shards = json::array();
-    for (const auto& s : writer.shard_names())
-      shards.push_back({{"name", s}, {"size", fs::file_size(staging / s)}});
+    for (size_t i = 0; i < writer.shard_names().size(); ++i) {
+      const std::string& s = writer.shard_names()[i];
+      shards.push_back({{"name", s}, {"size", fs::file_size(staging / s)},
+                        {"crc32", crc32_hex(writer.shard_crcs()[i])}});
+    }
     manifest["counts"] = {{"samples", result.samples},
                           {"skipped_samples", result.skipped_samples},
                           {"skipped_members", result.error_members},
@@ -530,10 +580,11 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
                           {"image_bytes", result.image_bytes}};
     manifest["shards"] = shards;
     manifest["annotation"] = {{"name", kLabelsFile}, {"size", result.annotation_bytes}};
+    manifest["labels_crc32"] = crc32_hex(file_crc32(labels.string()));
     manifest["schema"] = json::parse(writer.schema().to_json());
     manifest["skipped"] = skipped_json;
     manifest["ignored"] = ignored_json;
-    write_file_atomic((staging / kManifestFile).string(), manifest.dump(2) + "\n");
+    write_file_atomic((staging / kManifestFile).string(), sealed_manifest_text(std::move(manifest)));
     for (const auto& f : writer.schema().fields()) {
       std::vector<int64_t> shape = f.shape;
       if (f.ragged && !shape.empty()) shape[0] = -1;

@@ -41,6 +41,10 @@ struct ConvertOptions {
   int threads = 0;  ///< 0 = all cores
   bool skip_errors = false;
 
+  // Scale-out (--shard I/N): convert only part `part_index` of `part_count` (see select_part).
+  uint32_t part_index = 0;
+  uint32_t part_count = 1;
+
   // Provenance for the manifest.
   std::vector<std::string> command_line;
   std::string options_json;  ///< the resolved options, as the CLI sees them
@@ -78,6 +82,15 @@ struct Progress {
   double seconds = 0;
   bool final = false;
 };
+
+/// How --shard I/N splits the input: with at least N inputs, part I gets the contiguous
+/// block of inputs [I*M/N, (I+1)*M/N) (so parts merged in order keep the single run's
+/// order); with fewer inputs, every part reads all of them and keeps the samples whose
+/// sequence number (order of first appearance) is I modulo N.
+enum class PartSplit { None, Inputs, Samples };
+
+/// The split a run uses, and for PartSplit::Inputs the inputs of its part (in order).
+PartSplit select_part(const ConvertOptions& options, std::vector<std::string>* part_inputs);
 
 /// Runs a conversion. Throws FatalError (nothing is left in the output directory that
 /// looks like a dataset) or, with skip_errors off, FatalError for the first bad sample.

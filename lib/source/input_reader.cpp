@@ -85,6 +85,12 @@ int close_cb(struct archive*, void* client) {
   return ARCHIVE_OK;
 }
 
+// libarchive's message for the last error; it may have none (a null pointer).
+std::string archive_error(struct archive* a) {
+  const char* s = archive_error_string(a);
+  return s ? s : "unknown error";
+}
+
 std::string normalise(std::string name) {
   while (name.rfind("./", 0) == 0) name.erase(0, 2);
   return name;
@@ -172,7 +178,7 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     archive_read_set_seek_callback(a.get(), seek_cb);
   if (archive_read_open(a.get(), &src, nullptr, read_cb, close_cb) != ARCHIVE_OK) {
     std::string msg = where + " is not an archive tarmac can read: " +
-                      archive_error_string(a.get());
+                      archive_error(a.get());
     if (!options_.skip_errors) throw FatalError(msg);
     info.error = msg;
     return;
@@ -191,7 +197,7 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     int r = archive_read_next_header(a.get(), &entry);
     if (r == ARCHIVE_EOF) break;
     if (r == ARCHIVE_FATAL || r == ARCHIVE_RETRY) {
-      fail(std::string("archive is truncated or corrupt: ") + archive_error_string(a.get()));
+      fail("archive is truncated or corrupt: " + archive_error(a.get()));
       return;
     }
     const char* raw_name = archive_entry_pathname(entry);
@@ -235,7 +241,7 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
       if (n == 0) break;
       if (n < 0) {
         if (n == ARCHIVE_WARN) continue;
-        fail("member '" + m.name + "' is truncated or corrupt: " + archive_error_string(a.get()));
+        fail("member '" + m.name + "' is truncated or corrupt: " + archive_error(a.get()));
         return;
       }
       if (m.data.size() + static_cast<uint64_t>(n) > options_.max_member_size) {

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include <zlib.h>
+
 namespace tarmac {
 namespace {
 
@@ -72,6 +74,7 @@ std::string pax_records(std::string_view name, uint64_t size) {
 }
 
 void put_string(Block& b, size_t offset, size_t width, std::string_view s) {
+  if (s.empty()) return;  // memcpy from an empty view's null data() is undefined
   std::memcpy(b.data() + offset, s.data(), std::min(width, s.size()));
 }
 
@@ -148,19 +151,29 @@ uint64_t TarWriter::add(std::string_view member_name, std::span<const uint8_t> d
   }
   const Block header = make_header(ustar ? *ustar : UstarName{{}, fallback}, data.size(), '0');
   head.insert(head.end(), header.begin(), header.end());
-  file_.write_all(head);
+  write(head);
 
   const uint64_t data_offset = file_.position();
-  file_.write_all(data);
+  write(data);
   static constexpr Block kZeros{};
   const size_t pad = static_cast<size_t>(padded(data.size()) - data.size());
-  file_.write_all(std::span<const uint8_t>(kZeros.data(), pad));
+  write(std::span<const uint8_t>(kZeros.data(), pad));
   return data_offset;
+}
+
+void TarWriter::write(std::span<const uint8_t> bytes) {
+  file_.write_all(bytes);
+  // zlib's length argument is 32-bit: feed it in slices.
+  for (size_t done = 0; done < bytes.size();) {
+    const size_t n = std::min<size_t>(bytes.size() - done, size_t{1} << 30);
+    crc_ = static_cast<uint32_t>(::crc32(crc_, bytes.data() + done, static_cast<uInt>(n)));
+    done += n;
+  }
 }
 
 void TarWriter::finish() {
   static constexpr std::array<uint8_t, 2 * kBlock> kEnd{};
-  file_.write_all(kEnd);
+  write(kEnd);
   file_.sync();
   file_.close();
 }

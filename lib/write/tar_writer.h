@@ -36,8 +36,15 @@ class TarWriter {
 
   const std::string& path() const { return file_.path(); }
 
+  /// zlib CRC-32 of every byte written so far (of the whole file after finish()); the
+  /// manifest records it so that `tarmac verify` can check the shard end to end.
+  uint32_t crc32() const { return crc_; }
+
  private:
+  void write(std::span<const uint8_t> bytes);
+
   OutputFile file_;
+  uint32_t crc_ = 0;
 };
 
 }  // namespace tarmac

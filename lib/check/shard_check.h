@@ -1,0 +1,32 @@
+#pragma once
+// Checks one image shard against the blobs the annotation file places in it: the shard is
+// walked as a tar stream (every header's checksum and fields, pax records, zero padding, the
+// end-of-archive blocks), and each blob must be exactly the data of one regular member named
+// KEY.EXT, with the stored CRC-32. Reads the file by memory map, never whole into memory.
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "check/annotation.h"
+
+namespace tarmac::check {
+
+/// One blob expected in a shard, packed in 8 bytes: sample * blob_kinds().size() + kind.
+using BlobEntry = uint64_t;
+
+struct ShardCheck {
+  uint32_t crc32 = 0;      ///< CRC-32 of the whole file (valid when walked is true)
+  bool walked = false;     ///< the file could be read
+  uint64_t size = 0;       ///< bytes on disk
+  uint64_t blob_bytes = 0;  ///< bytes of blobs found and checked
+  std::vector<Problem> problems;
+};
+
+/// Checks shard `shard` of `a`, whose expected blobs are `entries` sorted by offset.
+/// With `decode`, also decodes each blob and compares its size with width/height.
+/// Adds the bytes it has read to `progress`.
+ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<BlobEntry>& entries,
+                       bool decode, std::atomic<uint64_t>& progress);
+
+}  // namespace tarmac::check

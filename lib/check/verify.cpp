@@ -1,0 +1,242 @@
+#include "check/verify.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "check/shard_check.h"
+
+namespace tarmac::check {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kLabels = "labels.safetensors";
+constexpr const char* kManifest = "manifest.json";
+
+std::string hex(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%08x", v);
+  return b;
+}
+
+uint32_t crc_of(const uint8_t* p, uint64_t n) {
+  uLong c = ::crc32(0, nullptr, 0);
+  for (uint64_t done = 0; done < n;) {
+    const uint64_t k = std::min<uint64_t>(n - done, 1u << 30);
+    c = ::crc32(c, p + done, static_cast<uInt>(k));
+    done += k;
+  }
+  return static_cast<uint32_t>(c);
+}
+
+// Reads and parses manifest.json and checks its own seal: "manifest_crc32" is the CRC-32 of
+// the file with that member's 8 digits read as "00000000" (docs/format.md, 5).
+bool read_manifest(const fs::path& dir, std::vector<Problem>& problems, json& m, uint64_t& bytes) {
+  std::ifstream in(dir / kManifest, std::ios::binary);
+  if (!in) {
+    problems.push_back({kManifest, "", "is missing or unreadable"});
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  bytes = text.size();
+  m = json::parse(text, nullptr, false);
+  if (m.is_discarded() || !m.is_object()) {
+    problems.push_back({kManifest, "", "is not a valid JSON object"});
+    return false;
+  }
+  const auto it = m.find("manifest_crc32");
+  if (it == m.end() || !it->is_string()) {
+    problems.push_back({kManifest, "", "has no \"manifest_crc32\" seal"});
+    return true;
+  }
+  const std::string value = it->get<std::string>();
+  const std::string field = "\"manifest_crc32\": \"" + value + "\"";
+  const size_t at = text.rfind(field);
+  if (value.size() != 8 || at == std::string::npos) {
+    problems.push_back({kManifest, "", "its \"manifest_crc32\" seal is malformed"});
+    return true;
+  }
+  text.replace(at + field.size() - 9, 8, "00000000");
+  const uint32_t crc = crc_of(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  if (hex(crc) != value)
+    problems.push_back({kManifest, "", "CRC-32 of the file is " + hex(crc) + " but its seal says " + value +
+                                           ": manifest.json was changed after it was written"});
+  return true;
+}
+
+// A number of the manifest, or nullopt (the caller reports a mismatch either way).
+std::optional<uint64_t> u64_at(const json& j, const char* a, const char* b = nullptr) {
+  const json* p = &j;
+  for (const char* k : {a, b}) {
+    if (!k) break;
+    if (!p->is_object() || !p->contains(k)) return std::nullopt;
+    p = &(*p)[k];
+  }
+  if (!p->is_number_unsigned()) return std::nullopt;
+  return p->get<uint64_t>();
+}
+
+}  // namespace
+
+VerifyReport verify_dataset(const VerifyOptions& o,
+                            const std::function<void(const VerifyProgress&)>& progress) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  VerifyReport r;
+  r.dir = o.dir;
+  std::vector<Problem> problems;
+  auto done = [&]() {
+    r.problem_count = problems.size();
+    if (problems.size() > kMaxProblems) problems.resize(kMaxProblems);
+    r.problems = std::move(problems);
+    r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    return r;
+  };
+  const fs::path dir(o.dir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    problems.push_back({o.dir, "", "is not a directory"});
+    return done();
+  }
+  const bool partial = fs::exists(dir / ".tarmac-partial", ec);
+  if (!fs::exists(dir / kLabels, ec)) {
+    problems.push_back({kLabels, "", std::string("is missing: '") + o.dir + "' is not a tarmac dataset" +
+                                         (partial ? " (a conversion into it did not finish)" : "")});
+    return done();
+  }
+  if (partial) problems.push_back({".tarmac-partial", "", "an unfinished run left its staging directory here"});
+
+  Annotation a;
+  const bool usable = a.open(o.dir, true, problems);
+  const auto labels = a.file().bytes();
+  r.bytes_checked += labels.size();
+  json m;
+  uint64_t manifest_bytes = 0;
+  const bool have_manifest = read_manifest(dir, problems, m, manifest_bytes);
+  r.bytes_checked += manifest_bytes;
+  auto mismatch = [&](const std::string& what, const std::string& manifest_says, const std::string& found) {
+    problems.push_back({kManifest, "", what + ": the manifest says " + manifest_says + ", the dataset has " + found});
+  };
+  auto opt_text = [](std::optional<uint64_t> v) { return v ? std::to_string(*v) : std::string("nothing"); };
+  if (have_manifest) {
+    const std::string labels_crc = hex(crc_of(labels.data(), labels.size()));
+    const std::string said = m.contains("labels_crc32") && m["labels_crc32"].is_string()
+                                 ? m["labels_crc32"].get<std::string>() : std::string("nothing");
+    if (said != labels_crc) mismatch("CRC-32 of labels.safetensors", said, labels_crc);
+    const auto size = u64_at(m, "annotation", "size");
+    if (size != labels.size()) mismatch("size of labels.safetensors", opt_text(size), std::to_string(labels.size()));
+  }
+  if (!usable) return done();
+  r.samples = a.size();
+  r.shards = a.shards().size();
+  if (have_manifest) {
+    const auto n = u64_at(m, "counts", "samples");
+    if (n != a.size()) mismatch("sample count", opt_text(n), std::to_string(a.size()));
+    const auto s = u64_at(m, "counts", "shards");
+    if (s != a.shards().size()) mismatch("shard count", opt_text(s), std::to_string(a.shards().size()));
+  }
+
+  // Extra shards: tar files in the directory that the annotation file does not list.
+  const std::set<std::string> listed(a.shards().begin(), a.shards().end());
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.ends_with(".tar") && !listed.count(name))
+      problems.push_back({name, "", "is a shard file that the annotation file does not list (an extra shard)"});
+  }
+
+  // Blobs by shard, sorted by offset.
+  const size_t kinds = a.blob_kinds().size();
+  std::vector<std::vector<BlobEntry>> per_shard(a.shards().size());
+  uint64_t blob_bytes = 0;
+  for (uint64_t i = 0; i < a.size(); ++i)
+    for (size_t k = 0; k < kinds; ++k) {
+      const BlobRef b = a.blob(k, i);
+      blob_bytes += static_cast<uint64_t>(std::max<int64_t>(b.size, 0));
+      if (b.shard >= 0 && static_cast<size_t>(b.shard) < per_shard.size())
+        per_shard[static_cast<size_t>(b.shard)].push_back(i * kinds + k);
+    }
+  for (auto& v : per_shard) {
+    auto offset_of = [&](BlobEntry e) { return a.blob(e % kinds, e / kinds).offset; };
+    if (!std::is_sorted(v.begin(), v.end(), [&](BlobEntry x, BlobEntry y) { return offset_of(x) < offset_of(y); }))
+      std::stable_sort(v.begin(), v.end(), [&](BlobEntry x, BlobEntry y) { return offset_of(x) < offset_of(y); });
+    r.blobs += v.size();
+  }
+  if (have_manifest) {
+    const auto ib = u64_at(m, "counts", "image_bytes");
+    if (ib != blob_bytes) mismatch("bytes of stored blobs", opt_text(ib), std::to_string(blob_bytes));
+  }
+
+  // Shards in parallel; the calling thread reports progress.
+  VerifyProgress p;
+  for (const auto& s : a.shards()) p.bytes_total += fs::file_size(dir / s, ec), ec.clear();
+  std::atomic<uint64_t> bytes_done{0};
+  std::atomic<size_t> next{0}, finished{0};
+  std::vector<ShardCheck> results(a.shards().size());
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::min<size_t>(o.threads > 0 ? static_cast<size_t>(o.threads) : hw,
+                                          std::max<size_t>(1, results.size()));
+  std::mutex mu;
+  std::condition_variable all_done;
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (size_t s; (s = next.fetch_add(1)) < results.size();) {
+        results[s] = check_shard(a, static_cast<uint32_t>(s), per_shard[s], o.decode, bytes_done);
+        std::lock_guard lk(mu);
+        if (finished.fetch_add(1) + 1 == results.size()) all_done.notify_all();
+      }
+    });
+  {
+    std::unique_lock lk(mu);
+    while (!all_done.wait_for(lk, std::chrono::milliseconds(250), [&] { return finished.load() == results.size(); }))
+      if (progress) {
+        p.bytes_done = bytes_done.load();
+        p.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+        progress(p);
+      }
+  }
+  for (auto& t : pool) t.join();
+  r.bytes_checked += bytes_done.load();
+
+  const json* mshards = have_manifest && m.contains("shards") && m["shards"].is_array() ? &m["shards"] : nullptr;
+  if (have_manifest && (!mshards || mshards->size() != results.size()))
+    mismatch("list of shards", mshards ? std::to_string(mshards->size()) + " shard(s)" : "nothing",
+             std::to_string(results.size()) + " shard(s)");
+  for (size_t s = 0; s < results.size(); ++s) {
+    const ShardCheck& c = results[s];
+    for (auto& pr : results[s].problems) problems.push_back(std::move(pr));
+    if (!mshards || s >= mshards->size() || !c.walked) continue;
+    const json& e = (*mshards)[s];
+    const std::string& name = a.shards()[s];
+    if (!e.is_object() || e.value("name", "") != name) {
+      mismatch("name of shard " + std::to_string(s), e.is_object() ? e.value("name", "nothing") : "nothing", name);
+      continue;
+    }
+    const auto size = u64_at(e, "size");
+    if (size != c.size) mismatch("size of " + name, opt_text(size), std::to_string(c.size));
+    const std::string crc = e.contains("crc32") && e["crc32"].is_string() ? e["crc32"].get<std::string>() : "nothing";
+    if (crc != hex(c.crc32)) mismatch("CRC-32 of " + name, crc, hex(c.crc32));
+  }
+  if (progress) {
+    p.bytes_done = bytes_done.load();
+    p.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    p.final = true;
+    progress(p);
+  }
+  return done();
+}
+
+}  // namespace tarmac::check

@@ -1,0 +1,444 @@
+#include "merge/merge.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "check/annotation.h"
+#include "common/error.h"
+#include "common/version.h"
+#include "labels/schema.h"
+#include "write/column_store.h"
+#include "write/file_util.h"
+#include "write/manifest_file.h"
+#include "write/safetensors_writer.h"
+
+namespace tarmac {
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+using check::Annotation;
+using check::FieldInfo;
+
+namespace {
+
+constexpr const char* kStagingDir = ".tarmac-partial";
+constexpr const char* kLabelsFile = "labels.safetensors";
+constexpr const char* kManifestFile = "manifest.json";
+constexpr uint64_t kChunk = 1 << 16;  // elements converted at a time
+
+struct Part {
+  std::string path;
+  Annotation a;
+  json manifest;  // {} when the part has none
+  std::map<std::string, const FieldInfo*> fields;
+};
+
+// A column of the output and where it comes from in each part.
+struct OutField {
+  std::string name, kind, source;
+  DType dtype = DType::U8;
+  std::vector<int64_t> shape;  // per sample; [0] is -1 when ragged
+  bool ragged = false;
+};
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+std::span<const uint8_t> tensor_bytes(const Part& p, const TensorInfo* t) {
+  return p.a.file().bytes().subspan(t->begin, t->end - t->begin);
+}
+
+int64_t offset_at(const Part& p, const TensorInfo* t, uint64_t i) {
+  int64_t v;
+  std::memcpy(&v, p.a.file().bytes().data() + t->begin + i * 8, 8);
+  return v;
+}
+
+// Writes `count` elements of dtype `from` at `src` as dtype `to`, in chunks.
+void write_converted(ByteSink& sink, DType from, const uint8_t* src, uint64_t count, DType to) {
+  if (from == to) {
+    sink.write({src, count * dtype_size(from)});
+    return;
+  }
+  std::vector<uint8_t> buf;
+  for (uint64_t done = 0; done < count; done += kChunk) {
+    const uint64_t n = std::min(kChunk, count - done);
+    buf.clear();
+    convert_elements(from, src + done * dtype_size(from), n, to, buf);
+    sink.write(buf);
+  }
+}
+
+// Writes int64 values produced by `value(i)` for i in [0, n), in chunks.
+template <typename T, typename F>
+void write_generated(ByteSink& sink, uint64_t n, F value) {
+  std::vector<T> buf;
+  buf.reserve(kChunk);
+  for (uint64_t i = 0; i < n; ++i) {
+    buf.push_back(value(i));
+    if (buf.size() == kChunk || i + 1 == n) {
+      sink.write({reinterpret_cast<const uint8_t*>(buf.data()), buf.size() * sizeof(T)});
+      buf.clear();
+    }
+  }
+}
+
+json read_json_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return json::object();
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j = json::parse(ss.str(), nullptr, false);
+  return j.is_object() ? j : json::object();
+}
+
+std::vector<std::unique_ptr<Part>> open_parts(const std::vector<std::string>& paths) {
+  std::vector<std::unique_ptr<Part>> parts;
+  for (const auto& path : paths) {
+    auto p = std::make_unique<Part>();
+    p->path = path;
+    std::vector<check::Problem> problems;
+    std::error_code ec;
+    if (!fs::exists(fs::path(path) / kLabelsFile, ec))
+      throw FatalError("part '" + path + "' is not a tarmac dataset: no labels.safetensors");
+    if (!p->a.open(path, true, problems) || !problems.empty()) {
+      const auto& pr = problems.front();
+      throw FatalError("part '" + path + "' is not a valid dataset: " + pr.file + ": " +
+                       (pr.sample.empty() ? "" : "sample '" + pr.sample + "': ") + pr.what +
+                       " (run 'tarmac verify " + path + "')");
+    }
+    p->manifest = read_json_file(fs::path(path) / kManifestFile);
+    for (const auto& f : p->a.fields()) p->fields[f.name] = &f;
+    parts.push_back(std::move(p));
+  }
+  return parts;
+}
+
+// The output schema: the same fields in every part; dtypes promoted; a field that is ragged
+// in one part, or whose first axis differs between parts, becomes ragged (as convert would
+// make it when the field comes from JSON or is ragged anyway).
+std::vector<OutField> reconcile(const std::vector<const Part*>& parts) {
+  const Part& first = *parts[0];
+  std::vector<OutField> out;
+  for (const auto& p : parts) {
+    for (const auto& f : p->a.fields())
+      if (!first.fields.count(f.name))
+        throw FatalError("field '" + f.name + "' is in part '" + p->path + "' but not in part '" +
+                         first.path + "': the parts were converted from different kinds of data");
+    for (const auto& f : first.a.fields())
+      if (!p->fields.count(f.name))
+        throw FatalError("field '" + f.name + "' is in part '" + first.path + "' but not in part '" +
+                         p->path + "': the parts were converted from different kinds of data");
+  }
+  for (const auto& f0 : first.a.fields()) {
+    OutField o{f0.name, f0.kind, f0.source, f0.dtype, f0.shape, f0.ragged};
+    const Part* shaped_by = &first;
+    for (const auto& p : parts) {
+      const FieldInfo& f = *p->fields.at(f0.name);
+      auto incompatible = [&](const std::string& here, const std::string& there) {
+        return FatalError("field '" + f0.name + "' is " + here + " in part '" + shaped_by->path + "' but " +
+                          there + " in part '" + p->path + "'; the parts cannot be merged");
+      };
+      if (f.kind != o.kind) throw incompatible("of kind " + o.kind, "of kind " + f.kind);
+      if (o.kind == "numeric") o.dtype = promote(o.dtype, f.dtype);
+      if (f.shape.size() != o.shape.size() || !std::equal(f.shape.begin() + (f.shape.empty() ? 0 : 1), f.shape.end(),
+                                                          o.shape.begin() + (o.shape.empty() ? 0 : 1)))
+        throw incompatible("of shape " + shape_text(o.shape), "of shape " + shape_text(f.shape));
+      if (!o.shape.empty() && (f.ragged || o.ragged || f.shape[0] != o.shape[0])) {
+        const bool from_json = o.source == "json" || o.source.ends_with(".json");
+        if (!o.ragged && !f.ragged && !from_json)
+          throw FatalError("field '" + f0.name + "' has shape " + shape_text(o.shape) + " in part '" +
+                           shaped_by->path + "' but " + shape_text(f.shape) + " in part '" + p->path +
+                           "'; convert every part with --ragged " + f0.name);
+        o.ragged = true;
+        o.shape[0] = -1;
+      }
+      shaped_by = p;
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+// A key present twice: FatalError naming the key and both parts.
+void check_unique_keys(const std::vector<const Part*>& parts) {
+  struct Ref {
+    uint64_t hash;
+    uint32_t part;
+    uint64_t index;
+  };
+  std::vector<Ref> refs;
+  for (uint32_t p = 0; p < parts.size(); ++p)
+    for (uint64_t i = 0; i < parts[p]->a.size(); ++i)
+      refs.push_back({std::hash<std::string>{}(parts[p]->a.key(i)), p, i});
+  std::sort(refs.begin(), refs.end(), [](const Ref& x, const Ref& y) {
+    return std::tie(x.hash, x.part, x.index) < std::tie(y.hash, y.part, y.index);
+  });
+  for (size_t j = 1; j < refs.size(); ++j) {
+    const Ref &x = refs[j - 1], &y = refs[j];
+    if (x.hash != y.hash) continue;
+    const std::string key = parts[x.part]->a.key(x.index);
+    if (key == parts[y.part]->a.key(y.index))
+      throw FatalError("key '" + key + "' is in part '" + parts[x.part]->path + "' (sample #" +
+                       std::to_string(x.index) + ") and in part '" + parts[y.part]->path + "' (sample #" +
+                       std::to_string(y.index) + "): keys must be unique; were the same inputs converted twice?");
+  }
+}
+
+// The tensors of the merged annotation file, filled from the parts' memory maps.
+std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
+                                       const std::vector<OutField>& fields,
+                                       const std::vector<int32_t>& shard_base, uint64_t n) {
+  std::vector<TensorSpec> t;
+  const auto n64 = static_cast<int64_t>(n);
+  // A ragged column (keys too): values concatenated (converted), offsets rebased. `values`
+  // and `offsets` give a part's tensors; a null offsets tensor means the part stores the
+  // column with a fixed first axis of `fixed_rows`.
+  struct Source {
+    const TensorInfo* values;
+    const TensorInfo* offsets;
+    int64_t fixed_rows;
+  };
+  auto ragged = [&](const std::string& name, DType dtype, std::vector<int64_t> inner,
+                    std::function<Source(const Part&)> source) {
+    int64_t total = 0;
+    for (const auto& p : parts) {
+      const Source s = source(*p);
+      total += s.offsets ? s.values->shape[0] : static_cast<int64_t>(p->a.size()) * s.fixed_rows;
+    }
+    std::vector<int64_t> shape{total};
+    shape.insert(shape.end(), inner.begin(), inner.end());
+    t.push_back({name + ".values", dtype, shape, [&parts, source, dtype](ByteSink& sink) {
+                   for (const auto& p : parts) {
+                     const Source s = source(*p);
+                     const auto b = tensor_bytes(*p, s.values);
+                     write_converted(sink, s.values->dtype, b.data(), b.size() / dtype_size(s.values->dtype), dtype);
+                   }
+                 }});
+    t.push_back({name + ".offsets", DType::I64, {n64 + 1}, [&parts, source](ByteSink& sink) {
+                   int64_t base = 0;
+                   const int64_t zero = 0;
+                   sink.write({reinterpret_cast<const uint8_t*>(&zero), 8});
+                   for (const auto& p : parts) {
+                     const Source s = source(*p);
+                     const uint64_t np = p->a.size();
+                     write_generated<int64_t>(sink, np, [&](uint64_t i) {
+                       return base + (s.offsets ? offset_at(*p, s.offsets, i + 1) : static_cast<int64_t>(i + 1) * s.fixed_rows);
+                     });
+                     base += s.offsets ? offset_at(*p, s.offsets, np) : static_cast<int64_t>(np) * s.fixed_rows;
+                   }
+                 }});
+  };
+  // A fixed column: the parts' tensors concatenated (converted to `dtype`).
+  auto fixed = [&](const std::string& name, DType dtype, std::vector<int64_t> sample_shape,
+                   std::function<const TensorInfo*(const Part&)> source) {
+    std::vector<int64_t> shape{n64};
+    shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+    t.push_back({name, dtype, shape, [&parts, source, dtype](ByteSink& sink) {
+                   for (const auto& p : parts) {
+                     const TensorInfo* ti = source(*p);
+                     const auto b = tensor_bytes(*p, ti);
+                     write_converted(sink, ti->dtype, b.data(), b.size() / dtype_size(ti->dtype), dtype);
+                   }
+                 }});
+  };
+
+  ragged("__key__", DType::U8, {}, [](const Part& p) {
+    return Source{p.a.header().find("__key__.values"), p.a.header().find("__key__.offsets"), 0};
+  });
+  const auto& kinds = parts[0]->a.blob_kinds();
+  if (!kinds.empty()) {
+    fixed("__affine__", DType::F64, {2, 3}, [](const Part& p) { return p.a.header().find("__affine__"); });
+    for (const auto& kind : kinds) {
+      for (const char* col : {"offset", "size", "crc32", "width", "height"}) {
+        const std::string name = kind + "." + col;
+        const DType dt = std::string(col) == "crc32" ? DType::U32 : std::string(col) == "offset" || std::string(col) == "size" ? DType::I64 : DType::I32;
+        fixed(name, dt, {}, [name](const Part& p) { return p.a.header().find(name); });
+      }
+      // Shard indices are renumbered: part p's shard s becomes shard_base[p] + s.
+      const std::string name = kind + ".shard";
+      t.push_back({name, DType::I32, {n64}, [&parts, &shard_base, name](ByteSink& sink) {
+                     for (size_t p = 0; p < parts.size(); ++p) {
+                       const TensorInfo* ti = parts[p]->a.header().find(name);
+                       const uint8_t* base = parts[p]->a.file().bytes().data() + ti->begin;
+                       write_generated<int32_t>(sink, parts[p]->a.size(), [&](uint64_t i) {
+                         int32_t v;
+                         std::memcpy(&v, base + i * 4, 4);
+                         return v + shard_base[p];
+                       });
+                     }
+                   }});
+    }
+  }
+  for (const auto& f : fields) {
+    if (f.ragged) {
+      const std::string name = f.name;
+      ragged(name, f.dtype, std::vector<int64_t>(f.shape.begin() + 1, f.shape.end()), [name](const Part& p) {
+        const FieldInfo& fi = *p.fields.at(name);
+        return Source{fi.values, fi.ragged ? fi.offsets : nullptr, fi.ragged ? 0 : fi.shape[0]};
+      });
+    } else {
+      const std::string name = f.name;
+      fixed(name, f.dtype, f.shape, [name](const Part& p) { return p.fields.at(name)->values; });
+    }
+  }
+  return t;
+}
+
+// Places part shard `from` in the staging directory as `to`: a hard link, or a copy.
+bool place_shard(const fs::path& from, const fs::path& to, bool copy) {
+  std::error_code ec;
+  if (!copy) {
+    fs::create_hard_link(from, to, ec);
+    if (!ec) return true;
+  }
+  fs::copy_file(from, to, ec);
+  if (ec) throw FatalError("cannot copy shard '" + from.string() + "' to '" + to.string() + "': " + ec.message());
+  return false;
+}
+
+// The manifest options that must agree between parts for the merge to make sense.
+json comparable_options(const json& manifest) {
+  json o = manifest.contains("options") && manifest["options"].is_object() ? manifest["options"] : json::object();
+  for (const char* k : {"inputs", "--output", "--shard", "--overwrite", "threads", "--threads"}) o.erase(k);
+  return o;
+}
+
+}  // namespace
+
+MergeResult merge_datasets(const MergeOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (o.parts.empty()) throw FatalError("nothing to merge: give the part directories");
+  const auto all_parts = open_parts(o.parts);
+  // Parts without samples (e.g. --shard I/N with N above the sample count) have no schema to
+  // reconcile and no blobs: only their manifests (inputs, skipped samples) are merged.
+  std::vector<const Part*> parts;
+  for (const auto& p : all_parts)
+    if (p->a.size() > 0) parts.push_back(p.get());
+  if (parts.empty()) parts.push_back(all_parts[0].get());
+  MergeResult result;
+
+  const auto& kinds = parts[0]->a.blob_kinds();
+  for (const auto& p : parts)
+    if (p->a.blob_kinds() != kinds)
+      throw FatalError("part '" + p->path + "' stores different blobs (images, dense maps) than part '" +
+                       parts[0]->path + "'; the parts cannot be merged");
+  const std::vector<OutField> fields = reconcile(parts);
+  check_unique_keys(parts);
+  for (const auto& p : parts)
+    if (comparable_options(p->manifest) != comparable_options(parts[0]->manifest))
+      result.warnings.push_back("part '" + p->path + "' was converted with other options than part '" +
+                                parts[0]->path + "': " + comparable_options(p->manifest).dump() + " vs " +
+                                comparable_options(parts[0]->manifest).dump());
+
+  const fs::path out(o.output), staging = out / kStagingDir;
+  std::error_code ec;
+  if (fs::exists(out, ec) && (!fs::is_directory(out, ec) || !fs::is_empty(out, ec)))
+    throw FatalError("output '" + o.output + "' exists and is not an empty directory; choose a new one");
+  fs::create_directories(staging, ec);
+  if (ec) throw FatalError("cannot create '" + staging.string() + "': " + ec.message());
+
+  try {
+    std::vector<std::string> shard_names;
+    std::vector<int32_t> shard_base;
+    json shards = json::array(), merged_from = json::array(), inputs = json::array();
+    json skipped = json::array(), ignored = json::array();
+    std::map<std::string, uint64_t> counts;
+    for (const auto& p : all_parts) {
+      if (p->a.size() > 0 || p.get() == parts[0]) shard_base.push_back(static_cast<int32_t>(shard_names.size()));
+      const json& mshards = p->manifest.contains("shards") ? p->manifest["shards"] : json::array();
+      for (size_t s = 0; s < p->a.shards().size(); ++s) {
+        char name[32];
+        std::snprintf(name, sizeof name, "shard-%06zu.tar", shard_names.size());
+        const fs::path from = fs::path(p->path) / p->a.shards()[s];
+        if (place_shard(from, staging / name, o.copy)) ++result.linked;
+        else ++result.copied;
+        shard_names.push_back(name);
+        // The part's manifest knows each shard's CRC-32; computed when it does not.
+        std::string crc;
+        if (s < mshards.size() && mshards[s].is_object() && mshards[s].value("name", "") == p->a.shards()[s] &&
+            mshards[s].contains("crc32") && mshards[s]["crc32"].is_string())
+          crc = mshards[s]["crc32"].get<std::string>();
+        else
+          crc = crc32_hex(file_crc32((staging / name).string()));
+        shards.push_back({{"name", name}, {"size", fs::file_size(staging / name)}, {"crc32", crc}});
+      }
+      const json& m = p->manifest;
+      merged_from.push_back({{"path", p->path},
+                             {"samples", p->a.size()},
+                             {"shards", p->a.shards().size()},
+                             {"labels_crc32", m.value("labels_crc32", "")},
+                             {"part", m.contains("part") ? m["part"] : json(nullptr)},
+                             {"inputs", m.contains("inputs") ? m["inputs"] : json::array()}});
+      if (m.contains("inputs") && m["inputs"].is_array())
+        for (const auto& in : m["inputs"]) inputs.push_back(in);
+      for (const char* k : {"skipped", "ignored"})
+        if (m.contains(k) && m[k].is_array())
+          for (const auto& e : m[k]) (std::string(k) == "skipped" ? skipped : ignored).push_back(e);
+      if (m.contains("counts") && m["counts"].is_object())
+        for (const char* k : {"skipped_samples", "skipped_members", "ignored_members", "input_errors"})
+          if (m["counts"].contains(k) && m["counts"][k].is_number_unsigned()) counts[k] += m["counts"][k].get<uint64_t>();
+      result.samples += p->a.size();
+      for (size_t k = 0; k < kinds.size(); ++k)
+        for (uint64_t i = 0; i < p->a.size(); ++i) result.image_bytes += static_cast<uint64_t>(p->a.blob(k, i).size);
+    }
+    result.shards = shard_names.size();
+
+    json schema = json::object();
+    for (const auto& f : fields)
+      schema[f.name] = {{"kind", f.kind}, {"dtype", std::string(dtype_name(f.dtype))}, {"shape", f.shape},
+                        {"ragged", f.ragged}, {"source", f.source}};
+    json shard_list = json::array(), blob_list = json::array();
+    for (const auto& s : shard_names) shard_list.push_back(s);
+    for (const auto& k : kinds) blob_list.push_back(k);
+    const std::map<std::string, std::string> meta = {
+        {"format", "tarmac/1"}, {"num_samples", std::to_string(result.samples)}, {"schema", schema.dump()},
+        {"shards", shard_list.dump()}, {"blobs", blob_list.dump()}, {"tool", std::string("tarmac ") + kVersion}};
+    const fs::path labels = staging / kLabelsFile;
+    write_safetensors(labels.string(), merged_tensors(parts, fields, shard_base, result.samples), meta);
+    result.annotation_bytes = fs::file_size(labels);
+
+    json manifest;
+    manifest["tool"] = {{"name", "tarmac"}, {"version", kVersion}};
+    manifest["command_line"] = o.command_line;
+    manifest["options"] = parts[0]->manifest.contains("options") ? parts[0]->manifest["options"] : json::object();
+    manifest["merged_from"] = merged_from;
+    manifest["inputs"] = inputs;
+    manifest["counts"] = {{"samples", result.samples},
+                          {"skipped_samples", counts["skipped_samples"]},
+                          {"skipped_members", counts["skipped_members"]},
+                          {"ignored_members", counts["ignored_members"]},
+                          {"input_errors", counts["input_errors"]},
+                          {"shards", result.shards},
+                          {"image_bytes", result.image_bytes}};
+    manifest["shards"] = shards;
+    manifest["annotation"] = {{"name", kLabelsFile}, {"size", result.annotation_bytes}};
+    manifest["labels_crc32"] = crc32_hex(file_crc32(labels.string()));
+    manifest["schema"] = schema;
+    manifest["skipped"] = skipped;
+    manifest["ignored"] = ignored;
+    write_file_atomic((staging / kManifestFile).string(), sealed_manifest_text(std::move(manifest)));
+
+    for (const auto& s : shard_names) atomic_rename((staging / s).string(), (out / s).string());
+    atomic_rename((staging / kManifestFile).string(), (out / kManifestFile).string());
+    atomic_rename(labels.string(), (out / kLabelsFile).string());
+    fs::remove_all(staging, ec);
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace tarmac

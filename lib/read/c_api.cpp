@@ -1,0 +1,292 @@
+// The C ABI over Dataset, BatchLoader and partition_indices: exceptions become codes.
+#include "read/c_api.h"
+
+#include <cstring>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "read/batch_loader.h"
+#include "read/dataset.h"
+#include "read/partition.h"
+
+struct tarmac_dataset {
+  tarmac::Dataset ds;
+};
+struct tarmac_loader {
+  tarmac::BatchLoader loader;
+};
+
+namespace {
+
+thread_local std::string g_error;
+
+int set_error(int code, const char* what) {
+  g_error = what;
+  return code;
+}
+
+template <class F>
+int guarded(F&& f) {
+  try {
+    f();
+    g_error.clear();
+    return TARMAC_OK;
+  } catch (const std::out_of_range& e) {
+    return set_error(TARMAC_E_RANGE, e.what());
+  } catch (const std::invalid_argument& e) {
+    return set_error(TARMAC_E_INVALID, e.what());
+  } catch (const tarmac::FatalError& e) {
+    return set_error(TARMAC_E_IO, e.what());
+  } catch (const tarmac::ParseError& e) {
+    return set_error(TARMAC_E_PARSE, e.what());
+  } catch (const tarmac::DataError& e) {
+    return set_error(TARMAC_E_DATA, e.what());
+  } catch (const std::bad_alloc&) {
+    return set_error(TARMAC_E_INTERNAL, "out of memory");
+  } catch (const std::exception& e) {
+    return set_error(TARMAC_E_INTERNAL, e.what());
+  }
+}
+
+void need(const void* p, const char* what) {
+  if (p == nullptr) throw std::invalid_argument(std::string(what) + " must not be NULL");
+}
+
+size_t index(int64_t i) {
+  if (i < 0) throw std::out_of_range("sample index " + std::to_string(i) + " is negative");
+  return static_cast<size_t>(i);
+}
+
+void fill(const tarmac::TensorView& v, const int64_t* offsets, tarmac_tensor* out) {
+  *out = {};
+  out->dtype = static_cast<int32_t>(v.dtype);
+  out->ndim = static_cast<int32_t>(v.shape.ndim);
+  for (size_t k = 0; k < v.shape.ndim; ++k) out->shape[k] = v.shape[k];
+  out->data = v.bytes.data();
+  out->nbytes = v.bytes.size();
+  out->offsets = offsets;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* tarmac_last_error(void) { return g_error.c_str(); }
+
+const char* tarmac_dtype_name(int32_t dtype) {
+  if (dtype < 0 || dtype > static_cast<int32_t>(tarmac::DType::F64)) return nullptr;
+  return tarmac::dtype_name(static_cast<tarmac::DType>(dtype)).data();
+}
+
+int tarmac_open(const char* dir, tarmac_dataset** out) {
+  return guarded([&] {
+    need(dir, "dir");
+    need(out, "out");
+    *out = new tarmac_dataset{tarmac::Dataset(dir)};
+  });
+}
+
+void tarmac_close(tarmac_dataset* ds) { delete ds; }
+
+int64_t tarmac_size(const tarmac_dataset* ds) { return ds ? static_cast<int64_t>(ds->ds.size()) : -1; }
+
+const char* tarmac_metadata(const tarmac_dataset* ds, const char* key) {
+  if (!ds || !key) return nullptr;
+  const auto& m = ds->ds.metadata();
+  auto it = m.find(key);
+  return it == m.end() ? nullptr : it->second.c_str();
+}
+
+int tarmac_num_fields(const tarmac_dataset* ds, int64_t* out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(out, "out");
+    *out = static_cast<int64_t>(ds->ds.fields().size());
+  });
+}
+
+int tarmac_field_info(const tarmac_dataset* ds, int64_t k, tarmac_field* out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(out, "out");
+    const auto& fields = ds->ds.fields();
+    if (k < 0 || static_cast<size_t>(k) >= fields.size()) throw std::out_of_range("field index out of range");
+    const tarmac::FieldInfo& f = fields[static_cast<size_t>(k)];
+    *out = {};
+    out->name = f.name.c_str();
+    out->kind = static_cast<int32_t>(f.kind);
+    out->dtype = static_cast<int32_t>(f.dtype);
+    out->ragged = f.ragged;
+    out->ndim = static_cast<int32_t>(f.sample_shape.size());
+    for (size_t d = 0; d < f.sample_shape.size(); ++d) out->shape[d] = f.sample_shape[d];
+    out->sample_bytes = f.sample_bytes;
+  });
+}
+
+int tarmac_num_blob_kinds(const tarmac_dataset* ds, int64_t* out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(out, "out");
+    *out = static_cast<int64_t>(ds->ds.blob_kinds().size());
+  });
+}
+
+int tarmac_blob_kind(const tarmac_dataset* ds, int64_t k, const char** out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(out, "out");
+    const auto& kinds = ds->ds.blob_kinds();
+    if (k < 0 || static_cast<size_t>(k) >= kinds.size()) throw std::out_of_range("blob kind index out of range");
+    *out = kinds[static_cast<size_t>(k)].c_str();
+  });
+}
+
+int tarmac_key(const tarmac_dataset* ds, int64_t i, const char** data, size_t* size) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(data, "data");
+    need(size, "size");
+    const std::string_view k = ds->ds.key(index(i));
+    *data = k.data();
+    *size = k.size();
+  });
+}
+
+int tarmac_blob(const tarmac_dataset* ds, int64_t i, const char* kind, const uint8_t** data, size_t* size) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(data, "data");
+    need(size, "size");
+    const auto b = ds->ds.blob(index(i), kind ? kind : "__image__");
+    *data = b.data();
+    *size = b.size();
+  });
+}
+
+int tarmac_blob_ref(const tarmac_dataset* ds, int64_t i, const char* kind, int32_t* shard, int64_t* offset,
+                    int64_t* size, uint32_t* crc32, int32_t* width, int32_t* height) {
+  return guarded([&] {
+    need(ds, "ds");
+    const tarmac::BlobRef r = ds->ds.blob_ref(index(i), kind ? kind : "__image__");
+    if (shard) *shard = r.shard;
+    if (offset) *offset = r.offset;
+    if (size) *size = r.size;
+    if (crc32) *crc32 = r.crc32;
+    if (width) *width = r.width;
+    if (height) *height = r.height;
+  });
+}
+
+int tarmac_value(const tarmac_dataset* ds, const char* name, int64_t i, tarmac_tensor* out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(name, "name");
+    need(out, "out");
+    fill(ds->ds.value(name, index(i)), nullptr, out);
+  });
+}
+
+int tarmac_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(name, "name");
+    need(out, "out");
+    const tarmac::Column c = ds->ds.column(name);
+    fill(c.values, c.offsets.empty() ? nullptr : c.offsets.data(), out);
+  });
+}
+
+int tarmac_decoded_size(const tarmac_dataset* ds, int64_t i, int32_t* width, int32_t* height) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(width, "width");
+    need(height, "height");
+    const auto [w, h] = ds->ds.decoded_size(index(i));
+    *width = w;
+    *height = h;
+  });
+}
+
+int tarmac_decode(const tarmac_dataset* ds, int64_t i, uint8_t* out, size_t size, int32_t width, int32_t height,
+                  int resize) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(out, "out");
+    ds->ds.decode_into(index(i), {out, size}, width, height, resize != 0);
+  });
+}
+
+int tarmac_partition_size(uint64_t n, uint64_t rank, uint64_t world, int drop_last, uint64_t* out) {
+  return guarded([&] {
+    need(out, "out");
+    tarmac::PartitionOptions o;
+    o.rank = rank;
+    o.world = world;
+    o.drop_last = drop_last != 0;
+    *out = tarmac::partition_size(n, o);
+  });
+}
+
+int tarmac_indices(uint64_t n, uint64_t rank, uint64_t world, uint64_t seed, uint64_t epoch, int shuffle,
+                   int drop_last, int64_t* out, size_t capacity) {
+  return guarded([&] {
+    const tarmac::PartitionOptions o{rank, world, seed, epoch, shuffle != 0, drop_last != 0};
+    const auto idx = tarmac::partition_indices(n, o);
+    if (capacity < idx.size())
+      throw std::invalid_argument("indices buffer holds " + std::to_string(capacity) + ", " +
+                                  std::to_string(idx.size()) + " needed");
+    if (!idx.empty()) {
+      need(out, "out");
+      std::memcpy(out, idx.data(), idx.size() * sizeof(int64_t));
+    }
+  });
+}
+
+int tarmac_loader_new(const tarmac_dataset* ds, int32_t width, int32_t height, int resize, int32_t threads,
+                      const char* const* fields, size_t nfields, tarmac_loader** out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(out, "out");
+    tarmac::BatchOptions o;
+    o.width = width;
+    o.height = height;
+    o.resize = resize != 0;
+    o.threads = threads;
+    if (nfields) need(fields, "fields");
+    for (size_t k = 0; k < nfields; ++k) {
+      need(fields[k], "fields[k]");
+      o.fields.emplace_back(fields[k]);
+    }
+    *out = new tarmac_loader{tarmac::BatchLoader(ds->ds, std::move(o))};
+  });
+}
+
+void tarmac_loader_free(tarmac_loader* loader) { delete loader; }
+
+int tarmac_loader_start(tarmac_loader* loader, const int64_t* indices, size_t n, uint8_t* images,
+                        size_t images_size, void* const* labels, const size_t* label_sizes) {
+  return guarded([&] {
+    need(loader, "loader");
+    if (n) need(indices, "indices");
+    tarmac::BatchBuffers b;
+    b.images = {images, images ? images_size : 0};
+    const size_t nf = loader->loader.options().fields.size();
+    if (nf) {
+      need(labels, "labels");
+      need(label_sizes, "label_sizes");
+    }
+    for (size_t k = 0; k < nf; ++k) b.labels.emplace_back(static_cast<uint8_t*>(labels[k]), label_sizes[k]);
+    loader->loader.start(std::vector<int64_t>(indices, indices + n), std::move(b));
+  });
+}
+
+int tarmac_loader_wait(tarmac_loader* loader) {
+  return guarded([&] {
+    need(loader, "loader");
+    loader->loader.wait();
+  });
+}
+
+}  // extern "C"

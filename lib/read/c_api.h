@@ -1,0 +1,118 @@
+/* The C ABI of tarmac's reader: opaque handles, int error codes, and a thread-local
+ * message for the last error. Every pointer a function returns into a dataset (keys,
+ * blobs, tensors) is valid while that dataset is open (until tarmac_close). */
+#ifndef TARMAC_C_API_H
+#define TARMAC_C_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TARMAC_API __attribute__((visibility("default")))
+#define TARMAC_C_API_VERSION 1
+#define TARMAC_MAX_DIMS 8
+
+/** Error codes: 0 is success; tarmac_last_error() says why for any other. */
+enum {
+  TARMAC_OK = 0,
+  TARMAC_E_INVALID = 1, /* bad argument, unknown field, wrong buffer size */
+  TARMAC_E_RANGE = 2,   /* sample index out of range */
+  TARMAC_E_IO = 3,      /* no dataset, file missing or unmappable */
+  TARMAC_E_PARSE = 4,   /* labels.safetensors is invalid */
+  TARMAC_E_DATA = 5,    /* a sample's data is inconsistent or does not decode */
+  TARMAC_E_INTERNAL = 6 /* out of memory or another unexpected failure */
+};
+
+/** Field kinds and dtypes as in docs/format.md; dtype codes follow the order
+ *  BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 (0..12). */
+enum { TARMAC_NUMERIC = 0, TARMAC_STRING = 1, TARMAC_JSON = 2 };
+
+typedef struct tarmac_dataset tarmac_dataset;
+typedef struct tarmac_loader tarmac_loader;
+
+/** A read-only tensor view. data is valid while the dataset is open. */
+typedef struct {
+  int32_t dtype;   /* dtype code */
+  int32_t ndim;
+  int64_t shape[TARMAC_MAX_DIMS];
+  const void* data;
+  size_t nbytes;
+  const int64_t* offsets; /* ragged column: [N+1] offsets; NULL otherwise */
+} tarmac_tensor;
+
+/** One label field. name is valid while the dataset is open. */
+typedef struct {
+  const char* name;
+  int32_t kind;
+  int32_t dtype;
+  int32_t ragged;
+  int32_t ndim; /* per-sample dims; shape[0] is -1 when ragged */
+  int64_t shape[TARMAC_MAX_DIMS];
+  uint64_t sample_bytes; /* 0 when ragged */
+} tarmac_field;
+
+/** The message of the calling thread's last error ("" if none); valid until its next call. */
+TARMAC_API const char* tarmac_last_error(void);
+/** The safetensors name of a dtype code ("F32"), or NULL. */
+TARMAC_API const char* tarmac_dtype_name(int32_t dtype);
+
+TARMAC_API int tarmac_open(const char* dir, tarmac_dataset** out);
+/** Closes the dataset; every pointer into it becomes invalid. NULL is accepted. */
+TARMAC_API void tarmac_close(tarmac_dataset* ds);
+TARMAC_API int64_t tarmac_size(const tarmac_dataset* ds);
+/** The value of a __metadata__ entry (NUL-terminated), or NULL when absent. */
+TARMAC_API const char* tarmac_metadata(const tarmac_dataset* ds, const char* key);
+
+TARMAC_API int tarmac_num_fields(const tarmac_dataset* ds, int64_t* out);
+TARMAC_API int tarmac_field_info(const tarmac_dataset* ds, int64_t k, tarmac_field* out);
+TARMAC_API int tarmac_num_blob_kinds(const tarmac_dataset* ds, int64_t* out);
+/** The k-th blob kind ("__image__", "__depth__"...). */
+TARMAC_API int tarmac_blob_kind(const tarmac_dataset* ds, int64_t k, const char** out);
+
+TARMAC_API int tarmac_key(const tarmac_dataset* ds, int64_t i, const char** data, size_t* size);
+/** The stored bytes of sample i's blob of `kind` (NULL: "__image__"). */
+TARMAC_API int tarmac_blob(const tarmac_dataset* ds, int64_t i, const char* kind, const uint8_t** data,
+                           size_t* size);
+/** The shard index, byte offset, size, crc32, width and height of sample i's blob; any out may be NULL. */
+TARMAC_API int tarmac_blob_ref(const tarmac_dataset* ds, int64_t i, const char* kind, int32_t* shard,
+                               int64_t* offset, int64_t* size, uint32_t* crc32, int32_t* width,
+                               int32_t* height);
+/** Sample i's value of field `name` ("__affine__" included); ragged: its slice. */
+TARMAC_API int tarmac_value(const tarmac_dataset* ds, const char* name, int64_t i, tarmac_tensor* out);
+/** The whole column of field `name` (or any tensor name of the file). */
+TARMAC_API int tarmac_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out);
+
+/** Size of sample i's image once decoded. */
+TARMAC_API int tarmac_decoded_size(const tarmac_dataset* ds, int64_t i, int32_t* width, int32_t* height);
+/** Decodes sample i's image into out (height*width*3 bytes, RGB HWC); resize != 0 resizes
+ *  an image of another size, else that is TARMAC_E_DATA. */
+TARMAC_API int tarmac_decode(const tarmac_dataset* ds, int64_t i, uint8_t* out, size_t size, int32_t width,
+                             int32_t height, int resize);
+
+/** Number of indices each rank gets (see tarmac_indices). */
+TARMAC_API int tarmac_partition_size(uint64_t n, uint64_t rank, uint64_t world, int drop_last, uint64_t* out);
+/** Rank's share of the deterministic per-epoch order of n samples into out[capacity]. */
+TARMAC_API int tarmac_indices(uint64_t n, uint64_t rank, uint64_t world, uint64_t seed, uint64_t epoch,
+                              int shuffle, int drop_last, int64_t* out, size_t capacity);
+
+/** A decoding thread pool over ds (which must outlive it) for batches of width x height
+ *  images (0x0: labels only) and the fixed-shape fields named in fields[nfields].
+ *  Not fork-safe: a child process makes its own. */
+TARMAC_API int tarmac_loader_new(const tarmac_dataset* ds, int32_t width, int32_t height, int resize,
+                                 int32_t threads, const char* const* fields, size_t nfields,
+                                 tarmac_loader** out);
+TARMAC_API void tarmac_loader_free(tarmac_loader* loader);
+/** Starts loading indices[n] into images (n*height*width*3 bytes) and labels[k]
+ *  (n*sample_bytes of field k) in the background; buffers must live until tarmac_loader_wait. */
+TARMAC_API int tarmac_loader_start(tarmac_loader* loader, const int64_t* indices, size_t n, uint8_t* images,
+                                   size_t images_size, void* const* labels, const size_t* label_sizes);
+/** Waits for the batch in flight; its first error, if any. */
+TARMAC_API int tarmac_loader_wait(tarmac_loader* loader);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

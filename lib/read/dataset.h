@@ -1,0 +1,182 @@
+#pragma once
+// A converted dataset opened for training: labels.safetensors and every shard memory-mapped,
+// samples read zero-copy. The format is the contract (docs/format.md); nothing here
+// includes write/. Lifetimes: every span, string_view and TensorView a Dataset hands out
+// points into its memory maps and is valid while the Dataset is open (not moved from).
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/error.h"
+
+namespace tarmac {
+
+/// The data of an opened dataset contradicts itself at access time: a ragged offset out of
+/// order, a shard index out of range, a blob beyond its shard. The message names the sample.
+class DataError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The most dimensions a label tensor may have; Dataset refuses files with more.
+inline constexpr size_t kMaxDims = 8;
+
+/// A tensor shape held inline (no allocation per access).
+struct Shape {
+  std::array<int64_t, kMaxDims> dims{};
+  size_t ndim = 0;
+
+  std::span<const int64_t> span() const { return {dims.data(), ndim}; }
+  int64_t operator[](size_t k) const { return dims[k]; }
+  /// Product of the dimensions (1 for a scalar).
+  int64_t elements() const;
+};
+
+/// A typed, read-only view of label bytes: one sample's value or a whole column.
+/// Valid while the Dataset that returned it is open.
+struct TensorView {
+  DType dtype = DType::U8;
+  Shape shape;
+  std::span<const uint8_t> bytes;
+
+  /// The elements as T; throws std::invalid_argument when sizeof(T) differs from the dtype's.
+  template <class T>
+  std::span<const T> as() const {
+    if (sizeof(T) != dtype_size(dtype))
+      throw std::invalid_argument("TensorView::as: element size " + std::to_string(sizeof(T)) +
+                                  " does not match dtype " + std::string(dtype_name(dtype)));
+    // Tensors are aligned to their element size in the file (docs/format.md 1).
+    return {reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T)};
+  }
+  /// The bytes as text (string and json fields).
+  std::string_view text() const { return {reinterpret_cast<const char*>(bytes.data()), bytes.size()}; }
+};
+
+enum class FieldKind { Numeric, String, Json };
+
+/// One label column, as the schema metadata describes it.
+struct FieldInfo {
+  std::string name;
+  FieldKind kind = FieldKind::Numeric;
+  DType dtype = DType::U8;
+  bool ragged = false;
+  std::vector<int64_t> sample_shape;  ///< per-sample shape; -1 first when ragged
+  std::string source;                 ///< member extension it came from ("json", "smpl.npz")
+  uint64_t sample_bytes = 0;          ///< bytes of one sample's value; 0 when ragged
+};
+
+/// A whole column: fixed fields have `values` of shape [N, ...] and empty `offsets`;
+/// ragged fields have `values` [total, ...] and `offsets` [N+1] (not checked as a whole:
+/// the per-sample accessors check the two offsets they use). Valid while the Dataset is open.
+struct Column {
+  TensorView values;
+  std::span<const int64_t> offsets;
+};
+
+/// Where one stored blob lies, read from the annotation file (checked against its shard).
+struct BlobRef {
+  int32_t shard = 0;
+  int64_t offset = 0;
+  int64_t size = 0;
+  uint32_t crc32 = 0;
+  int32_t width = 0;
+  int32_t height = 0;
+};
+
+/// How a blob is encoded (the extension of its tar member).
+enum class BlobEncoding { Jpeg, Png, Webp, Bmp, Tiff, Raw };
+
+/// Decoded pixels, row-major HWC: RGB uint8 for images; dense maps keep their channel
+/// count and bit depth (dtype U8 or U16).
+struct Pixels {
+  int width = 0, height = 0, channels = 0;
+  DType dtype = DType::U8;
+  std::vector<uint8_t> data;
+};
+
+class MappedFile;
+
+/// An opened tarmac dataset directory. Opening maps the files and validates everything
+/// later accesses trust, in O(number of fields + shards): no label page is touched until
+/// asked. Per-sample checks happen at access and throw DataError. Thread-safe for reads.
+class Dataset {
+ public:
+  /// Opens `dir`. Throws FatalError when it holds no complete dataset or a file cannot be
+  /// mapped (a missing shard included), ParseError when labels.safetensors is invalid.
+  explicit Dataset(const std::string& dir);
+  ~Dataset();
+  Dataset(Dataset&&) noexcept;
+  Dataset& operator=(Dataset&&) noexcept;
+
+  const std::string& path() const { return dir_; }
+  /// The number of samples N.
+  size_t size() const { return n_; }
+  /// The `__metadata__` map of the annotation file.
+  const std::map<std::string, std::string>& metadata() const;
+  /// The label fields, in the schema's order.
+  const std::vector<FieldInfo>& fields() const { return fields_; }
+  /// The field called `name` (a schema field or "__affine__"), or nullptr.
+  const FieldInfo* find_field(std::string_view name) const;
+  /// Stored blob kinds: "__image__", then "__NAME__" per dense map; empty without images.
+  const std::vector<std::string>& blob_kinds() const { return blob_kinds_; }
+  const std::vector<std::string>& shard_names() const { return shard_names_; }
+  bool has_images() const { return !blob_kinds_.empty(); }
+
+  /// Sample i's key. Throws std::out_of_range for i >= size(), DataError for bad offsets.
+  std::string_view key(size_t i) const;
+  /// Sample i's value of field `name` (ragged: its slice). Throws std::invalid_argument for
+  /// an unknown field, std::out_of_range, DataError.
+  TensorView value(std::string_view name, size_t i) const;
+  /// The whole column of field `name` (any tensor name of the file is accepted too).
+  Column column(std::string_view name) const;
+  /// The 2x3 affine of sample i (row-major M, docs/format.md 3).
+  std::span<const double, 6> affine(size_t i) const;
+
+  /// Location of sample i's blob of `kind`, checked: shard index valid, range inside it.
+  BlobRef blob_ref(size_t i, std::string_view kind = "__image__") const;
+  /// The stored bytes of sample i's blob (no copy, no decoding).
+  std::span<const uint8_t> blob(size_t i, std::string_view kind = "__image__") const;
+  std::span<const uint8_t> image(size_t i) const { return blob(i); }
+  /// The encoding of sample i's blob, from its tar member's name or its magic bytes.
+  BlobEncoding encoding(size_t i, std::string_view kind = "__image__") const;
+
+  /// Width and height of sample i's image as decode() returns it (EXIF orientation applied).
+  std::pair<int, int> decoded_size(size_t i) const;
+  /// Decodes sample i's image to RGB uint8 HWC. Throws DataError for corrupt bytes.
+  Pixels decode(size_t i) const;
+  /// Decodes sample i's image into `out` (height*width*3 bytes, RGB). When the image has
+  /// another size it is resized (area/linear) if `resize`, else DataError is thrown.
+  void decode_into(size_t i, std::span<uint8_t> out, int width, int height, bool resize) const;
+  /// Decodes a dense map (`kind` e.g. "__depth__") keeping channels and bit depth.
+  Pixels decode_dense(size_t i, std::string_view kind) const;
+
+ private:
+  struct Tensor;
+  const Tensor& tensor(std::string_view name) const;
+  const Tensor* find_tensor(std::string_view name) const;
+  template <class T>
+  T scalar(const Tensor& t, size_t i) const;
+  void check_index(size_t i) const;
+  std::pair<int64_t, int64_t> ragged_range(const Tensor& offsets, int64_t rows, size_t i,
+                                           std::string_view field) const;
+
+  std::string dir_;
+  size_t n_ = 0;
+  std::unique_ptr<MappedFile> labels_;
+  std::vector<MappedFile> shards_;
+  std::vector<std::string> shard_names_;
+  std::vector<std::string> blob_kinds_;
+  std::vector<FieldInfo> fields_;
+  FieldInfo affine_field_;
+  struct State;
+  std::unique_ptr<State> st_;
+};
+
+}  // namespace tarmac

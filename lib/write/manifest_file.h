@@ -1,0 +1,20 @@
+#pragma once
+// manifest.json, sealed: it carries the CRC-32 of the annotation file, of every shard and of
+// itself, so that `tarmac verify` finds any changed byte in a dataset (docs/format.md, 5).
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace tarmac {
+
+/// zlib CRC-32 of a whole file, read with pread in pieces. Throws FatalError naming the file.
+uint32_t file_crc32(const std::string& path);
+
+/// 8 lower-case hex digits, as the manifest writes checksums.
+std::string crc32_hex(uint32_t crc);
+
+/// The manifest's text (2-space indented JSON and a newline) with "manifest_crc32" added as
+/// its last member: the CRC-32 of the text in which that member's 8 digits read "00000000".
+std::string sealed_manifest_text(nlohmann::ordered_json manifest);
+
+}  // namespace tarmac

@@ -1,0 +1,356 @@
+"""Read tarmac datasets from Python: ctypes over libtarmac_c.so, numpy views without copies.
+
+Works with any CPython >= 3.9 and numpy; nothing is compiled against the interpreter.
+The library is found via $TARMAC_LIB, else next to this package, else in build/lib/read/.
+
+    ds = tarmac.Dataset("out/")
+    s = ds[0]                       # {"__key__", "image" (stored bytes), fields..., "__affine__"}
+    rgb = ds.decode(0)              # H x W x 3 uint8 RGB
+    images, labels = ds.batch([3, 1, 4], fields=["keypoints2d"])
+
+Lifetimes: every array that views the dataset (images, fixed-shape fields, columns) keeps
+the dataset's memory maps alive through its `.base` chain, even after close() or deletion
+of the Dataset object; closing only drops this object's own reference.
+"""
+import ctypes
+import json
+import os
+
+import numpy as np
+
+__all__ = ["Dataset", "TarmacError", "indices", "load_library"]
+
+_DTYPES = ["?", "u1", "i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8", "<f2", "<u2", "<f4", "<f8"]
+_BF16 = 10  # numpy has no bfloat16: BF16 values are returned as their raw uint16 bits
+_KINDS = ["numeric", "string", "json"]
+_MAX_DIMS = 8
+
+
+class TarmacError(Exception):
+    """An error of the tarmac library; `.code` is the C API's error code."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_int32), ("ndim", ctypes.c_int32), ("shape", ctypes.c_int64 * _MAX_DIMS),
+                ("data", ctypes.c_void_p), ("nbytes", ctypes.c_size_t),
+                ("offsets", ctypes.POINTER(ctypes.c_int64))]
+
+
+class _Field(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int32), ("dtype", ctypes.c_int32),
+                ("ragged", ctypes.c_int32), ("ndim", ctypes.c_int32), ("shape", ctypes.c_int64 * _MAX_DIMS),
+                ("sample_bytes", ctypes.c_uint64)]
+
+
+_lib = None
+
+
+def _candidates():
+    env = os.environ.get("TARMAC_LIB")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    return [os.path.join(here, "libtarmac_c.so"), os.path.join(root, "build", "lib", "read", "libtarmac_c.so")]
+
+
+def load_library():
+    """Loads libtarmac_c.so once and declares its functions; returns the ctypes library."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    tried = _candidates()
+    path = next((p for p in tried if os.path.exists(p)), None)
+    if path is None:
+        raise OSError("libtarmac_c.so not found (set TARMAC_LIB); tried " + ", ".join(tried))
+    lib = ctypes.CDLL(path)
+    P, i64, u64, i32, sz = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_size_t
+    pp = ctypes.POINTER
+    sigs = {
+        "tarmac_last_error": (ctypes.c_char_p, []),
+        "tarmac_dtype_name": (ctypes.c_char_p, [i32]),
+        "tarmac_open": (ctypes.c_int, [ctypes.c_char_p, pp(P)]),
+        "tarmac_close": (None, [P]),
+        "tarmac_size": (i64, [P]),
+        "tarmac_metadata": (ctypes.c_char_p, [P, ctypes.c_char_p]),
+        "tarmac_num_fields": (ctypes.c_int, [P, pp(i64)]),
+        "tarmac_field_info": (ctypes.c_int, [P, i64, pp(_Field)]),
+        "tarmac_num_blob_kinds": (ctypes.c_int, [P, pp(i64)]),
+        "tarmac_blob_kind": (ctypes.c_int, [P, i64, pp(ctypes.c_char_p)]),
+        "tarmac_key": (ctypes.c_int, [P, i64, pp(P), pp(sz)]),
+        "tarmac_blob": (ctypes.c_int, [P, i64, ctypes.c_char_p, pp(P), pp(sz)]),
+        "tarmac_blob_ref": (ctypes.c_int, [P, i64, ctypes.c_char_p, pp(i32), pp(i64), pp(i64),
+                                           pp(ctypes.c_uint32), pp(i32), pp(i32)]),
+        "tarmac_value": (ctypes.c_int, [P, ctypes.c_char_p, i64, pp(_Tensor)]),
+        "tarmac_column": (ctypes.c_int, [P, ctypes.c_char_p, pp(_Tensor)]),
+        "tarmac_decoded_size": (ctypes.c_int, [P, i64, pp(i32), pp(i32)]),
+        "tarmac_decode": (ctypes.c_int, [P, i64, P, sz, i32, i32, ctypes.c_int]),
+        "tarmac_partition_size": (ctypes.c_int, [u64, u64, u64, ctypes.c_int, pp(u64)]),
+        "tarmac_indices": (ctypes.c_int, [u64, u64, u64, u64, u64, ctypes.c_int, ctypes.c_int, P, sz]),
+        "tarmac_loader_new": (ctypes.c_int, [P, i32, i32, ctypes.c_int, i32, pp(ctypes.c_char_p), sz, pp(P)]),
+        "tarmac_loader_free": (None, [P]),
+        "tarmac_loader_start": (ctypes.c_int, [P, P, sz, P, sz, pp(P), pp(sz)]),
+        "tarmac_loader_wait": (ctypes.c_int, [P]),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+    _lib = lib
+    return lib
+
+
+def _check(code):
+    if code != 0:
+        raise TarmacError(code, load_library().tarmac_last_error().decode("utf-8", "replace"))
+
+
+class _Handle:
+    """Owns one tarmac_dataset*; closed when the last Dataset or array referring to it goes."""
+
+    def __init__(self, path):
+        self.lib = load_library()
+        self.ptr = ctypes.c_void_p()
+        _check(self.lib.tarmac_open(os.fsencode(path), ctypes.byref(self.ptr)))
+        self.pid = os.getpid()
+
+    def __del__(self):
+        # A forked child shares the parent's maps copy-on-write; unmapping there is harmless.
+        if getattr(self, "ptr", None) and self.ptr.value:
+            self.lib.tarmac_close(self.ptr)
+            self.ptr = ctypes.c_void_p()
+
+
+def _view(handle, address, nbytes, dtype, shape):
+    """A read-only numpy array over `nbytes` at `address`, keeping `handle` alive via .base."""
+    buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(address) if address else (ctypes.c_uint8 * 1)()
+    buf._tarmac_handle = handle  # the base chain holds the dataset open
+    a = np.frombuffer(buf, dtype=np.uint8, count=nbytes)
+    a.flags.writeable = False
+    return a.view(np.dtype(dtype)).reshape(shape)
+
+
+def indices(n, rank=0, world=1, seed=0, epoch=0, shuffle=True, drop_last=False):
+    """Rank's share of the deterministic per-epoch order of n samples (int64 array).
+
+    Every rank gets ceil(n / world) indices (floor with drop_last), disjoint between ranks up to
+    the padding that repeats the order's start; identical on every machine (splitmix64 +
+    Fisher-Yates, see docs/reader.md)."""
+    lib = load_library()
+    count = ctypes.c_uint64()
+    _check(lib.tarmac_partition_size(n, rank, world, int(drop_last), ctypes.byref(count)))
+    out = np.empty(count.value, dtype=np.int64)
+    _check(lib.tarmac_indices(n, rank, world, seed & (2**64 - 1), epoch, int(shuffle), int(drop_last),
+                              out.ctypes.data, out.size))
+    return out
+
+
+class Dataset:
+    """A tarmac dataset directory, opened by memory map in constant time.
+
+    Picklable (it reopens by path), so it can be handed to worker processes; after a fork it
+    keeps working on the inherited maps (shared through the page cache)."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._open()
+
+    def _open(self):
+        self._h = _Handle(self.path)
+        lib, p = self._h.lib, self._h.ptr
+        self._lib = lib
+        self._n = lib.tarmac_size(p)
+        nf = ctypes.c_int64()
+        _check(lib.tarmac_num_fields(p, ctypes.byref(nf)))
+        self.fields = {}
+        for k in range(nf.value):
+            f = _Field()
+            _check(lib.tarmac_field_info(p, k, ctypes.byref(f)))
+            self.fields[f.name.decode()] = {
+                "kind": _KINDS[f.kind], "dtype": lib.tarmac_dtype_name(f.dtype).decode(),
+                "shape": tuple(f.shape[d] for d in range(f.ndim)), "ragged": bool(f.ragged)}
+        nb = ctypes.c_int64()
+        _check(lib.tarmac_num_blob_kinds(p, ctypes.byref(nb)))
+        self.blob_kinds = []
+        for k in range(nb.value):
+            s = ctypes.c_char_p()
+            _check(lib.tarmac_blob_kind(p, k, ctypes.byref(s)))
+            self.blob_kinds.append(s.value.decode())
+        self._loaders = {}
+        self._loader_pid = os.getpid()
+
+    def __getstate__(self):
+        return {"path": self.path}
+
+    def __setstate__(self, state):
+        self.path = state["path"]
+        self._open()
+
+    def close(self):
+        """Drops this object's reference to the dataset; arrays already handed out stay valid."""
+        self._loaders = {}
+        self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __len__(self):
+        return self._n
+
+    @property
+    def metadata(self):
+        """The annotation file's __metadata__ entries the format defines."""
+        out = {}
+        for k in ("format", "num_samples", "schema", "shards", "blobs", "tool"):
+            v = self._lib.tarmac_metadata(self._ptr, k.encode())
+            if v is not None:
+                out[k] = v.decode()
+        return out
+
+    @property
+    def _ptr(self):
+        if self._h is None:
+            raise ValueError("the dataset is closed")
+        return self._h.ptr
+
+    def _index(self, i):
+        i = int(i)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"sample index {i} out of range for {self._n} samples")
+        return i
+
+    def _tensor_array(self, t):
+        dt = _DTYPES[t.dtype]
+        return _view(self._h, t.data, t.nbytes, dt, tuple(t.shape[d] for d in range(t.ndim)))
+
+    def key(self, i):
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        _check(self._lib.tarmac_key(self._ptr, self._index(i), ctypes.byref(data), ctypes.byref(size)))
+        return ctypes.string_at(data.value, size.value).decode("utf-8") if size.value else ""
+
+    def blob(self, i, kind="__image__"):
+        """The stored bytes of sample i's blob as a read-only uint8 array (zero-copy)."""
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        _check(self._lib.tarmac_blob(self._ptr, self._index(i), kind.encode(), ctypes.byref(data),
+                                     ctypes.byref(size)))
+        return _view(self._h, data.value, size.value, "u1", (size.value,))
+
+    def image(self, i):
+        return self.blob(i)
+
+    def value(self, name, i):
+        """Sample i's value of field `name`: a zero-copy array (ragged: its slice), str for strings."""
+        t = _Tensor()
+        _check(self._lib.tarmac_value(self._ptr, name.encode(), self._index(i), ctypes.byref(t)))
+        kind = self.fields.get(name, {}).get("kind", "numeric")
+        if kind != "numeric":
+            text = ctypes.string_at(t.data, t.nbytes).decode("utf-8") if t.nbytes else ""
+            return json.loads(text) if kind == "json" else text
+        return self._tensor_array(t)
+
+    def affine(self, i):
+        return self.value("__affine__", i)
+
+    def column(self, name):
+        """The whole column as one zero-copy array; ragged fields give (values, offsets)."""
+        t = _Tensor()
+        _check(self._lib.tarmac_column(self._ptr, name.encode(), ctypes.byref(t)))
+        values = self._tensor_array(t)
+        if t.offsets:
+            off = ctypes.cast(t.offsets, ctypes.c_void_p).value
+            return values, _view(self._h, off, (self._n + 1) * 8, "<i8", (self._n + 1,))
+        return values
+
+    def __getitem__(self, i):
+        i = self._index(i)
+        out = {"__key__": self.key(i)}
+        if self.blob_kinds:
+            out["image"] = self.blob(i)
+        for name in self.fields:
+            out[name] = self.value(name, i)
+        if self.blob_kinds:
+            out["__affine__"] = self.affine(i)
+        return out
+
+    def decoded_size(self, i):
+        """(width, height) of sample i's image once decoded."""
+        w, h = ctypes.c_int32(), ctypes.c_int32()
+        _check(self._lib.tarmac_decoded_size(self._ptr, self._index(i), ctypes.byref(w), ctypes.byref(h)))
+        return w.value, h.value
+
+    def decode(self, i, size=None, resize=False):
+        """Sample i's image as an H x W x 3 uint8 RGB array; `size=(w, h)` with resize=True resizes."""
+        i = self._index(i)
+        w, h = size if size else self.decoded_size(i)
+        out = np.empty((h, w, 3), dtype=np.uint8)
+        _check(self._lib.tarmac_decode(self._ptr, i, out.ctypes.data, out.nbytes, w, h, int(resize)))
+        return out
+
+    def _loader(self, w, h, resize, threads, fields):
+        if self._loader_pid != os.getpid():
+            # A forked child has no copy of the parent's decoding threads: make new loaders
+            # and leave the inherited ones alone (freeing them would join absent threads).
+            self._loaders = {}
+            self._loader_pid = os.getpid()
+        key = (w, h, resize, threads, fields)
+        if key not in self._loaders:
+            names = (ctypes.c_char_p * max(len(fields), 1))(*[f.encode() for f in fields])
+            ptr = ctypes.c_void_p()
+            _check(self._lib.tarmac_loader_new(self._ptr, w, h, int(resize), threads, names, len(fields),
+                                               ctypes.byref(ptr)))
+            self._loaders[key] = _Loader(self._lib, ptr, self._h)
+        return self._loaders[key]
+
+    def fixed_fields(self):
+        """Names of the fixed-shape fields (those ds.batch can stack), plus '__affine__'."""
+        names = [n for n, f in self.fields.items() if not f["ragged"]]
+        return names + (["__affine__"] if self.blob_kinds else [])
+
+    def batch(self, indices, fields=None, size=None, resize=False, threads=0):
+        """Decodes `indices` into one (N, H, W, 3) uint8 array and stacks fixed-shape fields.
+
+        size=(w, h) defaults to the first sample's decoded size; an image of another size is an
+        error unless resize=True. fields defaults to every fixed-shape field and __affine__.
+        Decoding runs on `threads` native threads (0: all cores) without the GIL."""
+        idx = np.ascontiguousarray([self._index(i) for i in indices], dtype=np.int64)
+        fields = tuple(self.fixed_fields() if fields is None else fields)
+        if self.blob_kinds:
+            w, h = size if size else (self.decoded_size(int(idx[0])) if len(idx) else (1, 1))
+        else:
+            w, h = 0, 0
+        loader = self._loader(w, h, resize, threads, fields)
+        images = np.empty((len(idx), h, w, 3), dtype=np.uint8)
+        labels = {}
+        for name in fields:
+            probe = self.value(name, 0) if self._n else np.empty(0)
+            labels[name] = np.empty((len(idx),) + probe.shape, dtype=probe.dtype)
+        loader.run(idx, images, [labels[n] for n in fields])
+        return (images if self.blob_kinds else None), labels
+
+    def indices(self, rank=0, world=1, seed=0, epoch=0, shuffle=True, drop_last=False):
+        """This dataset's share for `rank` of epoch `epoch` (see tarmac.indices)."""
+        return indices(self._n, rank, world, seed, epoch, shuffle, drop_last)
+
+
+class _Loader:
+    def __init__(self, lib, ptr, handle):
+        self.lib, self.ptr, self.handle, self.pid = lib, ptr, handle, os.getpid()
+
+    def run(self, idx, images, outs):
+        bufs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs])
+        sizes = (ctypes.c_size_t * max(len(outs), 1))(*[o.nbytes for o in outs])
+        _check(self.lib.tarmac_loader_start(self.ptr, idx.ctypes.data, len(idx), images.ctypes.data,
+                                            images.nbytes, bufs, sizes))
+        _check(self.lib.tarmac_loader_wait(self.ptr))
+
+    def __del__(self):
+        if self.pid == os.getpid() and self.ptr.value:
+            self.lib.tarmac_loader_free(self.ptr)

@@ -1,0 +1,84 @@
+"""PyTorch adapters: a map-style Dataset and a deterministic distributed sampler.
+
+    ds = tarmac.torch.TarmacDataset("out/", fields=["keypoints2d"])
+    sampler = tarmac.torch.DistributedSampler(len(ds), rank=r, world=w, seed=0)
+    loader = torch.utils.data.DataLoader(ds, batch_size=64, sampler=sampler, num_workers=8,
+                                         pin_memory=True)
+    for epoch in range(E):
+        sampler.set_epoch(epoch)
+        for batch in loader: ...
+
+Fork-safe: the dataset is opened lazily in each process (by path) and the label file and
+shards are memory maps, so N workers share one copy through the page cache instead of N.
+"""
+import os
+
+import numpy as np
+import torch
+import torch.utils.data
+
+import tarmac
+
+
+class TarmacDataset(torch.utils.data.Dataset):
+    """Sample i → {"image": uint8 tensor [3, H, W] (or [H, W, 3] with chw=False), fields...,
+    "__affine__", "__key__", "__index__"}. Only fixed-shape fields are returned (they collate);
+    `fields` picks them (default: all fixed-shape fields)."""
+
+    def __init__(self, path, fields=None, decode=True, chw=True, transform=None):
+        self.path = os.fspath(path)
+        self.decode, self.chw, self.transform = decode, chw, transform
+        ds = tarmac.Dataset(self.path)
+        self._n = len(ds)
+        self.fields = list(ds.fixed_fields() if fields is None else fields)
+        self._ds, self._pid = None, None
+
+    def _dataset(self):
+        if self._pid != os.getpid():
+            self._ds, self._pid = tarmac.Dataset(self.path), os.getpid()
+        return self._ds
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_ds"], state["_pid"] = None, None
+        return state
+
+    def __len__(self):
+        return self._n
+
+    def __getitem__(self, i):
+        ds = self._dataset()
+        out = {"__key__": ds.key(i), "__index__": int(i)}
+        if self.decode and ds.blob_kinds:
+            img = torch.from_numpy(ds.decode(i))
+            out["image"] = img.permute(2, 0, 1) if self.chw else img
+        for name in self.fields:
+            # Copies one sample's value (bytes) so the tensor owns writable memory for collate.
+            out[name] = torch.from_numpy(np.array(ds.value(name, i)))
+        return self.transform(out) if self.transform else out
+
+
+class DistributedSampler(torch.utils.data.Sampler):
+    """Like torch's DistributedSampler, but the order comes from tarmac.indices: a fixed
+    algorithm, identical on every machine and in C++. Call set_epoch() before each epoch."""
+
+    def __init__(self, num_samples, rank=None, world=None, seed=0, shuffle=True, drop_last=False):
+        if rank is None or world is None:
+            dist = torch.distributed
+            ready = dist.is_available() and dist.is_initialized()
+            rank = rank if rank is not None else (dist.get_rank() if ready else 0)
+            world = world if world is not None else (dist.get_world_size() if ready else 1)
+        self.n, self.rank, self.world = num_samples, rank, world
+        self.seed, self.shuffle, self.drop_last, self.epoch = seed, shuffle, drop_last, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def _indices(self):
+        return tarmac.indices(self.n, self.rank, self.world, self.seed, self.epoch, self.shuffle, self.drop_last)
+
+    def __iter__(self):
+        return iter(self._indices().tolist())
+
+    def __len__(self):
+        return self.n // self.world if self.drop_last else -(-self.n // self.world)

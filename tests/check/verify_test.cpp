@@ -1,0 +1,122 @@
+#include "check/verify.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <unistd.h>
+
+#include "check/inspect.h"
+#include "common/error.h"
+#include "make_dataset.h"
+
+namespace fs = std::filesystem;
+using namespace tarmac;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("tarmac-check-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+check::VerifyReport run_verify(const std::string& dir, bool decode = false) {
+  check::VerifyOptions o;
+  o.dir = dir;
+  o.decode = decode;
+  o.threads = 2;
+  return check::verify_dataset(o, nullptr);
+}
+
+bool mentions(const check::VerifyReport& r, const std::string& text) {
+  for (const auto& p : r.problems)
+    if ((p.file + " " + p.sample + " " + p.what).find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("an intact dataset verifies, with and without decoding") {
+  const std::string ds = testing::make_dataset(temp_dir("intact"), "ds", 12);
+  for (bool decode : {false, true}) {
+    const auto r = run_verify(ds, decode);
+    INFO((r.problems.empty() ? "" : r.problems[0].file + ": " + r.problems[0].what));
+    CHECK(r.ok());
+    CHECK(r.samples == 12);
+    CHECK(r.blobs == 12);
+    CHECK(r.shards > 1);
+  }
+}
+
+TEST_CASE("every one of 300 random byte flips is found") {
+  const std::string ds = testing::make_dataset(temp_dir("flips"), "ds", 10);
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(ds)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::mt19937_64 rng(7);
+  for (int k = 0; k < 300; ++k) {
+    const fs::path& f = files[rng() % files.size()];
+    const uint64_t pos = rng() % fs::file_size(f);
+    const uint8_t mask = static_cast<uint8_t>(1 + rng() % 255);
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(static_cast<std::streamoff>(pos));
+    const char old = static_cast<char>(io.get());
+    io.seekp(static_cast<std::streamoff>(pos));
+    io.put(static_cast<char>(old ^ mask));
+    io.flush();
+    const auto r = run_verify(ds);
+    io.seekp(static_cast<std::streamoff>(pos));
+    io.put(old);
+    io.flush();
+    INFO(f.filename().string() << " byte " << pos << " ^ " << int(mask));
+    CHECK_FALSE(r.ok());
+  }
+  CHECK(run_verify(ds).ok());
+}
+
+TEST_CASE("missing, extra and truncated files are reported, never a crash") {
+  const fs::path root = temp_dir("files");
+  const std::string ds = testing::make_dataset(root, "ds", 6);
+  SECTION("not a dataset") {
+    CHECK(mentions(run_verify((root / "nothing").string()), "not a directory"));
+    fs::create_directories(root / "empty");
+    CHECK(mentions(run_verify((root / "empty").string()), "not a tarmac dataset"));
+  }
+  SECTION("extra shard") {
+    fs::copy_file(fs::path(ds) / "shard-000000.tar", fs::path(ds) / "shard-000042.tar");
+    CHECK(mentions(run_verify(ds), "extra shard"));
+  }
+  SECTION("missing shard") {
+    fs::remove(fs::path(ds) / "shard-000001.tar");
+    CHECK(mentions(run_verify(ds), "cannot be read"));
+  }
+  SECTION("truncated shard and annotation file") {
+    fs::resize_file(fs::path(ds) / "shard-000000.tar", 700);
+    CHECK(mentions(run_verify(ds), "truncated"));
+    for (uint64_t size : {0, 7, 100}) {
+      fs::resize_file(fs::path(ds) / "labels.safetensors", size);
+      CHECK_FALSE(run_verify(ds).ok());
+    }
+  }
+}
+
+TEST_CASE("cat's helpers: labels as JSON, blob bytes by key or #index") {
+  const std::string ds = testing::make_dataset(temp_dir("inspect"), "ds", 5);
+  check::Annotation a;
+  std::vector<check::Problem> problems;
+  REQUIRE(a.open(ds, true, problems));
+  REQUIRE(problems.empty());
+  CHECK(a.find("s/003") == 3u);
+  CHECK(a.find("#4") == 4u);
+  CHECK_FALSE(a.find("#5"));
+  const auto j = check::sample_json(a, 2);
+  CHECK(j["labels"]["cls"] == 2);
+  CHECK(j["labels"]["name"] == "n2");
+  CHECK(j["labels"]["pts"].size() == 3);
+  const auto bytes = check::read_blob(a, check::blob_kind(a, "image"), 2);
+  CHECK(bytes.size() == static_cast<size_t>(a.blob(0, 2).size));
+  CHECK_THROWS_AS(check::blob_kind(a, "depth"), FatalError);
+}

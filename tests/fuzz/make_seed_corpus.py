@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""Writes the seed inputs of the fuzz_tar_grouping and fuzz_image_decode corpora.
+
+The seeds are small, valid (or nearly valid) examples of every format the target reads, so that
+the fuzzer starts from deep inside each parser. Re-running rewrites only these seeds; inputs
+saved from fuzzing runs (crashes, regressions) sit beside them and are kept.
+"""
+import io
+import os
+import struct
+import sys
+import tarfile
+import zipfile
+
+import cv2
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import fixtures as fx  # noqa: E402
+
+
+def save(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def tar_bytes(members, fmt=tarfile.PAX_FORMAT, mode="w", links=()):
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode=mode, format=fmt) as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+        for name, target, kind in links:
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            info.linkname = target
+            t.addfile(info)
+    return b.getvalue()
+
+
+def archives():
+    img = fx.jpg(fx.smooth_rgb(8, 8), quality=50)
+    sample = [("a/0001.jpg", img), ("a/0001.json", b'{"id": 1}'), ("a/0002.jpg", img),
+              ("a/0002.cls", b"3")]
+    save("fuzz_tar_grouping", "pax.tar", tar_bytes(sample))
+    save("fuzz_tar_grouping", "gnu_long_name.tar",
+         tar_bytes([("d/" + "x" * 120 + ".txt", b"caption")], fmt=tarfile.GNU_FORMAT))
+    save("fuzz_tar_grouping", "ustar.tar.gz", tar_bytes(sample, fmt=tarfile.USTAR_FORMAT, mode="w:gz"))
+    # Images first, labels after: the grouping window has to hold samples back.
+    apart = [m for m in sample if m[0].endswith(".jpg")] + [m for m in sample if not m[0].endswith(".jpg")]
+    save("fuzz_tar_grouping", "not_adjacent.tar", tar_bytes(apart))
+    save("fuzz_tar_grouping", "duplicate_member.tar", tar_bytes(sample[:2] + sample[:1]))
+    save("fuzz_tar_grouping", "unsafe_and_links.tar",
+         tar_bytes([("../up.jpg", img), ("/abs.json", b"{}"), (".hidden.jpg", img), ("noext", b"")],
+                   links=[("l.jpg", "a/0001.jpg", tarfile.SYMTYPE), ("h.jpg", "a/0001.jpg", tarfile.LNKTYPE)]))
+    z = io.BytesIO()
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("k/1.json", b'{"v": [1, 2]}')
+        f.writestr(zipfile.ZipInfo("k/1.txt"), b"deflated " * 8, compress_type=zipfile.ZIP_DEFLATED)
+    save("fuzz_tar_grouping", "deflate.zip", z.getvalue())
+
+
+def images():
+    rgb = fx.smooth_rgb(12, 9, seed=3)
+    save("fuzz_image_decode", "rgb.jpg", fx.jpg(rgb, quality=60))
+    save("fuzz_image_decode", "truncated.jpg", fx.jpg(fx.smooth_rgb(64, 48), quality=90)[:400])
+    save("fuzz_image_decode", "rgb.png", fx.png(rgb))
+    save("fuzz_image_decode", "grey16.png", fx.png(fx.smooth_u16(10, 7)))
+    save("fuzz_image_decode", "rgba.png", fx.png(np.dstack([rgb, np.full(rgb.shape[:2], 200, np.uint8)])))
+    for ext in (".webp", ".bmp", ".tiff"):
+        ok, buf = cv2.imencode(ext, rgb)
+        assert ok
+        save("fuzz_image_decode", "rgb" + ext, buf.tobytes())
+    # A JPEG with an EXIF APP1 segment saying "rotate 90" (orientation 6).
+    tiff = b"II*\x00" + struct.pack("<I", 8) + struct.pack("<H", 1) + \
+        struct.pack("<HHIHH", 0x0112, 3, 1, 6, 0) + struct.pack("<I", 0)
+    app1 = b"Exif\x00\x00" + tiff
+    jpeg = fx.jpg(rgb, quality=60)
+    save("fuzz_image_decode", "exif_rotated.jpg",
+         jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(app1) + 2) + app1 + jpeg[2:])
+
+
+if __name__ == "__main__":
+    archives()
+    images()

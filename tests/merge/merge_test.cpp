@@ -1,0 +1,108 @@
+#include "merge/merge.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include <unistd.h>
+
+#include "../check/make_dataset.h"
+#include "check/annotation.h"
+#include "check/verify.h"
+#include "common/error.h"
+
+namespace fs = std::filesystem;
+using namespace tarmac;
+using Catch::Matchers::Contains;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("tarmac-merge-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+check::Annotation open(const std::string& dir) {
+  check::Annotation a;
+  std::vector<check::Problem> problems;
+  REQUIRE(a.open(dir, true, problems));
+  REQUIRE(problems.empty());
+  return a;
+}
+
+const check::FieldInfo& field(const check::Annotation& a, const std::string& name) {
+  for (const auto& f : a.fields())
+    if (f.name == name) return f;
+  FAIL("no field " << name);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("merge concatenates parts, renumbers shards and verifies") {
+  const fs::path root = temp_dir("basic");
+  const std::string a = testing::make_dataset(root, "a", 5, "a");
+  const std::string b = testing::make_dataset(root, "b", 4, "b", /*float_scores=*/true);
+  MergeOptions o;
+  o.parts = {a, b};
+  o.output = (root / "out").string();
+  const MergeResult r = merge_datasets(o);
+  CHECK(r.samples == 9);
+  CHECK(r.linked == r.shards);
+  const auto m = open(o.output);
+  CHECK(m.key(0) == "a/000");
+  CHECK(m.key(5) == "b/000");
+  CHECK(m.shards().size() == open(a).shards().size() + open(b).shards().size());
+  CHECK(field(m, "score").dtype == DType::F64);  // I64 in a, F64 in b: promoted
+  CHECK(m.labels_json(6)["score"] == 1.5);
+  CHECK(m.labels_json(2)["pts"].size() == 3);
+  check::VerifyOptions v;
+  v.dir = o.output;
+  const auto report = check::verify_dataset(v, nullptr);
+  INFO((report.problems.empty() ? "" : report.problems[0].file + ": " + report.problems[0].what));
+  CHECK(report.ok());
+  CHECK_FALSE(fs::exists(fs::path(o.output) / ".tarmac-partial"));
+}
+
+TEST_CASE("a fixed field of different lengths across parts becomes ragged") {
+  const fs::path root = temp_dir("ragged");
+  // One sample per part: "pts" is fixed [1, 2] in one part and [2, 2] in the other.
+  const std::string a = testing::make_dataset(root / "x", "a", 1, "a");
+  const std::string b = testing::make_dataset(root / "y", "b", 2, "b");
+  CHECK_FALSE(field(open(a), "pts").ragged);
+  MergeOptions o;
+  o.parts = {a, b};
+  o.output = (root / "out").string();
+  merge_datasets(o);
+  const auto m = open(o.output);
+  CHECK(field(m, "pts").ragged);
+  CHECK(m.labels_json(0)["pts"].size() == 1);
+  CHECK(m.labels_json(2)["pts"].size() == 2);
+}
+
+TEST_CASE("merge refuses duplicate keys, other schemas and other blob kinds") {
+  const fs::path root = temp_dir("errors");
+  const std::string a = testing::make_dataset(root / "1", "a", 3, "k");
+  const std::string b = testing::make_dataset(root / "2", "b", 3, "k");
+  const std::string labels_only = testing::make_dataset(root / "3", "c", 2, "c", false, 4096, false);
+  MergeOptions o;
+  o.output = (root / "out").string();
+  o.parts = {a, b};
+  CHECK_THROWS_WITH(merge_datasets(o), Contains("key 'k/00") && Contains(a) && Contains(b));
+  CHECK_FALSE(fs::exists(o.output + "/labels.safetensors"));
+  o.parts = {a, labels_only};
+  CHECK_THROWS_WITH(merge_datasets(o), Contains("stores different blobs"));
+  o.parts = {a, root.string()};
+  CHECK_THROWS_AS(merge_datasets(o), FatalError);
+}
+
+TEST_CASE("labels-only parts merge") {
+  const fs::path root = temp_dir("labels");
+  MergeOptions o;
+  o.parts = {testing::make_dataset(root, "a", 2, "a", false, 4096, false),
+             testing::make_dataset(root, "b", 3, "b", false, 4096, false)};
+  o.output = (root / "out").string();
+  CHECK(merge_datasets(o).samples == 5);
+  CHECK(open(o.output).blob_kinds().empty());
+}

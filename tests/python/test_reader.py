@@ -1,0 +1,178 @@
+"""The Python reader checked against an independent numpy parse of the annotation file
+(tests/e2e/st_reader.py), OpenCV, and the generator's values. Run with /usr/bin/python3;
+needs TARMAC_LIB, PYTHONPATH=python/ and TARMAC (the converter) in the environment."""
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import cv2
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+sys.path.insert(0, os.path.join(HERE, "..", "read"))
+import make_fixture  # noqa: E402
+import st_reader  # noqa: E402
+
+import tarmac  # noqa: E402
+
+TARMAC = os.environ.get("TARMAC", "tarmac")
+N = 12
+
+
+def convert(tmp, name, *flags, samples=N):
+    src = os.path.join(tmp, name + ".tar")
+    subprocess.run([sys.executable, os.path.join(HERE, "..", "read", "make_fixture.py"), src,
+                    "--samples", str(samples)], check=True)
+    out = os.path.join(tmp, name)
+    subprocess.run([TARMAC, "convert", "-q", src, "-o", out, *flags], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def owner(a):
+    """The object at the end of an array's .base chain."""
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return a
+
+
+class ReaderTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tarmac-py-")
+        cls.png = convert(cls.tmp, "png", "--format", "png", "--dense", "depth.png", "--shard-size", "8K")
+        cls.jpg = convert(cls.tmp, "jpg", "--format", "jpg", "--size", "40")
+        cls.ds = tarmac.Dataset(cls.png)
+        cls.cols, cls.meta = st_reader.load(os.path.join(cls.png, "labels.safetensors"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def test_values_match_independent_parse(self):
+        ds, cols = self.ds, self.cols
+        self.assertEqual(len(ds), N)
+        self.assertEqual(ds.metadata["format"], "tarmac/1")
+        for i in range(N):
+            s = ds[i]
+            self.assertEqual(s["__key__"], st_reader.string(cols, "__key__", i))
+            self.assertEqual(s["__key__"], f"s/{i:04d}")
+            self.assertEqual(s["name"], st_reader.string(cols, "name", i))
+            np.testing.assert_array_equal(s["vec"], cols["vec"][i])
+            np.testing.assert_array_equal(s["pts"], st_reader.ragged(cols, "pts", i))
+            self.assertEqual(s["pts"].shape, (i % 3 + 1, 2))
+            self.assertEqual(int(s["id"]), i)
+            self.assertEqual(int(s["cls"]), i % 5)
+            np.testing.assert_array_equal(s["__affine__"], cols["__affine__"][i])
+            shard = self.meta["shards"].split('"')[1::2][cols["__image__.shard"][i]]
+            with open(os.path.join(self.png, shard), "rb") as f:
+                f.seek(int(cols["__image__.offset"][i]))
+                self.assertEqual(s["image"].tobytes(), f.read(int(cols["__image__.size"][i])))
+        np.testing.assert_array_equal(ds[-1]["id"], N - 1)
+        with self.assertRaises(IndexError):
+            ds[N]
+
+    def test_zero_copy(self):
+        ds = self.ds
+        col = ds.column("vec")
+        self.assertTrue(np.shares_memory(col, ds[3]["vec"]))
+        self.assertEqual(col.ctypes.data + 3 * 24, ds.value("vec", 3).ctypes.data)
+        values, offsets = ds.column("pts")
+        self.assertTrue(np.shares_memory(values, ds.value("pts", 4)))
+        np.testing.assert_array_equal(offsets, self.cols["pts.offsets"])
+        img = ds.image(2)
+        self.assertTrue(np.shares_memory(img, ds.image(2)))
+        self.assertFalse(img.flags.writeable)
+        self.assertTrue(hasattr(owner(img), "_tarmac_handle"))
+        # A view outlives the Dataset object that made it: the base chain holds the maps.
+        other = tarmac.Dataset(self.png)
+        v = other.column("id")
+        del other
+        np.testing.assert_array_equal(v, np.arange(N))
+
+    def test_decode_matches_generator_and_cv2(self):
+        for i in (0, 5, 11):
+            np.testing.assert_array_equal(self.ds.decode(i), make_fixture.expected_pixel(i))
+        jds = tarmac.Dataset(self.jpg)
+        for i in (0, 7):
+            ref = cv2.cvtColor(cv2.imdecode(jds.image(i), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+            got = jds.decode(i)
+            self.assertEqual(got.shape, ref.shape)
+            self.assertLessEqual(int(np.abs(got.astype(int) - ref).max()), 1)
+
+    def test_batch_equals_stacked_decode(self):
+        idx = [4, 0, 9, 4]
+        images, labels = self.ds.batch(idx)
+        np.testing.assert_array_equal(images, np.stack([self.ds.decode(i) for i in idx]))
+        self.assertEqual(set(labels), {"id", "vec", "cls", "__affine__"})
+        np.testing.assert_array_equal(labels["vec"], self.cols["vec"][idx])
+        np.testing.assert_array_equal(labels["__affine__"], self.cols["__affine__"][idx])
+        with self.assertRaises(tarmac.TarmacError):
+            self.ds.batch([0], fields=["pts"])
+        with self.assertRaises(tarmac.TarmacError):
+            self.ds.batch([0, 1], size=(16, 16))
+        small, _ = self.ds.batch([0, 1], size=(16, 16), resize=True, fields=[])
+        self.assertEqual(small.shape, (2, 16, 16, 3))
+
+    def test_errors(self):
+        with self.assertRaises(tarmac.TarmacError) as e:
+            tarmac.Dataset(os.path.join(self.tmp, "nope"))
+        self.assertIn("nope", str(e.exception))
+        with self.assertRaises(tarmac.TarmacError):
+            self.ds.value("missing_field", 0)
+
+    def test_indices(self):
+        n = 101
+        for world in (1, 4):
+            for drop in (False, True):
+                shares = [tarmac.indices(n, r, world, seed=3, epoch=1, drop_last=drop) for r in range(world)]
+                self.assertEqual(len({len(s) for s in shares}), 1)
+                allidx = np.concatenate(shares)
+                if drop:
+                    self.assertEqual(len(set(allidx.tolist())), len(allidx))
+                    self.assertEqual(len(allidx), n // world * world)
+                else:
+                    self.assertEqual(set(allidx.tolist()), set(range(n)))
+        a = tarmac.indices(n, 0, 1, seed=3, epoch=0)
+        np.testing.assert_array_equal(a, tarmac.indices(n, 0, 1, seed=3, epoch=0))
+        self.assertFalse(np.array_equal(a, tarmac.indices(n, 0, 1, seed=3, epoch=1)))
+        np.testing.assert_array_equal(tarmac.indices(10, 0, 1, seed=0, epoch=0), [2, 3, 9, 0, 4, 1, 6, 5, 7, 8])
+        self.assertEqual(len(self.ds.indices(rank=1, world=5)), 3)
+
+    def test_pickle_reopens(self):
+        ds2 = pickle.loads(pickle.dumps(self.ds))
+        self.assertEqual(ds2[3]["__key__"], "s/0003")
+
+
+class TorchTest(unittest.TestCase):
+    def test_dataloader_with_workers(self):
+        try:
+            import torch
+            import tarmac.torch as tt
+        except ImportError:
+            self.skipTest("torch is not installed")
+        tmp = tempfile.mkdtemp(prefix="tarmac-torch-")
+        try:
+            path = convert(tmp, "ds", "--format", "png")
+            ds = tt.TarmacDataset(path, fields=["id", "vec"])
+            sampler = tt.DistributedSampler(len(ds), rank=0, world=2, seed=1)
+            loader = torch.utils.data.DataLoader(ds, batch_size=3, sampler=sampler, num_workers=2)
+            seen = []
+            for b in loader:
+                self.assertEqual(tuple(b["image"].shape[1:]), (3, 24, 32))
+                torch.testing.assert_close(b["vec"][:, 0], b["id"].double() * 1.5)
+                seen += b["id"].tolist()
+            self.assertEqual(seen, tarmac.indices(N, 0, 2, seed=1).tolist())
+            sampler.set_epoch(1)
+            self.assertNotEqual(list(sampler), seen)
+            self.assertEqual(len(sampler), N // 2)
+        finally:
+            shutil.rmtree(tmp)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,68 @@
+#include "read/batch_loader.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "dataset_fixture.h"
+
+using namespace tarmac;
+using namespace tarmac::test;
+
+namespace {
+template <class T>
+std::span<uint8_t> bytes_of(std::vector<T>& v) {
+  return {reinterpret_cast<uint8_t*>(v.data()), v.size() * sizeof(T)};
+}
+}  // namespace
+
+TEST_CASE("a batch equals decoding and stacking its samples one by one") {
+  const Dataset ds(fixture_dataset());
+  BatchLoader loader(ds, {kWidth, kHeight, false, 3, {"id", "vec", "__affine__"}});
+  const std::vector<int64_t> idx{5, 0, 11, 5, 3};
+  const size_t img = size_t(kWidth) * kHeight * 3;
+  std::vector<uint8_t> images(idx.size() * img);
+  std::vector<int64_t> ids(idx.size());
+  std::vector<double> vecs(idx.size() * 3), affines(idx.size() * 6);
+  loader.load(idx, {images, {bytes_of(ids), bytes_of(vecs),
+                             bytes_of(affines)}});
+  for (size_t j = 0; j < idx.size(); ++j) {
+    const auto i = static_cast<size_t>(idx[j]);
+    const Pixels p = ds.decode(i);
+    CHECK(std::memcmp(images.data() + j * img, p.data.data(), img) == 0);
+    CHECK(ids[j] == idx[j]);
+    CHECK(vecs[3 * j] == 1.5 * double(idx[j]));
+    CHECK(affines[6 * j] == 1.0);
+  }
+}
+
+TEST_CASE("the next batch loads while the caller reads the current one") {
+  const Dataset ds(fixture_dataset());
+  BatchLoader loader(ds, {kWidth, kHeight, false, 2, {"cls"}});
+  const size_t img = size_t(kWidth) * kHeight * 3;
+  std::vector<uint8_t> a(4 * img), b(4 * img);
+  std::vector<int64_t> ca(4), cb(4);
+  loader.start({0, 1, 2, 3}, {a, {bytes_of(ca)}});
+  loader.wait();
+  loader.start({4, 5, 6, 7}, {b, {bytes_of(cb)}});
+  CHECK(ca == std::vector<int64_t>{0, 1, 2, 3});
+  loader.wait();
+  CHECK(cb == std::vector<int64_t>{4, 0, 1, 2});
+  CHECK(a[0] == expected_pixel(0, 0, 0, 0));
+  CHECK(b[0] == expected_pixel(4, 0, 0, 0));
+}
+
+TEST_CASE("batch errors are clear") {
+  const Dataset ds(fixture_dataset());
+  CHECK_THROWS_AS(BatchLoader(ds, {kWidth, kHeight, false, 1, {"pts"}}), std::invalid_argument);
+  CHECK_THROWS_AS(BatchLoader(ds, {kWidth, kHeight, false, 1, {"nope"}}), std::invalid_argument);
+  BatchLoader loader(ds, {kWidth, kHeight, false, 1, {}});
+  std::vector<uint8_t> small(10);
+  CHECK_THROWS_AS(loader.load({0}, {small, {}}), std::invalid_argument);
+  std::vector<uint8_t> one(size_t(kWidth) * kHeight * 3);
+  CHECK_THROWS_AS(loader.load({kSamples}, {one, {}}), std::out_of_range);
+  BatchLoader other_size(ds, {16, 16, false, 2, {}});
+  std::vector<uint8_t> two(2 * 16 * 16 * 3);
+  CHECK_THROWS_AS(other_size.load({0, 1}, {two, {}}), DataError);
+  BatchLoader resizing(ds, {16, 16, true, 2, {}});
+  resizing.load({0, 1}, {two, {}});
+}

@@ -1,0 +1,73 @@
+#include "read/c_api.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "dataset_fixture.h"
+
+using namespace tarmac::test;
+
+TEST_CASE("the C API reads what the C++ API reads and reports errors by code") {
+  tarmac_dataset* ds = nullptr;
+  CHECK(tarmac_open("/nonexistent", &ds) == TARMAC_E_IO);
+  CHECK(std::string(tarmac_last_error()).find("/nonexistent") != std::string::npos);
+  REQUIRE(tarmac_open(fixture_dataset().c_str(), &ds) == TARMAC_OK);
+  CHECK(tarmac_size(ds) == kSamples);
+  CHECK(std::string(tarmac_metadata(ds, "format")) == "tarmac/1");
+
+  const char* key;
+  size_t len;
+  REQUIRE(tarmac_key(ds, 3, &key, &len) == TARMAC_OK);
+  CHECK(std::string(key, len) == "s/0003");
+  CHECK(tarmac_key(ds, kSamples, &key, &len) == TARMAC_E_RANGE);
+  CHECK(tarmac_key(ds, -1, &key, &len) == TARMAC_E_RANGE);
+
+  int64_t nf = 0;
+  REQUIRE(tarmac_num_fields(ds, &nf) == TARMAC_OK);
+  CHECK(nf == 5);
+  tarmac_field f;
+  REQUIRE(tarmac_field_info(ds, 3, &f) == TARMAC_OK);
+  CHECK(std::string(f.name) == "pts");
+  CHECK(f.ragged == 1);
+  CHECK(std::string(tarmac_dtype_name(f.dtype)) == "I64");
+
+  tarmac_tensor t;
+  REQUIRE(tarmac_value(ds, "pts", 5, &t) == TARMAC_OK);
+  CHECK(t.ndim == 2);
+  CHECK(t.shape[0] == 3);
+  CHECK(static_cast<const int64_t*>(t.data)[0] == 5);
+  REQUIRE(tarmac_column(ds, "pts", &t) == TARMAC_OK);
+  CHECK(t.offsets != nullptr);
+  CHECK(tarmac_value(ds, "nope", 0, &t) == TARMAC_E_INVALID);
+  CHECK(std::string(tarmac_last_error()).find("nope") != std::string::npos);
+
+  int32_t w = 0, h = 0;
+  REQUIRE(tarmac_decoded_size(ds, 0, &w, &h) == TARMAC_OK);
+  CHECK(w == kWidth);
+  std::vector<uint8_t> px(size_t(w) * size_t(h) * 3);
+  REQUIRE(tarmac_decode(ds, 2, px.data(), px.size(), w, h, 0) == TARMAC_OK);
+  CHECK(px[3] == expected_pixel(2, 1, 0, 0));
+
+  const char* fields[] = {"id"};
+  tarmac_loader* loader = nullptr;
+  REQUIRE(tarmac_loader_new(ds, w, h, 0, 2, fields, 1, &loader) == TARMAC_OK);
+  std::vector<uint8_t> images(2 * px.size());
+  std::vector<int64_t> ids(2);
+  void* labels[] = {ids.data()};
+  size_t sizes[] = {ids.size() * 8};
+  const int64_t idx[] = {9, 1};
+  REQUIRE(tarmac_loader_start(loader, idx, 2, images.data(), images.size(), labels, sizes) == TARMAC_OK);
+  REQUIRE(tarmac_loader_wait(loader) == TARMAC_OK);
+  CHECK(ids == std::vector<int64_t>{9, 1});
+  CHECK(tarmac_loader_start(loader, idx, 2, images.data(), 5, labels, sizes) == TARMAC_E_INVALID);
+  tarmac_loader_free(loader);
+
+  uint64_t per = 0;
+  REQUIRE(tarmac_partition_size(10, 1, 3, 0, &per) == TARMAC_OK);
+  CHECK(per == 4);
+  std::vector<int64_t> out(per);
+  CHECK(tarmac_indices(10, 1, 3, 0, 0, 1, 0, out.data(), out.size()) == TARMAC_OK);
+  CHECK(tarmac_indices(10, 3, 3, 0, 0, 1, 0, out.data(), out.size()) == TARMAC_E_INVALID);
+  tarmac_close(ds);
+}

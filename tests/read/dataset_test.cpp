@@ -1,0 +1,185 @@
+#include "read/dataset.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "dataset_fixture.h"
+#include "read/mapped_file.h"
+#include "read/safetensors_file.h"
+
+using namespace tarmac;
+using namespace tarmac::test;
+
+namespace {
+
+// The absolute byte range of tensor `name` in the annotation file at `path`.
+TensorInfo locate(const std::string& labels_path, const std::string& name) {
+  MappedFile f(labels_path);
+  const SafetensorsHeader h = parse_safetensors(f.bytes());
+  const TensorInfo* t = h.find(name);
+  REQUIRE(t != nullptr);
+  return *t;
+}
+
+// Overwrites element `i` of an 8- or 4-byte tensor of the copied dataset `dir`.
+template <class T>
+void poke(const std::string& dir, const std::string& tensor, size_t i, T value) {
+  const std::string path = dir + "/labels.safetensors";
+  const TensorInfo t = locate(path, tensor);
+  auto bytes = read_all(path);
+  std::memcpy(bytes.data() + t.begin + i * sizeof(T), &value, sizeof(T));
+  write_all(path, bytes);
+}
+
+}  // namespace
+
+TEST_CASE("a converted dataset opens and its values match what the generator wrote") {
+  const Dataset ds(fixture_dataset());
+  REQUIRE(ds.size() == kSamples);
+  REQUIRE(ds.blob_kinds() == std::vector<std::string>{"__image__", "__depth__"});
+  REQUIRE(ds.shard_names().size() == 4);
+  REQUIRE(ds.fields().size() == 5);
+  for (size_t i = 0; i < ds.size(); ++i) {
+    const int k = static_cast<int>(i);
+    char key[16];
+    std::snprintf(key, sizeof key, "s/%04d", k);
+    CHECK(ds.key(i) == key);
+    CHECK(ds.value("id", i).as<int64_t>()[0] == k);
+    CHECK(ds.value("id", i).shape.ndim == 0);
+    const auto vec = ds.value("vec", i);
+    REQUIRE(vec.shape.ndim == 1);
+    CHECK(vec.shape[0] == 3);
+    CHECK(vec.as<double>()[0] == 1.5 * k);
+    CHECK(vec.as<double>()[1] == -k);
+    CHECK(ds.value("name", i).text() == "name-" + std::to_string(k));
+    const auto pts = ds.value("pts", i);
+    REQUIRE(pts.shape.ndim == 2);
+    CHECK(pts.shape[0] == k % 3 + 1);
+    CHECK(pts.shape[1] == 2);
+    for (int r = 0; r <= k % 3; ++r) {
+      CHECK(pts.as<int64_t>()[2 * size_t(r)] == k);
+      CHECK(pts.as<int64_t>()[2 * size_t(r) + 1] == r);
+    }
+    CHECK(ds.value("cls", i).as<int64_t>()[0] == k % 5);
+    const auto m = ds.affine(i);
+    CHECK(m[0] == 1.0);
+    CHECK(m[2] == 0.0);
+    CHECK(m[4] == 1.0);
+    CHECK(ds.encoding(i) == BlobEncoding::Png);
+    CHECK(ds.blob_ref(i).width == kWidth);
+  }
+}
+
+TEST_CASE("columns are zero-copy views of the whole field") {
+  const Dataset ds(fixture_dataset());
+  const Column id = ds.column("id");
+  REQUIRE(id.values.shape.ndim == 1);
+  CHECK(id.values.shape[0] == kSamples);
+  CHECK(id.offsets.empty());
+  CHECK(id.values.bytes.data() == ds.value("id", 3).bytes.data() - 3 * 8);
+  const Column pts = ds.column("pts");
+  REQUIRE(pts.offsets.size() == kSamples + 1);
+  CHECK(pts.values.shape[1] == 2);
+  CHECK(pts.values.bytes.data() + pts.offsets[5] * 16 == ds.value("pts", 5).bytes.data());
+  CHECK(ds.column("__image__.size").values.dtype == DType::I64);
+}
+
+TEST_CASE("decode gives the generator's RGB pixels and dense maps keep 16 bits") {
+  const Dataset ds(fixture_dataset());
+  for (size_t i : {size_t{0}, size_t{7}, size_t{11}}) {
+    const Pixels p = ds.decode(i);
+    REQUIRE(p.width == kWidth);
+    REQUIRE(p.height == kHeight);
+    bool same = true;
+    for (int y = 0; y < kHeight; ++y)
+      for (int x = 0; x < kWidth; ++x)
+        for (int c = 0; c < 3; ++c)
+          same &= p.data[(size_t(y) * kWidth + size_t(x)) * 3 + size_t(c)] == expected_pixel(int(i), x, y, c);
+    CHECK(same);
+    const Pixels d = ds.decode_dense(i, "__depth__");
+    REQUIRE(d.dtype == DType::U16);
+    REQUIRE(d.channels == 1);
+    uint16_t v;
+    std::memcpy(&v, d.data.data() + (size_t(5) * kWidth + 3) * 2, 2);
+    CHECK(v == 1000 * i + 32 * 5 + 3);
+  }
+}
+
+TEST_CASE("wrong names, types and indices are clear errors") {
+  const Dataset ds(fixture_dataset());
+  CHECK_THROWS_AS(ds.value("nope", 0), std::invalid_argument);
+  CHECK_THROWS_AS(ds.column("nope"), std::invalid_argument);
+  CHECK_THROWS_AS(ds.value("id", kSamples), std::out_of_range);
+  CHECK_THROWS_AS(ds.key(kSamples), std::out_of_range);
+  CHECK_THROWS_AS(ds.value("id", 0).as<float>(), std::invalid_argument);
+  CHECK_THROWS_AS(ds.blob(0, "__mask__"), std::invalid_argument);
+  std::vector<uint8_t> small(16 * 16 * 3);
+  CHECK_THROWS_AS(ds.decode_into(0, small, 16, 16, false), DataError);
+  ds.decode_into(0, small, 16, 16, true);
+}
+
+TEST_CASE("hostile annotation files give errors, never crashes") {
+  SECTION("truncated labels.safetensors") {
+    const std::string dir = copy_fixture("truncated");
+    auto bytes = read_all(dir + "/labels.safetensors");
+    for (size_t keep : {size_t{0}, size_t{7}, size_t{100}, bytes.size() - 1}) {
+      write_all(dir + "/labels.safetensors", {bytes.begin(), bytes.begin() + long(keep)});
+      CHECK_THROWS_AS(Dataset(dir), ParseError);
+    }
+  }
+  SECTION("num_samples that disagrees with the tensors") {
+    const std::string dir = copy_fixture("count");
+    auto bytes = read_all(dir + "/labels.safetensors");
+    const std::string text(bytes.begin(), bytes.end());
+    const size_t at = text.find("\"num_samples\":\"12\"");
+    REQUIRE(at != std::string::npos);
+    bytes[at + 16] = '3';
+    write_all(dir + "/labels.safetensors", bytes);
+    CHECK_THROWS_AS(Dataset(dir), ParseError);
+  }
+  SECTION("a flipped key offset") {
+    const std::string dir = copy_fixture("flipped");
+    poke<int64_t>(dir, "__key__.offsets", 4, 1000000);
+    const Dataset ds(dir);
+    CHECK(ds.key(2) == "s/0002");
+    CHECK_THROWS_AS(ds.key(3), DataError);
+    CHECK_THROWS_AS(ds.key(4), DataError);
+    poke<int64_t>(dir, "pts.offsets", 2, -5);
+    const Dataset ds2(dir);
+    CHECK_THROWS_AS(ds2.value("pts", 1), DataError);
+  }
+  SECTION("a shard index out of range") {
+    const std::string dir = copy_fixture("shard");
+    poke<int32_t>(dir, "__image__.shard", 1, 4);
+    poke<int32_t>(dir, "__image__.shard", 2, -1);
+    const Dataset ds(dir);
+    CHECK_THROWS_AS(ds.image(1), DataError);
+    CHECK_THROWS_AS(ds.decode(2), DataError);
+    CHECK(ds.image(0).size() > 0);
+  }
+  SECTION("an image range beyond its shard") {
+    const std::string dir = copy_fixture("range");
+    poke<int64_t>(dir, "__image__.offset", 0, int64_t{1} << 40);
+    poke<int64_t>(dir, "__image__.size", 1, INT64_MAX);
+    poke<int64_t>(dir, "__image__.size", 2, -1);
+    const Dataset ds(dir);
+    for (size_t i : {0, 1, 2}) CHECK_THROWS_AS(ds.image(i), DataError);
+  }
+  SECTION("corrupt image bytes") {
+    const std::string dir = copy_fixture("corrupt");
+    poke<int64_t>(dir, "__image__.size", 3, 40);
+    const Dataset ds(dir);
+    CHECK_THROWS_AS(ds.decode(3), DataError);
+  }
+  SECTION("a missing shard") {
+    const std::string dir = copy_fixture("missing");
+    std::filesystem::remove(dir + "/shard-000002.tar");
+    CHECK_THROWS_AS(Dataset(dir), FatalError);
+  }
+  SECTION("no dataset") {
+    CHECK_THROWS_AS(Dataset("/nonexistent/dir"), FatalError);
+    const std::string dir = copy_fixture("nolabels");
+    std::filesystem::remove(dir + "/labels.safetensors");
+    CHECK_THROWS_AS(Dataset(dir), FatalError);
+  }
+}

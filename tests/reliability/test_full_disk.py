@@ -1,0 +1,87 @@
+"""Full disk: converting onto a small tmpfs that cannot hold the dataset fails with exit code 1,
+a message naming the file, the byte count and "no space left on device", and leaves nothing
+that looks complete (no labels.safetensors, no .tarmac-partial/).
+
+Needs root to mount the tmpfs; skipped otherwise.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import fixtures as fx  # noqa: E402
+
+DISK = 2 * 1024 * 1024  # the tmpfs; every dataset below needs about three times as much
+
+
+def noise_jpg(seed):
+    """A 256x256 JPEG of noise: ~100 KB that no quality setting makes much smaller."""
+    rgb = np.random.default_rng(seed).integers(0, 256, (256, 256, 3), dtype=np.uint8)
+    return fx.jpg(rgb, quality=95)
+
+
+class FullDiskTest(fx.TmpCase):
+    @classmethod
+    def build(cls):
+        members = []
+        for i in range(60):
+            members.append(("k/%03d.jpg" % i, noise_jpg(i)))
+            members.append(("k/%03d.json" % i, fx.js({"id": i})))
+        cls.images = fx.write_tar(os.path.join(cls.tmp, "images.tar"), members)
+        # Labels only: 48 KB of float64 a sample, so the column spill files fill the disk.
+        labels = [("k/%03d.npy" % i, fx.npy(np.full((6000,), i, np.float64))) for i in range(120)]
+        cls.labels = fx.write_tar(os.path.join(cls.tmp, "labels.tar"), labels)
+
+    def setUp(self):
+        if os.geteuid() != 0:
+            self.skipTest("mounting a tmpfs needs root")
+        self.mnt = tempfile.mkdtemp(dir=self.tmp)
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % DISK, "tmpfs", self.mnt],
+                           capture_output=True)
+        if p.returncode != 0:
+            self.skipTest("cannot mount a tmpfs: " + p.stderr.decode(errors="replace").strip())
+        self.addCleanup(subprocess.run, ["umount", "-l", self.mnt], check=False)
+
+    def convert_onto_full_disk(self, archive, *flags):
+        out = os.path.join(self.mnt, "out")
+        p = fx.run(["convert", archive, "-o", out, *flags])
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("no space left on device", err)
+        # The file that could not be written, inside the output directory, and how much.
+        self.assertRegex(err, r"'%s/[^']+'" % re.escape(out))
+        self.assertRegex(err, r"\b\d+ bytes\b")
+        left = os.listdir(out) if os.path.isdir(out) else []
+        self.assertNotIn("labels.safetensors", left)
+        self.assertNotIn("manifest.json", left)
+        self.assertNotIn(".tarmac-partial", left)
+        self.assertEqual([n for n in left if n.startswith("shard-")], [])
+        # Nothing of the failed run is left taking space either.
+        st = os.statvfs(self.mnt)
+        self.assertEqual(st.f_bfree, st.f_blocks, "the failed run left files on the disk")
+        return err
+
+    def test_image_shards_fill_the_disk(self):
+        err = self.convert_onto_full_disk(self.images, "--format", "keep")
+        self.assertIn("shard-", err)
+
+    def test_label_columns_fill_the_disk(self):
+        self.convert_onto_full_disk(self.labels, "--no-images")
+
+    def test_fits_after_the_disk_is_freed(self):
+        """The same conversion on a large enough disk: the failure above was the disk's."""
+        subprocess.run(["mount", "-o", "remount,size=%d" % (16 * DISK), self.mnt], check=True)
+        out = os.path.join(self.mnt, "out")
+        p = fx.run(["convert", self.images, "-o", out, "--format", "keep"])
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        self.assertTrue(os.path.exists(os.path.join(out, "labels.safetensors")))
+
+
+if __name__ == "__main__":
+    unittest.main()

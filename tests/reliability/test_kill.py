@@ -1,0 +1,135 @@
+"""Interrupted runs: `tarmac convert` killed with SIGKILL at many points never leaves a
+dataset that looks complete, and running the same command again gives the same bytes as a run
+that was never interrupted.
+
+A dataset is complete exactly when labels.safetensors exists (docs/format.md), so after a kill
+the output directory may hold a .tarmac-partial/ and even published shards, but no
+labels.safetensors -- unless the kill came after the final rename, when the dataset must then be
+byte-identical to the reference.
+"""
+import filecmp
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import fixtures as fx  # noqa: E402
+
+RANDOM_KILLS = 20   # kills after a random delay, anywhere in the run
+SEED = 20240607     # fixed, so that a failure replays with the same delays
+SAMPLES = 2400      # about 2 s of conversion on two cores, without a sanitizer
+# Kills the moment a file appears in the output directory: inside the publishing renames,
+# a window of milliseconds that random delays rarely hit.
+PUBLISH_KILLS = ["shard-000000.tar", "shard-000003.tar", "manifest.json", "manifest.json"]
+
+
+class KillTest(fx.TmpCase):
+    @classmethod
+    def build(cls):
+        jpgs = [fx.jpg(fx.smooth_rgb(256, 192, seed=s), quality=90) for s in range(17)]
+        members = []
+        for i in range(SAMPLES):
+            key = "k/%05d" % i
+            members.append((key + ".jpg", jpgs[i % len(jpgs)]))
+            members.append((key + ".json", fx.js({"id": i, "box": [i % 7, 2.5, 30, 40]})))
+        cls.archive = fx.write_tar(os.path.join(cls.tmp, "in.tar"), members)
+
+    def command(self, out):
+        # Two threads and small shards: a reorder window to drain, several shards to publish.
+        return [fx.TARMAC, "convert", self.archive, "-o", out, "--crop", "center", "--size", "128",
+                "--shard-size", "512K", "--threads", "2", "-q"]
+
+    def outputs(self, out):
+        """The files that make up the dataset (the manifest records a command line with `out`)."""
+        return sorted(n for n in os.listdir(out) if n == "labels.safetensors" or n.startswith("shard-"))
+
+    def assert_same_dataset(self, out, ref):
+        names = self.outputs(out)
+        self.assertEqual(names, self.outputs(ref))
+        _, mismatch, errors = filecmp.cmpfiles(out, ref, names, shallow=False)
+        self.assertEqual((mismatch, errors), ([], []), "differs from an uninterrupted run")
+
+    def run_and_kill(self, out, when):
+        """Starts a conversion and SIGKILLs it after `when` seconds, or as soon as the file
+        `when` appears in `out`. Returns False when it finished first."""
+        proc = subprocess.Popen(self.command(out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if isinstance(when, str):
+            target = os.path.join(out, when)
+            while proc.poll() is None and not os.path.exists(target):
+                pass  # busy wait: the window is a few milliseconds
+        else:
+            time.sleep(when)
+        if proc.poll() is not None:
+            self.assertEqual(proc.returncode, 0)
+            return False
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        return True
+
+    def test_killed_runs_leave_nothing_complete_and_rerun_matches(self):
+        ref = os.path.join(self.tmp, "ref")
+        subprocess.run(self.command(ref), check=True, timeout=600, stdout=subprocess.DEVNULL)
+        self.assertGreater(len(self.outputs(ref)), 4, "the reference should have several shards")
+
+        rng = random.Random(SEED)
+        durations = []  # of every complete run, so the delays follow this machine's speed
+        kills, finished, plan = [], 0, list(PUBLISH_KILLS)
+        for attempt in range(4 * (RANDOM_KILLS + len(PUBLISH_KILLS))):
+            if not plan and len(kills) >= RANDOM_KILLS + len(PUBLISH_KILLS):
+                break
+            if not durations:  # the first complete timing comes from a plain run
+                t0 = time.monotonic()
+                subprocess.run(self.command(ref + "-timing"), check=True, stdout=subprocess.DEVNULL)
+                durations.append(time.monotonic() - t0)
+            when = plan.pop(0) if plan else rng.uniform(0.0, 1.0) * sorted(durations)[len(durations) // 2]
+            out = os.path.join(self.tmp, "out-%d" % attempt)
+            if not self.run_and_kill(out, when):
+                finished += 1  # done before the kill: not a kill point
+                shutil.rmtree(out)
+                continue
+            kills.append(when)
+            left = os.listdir(out) if os.path.isdir(out) else []
+            if "labels.safetensors" in left:
+                # Killed after the final rename: then it must be the whole dataset (a
+                # .tarmac-partial/ may be left beside it, which no reader looks at).
+                self.assert_same_dataset(out, ref)
+            # The same command again, over what the killed run left.
+            t0 = time.monotonic()
+            p = subprocess.run(self.command(out), capture_output=True, timeout=600)
+            if "labels.safetensors" in left:
+                self.assertEqual(p.returncode, 1, "a complete dataset must not be overwritten silently")
+            else:
+                self.assertEqual(p.returncode, 0, "re-run after a kill at %r (left: %s) failed:\n%s"
+                                 % (when, sorted(left), p.stderr.decode(errors="replace")))
+                durations.append(time.monotonic() - t0)
+                self.assert_same_dataset(out, ref)
+                self.assertNotIn(".tarmac-partial", os.listdir(out))
+            shutil.rmtree(out)
+        print("%d kill points survived (%d runs finished before their kill; median run %.2f s)"
+              % (len(kills), finished, sorted(durations)[len(durations) // 2]), file=sys.stderr)
+        self.assertGreaterEqual(len(kills), RANDOM_KILLS + len(PUBLISH_KILLS))
+
+    def test_rerun_after_kill_while_publishing(self):
+        """Bug: a run killed between publishing its shards and its annotation file left
+        shard-*.tar and manifest.json beside .tarmac-partial/, and the re-run refused the
+        directory as not empty. The leftovers are the killed run's, so the re-run removes them."""
+        small = fx.write_tar(os.path.join(self.tmp, "small.tar"),
+                             [("a/0.jpg", fx.jpg(fx.smooth_rgb(32, 24))), ("a/0.json", fx.js({"id": 0}))])
+        out = os.path.join(self.tmp, "publish-killed")
+        os.makedirs(os.path.join(out, ".tarmac-partial"))
+        for name in ("shard-000000.tar", "shard-000001.tar", "manifest.json"):
+            with open(os.path.join(out, name), "wb") as f:
+                f.write(b"left by the killed run")
+        p = fx.run(["convert", small, "-o", out])
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        self.assertEqual(sorted(os.listdir(out)), ["labels.safetensors", "manifest.json", "shard-000000.tar"])
+
+
+if __name__ == "__main__":
+    unittest.main()
