@@ -43,12 +43,21 @@ bool hidden_or_metadata(const std::string& name) {
 }
 
 // A work item travelling from the reader to the workers and on to the writer.
-struct Item {
-  uint64_t seq = 0;
+struct Entry {
   RawSample raw;
   std::optional<ProcessedSample> done;
   std::string reader_error;  // a grouping error (late member, duplicate key)
 };
+
+// Samples travel in small batches, so that tiny samples (labels only) do not pay a
+// hand-off between threads each; image samples still spread over all workers.
+struct Item {
+  uint64_t seq = 0;
+  std::vector<Entry> entries;
+  uint64_t bytes = 0;
+};
+constexpr size_t kBatchSamples = 64;
+constexpr uint64_t kBatchBytes = 1 << 20;
 
 // Bounded hand-off between the reader, the workers and the ordered writer. The in-flight
 // limit bounds memory: the reader blocks until the writer has retired old samples.
@@ -177,13 +186,16 @@ std::string dense_name(const std::string& suffix) {
 class DatasetWriter {
  public:
   DatasetWriter(const ConvertOptions& o, fs::path staging)
-      : o_(o), staging_(std::move(staging)), schema_(o.ragged),
+      : o_(o),
+        staging_(std::move(staging)),
+        schema_(o.ragged),
         keys_("__key__", (staging_ / "key.col").string()),
         affine_("__affine__", (staging_ / "affine.col").string()) {
     if (!o.no_images) {
       blobs_.emplace_back("__image__", staging_, 0);
       for (size_t i = 0; i < o.dense.size(); ++i)
-        blobs_.emplace_back("__" + dense_name(o.dense[i]) + "__", staging_, static_cast<int>(i + 1));
+        blobs_.emplace_back("__" + dense_name(o.dense[i]) + "__", staging_,
+                            static_cast<int>(i + 1));
     }
   }
 
@@ -193,7 +205,8 @@ class DatasetWriter {
     if (label_cols_.empty())
       for (size_t i = 0; i < schema_.fields().size(); ++i)
         label_cols_.push_back(std::make_unique<SpillColumn>(
-            schema_.fields()[i].name, (staging_ / ("field" + std::to_string(i) + ".col")).string()));
+            schema_.fields()[i].name,
+            (staging_ / ("field" + std::to_string(i) + ".col")).string()));
     key_bytes_ += s.key.size();
     keys_.append(DType::U8, std::vector<int64_t>{static_cast<int64_t>(s.key.size())},
                  {reinterpret_cast<const uint8_t*>(s.key.data()), s.key.size()});
@@ -331,7 +344,8 @@ void prepare_output(const ConvertOptions& o, const fs::path& out, const fs::path
                        "' is not empty; choose a new directory or pass --overwrite");
   }
   fs::create_directories(staging, ec);
-  if (ec) throw FatalError("cannot create output directory '" + staging.string() + "': " + ec.message());
+  if (ec)
+    throw FatalError("cannot create output directory '" + staging.string() + "': " + ec.message());
 }
 
 // Moves the finished dataset from staging into place; the annotation file goes last, so its
@@ -359,7 +373,8 @@ PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_in
     return PartSplit::None;
   }
   if (o.part_index >= o.part_count)
-    throw FatalError("--shard " + std::to_string(o.part_index) + "/" + std::to_string(o.part_count) +
+    throw FatalError("--shard " + std::to_string(o.part_index) + "/" +
+                     std::to_string(o.part_count) +
                      ": the part index must be below the part count (parts are numbered from 0)");
   const uint64_t m = o.inputs.size(), n = o.part_count;
   if (m < n) {
@@ -372,13 +387,15 @@ PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_in
   return PartSplit::Inputs;
 }
 
-ConvertResult convert(const ConvertOptions& o, const std::function<void(const Progress&)>& progress) {
+ConvertResult convert(const ConvertOptions& o,
+                      const std::function<void(const Progress&)>& progress) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   if (o.format == OutputFormat::Keep &&
       (o.geometry.crop != CropMode::None || o.geometry.resize != ResizeMode::None))
-    throw FatalError("--format keep stores the source bytes untouched; it cannot be combined "
-                     "with --crop or --size");
+    throw FatalError(
+        "--format keep stores the source bytes untouched; it cannot be combined "
+        "with --crop or --size");
   const fs::path out(o.output);
   const fs::path staging = out / kStagingDir;
   prepare_output(o, out, staging);
@@ -395,8 +412,8 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     InputReader reader(part_inputs, ro);
     DatasetWriter writer(o, staging);
 
-    const int threads = o.threads > 0 ? o.threads
-                                      : std::max(1u, std::thread::hardware_concurrency());
+    const int threads =
+        o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
     Pipeline pipe(static_cast<size_t>(threads) * 4 + 4);
 
     // Member-level notices come from the reader thread, in reader order.
@@ -413,13 +430,24 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
       try {
         SampleGrouper grouper(o.group_window);
         std::vector<RawSample> ready;
+        Item batch;
+        auto flush_batch = [&] {
+          if (batch.entries.empty()) return;
+          batch.seq = seq++;
+          if (!pipe.push(std::move(batch))) throw FatalError("cancelled");
+          batch = Item{};
+        };
+        auto add_entry = [&](Entry&& e) {
+          batch.bytes += e.raw.bytes();
+          batch.entries.push_back(std::move(e));
+          if (batch.entries.size() >= kBatchSamples || batch.bytes >= kBatchBytes) flush_batch();
+        };
         auto push_ready = [&] {
           for (auto& r : ready) {
             if (!in_part()) continue;
-            Item it;
-            it.seq = seq++;
-            it.raw = std::move(r);
-            if (!pipe.push(std::move(it))) throw FatalError("cancelled");
+            Entry e;
+            e.raw = std::move(r);
+            add_entry(std::move(e));
           }
           ready.clear();
         };
@@ -438,12 +466,11 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
             grouper.add(input, std::move(m), key, ready);
           } catch (const SampleError& e) {
             if (in_part()) {
-              Item it;
-              it.seq = seq++;
-              it.raw.key = key;
-              it.raw.input = input;
-              it.reader_error = e.what();
-              if (!pipe.push(std::move(it))) throw FatalError("cancelled");
+              Entry bad;
+              bad.raw.key = key;
+              bad.raw.input = input;
+              bad.reader_error = e.what();
+              add_entry(std::move(bad));
             }
           }
           push_ready();
@@ -458,6 +485,7 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
         cb.on_input_end = [&](uint32_t) {
           grouper.flush(ready);
           push_ready();
+          flush_batch();
         };
         reader.run(cb);
       } catch (...) {
@@ -471,8 +499,10 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     for (int i = 0; i < threads; ++i)
       workers.emplace_back([&] {
         while (auto it = pipe.take()) {
-          if (it->reader_error.empty()) it->done = process_sample(std::move(it->raw), o);
-          it->raw.members = {};  // the bytes are no longer needed; key and input are
+          for (Entry& e : it->entries) {
+            if (e.reader_error.empty()) e.done = process_sample(std::move(e.raw), o);
+            e.raw.members = {};  // the bytes are no longer needed; key and input are
+          }
           pipe.finish(std::move(*it));
         }
       });
@@ -491,30 +521,35 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
 
     std::exception_ptr writer_failure;
     try {
-      while (auto it = pipe.next(std::chrono::milliseconds(250), [&] { report(false); })) {
-        ProcessedSample* s = it->done ? &*it->done : nullptr;
-        const std::string& input_path = reader.inputs()[s ? s->input : it->raw.input].path;
-        std::string error = it->reader_error;
-        if (s && error.empty()) {
-          error = s->error;
-          for (auto& [member, why] : s->ignored) {
-            ignored_json.push_back({{"input", reader.inputs()[s->input].path}, {"member", member}, {"reason", why}});
-            ++result.ignored_members;
-          }
-          if (error.empty()) {
-            try {
-              writer.add(*s);
-            } catch (const SampleError& e) {
-              error = e.what();
+      while (auto item = pipe.next(std::chrono::milliseconds(250), [&] { report(false); })) {
+        for (Entry& entry : item->entries) {
+          Entry* it = &entry;
+          ProcessedSample* s = it->done ? &*it->done : nullptr;
+          const std::string& input_path = reader.inputs()[s ? s->input : it->raw.input].path;
+          std::string error = it->reader_error;
+          if (s && error.empty()) {
+            error = s->error;
+            for (auto& [member, why] : s->ignored) {
+              ignored_json.push_back(
+                  {{"input", reader.inputs()[s->input].path}, {"member", member}, {"reason", why}});
+              ++result.ignored_members;
+            }
+            if (error.empty()) {
+              try {
+                writer.add(*s);
+              } catch (const SampleError& e) {
+                error = e.what();
+              }
             }
           }
-        }
-        if (!error.empty()) {
-          const std::string key = s ? s->key : it->raw.key;
-          if (!o.skip_errors) throw FatalError("'" + input_path + "', sample '" + key + "': " + error);
-          ++result.skipped_samples;
-          skipped_json.push_back({{"input", input_path}, {"sample", key}, {"reason", error}});
-          if (result.skipped.size() < 20) result.skipped.push_back({input_path, key, error});
+          if (!error.empty()) {
+            const std::string key = s ? s->key : it->raw.key;
+            if (!o.skip_errors)
+              throw FatalError("'" + input_path + "', sample '" + key + "': " + error);
+            ++result.skipped_samples;
+            skipped_json.push_back({{"input", input_path}, {"sample", key}, {"reason", error}});
+            if (result.skipped.size() < 20) result.skipped.push_back({input_path, key, error});
+          }
         }
       }
     } catch (...) {
@@ -527,7 +562,8 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     if (reader_failure) std::rethrow_exception(reader_failure);
 
     for (const auto& n : notices) {
-      json j = {{"input", reader.inputs()[n.input].path}, {"member", n.member}, {"reason", n.reason}};
+      json j = {
+          {"input", reader.inputs()[n.input].path}, {"member", n.member}, {"reason", n.reason}};
       if (n.is_error) {
         ++result.error_members;
         skipped_json.push_back(j);
@@ -544,7 +580,10 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     manifest["options"] = o.options_json.empty() ? json::object() : json::parse(o.options_json);
     json inputs = json::array();
     for (const auto& in : reader.inputs()) {
-      json j = {{"path", in.path}, {"size", in.bytes_read}, {"crc32", crc32_hex(in.crc32)}, {"members", in.members}};
+      json j = {{"path", in.path},
+                {"size", in.bytes_read},
+                {"crc32", crc32_hex(in.crc32)},
+                {"members", in.members}};
       if (!in.error.empty()) {
         j["error"] = in.error;
         result.input_errors.push_back(in.error);
@@ -568,7 +607,8 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     json shards = json::array();
     for (size_t i = 0; i < writer.shard_names().size(); ++i) {
       const std::string& s = writer.shard_names()[i];
-      shards.push_back({{"name", s}, {"size", fs::file_size(staging / s)},
+      shards.push_back({{"name", s},
+                        {"size", fs::file_size(staging / s)},
                         {"crc32", crc32_hex(writer.shard_crcs()[i])}});
     }
     manifest["counts"] = {{"samples", result.samples},
@@ -584,12 +624,13 @@ ConvertResult convert(const ConvertOptions& o, const std::function<void(const Pr
     manifest["schema"] = json::parse(writer.schema().to_json());
     manifest["skipped"] = skipped_json;
     manifest["ignored"] = ignored_json;
-    write_file_atomic((staging / kManifestFile).string(), sealed_manifest_text(std::move(manifest)));
+    write_file_atomic((staging / kManifestFile).string(),
+                      sealed_manifest_text(std::move(manifest)));
     for (const auto& f : writer.schema().fields()) {
       std::vector<int64_t> shape = f.shape;
       if (f.ragged && !shape.empty()) shape[0] = -1;
-      result.schema.push_back({f.name, kind_name(f.kind), std::string(dtype_name(f.dtype)),
-                               f.source, shape, f.ragged});
+      result.schema.push_back(
+          {f.name, kind_name(f.kind), std::string(dtype_name(f.dtype)), f.source, shape, f.ragged});
     }
     publish(out, staging, writer.shard_names(), o.overwrite);
     result.seconds = std::chrono::duration<double>(clock::now() - t0).count();
