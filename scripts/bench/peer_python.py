@@ -23,7 +23,9 @@ def convert(item):
     cx, cy = x + w / 2, y + h / 2
     box = (cx - side / 2, cy - side / 2, cx + side / 2, cy + side / 2)
     img = Image.open(io.BytesIO(jpg)).convert("RGB")
-    crop = img.resize((224, 224), Image.BILINEAR, box=box, reducing_gap=2.0)
+    # crop() pads outside the image with black, as tarmac does; then an anti-aliased resize
+    crop = img.crop(tuple(int(round(v)) for v in box)).resize((224, 224), Image.BILINEAR,
+                                                               reducing_gap=2.0)
     out = io.BytesIO()
     crop.save(out, "JPEG", quality=95)
     s = 224 / side
