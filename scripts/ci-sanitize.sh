@@ -10,15 +10,22 @@ cd "$(dirname "$0")/.."
 # Any report fails the test that caused it; a leak at exit is a report too.
 export ASAN_OPTIONS="abort_on_error=0:detect_leaks=1:halt_on_error=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+# -O1 -g1: about 40% less compile time than -O2 -g, line numbers kept for the reports.
+FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan-suppressions.txt"
 
 echo "sanitize: ASan + UBSan" >&2
-cmake -S . -B build-asan -G Ninja -DTARMAC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build-asan "${FLAGS[@]}" -DTARMAC_SANITIZE=ON >/dev/null
 cmake --build build-asan -j2
-ctest --test-dir build-asan --output-on-failure -j2
+ctest --test-dir build-asan --output-on-failure -j2 -E '^python_'
+# The Python tests load the instrumented libtarmac_c.so into an uninstrumented python3: the
+# ASan runtime (and libstdc++, for its __cxa_throw interceptor) must be loaded first, and
+# python's own allocations still held at exit are not ours to report.
+LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
+  ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
+  ctest --test-dir build-asan --output-on-failure -R '^python_'
 
 echo "sanitize: TSan" >&2
-cmake -S . -B build-tsan -G Ninja -DTARMAC_TSAN=ON -DTARMAC_BUILD_TESTS=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build-tsan "${FLAGS[@]}" -DTARMAC_TSAN=ON -DTARMAC_BUILD_TESTS=OFF >/dev/null
 cmake --build build-tsan -j2 --target tarmac
 TARMAC="$PWD/build-tsan/apps/tarmac" /usr/bin/python3 tests/e2e/test_convert.py

@@ -23,20 +23,25 @@ if [ ! -f .made-$W1-$W2-$W3-$W4 ]; then
   touch .made-$W1-$W2-$W3-$W4
 fi
 
-# seconds COMMAND...: wall-clock seconds of a command (output discarded); peak RSS to rss.txt
+# seconds COMMAND...: wall-clock seconds of a command (output discarded); its peak RSS goes
+# to rss.txt and its CPU seconds (user + sys, children included) to cpu.txt, because on a
+# shared machine CPU time is the steadier measure.
 seconds() {
-  /usr/bin/time -f "%e %M" -o time.txt "$@" >/dev/null 2>err.txt || { cat err.txt >&2; return 1; }
-  read -r secs rss < time.txt
+  /usr/bin/time -f "%e %M %U %S" -o time.txt "$@" >/dev/null 2>err.txt || { cat err.txt >&2; return 1; }
+  read -r secs rss usr sys < time.txt
   echo "$rss" > rss.txt
+  $PY -c "print($usr + $sys)" > cpu.txt
   echo "$secs"
 }
+cpurate() { $PY -c "print(f'{$1 / $(cat cpu.txt):.1f}')"; }
 rate() { $PY -c "print(f'{$1 / $2:.1f}')"; }
 ratio() { $PY -c "print(f'{$1 / $2:.2f}')"; }
-row() { printf '| %s | %s | %s | %s | %s |\n' "$@"; }
+row() { printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4" "$(cpurate "$N")" "$5"; }
 
-echo "| workload | pipeline | samples/s | tarmac ÷ this | peak RSS (MB) |"
-echo "|---|---|---|---|---|"
+echo "| workload | pipeline | samples/s (wall) | tarmac ÷ this (wall) | samples per CPU-second | peak RSS (MB) |"
+echo "|---|---|---|---|---|---|"
 
+N=$W1
 # W1: HMR person crops -> 224x224 JPEG q95, keypoints and boxes transformed.
 W1ARGS=(--crop field:bbox_xywh --crop-scale 1.2 --square --size 224 --points keypoints2d --boxes bbox_xywh --quality 95)
 for ext in tar tar.gz tar.zst; do
@@ -52,8 +57,10 @@ rm -rf out-py; t=$(seconds $PY "$ROOT/scripts/bench/peer_python.py" w1.tar out-p
 row "W1 .tar" "Python tarfile+PIL, $THREADS processes" "$(rate "$W1" "$t")" "$(ratio "$TW1" "$(rate "$W1" "$t")")" "-"
 FLOOR1=$($PY "$ROOT/scripts/bench/decode_floor.py" w1.tar)
 FLOORN=$($PY -c "print(f'{$FLOOR1 * $THREADS:.1f}')")
+echo "$W1 / $FLOOR1" | $PY -c "import sys; print(eval(sys.stdin.read()))" > cpu.txt
 row "W1 .tar" "floor: libjpeg-turbo full decode × $THREADS cores" "$FLOORN" "$(ratio "$TW1" "$FLOORN")" "-"
 
+N=$W2
 # W2: captioned photos -> centre crop 512x512 JPEG q95.
 rm -rf out-w2; t=$(seconds "$TARMAC" convert w2.tar -o out-w2 --crop center --size 512 --quality 95 --threads "$THREADS")
 TW2=$(rate "$W2" "$t")
@@ -69,12 +76,15 @@ SH
   row "W2 .tar" "bsdtar -x + vipsthumbnail + GNU parallel" "$(rate "$W2" "$t")" "$(ratio "$TW2" "$(rate "$W2" "$t")")" "-"
 fi
 FLOOR2=$($PY "$ROOT/scripts/bench/decode_floor.py" w2.tar)
+echo "$W2 / $FLOOR2" | $PY -c "import sys; print(eval(sys.stdin.read()))" > cpu.txt
 row "W2 .tar" "floor: libjpeg-turbo full decode × $THREADS cores" "$($PY -c "print(f'{$FLOOR2 * $THREADS:.1f}')")" "$(ratio "$TW2" "$($PY -c "print($FLOOR2 * $THREADS)")")" "-"
 
+N=$W3
 # W3: depth pairs -> centre crop 480x480 PNG, depth warped by nearest neighbour.
 rm -rf out-w3; t=$(seconds "$TARMAC" convert w3.tar -o out-w3 --crop center --size 480 --format png --dense depth.png --threads "$THREADS")
 row "W3 .tar" "tarmac, $THREADS threads" "$(rate "$W3" "$t")" "1.00" "$(( $(cat rss.txt) / 1024 ))"
 
+N=$W4
 # W4: labels only, per-sample .npz -> one annotation file.
 rm -rf out-w4; t=$(seconds "$TARMAC" convert w4.tar -o out-w4 --no-images --threads "$THREADS")
 row "W4 .tar ($W4 samples)" "tarmac --no-images" "$(rate "$W4" "$t")" "1.00" "$(( $(cat rss.txt) / 1024 ))"
