@@ -218,22 +218,26 @@ class SpillReader {
 
 }  // namespace
 
+// Streams every record's elements, converted to `to`, to the sink: the values of a column.
+static std::function<void(ByteSink&)> values_filler(std::string path, DType to) {
+  return [path = std::move(path), to](ByteSink& sink) {
+    SpillReader r(path);
+    DType dt;
+    std::vector<int64_t> s;
+    std::vector<uint8_t> bytes, converted;
+    while (r.next(dt, s, bytes)) {
+      converted.clear();
+      convert_elements(dt, bytes.data(), bytes.size() / dtype_size(dt), to, converted);
+      sink.write(converted);
+    }
+  };
+}
+
 TensorSpec SpillColumn::fixed_tensor(DType to, std::vector<int64_t> sample_shape,
                                      uint64_t n) const {
   std::vector<int64_t> shape{static_cast<int64_t>(n)};
   shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
-  std::string path = path_;
-  return {name_, to, shape, [path, to](ByteSink& sink) {
-            SpillReader r(path);
-            DType dt;
-            std::vector<int64_t> s;
-            std::vector<uint8_t> bytes, converted;
-            while (r.next(dt, s, bytes)) {
-              converted.clear();
-              convert_elements(dt, bytes.data(), bytes.size() / dtype_size(dt), to, converted);
-              sink.write(converted);
-            }
-          }};
+  return {name_, to, shape, values_filler(path_, to)};
 }
 
 std::vector<TensorSpec> SpillColumn::ragged_tensors(DType to, std::vector<int64_t> inner,
@@ -241,18 +245,7 @@ std::vector<TensorSpec> SpillColumn::ragged_tensors(DType to, std::vector<int64_
   std::vector<int64_t> vshape{static_cast<int64_t>(total_first_axis)};
   vshape.insert(vshape.end(), inner.begin(), inner.end());
   std::string path = path_;
-  TensorSpec values{name_ + ".values", to, vshape, [path, to](ByteSink& sink) {
-                      SpillReader r(path);
-                      DType dt;
-                      std::vector<int64_t> s;
-                      std::vector<uint8_t> bytes, converted;
-                      while (r.next(dt, s, bytes)) {
-                        converted.clear();
-                        convert_elements(dt, bytes.data(), bytes.size() / dtype_size(dt), to,
-                                         converted);
-                        sink.write(converted);
-                      }
-                    }};
+  TensorSpec values{name_ + ".values", to, vshape, values_filler(path_, to)};
   TensorSpec offsets{name_ + ".offsets", DType::I64, {static_cast<int64_t>(n + 1)},
                      [path](ByteSink& sink) {
                        SpillReader r(path);
