@@ -5,6 +5,8 @@
 # to be fixed and then added to tests/fuzz/corpus/<target>/ as a regression.
 #   FUZZ_SECONDS  time per target (default 30)
 #   FUZZ_TARGETS  which targets (default: all)
+#   FUZZ_SEED     libFuzzer seed (default 1: CI mutates the same way every run, so a red run is
+#                 a regression in the code, not a lucky draw; explore with other seeds locally)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-30}"
@@ -25,7 +27,7 @@ for t in "${TARGETS[@]}"; do
   # -timeout: one input taking over 10 s is a hang; -rss_limit_mb: a parser that allocates
   # what a header claims without checking shows up as an out-of-memory crash.
   if "$BUILD/tests/fuzz/$t" "$WORK/$t/corpus" "tests/fuzz/corpus/$t" \
-      -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 \
+      -seed="${FUZZ_SEED:-1}" -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 \
       -artifact_prefix="$WORK/$t/artifacts/" -print_final_stats=1 >"$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     echo "fuzz: $t: ${runs:-?} executions in ${SECONDS_PER_TARGET} s, no crash"
