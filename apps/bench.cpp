@@ -17,7 +17,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 struct Rate {
   int threads = 0;
@@ -45,7 +47,8 @@ Rate bench_decode(const Dataset& ds, const std::vector<int64_t>& order, int thre
   uint64_t bytes = 0;
   const auto t = Clock::now();
   for (size_t start = 0, k = 0; start < order.size(); start += kBatch, ++k) {
-    std::vector<int64_t> idx(order.begin() + long(start), order.begin() + long(std::min(order.size(), start + kBatch)));
+    std::vector<int64_t> idx(order.begin() + long(start),
+                             order.begin() + long(std::min(order.size(), start + kBatch)));
     for (int64_t i : idx) bytes += ds.blob_ref(size_t(i)).size;
     auto& buf = k % 2 ? b : a;
     loader.load(idx, {{buf.data(), idx.size() * size_t(w) * size_t(h) * 3}, {}});
@@ -64,8 +67,10 @@ Runner setup_bench(CLI::App& app, const GlobalFlags& g) {
   };
   auto o = std::make_shared<Opts>();
   app.add_option("dataset", o->dir, "Dataset directory written by tarmac convert")->required();
-  app.add_option("--threads", o->threads, "Most decoding threads to try (1, 2, 4, ... N); default: all cores");
-  app.add_option("--samples", o->samples, "Samples read per measurement (random order)")->capture_default_str();
+  app.add_option("--threads", o->threads,
+                 "Most decoding threads to try (1, 2, 4, ... N); default: all cores");
+  app.add_option("--samples", o->samples, "Samples read per measurement (random order)")
+      ->capture_default_str();
   return [o, &g]() -> int {
     const auto t0 = Clock::now();
     std::unique_ptr<Dataset> ds;
@@ -76,7 +81,8 @@ Runner setup_bench(CLI::App& app, const GlobalFlags& g) {
       return kDataError;
     }
     const double open_ms = seconds_since(t0) * 1e3;
-    const int max_threads = o->threads > 0 ? o->threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int max_threads =
+        o->threads > 0 ? o->threads : int(std::max(1u, std::thread::hardware_concurrency()));
     nlohmann::ordered_json j{{"path", o->dir}, {"samples", ds->size()}, {"open_ms", open_ms}};
     try {
       if (ds->size() && ds->has_images()) {
@@ -89,7 +95,8 @@ Runner setup_bench(CLI::App& app, const GlobalFlags& g) {
         nlohmann::ordered_json dec = nlohmann::ordered_json::array();
         for (int t = 1;; t = std::min(t * 2, max_threads)) {
           const Rate r = bench_decode(*ds, order, t, w, h);
-          dec.push_back({{"threads", t}, {"samples_per_s", r.samples_per_s}, {"mb_per_s", r.mb_per_s}});
+          dec.push_back(
+              {{"threads", t}, {"samples_per_s", r.samples_per_s}, {"mb_per_s", r.mb_per_s}});
           if (t == max_threads) break;
         }
         j["decoded"] = dec;
@@ -105,11 +112,13 @@ Runner setup_bench(CLI::App& app, const GlobalFlags& g) {
     std::printf("%s: %zu samples, opened in %.2f ms\n", o->dir.c_str(), ds->size(), open_ms);
     if (j.contains("bytes_only"))
       std::printf("  stored bytes, random order   %10.0f samples/s  %8.1f MB/s\n",
-                  j["bytes_only"]["samples_per_s"].get<double>(), j["bytes_only"]["mb_per_s"].get<double>());
+                  j["bytes_only"]["samples_per_s"].get<double>(),
+                  j["bytes_only"]["mb_per_s"].get<double>());
     if (j.contains("decoded"))
       for (const auto& r : j["decoded"])
-        std::printf("  decoded %dx%d, %2d thread(s) %10.0f samples/s  %8.1f MB/s\n", j["decode_size"][0].get<int>(),
-                    j["decode_size"][1].get<int>(), r["threads"].get<int>(), r["samples_per_s"].get<double>(),
+        std::printf("  decoded %dx%d, %2d thread(s) %10.0f samples/s  %8.1f MB/s\n",
+                    j["decode_size"][0].get<int>(), j["decode_size"][1].get<int>(),
+                    r["threads"].get<int>(), r["samples_per_s"].get<double>(),
                     r["mb_per_s"].get<double>());
     return kOk;
   };

@@ -20,10 +20,13 @@ Runner setup_cat(CLI::App& app, const GlobalFlags& g) {
   app.add_option("sample", f->sample, "Sample key, or #INDEX (0-based)")->required();
   auto* image = app.add_flag("--image", f->image, "The stored image bytes (the default)");
   auto* dense = app.add_option("--dense", f->dense, "The stored dense map NAME (e.g. depth) bytes");
-  auto* labels = app.add_flag("--labels", f->labels, "The sample's labels, affine and blob places, as JSON");
+  auto* labels =
+      app.add_flag("--labels", f->labels, "The sample's labels, affine and blob places, as JSON");
   image->excludes(dense)->excludes(labels);
   dense->excludes(labels);
-  app.footer("Examples:\n  tarmac cat out/ agora/00/frame_000017 > crop.jpg\n  tarmac cat out/ '#0' --labels");
+  app.footer(
+      "Examples:\n  tarmac cat out/ agora/00/frame_000017 > crop.jpg\n  tarmac cat out/ '#0' "
+      "--labels");
   return [f, &g]() -> int {
     try {
       check::Annotation a;
@@ -33,16 +36,20 @@ Runner setup_cat(CLI::App& app, const GlobalFlags& g) {
         throw FatalError("'" + f->dir + "' is not a valid dataset: " + p.file + ": " + p.what);
       }
       const auto i = a.find(f->sample);
-      if (!i) throw FatalError("no sample '" + f->sample + "' in '" + f->dir + "' (" + std::to_string(a.size()) + " samples)");
+      if (!i)
+        throw FatalError("no sample '" + f->sample + "' in '" + f->dir + "' (" +
+                         std::to_string(a.size()) + " samples)");
       if (f->labels || g.json) {
         std::printf("%s\n", check::sample_json(a, *i).dump(2).c_str());
         return kOk;
       }
       const size_t kind = check::blob_kind(a, f->dense.empty() ? "image" : f->dense);
       if (::isatty(STDOUT_FILENO))
-        throw FatalError("refusing to write binary image bytes to a terminal; redirect stdout (> file)");
+        throw FatalError(
+            "refusing to write binary image bytes to a terminal; redirect stdout (> file)");
       const std::vector<uint8_t> bytes = check::read_blob(a, kind, *i);
-      if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
+      if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() ||
+          std::fflush(stdout) != 0)
         throw FatalError("cannot write to standard output");
       return kOk;
     } catch (const std::exception& e) {

@@ -12,7 +12,7 @@ enum ExitCode { kOk = 0, kDataError = 1, kUsageError = 2, kIoError = 3 };
 
 struct GlobalFlags {
   bool json = false;
-  int verbosity = 0;  ///< -1 quiet, 0 normal, 1 verbose
+  int verbosity = 0;              ///< -1 quiet, 0 normal, 1 verbose
   std::vector<std::string> argv;  ///< the full command line, for the manifest
 };
 

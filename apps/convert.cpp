@@ -63,8 +63,8 @@ void resolve_geometry(const Flags& f, ConvertOptions& o) {
     if (name.empty()) throw CLI::ValidationError("--crop", "field:NAME needs a field name");
     o.crop_field = name;
   } else {
-    throw CLI::ValidationError("--crop", "'" + f.crop +
-                                             "': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
+    throw CLI::ValidationError(
+        "--crop", "'" + f.crop + "': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
   }
   g.crop_scale = f.crop_scale;
   if (!(f.crop_scale > 0)) throw CLI::ValidationError("--crop-scale", "must be > 0");
@@ -86,13 +86,21 @@ void resolve_geometry(const Flags& f, ConvertOptions& o) {
       throw CLI::ValidationError("--size", "sides must be 1..65535");
   }
   std::string resize = f.resize;
-  if (resize.empty()) resize = f.size.empty() ? "none" : (g.crop != CropMode::None ? "exact" : "shorter");
-  if (resize == "exact") g.resize = ResizeMode::Exact;
-  else if (resize == "shorter") g.resize = ResizeMode::Shorter;
-  else if (resize == "longer") g.resize = ResizeMode::Longer;
-  else if (resize == "fit") g.resize = ResizeMode::Fit;
-  else if (resize == "none") g.resize = ResizeMode::None;
-  else throw CLI::ValidationError("--resize", "'" + resize + "': use exact, shorter, longer, fit or none");
+  if (resize.empty())
+    resize = f.size.empty() ? "none" : (g.crop != CropMode::None ? "exact" : "shorter");
+  if (resize == "exact")
+    g.resize = ResizeMode::Exact;
+  else if (resize == "shorter")
+    g.resize = ResizeMode::Shorter;
+  else if (resize == "longer")
+    g.resize = ResizeMode::Longer;
+  else if (resize == "fit")
+    g.resize = ResizeMode::Fit;
+  else if (resize == "none")
+    g.resize = ResizeMode::None;
+  else
+    throw CLI::ValidationError("--resize",
+                               "'" + resize + "': use exact, shorter, longer, fit or none");
   if (g.resize != ResizeMode::None && f.size.empty())
     throw CLI::ValidationError("--resize", "needs --size");
   if ((g.resize == ResizeMode::Shorter || g.resize == ResizeMode::Longer) && !single)
@@ -118,7 +126,8 @@ void parse_part(const std::string& text, ConvertOptions& o) {
     o.part_index = static_cast<uint32_t>(i);
     o.part_count = static_cast<uint32_t>(n);
   } catch (const std::logic_error&) {
-    throw CLI::ValidationError("--shard", "'" + text + "': use I/N with 0 <= I < N (parts are numbered from 0)");
+    throw CLI::ValidationError(
+        "--shard", "'" + text + "': use I/N with 0 <= I < N (parts are numbered from 0)");
   }
 }
 
@@ -134,12 +143,18 @@ uint64_t parse_bytes(const std::string& text) {
   }
   std::string unit = text.substr(used);
   double mult = 1;
-  if (unit == "" || unit == "B") mult = 1;
-  else if (unit == "K" || unit == "KiB") mult = 1024.0;
-  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "TiB") mult = 1024.0 * 1024 * 1024 * 1024;
-  else throw CLI::ValidationError("size", "'" + text + "': unknown unit (use K, M, G, T)");
+  if (unit == "" || unit == "B")
+    mult = 1;
+  else if (unit == "K" || unit == "KiB")
+    mult = 1024.0;
+  else if (unit == "M" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TiB")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else
+    throw CLI::ValidationError("size", "'" + text + "': unknown unit (use K, M, G, T)");
   if (!(v > 0)) throw CLI::ValidationError("size", "'" + text + "' must be positive");
   return static_cast<uint64_t>(v * mult);
 }
@@ -159,66 +174,107 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       "Samples are members sharing a key: dir/0001.jpg + dir/0001.json form sample dir/0001.\n"
       "Coordinates: integer coordinates are pixel centres (OpenCV's convention); boxes are\n"
       "[x, y, w, h] unless ':xyxy' is given. See docs/cli.md and docs/format.md.");
-  app.add_option("inputs", o->inputs, "Archives (tar, pax, gnu, zip; gz, zst, xz, bz2), directories, or - for stdin")
+  app.add_option("inputs", o->inputs,
+                 "Archives (tar, pax, gnu, zip; gz, zst, xz, bz2), directories, or - for stdin")
       ->required();
-  app.add_option("-o,--output", o->output, "Output dataset directory (created; must be empty)")->required();
+  app.add_option("-o,--output", o->output, "Output dataset directory (created; must be empty)")
+      ->required();
   app.add_flag("--overwrite", o->overwrite, "Replace a dataset already in the output directory");
 
   auto* tr = "Transform";
-  app.add_option("--crop", f->crop, "none | center | box:X,Y,W,H | field:NAME[:xyxy]  (region of the source)")
-      ->group(tr)->default_str("none");
-  app.add_option("--crop-scale", f->crop_scale, "Scale a box/field region about its centre (e.g. 1.2)")->group(tr);
-  app.add_flag("--square", o->geometry.square, "Grow a box/field region to a square (side = longer side)")->group(tr);
+  app.add_option("--crop", f->crop,
+                 "none | center | box:X,Y,W,H | field:NAME[:xyxy]  (region of the source)")
+      ->group(tr)
+      ->default_str("none");
+  app.add_option("--crop-scale", f->crop_scale,
+                 "Scale a box/field region about its centre (e.g. 1.2)")
+      ->group(tr);
+  app.add_flag("--square", o->geometry.square,
+               "Grow a box/field region to a square (side = longer side)")
+      ->group(tr);
   app.add_option("--size", f->size, "Output size: N or WxH")->group(tr);
-  app.add_option("--resize", f->resize,
-                 "exact | shorter | longer | fit | none  (default: exact with a crop, shorter without)")
+  app.add_option(
+         "--resize", f->resize,
+         "exact | shorter | longer | fit | none  (default: exact with a crop, shorter without)")
       ->group(tr);
-  app.add_option("--points", o->points, "Label fields of points [..., >=2] (x, y first) to transform")->group(tr);
-  app.add_option("--boxes", f->boxes, "Label fields of boxes [..., 4] to transform: NAME or NAME:xyxy")->group(tr);
-  app.add_option("--dense", o->dense, "Dense-map member suffixes (e.g. depth.png) warped by nearest neighbour")
+  app.add_option("--points", o->points,
+                 "Label fields of points [..., >=2] (x, y first) to transform")
       ->group(tr);
-  app.add_option("--pad-value", o->pad_value, "Value for pixels outside the source")->group(tr)->default_val(0);
+  app.add_option("--boxes", f->boxes,
+                 "Label fields of boxes [..., 4] to transform: NAME or NAME:xyxy")
+      ->group(tr);
+  app.add_option("--dense", o->dense,
+                 "Dense-map member suffixes (e.g. depth.png) warped by nearest neighbour")
+      ->group(tr);
+  app.add_option("--pad-value", o->pad_value, "Value for pixels outside the source")
+      ->group(tr)
+      ->default_val(0);
   app.add_option("--format", f->format, "jpg | png | webp | raw | keep (source bytes untouched)")
-      ->group(tr)->default_str("jpg");
-  app.add_option("--quality", o->quality, "JPEG/WebP quality")->group(tr)->check(CLI::Range(1, 100))->default_val(95);
+      ->group(tr)
+      ->default_str("jpg");
+  app.add_option("--quality", o->quality, "JPEG/WebP quality")
+      ->group(tr)
+      ->check(CLI::Range(1, 100))
+      ->default_val(95);
 
   auto* in = "Input";
-  app.add_option("--image", o->image_exts, "Image extensions, in order of preference")->group(in)
+  app.add_option("--image", o->image_exts, "Image extensions, in order of preference")
+      ->group(in)
       ->default_str("jpg jpeg png webp bmp tif tiff");
   app.add_flag("--no-images", o->no_images, "Labels only: store no images")->group(in);
-  app.add_option("--ragged", f->ragged, "Fields whose first axis may vary between samples")->group(in);
-  app.add_option("--max-pixels", o->max_pixels, "Refuse larger images (from the header)")->group(in)
+  app.add_option("--ragged", f->ragged, "Fields whose first axis may vary between samples")
+      ->group(in);
+  app.add_option("--max-pixels", o->max_pixels, "Refuse larger images (from the header)")
+      ->group(in)
       ->default_val(1ull << 28);
-  app.add_option("--max-member-size", f->max_member_size, "Refuse larger members (gzip bombs)")->group(in)
+  app.add_option("--max-member-size", f->max_member_size, "Refuse larger members (gzip bombs)")
+      ->group(in)
       ->default_str("1G");
   app.add_option("--group-window", f->group_window,
                  "Memory for samples whose members are not adjacent in an archive")
-      ->group(in)->default_str("256M");
+      ->group(in)
+      ->default_str("256M");
 
   auto* beh = "Behaviour";
-  app.add_option("--shard-size", f->shard_size, "Largest image shard")->group(beh)->default_str("1G");
-  app.add_option("-j,--threads", o->threads, "Worker threads (default: all cores)")->group(beh)
+  app.add_option("--shard-size", f->shard_size, "Largest image shard")
+      ->group(beh)
+      ->default_str("1G");
+  app.add_option("-j,--threads", o->threads, "Worker threads (default: all cores)")
+      ->group(beh)
       ->check(CLI::Range(0, 1024));
   app.add_option("--shard", f->part,
                  "I/N: convert only part I (0-based) of N deterministic parts of the input, "
                  "for a cluster; join the parts with 'tarmac merge'")
       ->group(beh);
-  app.add_option("--on-error", f->on_error, "fail: stop at the first bad sample; skip: leave it out and record why")
-      ->group(beh)->check(CLI::IsMember({"fail", "skip"}))->default_str("fail");
+  app.add_option("--on-error", f->on_error,
+                 "fail: stop at the first bad sample; skip: leave it out and record why")
+      ->group(beh)
+      ->check(CLI::IsMember({"fail", "skip"}))
+      ->default_str("fail");
 
   return [o, f, &g, &app]() -> int {
     try {
       resolve_geometry(*f, *o);
-      if (f->format == "jpg" || f->format == "jpeg") o->format = OutputFormat::Jpeg;
-      else if (f->format == "png") o->format = OutputFormat::Png;
-      else if (f->format == "webp") o->format = OutputFormat::Webp;
-      else if (f->format == "raw") o->format = OutputFormat::Raw;
-      else if (f->format == "keep") o->format = OutputFormat::Keep;
-      else throw CLI::ValidationError("--format", "'" + f->format + "': use jpg, png, webp, raw or keep");
+      if (f->format == "jpg" || f->format == "jpeg")
+        o->format = OutputFormat::Jpeg;
+      else if (f->format == "png")
+        o->format = OutputFormat::Png;
+      else if (f->format == "webp")
+        o->format = OutputFormat::Webp;
+      else if (f->format == "raw")
+        o->format = OutputFormat::Raw;
+      else if (f->format == "keep")
+        o->format = OutputFormat::Keep;
+      else
+        throw CLI::ValidationError("--format",
+                                   "'" + f->format + "': use jpg, png, webp, raw or keep");
       for (const auto& b : f->boxes) {
-        if (b.ends_with(":xyxy")) o->boxes.emplace_back(b.substr(0, b.size() - 5), true);
-        else if (b.ends_with(":xywh")) o->boxes.emplace_back(b.substr(0, b.size() - 5), false);
-        else o->boxes.emplace_back(b, false);
+        if (b.ends_with(":xyxy"))
+          o->boxes.emplace_back(b.substr(0, b.size() - 5), true);
+        else if (b.ends_with(":xywh"))
+          o->boxes.emplace_back(b.substr(0, b.size() - 5), false);
+        else
+          o->boxes.emplace_back(b, false);
       }
       o->ragged.insert(f->ragged.begin(), f->ragged.end());
       o->command_line = g.argv;
@@ -231,7 +287,8 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
         if (!e.empty() && e[0] == '.') e.erase(0, 1);
       for (auto& d : o->dense)
         if (!d.empty() && d[0] == '.') d.erase(0, 1);
-      if (o->threads == 0) o->threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      if (o->threads == 0)
+        o->threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       o->options_json = [&] {
         nlohmann::ordered_json j;
         for (const CLI::Option* opt : app.get_options()) {
@@ -262,7 +319,8 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       return kDataError;
     }
     for (const auto& e : r.input_errors) spdlog::warn("input not read to its end: {}", e);
-    if (r.samples == 0) spdlog::warn("no samples were converted: the dataset in '{}' is empty", o->output);
+    if (r.samples == 0)
+      spdlog::warn("no samples were converted: the dataset in '{}' is empty", o->output);
     if (g.json) {
       nlohmann::ordered_json j;
       j["output"] = o->output;
@@ -278,7 +336,11 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       j["samples_per_second"] = r.seconds > 0 ? r.samples / r.seconds : 0;
       nlohmann::ordered_json fields = nlohmann::ordered_json::object();
       for (const auto& fs : r.schema)
-        fields[fs.name] = {{"kind", fs.kind}, {"dtype", fs.dtype}, {"shape", fs.shape}, {"ragged", fs.ragged}, {"source", fs.source}};
+        fields[fs.name] = {{"kind", fs.kind},
+                           {"dtype", fs.dtype},
+                           {"shape", fs.shape},
+                           {"ragged", fs.ragged},
+                           {"source", fs.source}};
       j["schema"] = fields;
       j["input_errors"] = r.input_errors;
       std::printf("%s\n", j.dump(2).c_str());
@@ -287,19 +349,25 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
                   static_cast<unsigned long long>(r.samples), o->output.c_str(), r.seconds,
                   r.seconds > 0 ? r.samples / r.seconds : 0.0);
       std::printf("  %llu shard(s), %s of images; labels.safetensors %s; read %s\n",
-                  static_cast<unsigned long long>(r.shards), human_bytes(double(r.image_bytes)).c_str(),
-                  human_bytes(double(r.annotation_bytes)).c_str(), human_bytes(double(r.input_bytes)).c_str());
+                  static_cast<unsigned long long>(r.shards),
+                  human_bytes(double(r.image_bytes)).c_str(),
+                  human_bytes(double(r.annotation_bytes)).c_str(),
+                  human_bytes(double(r.input_bytes)).c_str());
       for (const auto& e : r.input_errors) std::printf("  INPUT ERROR: %s\n", e.c_str());
       if (r.skipped_samples || r.error_members || r.ignored_members)
-        std::printf("  skipped %llu sample(s) and %llu member(s); ignored %llu member(s) (all listed in manifest.json)\n",
-                    static_cast<unsigned long long>(r.skipped_samples),
-                    static_cast<unsigned long long>(r.error_members),
-                    static_cast<unsigned long long>(r.ignored_members));
-      for (const auto& s : r.skipped) std::printf("    skipped %s (%s): %s\n", s.what.c_str(), s.input.c_str(), s.reason.c_str());
+        std::printf(
+            "  skipped %llu sample(s) and %llu member(s); ignored %llu member(s) (all listed in "
+            "manifest.json)\n",
+            static_cast<unsigned long long>(r.skipped_samples),
+            static_cast<unsigned long long>(r.error_members),
+            static_cast<unsigned long long>(r.ignored_members));
+      for (const auto& s : r.skipped)
+        std::printf("    skipped %s (%s): %s\n", s.what.c_str(), s.input.c_str(), s.reason.c_str());
       std::printf("  schema:\n");
       for (const auto& fs : r.schema)
-        std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", fs.name.c_str(), fs.kind.c_str(), fs.dtype.c_str(),
-                    shape_text(fs.shape).c_str(), fs.ragged ? " ragged" : "", fs.source.c_str());
+        std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", fs.name.c_str(), fs.kind.c_str(),
+                    fs.dtype.c_str(), shape_text(fs.shape).c_str(), fs.ragged ? " ragged" : "",
+                    fs.source.c_str());
     }
     return kOk;
   };

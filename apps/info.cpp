@@ -42,10 +42,13 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       j["blobs"] = s.blobs;
       j["schema"] = schema;
       nlohmann::ordered_json shards = nlohmann::ordered_json::array();
-      for (const auto& sh : s.shards) shards.push_back({{"name", sh.name}, {"size", sh.size}, {"present", sh.present}});
+      for (const auto& sh : s.shards)
+        shards.push_back({{"name", sh.name}, {"size", sh.size}, {"present", sh.present}});
       j["shards"] = shards;
       nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
-      for (const auto& t : s.tensors) tensors.push_back({{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}, {"bytes", t.bytes}});
+      for (const auto& t : s.tensors)
+        tensors.push_back(
+            {{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}, {"bytes", t.bytes}});
       j["tensors"] = tensors;
       if (!s.manifest_json.empty()) {
         auto m = nlohmann::ordered_json::parse(s.manifest_json, nullptr, false);
@@ -55,9 +58,10 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
     } else {
       std::printf("%s: %s dataset, %llu samples\n", s.path.c_str(), s.format.c_str(),
                   static_cast<unsigned long long>(s.samples));
-      std::printf("  labels.safetensors  %s, %zu tensors\n", human_bytes(double(s.annotation_bytes)).c_str(),
-                  s.tensors.size());
-      std::printf("  shards              %zu file(s), %s", s.shards.size(), human_bytes(double(shard_bytes)).c_str());
+      std::printf("  labels.safetensors  %s, %zu tensors\n",
+                  human_bytes(double(s.annotation_bytes)).c_str(), s.tensors.size());
+      std::printf("  shards              %zu file(s), %s", s.shards.size(),
+                  human_bytes(double(shard_bytes)).c_str());
       if (missing) std::printf("  (%zu MISSING)", missing);
       std::printf("\n  stored blobs        ");
       for (const auto& b : s.blobs) std::printf("%s ", b.c_str());
@@ -65,8 +69,9 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       if (schema.is_object())
         for (const auto& [name, f] : schema.items())
           std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", name.c_str(),
-                      f.value("kind", "").c_str(), f.value("dtype", "").c_str(), f["shape"].dump().c_str(),
-                      f.value("ragged", false) ? " ragged" : "", f.value("source", "").c_str());
+                      f.value("kind", "").c_str(), f.value("dtype", "").c_str(),
+                      f["shape"].dump().c_str(), f.value("ragged", false) ? " ragged" : "",
+                      f.value("source", "").c_str());
     }
     return missing ? kDataError : kOk;
   };

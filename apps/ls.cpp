@@ -38,8 +38,8 @@ Runner setup_ls(CLI::App& app, const GlobalFlags& g) {
           list.push_back(j);
         } else if (*long_format && images) {
           const check::BlobRef b = a.blob(0, i);
-          std::printf("%8llu %10lld %5dx%-5d %s\n", static_cast<unsigned long long>(i), static_cast<long long>(b.size),
-                      b.width, b.height, key.c_str());
+          std::printf("%8llu %10lld %5dx%-5d %s\n", static_cast<unsigned long long>(i),
+                      static_cast<long long>(b.size), b.width, b.height, key.c_str());
         } else if (*long_format) {
           std::printf("%8llu %s\n", static_cast<unsigned long long>(i), key.c_str());
         } else {

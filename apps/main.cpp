@@ -20,12 +20,18 @@ struct Command {
 const Command kCommands[] = {
     {"convert", "Convert archives of images + labels into image shards + one annotation file",
      tarmac::cli::setup_convert},
-    {"info", "Summarise a converted dataset: counts, schema, shards, sizes", tarmac::cli::setup_info},
-    {"verify", "Check that a dataset is complete and intact: every byte, optionally every decode", tarmac::cli::setup_verify},
-    {"cat", "Write one sample's stored image (or dense map) bytes, or its labels as JSON", tarmac::cli::setup_cat},
+    {"info", "Summarise a converted dataset: counts, schema, shards, sizes",
+     tarmac::cli::setup_info},
+    {"verify", "Check that a dataset is complete and intact: every byte, optionally every decode",
+     tarmac::cli::setup_verify},
+    {"cat", "Write one sample's stored image (or dense map) bytes, or its labels as JSON",
+     tarmac::cli::setup_cat},
     {"ls", "List a dataset's sample keys (-l: index, size, width x height)", tarmac::cli::setup_ls},
-    {"merge", "Join datasets converted in parts (convert --shard I/N) into one", tarmac::cli::setup_merge},
-    {"bench", "Measure how fast a dataset reads: open time, random access, decoding with 1..N threads", tarmac::cli::setup_bench},
+    {"merge", "Join datasets converted in parts (convert --shard I/N) into one",
+     tarmac::cli::setup_merge},
+    {"bench",
+     "Measure how fast a dataset reads: open time, random access, decoding with 1..N threads",
+     tarmac::cli::setup_bench},
 };
 
 }  // namespace
@@ -60,7 +66,9 @@ int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("tarmac");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("tarmac: %^%l%$: %v");
-  spdlog::set_level(quiet ? spdlog::level::err : verbose ? spdlog::level::debug : spdlog::level::info);
+  spdlog::set_level(quiet     ? spdlog::level::err
+                    : verbose ? spdlog::level::debug
+                              : spdlog::level::info);
   g.verbosity = quiet ? -1 : verbose ? 1 : 0;
   for (auto& [sub, run] : runners)
     if (sub->parsed()) return run();

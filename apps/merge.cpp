@@ -13,10 +13,13 @@ namespace tarmac::cli {
 
 Runner setup_merge(CLI::App& app, const GlobalFlags& g) {
   auto o = std::make_shared<MergeOptions>();
-  app.add_option("parts", o->parts, "Dataset directories to join, in order (e.g. the parts of convert --shard I/N)")
+  app.add_option("parts", o->parts,
+                 "Dataset directories to join, in order (e.g. the parts of convert --shard I/N)")
       ->required();
-  app.add_option("-o,--output", o->output, "Output dataset directory (created; must be empty)")->required();
-  app.add_flag("--copy", o->copy, "Copy shards instead of hard-linking them (links need one filesystem)");
+  app.add_option("-o,--output", o->output, "Output dataset directory (created; must be empty)")
+      ->required();
+  app.add_flag("--copy", o->copy,
+               "Copy shards instead of hard-linking them (links need one filesystem)");
   app.footer(
       "Example:\n"
       "  for i in 0 1 2 3; do tarmac convert raw/*.tar -o part$i --shard $i/4 --size 256; done\n"
@@ -35,19 +38,22 @@ Runner setup_merge(CLI::App& app, const GlobalFlags& g) {
     }
     for (const auto& w : r.warnings) spdlog::warn("{}", w);
     if (g.json) {
-      nlohmann::ordered_json j = {{"output", o->output},     {"parts", o->parts.size()},
-                                  {"samples", r.samples},    {"shards", r.shards},
-                                  {"linked", r.linked},      {"copied", r.copied},
-                                  {"image_bytes", r.image_bytes}, {"annotation_bytes", r.annotation_bytes},
-                                  {"seconds", r.seconds},    {"warnings", r.warnings}};
+      nlohmann::ordered_json j = {
+          {"output", o->output},          {"parts", o->parts.size()},
+          {"samples", r.samples},         {"shards", r.shards},
+          {"linked", r.linked},           {"copied", r.copied},
+          {"image_bytes", r.image_bytes}, {"annotation_bytes", r.annotation_bytes},
+          {"seconds", r.seconds},         {"warnings", r.warnings}};
       std::printf("%s\n", j.dump(2).c_str());
     } else {
-      std::printf("merged %zu part(s) into %s in %.1f s: %llu samples, %llu shard(s) (%llu linked, %llu copied), "
-                  "%s of images; labels.safetensors %s\n",
-                  o->parts.size(), o->output.c_str(), r.seconds, static_cast<unsigned long long>(r.samples),
-                  static_cast<unsigned long long>(r.shards), static_cast<unsigned long long>(r.linked),
-                  static_cast<unsigned long long>(r.copied), human_bytes(double(r.image_bytes)).c_str(),
-                  human_bytes(double(r.annotation_bytes)).c_str());
+      std::printf(
+          "merged %zu part(s) into %s in %.1f s: %llu samples, %llu shard(s) (%llu linked, %llu "
+          "copied), "
+          "%s of images; labels.safetensors %s\n",
+          o->parts.size(), o->output.c_str(), r.seconds, static_cast<unsigned long long>(r.samples),
+          static_cast<unsigned long long>(r.shards), static_cast<unsigned long long>(r.linked),
+          static_cast<unsigned long long>(r.copied), human_bytes(double(r.image_bytes)).c_str(),
+          human_bytes(double(r.annotation_bytes)).c_str());
     }
     return kOk;
   };

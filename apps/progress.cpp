@@ -39,7 +39,8 @@ void ProgressBar::update(const Progress& p) {
   if (p.skipped) line += ", " + std::to_string(p.skipped) + " skipped";
   if (p.total_bytes > 0 && bps > 0 && !p.final) {
     const double eta = (p.total_bytes - static_cast<double>(p.bytes_read)) / bps;
-    std::snprintf(buf, sizeof buf, ", ETA %dm%02ds", static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+    std::snprintf(buf, sizeof buf, ", ETA %dm%02ds", static_cast<int>(eta) / 60,
+                  static_cast<int>(eta) % 60);
     line += buf;
   }
   std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), p.final ? "\n" : "");

@@ -15,7 +15,8 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
   auto o = std::make_shared<check::VerifyOptions>();
   app.add_option("dataset", o->dir, "Dataset directory to check")->required();
   app.add_flag("--decode", o->decode, "Also decode every image and dense map and check its size");
-  app.add_option("-j,--threads", o->threads, "Threads (default: all cores); shards are checked in parallel")
+  app.add_option("-j,--threads", o->threads,
+                 "Threads (default: all cores); shards are checked in parallel")
       ->check(CLI::Range(0, 1024));
   app.footer(
       "Checks the annotation file against docs/format.md, every shard as tar (headers, padding,\n"
@@ -27,9 +28,10 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
     const check::VerifyReport r = check::verify_dataset(*o, [&](const check::VerifyProgress& p) {
       if (!bar) return;
       const double frac = p.bytes_total ? static_cast<double>(p.bytes_done) / p.bytes_total : 1.0;
-      std::fprintf(stderr, "\r\033[Kverify: %3.0f%%  %s of %s, %s/s%s", 100 * frac,
-                   human_bytes(double(p.bytes_done)).c_str(), human_bytes(double(p.bytes_total)).c_str(),
-                   human_bytes(p.seconds > 0 ? p.bytes_done / p.seconds : 0).c_str(), p.final ? "\n" : "");
+      std::fprintf(
+          stderr, "\r\033[Kverify: %3.0f%%  %s of %s, %s/s%s", 100 * frac,
+          human_bytes(double(p.bytes_done)).c_str(), human_bytes(double(p.bytes_total)).c_str(),
+          human_bytes(p.seconds > 0 ? p.bytes_done / p.seconds : 0).c_str(), p.final ? "\n" : "");
     });
     if (g.json) {
       nlohmann::ordered_json j;
@@ -43,20 +45,25 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
       j["seconds"] = r.seconds;
       j["problem_count"] = r.problem_count;
       auto& list = j["problems"] = nlohmann::ordered_json::array();
-      for (const auto& p : r.problems) list.push_back({{"file", p.file}, {"sample", p.sample}, {"problem", p.what}});
-      std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+      for (const auto& p : r.problems)
+        list.push_back({{"file", p.file}, {"sample", p.sample}, {"problem", p.what}});
+      std::printf("%s\n",
+                  j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     } else {
       for (const auto& p : r.problems)
-        std::printf("%s: %s%s\n", p.file.c_str(), p.sample.empty() ? "" : ("sample '" + p.sample + "': ").c_str(),
+        std::printf("%s: %s%s\n", p.file.c_str(),
+                    p.sample.empty() ? "" : ("sample '" + p.sample + "': ").c_str(),
                     p.what.c_str());
       if (r.problem_count > r.problems.size())
-        std::printf("... and %llu more problem(s)\n", static_cast<unsigned long long>(r.problem_count - r.problems.size()));
-      std::printf("%s %s: %llu samples, %llu shard(s), %llu blob(s), %s checked in %.1f s (%s/s)%s\n",
-                  r.ok() ? "OK" : "FAILED", r.dir.c_str(), static_cast<unsigned long long>(r.samples),
-                  static_cast<unsigned long long>(r.shards), static_cast<unsigned long long>(r.blobs),
-                  human_bytes(double(r.bytes_checked)).c_str(), r.seconds,
-                  human_bytes(r.seconds > 0 ? r.bytes_checked / r.seconds : 0).c_str(),
-                  r.ok() ? "" : (", " + std::to_string(r.problem_count) + " problem(s)").c_str());
+        std::printf("... and %llu more problem(s)\n",
+                    static_cast<unsigned long long>(r.problem_count - r.problems.size()));
+      std::printf(
+          "%s %s: %llu samples, %llu shard(s), %llu blob(s), %s checked in %.1f s (%s/s)%s\n",
+          r.ok() ? "OK" : "FAILED", r.dir.c_str(), static_cast<unsigned long long>(r.samples),
+          static_cast<unsigned long long>(r.shards), static_cast<unsigned long long>(r.blobs),
+          human_bytes(double(r.bytes_checked)).c_str(), r.seconds,
+          human_bytes(r.seconds > 0 ? r.bytes_checked / r.seconds : 0).c_str(),
+          r.ok() ? "" : (", " + std::to_string(r.problem_count) + " problem(s)").c_str());
     }
     if (!r.ok()) spdlog::error("'{}' failed verification: {} problem(s)", r.dir, r.problem_count);
     return r.ok() ? kOk : kDataError;

@@ -28,9 +28,12 @@ double half_to_double(uint16_t h) {
   const int exp = (h >> 10) & 0x1f;
   const int mant = h & 0x3ff;
   double v;
-  if (exp == 0) v = std::ldexp(mant, -24);
-  else if (exp == 31) v = mant ? NAN : INFINITY;
-  else v = std::ldexp(mant + 1024, exp - 25);
+  if (exp == 0)
+    v = std::ldexp(mant, -24);
+  else if (exp == 31)
+    v = mant ? NAN : INFINITY;
+  else
+    v = std::ldexp(mant + 1024, exp - 25);
   return (h & 0x8000) ? -v : v;
 }
 
@@ -42,19 +45,36 @@ json element_json(DType t, const uint8_t* p) {
   };
   double f = 0;
   switch (t) {
-    case DType::BOOL: return json(p[0] != 0);
-    case DType::U8: return json(get(uint8_t{}));
-    case DType::I8: return json(get(int8_t{}));
-    case DType::U16: return json(get(uint16_t{}));
-    case DType::I16: return json(get(int16_t{}));
-    case DType::U32: return json(get(uint32_t{}));
-    case DType::I32: return json(get(int32_t{}));
-    case DType::U64: return json(get(uint64_t{}));
-    case DType::I64: return json(get(int64_t{}));
-    case DType::F16: f = half_to_double(get(uint16_t{})); break;
-    case DType::BF16: f = std::bit_cast<float>(static_cast<uint32_t>(get(uint16_t{})) << 16); break;
-    case DType::F32: f = get(float{}); break;
-    case DType::F64: f = get(double{}); break;
+    case DType::BOOL:
+      return json(p[0] != 0);
+    case DType::U8:
+      return json(get(uint8_t{}));
+    case DType::I8:
+      return json(get(int8_t{}));
+    case DType::U16:
+      return json(get(uint16_t{}));
+    case DType::I16:
+      return json(get(int16_t{}));
+    case DType::U32:
+      return json(get(uint32_t{}));
+    case DType::I32:
+      return json(get(int32_t{}));
+    case DType::U64:
+      return json(get(uint64_t{}));
+    case DType::I64:
+      return json(get(int64_t{}));
+    case DType::F16:
+      f = half_to_double(get(uint16_t{}));
+      break;
+    case DType::BF16:
+      f = std::bit_cast<float>(static_cast<uint32_t>(get(uint16_t{})) << 16);
+      break;
+    case DType::F32:
+      f = get(float{});
+      break;
+    case DType::F64:
+      f = get(double{});
+      break;
   }
   return std::isfinite(f) ? json(f) : json(nullptr);
 }
@@ -65,7 +85,8 @@ json array_json(DType t, const uint8_t* p, const std::vector<int64_t>& shape, si
   uint64_t stride = dtype_size(t);
   for (size_t d = dim + 1; d < shape.size(); ++d) stride *= static_cast<uint64_t>(shape[d]);
   json a = json::array();
-  for (int64_t i = 0; i < shape[dim]; ++i) a.push_back(array_json(t, p + i * stride, shape, dim + 1));
+  for (int64_t i = 0; i < shape[dim]; ++i)
+    a.push_back(array_json(t, p + i * stride, shape, dim + 1));
   return a;
 }
 
@@ -100,7 +121,8 @@ const TensorInfo* Annotation::need(const std::string& name, DType dtype,
     return fail("has dtype " + std::string(dtype_name(t->dtype)) + ", expected " +
                 std::string(dtype_name(dtype)));
   bool match = t->shape.size() == shape.size();
-  for (size_t i = 0; match && i < shape.size(); ++i) match = shape[i] < 0 || shape[i] == t->shape[i];
+  for (size_t i = 0; match && i < shape.size(); ++i)
+    match = shape[i] < 0 || shape[i] == t->shape[i];
   if (!match) return fail("has shape " + shape_text(t->shape) + ", expected " + shape_text(shape));
   if ((t->begin - header_.data_start) % dtype_size(dtype) != 0 || t->begin % dtype_size(dtype) != 0)
     return fail("is not aligned to its element size");
@@ -111,7 +133,8 @@ bool Annotation::check_offsets(const TensorInfo* offsets, uint64_t total, const 
                                std::vector<Problem>& problems) const {
   int64_t prev = at<int64_t>(offsets, 0);
   if (prev != 0) {
-    problems.push_back({kLabels, "", "'" + column + ".offsets' starts at " + std::to_string(prev) + ", not 0"});
+    problems.push_back(
+        {kLabels, "", "'" + column + ".offsets' starts at " + std::to_string(prev) + ", not 0"});
     return false;
   }
   for (uint64_t i = 0; i < n_; ++i) {
@@ -126,8 +149,9 @@ bool Annotation::check_offsets(const TensorInfo* offsets, uint64_t total, const 
     prev = next;
   }
   if (static_cast<uint64_t>(prev) != total) {
-    problems.push_back({kLabels, "", "'" + column + ".offsets' ends at " + std::to_string(prev) +
-                                         " but the values hold " + std::to_string(total)});
+    problems.push_back({kLabels, "",
+                        "'" + column + ".offsets' ends at " + std::to_string(prev) +
+                            " but the values hold " + std::to_string(total)});
     return false;
   }
   return true;
@@ -145,15 +169,16 @@ bool Annotation::open(const std::string& dir, bool deep, std::vector<Problem>& p
   // The header text: one JSON object, then only spaces up to a multiple of 8 (format.md 1).
   const auto bytes = file_.bytes();
   if (header_.data_start % 8 != 0)
-    problems.push_back({kLabels, "", "the data buffer starts at byte " + std::to_string(header_.data_start) +
-                                         ", not a multiple of 8"});
+    problems.push_back({kLabels, "",
+                        "the data buffer starts at byte " + std::to_string(header_.data_start) +
+                            ", not a multiple of 8"});
   size_t last = static_cast<size_t>(header_.data_start);
   while (last > 8 && bytes[last - 1] != '}') --last;
   if (bytes[8] != '{') problems.push_back({kLabels, "", "the header does not start with '{'"});
   for (size_t i = last; i < header_.data_start; ++i)
     if (bytes[i] != ' ') {
-      problems.push_back({kLabels, "", "byte " + std::to_string(i) +
-                                           " of the header padding is not a space"});
+      problems.push_back(
+          {kLabels, "", "byte " + std::to_string(i) + " of the header padding is not a space"});
       break;
     }
 
@@ -169,7 +194,8 @@ bool Annotation::open(const std::string& dir, bool deep, std::vector<Problem>& p
   meta("tool");
   const std::string* num = meta("num_samples");
   if (!num) return false;
-  if (num->empty() || num->size() > 19 || !std::all_of(num->begin(), num->end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (num->empty() || num->size() > 19 ||
+      !std::all_of(num->begin(), num->end(), [](char c) { return c >= '0' && c <= '9'; })) {
     problems.push_back({kLabels, "", "num_samples '" + *num + "' is not a decimal number"});
     return false;
   }
@@ -183,7 +209,8 @@ bool Annotation::open(const std::string& dir, bool deep, std::vector<Problem>& p
   expect("__key__.values");
   expect("__key__.offsets");
   if (!key_values_ || !key_offsets_) return false;
-  keys_ok_ = check_offsets(key_offsets_, static_cast<uint64_t>(key_values_->shape[0]), "__key__", problems);
+  keys_ok_ = check_offsets(key_offsets_, static_cast<uint64_t>(key_values_->shape[0]), "__key__",
+                           problems);
 
   try {
     const std::string* shards = meta("shards");
@@ -192,17 +219,22 @@ bool Annotation::open(const std::string& dir, bool deep, std::vector<Problem>& p
     std::set<std::string> seen;
     for (const auto& s : json::parse(*shards)) {
       const std::string name = s.get<std::string>();
-      if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' || !seen.insert(name).second)
-        problems.push_back({kLabels, "", "shard name '" + name + "' is empty, a path, hidden or repeated"});
+      if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' ||
+          !seen.insert(name).second)
+        problems.push_back(
+            {kLabels, "", "shard name '" + name + "' is empty, a path, hidden or repeated"});
       shards_.push_back(name);
     }
     for (const auto& b : json::parse(*blobs)) blob_kinds_.push_back(b.get<std::string>());
   } catch (const json::exception& e) {
-    problems.push_back({kLabels, "", std::string("shards or blobs metadata is not a JSON array of strings: ") + e.what()});
+    problems.push_back(
+        {kLabels, "",
+         std::string("shards or blobs metadata is not a JSON array of strings: ") + e.what()});
     return false;
   }
   if (!blob_kinds_.empty() && blob_kinds_[0] != "__image__")
-    problems.push_back({kLabels, "", "the first stored blob kind is '" + blob_kinds_[0] + "', not '__image__'"});
+    problems.push_back(
+        {kLabels, "", "the first stored blob kind is '" + blob_kinds_[0] + "', not '__image__'"});
   for (const auto& kind : blob_kinds_) {
     BlobTensors b{};
     auto col = [&](const char* what, DType t) {
@@ -226,7 +258,8 @@ bool Annotation::open(const std::string& dir, bool deep, std::vector<Problem>& p
   const std::string* schema = meta("schema");
   if (schema) {
     const json s = json::parse(*schema, nullptr, false);
-    if (!s.is_object()) problems.push_back({kLabels, "", "schema metadata is not a JSON object"});
+    if (!s.is_object())
+      problems.push_back({kLabels, "", "schema metadata is not a JSON object"});
     else
       for (const auto& [name, f] : s.items()) {
         FieldInfo fi;
@@ -240,14 +273,17 @@ bool Annotation::open(const std::string& dir, bool deep, std::vector<Problem>& p
           if (!dt) throw std::invalid_argument("unknown dtype");
           fi.dtype = *dt;
         } catch (const std::exception& e) {
-          problems.push_back({kLabels, "", "schema entry of field '" + name + "' is invalid: " + e.what()});
+          problems.push_back(
+              {kLabels, "", "schema entry of field '" + name + "' is invalid: " + e.what()});
           continue;
         }
         const bool text = fi.kind == "string" || fi.kind == "json";
         if ((fi.kind != "numeric" && !text) || (text && (fi.dtype != DType::U8 || !fi.ragged)) ||
             (fi.ragged && (fi.shape.empty() || fi.shape[0] != -1)) ||
-            std::any_of(fi.shape.begin() + (fi.ragged ? 1 : 0), fi.shape.end(), [](int64_t d) { return d < 0; })) {
-          problems.push_back({kLabels, "", "schema entry of field '" + name + "' is inconsistent: " + f.dump()});
+            std::any_of(fi.shape.begin() + (fi.ragged ? 1 : 0), fi.shape.end(),
+                        [](int64_t d) { return d < 0; })) {
+          problems.push_back(
+              {kLabels, "", "schema entry of field '" + name + "' is inconsistent: " + f.dump()});
           continue;
         }
         std::vector<int64_t> full = fi.shape;
@@ -258,7 +294,8 @@ bool Annotation::open(const std::string& dir, bool deep, std::vector<Problem>& p
           fi.values = need(name + ".values", fi.dtype, full, problems);
           fi.offsets = need(name + ".offsets", DType::I64, {n + 1}, problems);
           if (fi.values && fi.offsets &&
-              !check_offsets(fi.offsets, static_cast<uint64_t>(fi.values->shape[0]), name, problems))
+              !check_offsets(fi.offsets, static_cast<uint64_t>(fi.values->shape[0]), name,
+                             problems))
             fi.offsets = nullptr;
         } else {
           full.insert(full.begin(), n);
@@ -270,7 +307,9 @@ bool Annotation::open(const std::string& dir, bool deep, std::vector<Problem>& p
   }
   for (const auto& t : header_.tensors)
     if (!expected.count(t.name))
-      problems.push_back({kLabels, "", "tensor '" + t.name + "' is neither a key, blob, affine nor schema column"});
+      problems.push_back(
+          {kLabels, "",
+           "tensor '" + t.name + "' is neither a key, blob, affine nor schema column"});
   if (deep) deep_checks(problems);
   return true;
 }
@@ -288,7 +327,8 @@ void Annotation::deep_checks(std::vector<Problem>& problems) const {
     }
     std::sort(hashes.begin(), hashes.end());
     for (size_t j = 1; j < hashes.size(); ++j)
-      if (hashes[j].first == hashes[j - 1].first && key(hashes[j].second) == key(hashes[j - 1].second))
+      if (hashes[j].first == hashes[j - 1].first &&
+          key(hashes[j].second) == key(hashes[j - 1].second))
         problems.push_back({kLabels, key(hashes[j].second),
                             "key is not unique: samples #" + std::to_string(hashes[j - 1].second) +
                                 " and #" + std::to_string(hashes[j].second)});
@@ -300,16 +340,18 @@ void Annotation::deep_checks(std::vector<Problem>& problems) const {
       if (b.shard < 0 || static_cast<size_t>(b.shard) >= shards_.size())
         why = "shard index " + std::to_string(b.shard) + " is out of range";
       else if (b.offset < 512 || b.size < 0)
-        why = "offset " + std::to_string(b.offset) + " / size " + std::to_string(b.size) + " is impossible";
+        why = "offset " + std::to_string(b.offset) + " / size " + std::to_string(b.size) +
+              " is impossible";
       else if (b.width <= 0 || b.height <= 0)
-        why = "width x height " + std::to_string(b.width) + "x" + std::to_string(b.height) + " is not positive";
+        why = "width x height " + std::to_string(b.width) + "x" + std::to_string(b.height) +
+              " is not positive";
       if (!why.empty()) problems.push_back({kLabels, key(i), blob_kinds_[k] + ": " + why});
     }
   if (affine_)
     for (uint64_t i = 0; i < n_; ++i) {
       const auto m = *affine(i);
-      if (!std::all_of(m.begin(), m.end(), [](double v) { return std::isfinite(v); }) || m[1] != 0 || m[3] != 0 ||
-          !(m[0] > 0) || !(m[4] > 0))
+      if (!std::all_of(m.begin(), m.end(), [](double v) { return std::isfinite(v); }) ||
+          m[1] != 0 || m[3] != 0 || !(m[0] > 0) || !(m[4] > 0))
         problems.push_back({kLabels, key(i), "__affine__ is not a finite scale-and-translate map"});
     }
   for (const auto& f : fields_) {
@@ -327,13 +369,15 @@ std::string Annotation::key(uint64_t i) const {
   if (!keys_ok_ || i >= n_) return "#" + std::to_string(i);
   const auto b = static_cast<uint64_t>(at<int64_t>(key_offsets_, i));
   const auto e = static_cast<uint64_t>(at<int64_t>(key_offsets_, i + 1));
-  return std::string(reinterpret_cast<const char*>(file_.bytes().data() + key_values_->begin + b), e - b);
+  return std::string(reinterpret_cast<const char*>(file_.bytes().data() + key_values_->begin + b),
+                     e - b);
 }
 
 std::optional<uint64_t> Annotation::find(std::string_view k) const {
   for (uint64_t i = 0; i < n_; ++i)
     if (key(i) == k) return i;
-  if (k.size() > 1 && k[0] == '#' && std::all_of(k.begin() + 1, k.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+  if (k.size() > 1 && k[0] == '#' &&
+      std::all_of(k.begin() + 1, k.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
       k.size() < 20) {
     const uint64_t i = std::stoull(std::string(k.substr(1)));
     if (i < n_) return i;
@@ -343,8 +387,8 @@ std::optional<uint64_t> Annotation::find(std::string_view k) const {
 
 BlobRef Annotation::blob(size_t kind, uint64_t i) const {
   const BlobTensors& t = blobs_.at(kind);
-  return {at<int32_t>(t.shard, i), at<int64_t>(t.offset, i), at<int64_t>(t.size, i),
-          at<uint32_t>(t.crc32, i), at<int32_t>(t.width, i), at<int32_t>(t.height, i)};
+  return {at<int32_t>(t.shard, i),  at<int64_t>(t.offset, i), at<int64_t>(t.size, i),
+          at<uint32_t>(t.crc32, i), at<int32_t>(t.width, i),  at<int32_t>(t.height, i)};
 }
 
 std::optional<std::array<double, 6>> Annotation::affine(uint64_t i) const {
@@ -357,7 +401,8 @@ std::optional<std::array<double, 6>> Annotation::affine(uint64_t i) const {
 json Annotation::labels_json(uint64_t i) const {
   json out = json::object();
   for (const auto& f : fields_) {
-    if (!f.values || (f.ragged && !f.offsets)) throw ParseError("field '" + f.name + "' is unusable");
+    if (!f.values || (f.ragged && !f.offsets))
+      throw ParseError("field '" + f.name + "' is unusable");
     const uint64_t row = product(f.shape, 1) * dtype_size(f.dtype);
     uint64_t b = 0, e = 0;
     std::vector<int64_t> shape = f.shape;
@@ -372,7 +417,8 @@ json Annotation::labels_json(uint64_t i) const {
       e = b + product(f.shape, 0) * dtype_size(f.dtype);
     }
     if (e < b || e > f.values->end - f.values->begin)
-      throw ParseError("field '" + f.name + "' of sample #" + std::to_string(i) + " is out of bounds");
+      throw ParseError("field '" + f.name + "' of sample #" + std::to_string(i) +
+                       " is out of bounds");
     const uint8_t* p = file_.bytes().data() + f.values->begin + b;
     if (f.kind == "string") {
       out[f.name] = std::string(reinterpret_cast<const char*>(p), e - b);

@@ -19,31 +19,39 @@ size_t blob_kind(const Annotation& a, const std::string& name) {
     if (a.blob_kinds()[k] == want) return k;
     have += (k ? ", " : "") + a.blob_kinds()[k].substr(2, a.blob_kinds()[k].size() - 4);
   }
-  throw FatalError("the dataset stores no '" + name + "' blobs (it stores: " + (have.empty() ? "none" : have) + ")");
+  throw FatalError("the dataset stores no '" + name +
+                   "' blobs (it stores: " + (have.empty() ? "none" : have) + ")");
 }
 
 std::vector<uint8_t> read_blob(const Annotation& a, size_t kind, uint64_t i) {
   const BlobRef b = a.blob(kind, i);
-  if (b.shard < 0 || static_cast<size_t>(b.shard) >= a.shards().size() || b.offset < 0 || b.size < 0)
-    throw FatalError("sample '" + a.key(i) + "': the annotation file places its blob nowhere valid");
-  const std::string path = (std::filesystem::path(a.dir()) / a.shards()[static_cast<size_t>(b.shard)]).string();
+  if (b.shard < 0 || static_cast<size_t>(b.shard) >= a.shards().size() || b.offset < 0 ||
+      b.size < 0)
+    throw FatalError("sample '" + a.key(i) +
+                     "': the annotation file places its blob nowhere valid");
+  const std::string path =
+      (std::filesystem::path(a.dir()) / a.shards()[static_cast<size_t>(b.shard)]).string();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw FatalError("cannot open shard '" + path + "': " + std::strerror(errno));
   std::vector<uint8_t> out(static_cast<size_t>(b.size));
   size_t got = 0;
   while (got < out.size()) {
-    const ssize_t n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(b.offset + got));
+    const ssize_t n =
+        ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(b.offset + got));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       ::close(fd);
-      throw FatalError("shard '" + path + "' ends before the blob of sample '" + a.key(i) + "' (truncated?)");
+      throw FatalError("shard '" + path + "' ends before the blob of sample '" + a.key(i) +
+                       "' (truncated?)");
     }
     got += static_cast<size_t>(n);
   }
   ::close(fd);
-  const auto crc = static_cast<uint32_t>(::crc32(::crc32(0, nullptr, 0), out.data(), static_cast<uInt>(out.size())));
+  const auto crc = static_cast<uint32_t>(
+      ::crc32(::crc32(0, nullptr, 0), out.data(), static_cast<uInt>(out.size())));
   if (crc != b.crc32)
-    throw FatalError("sample '" + a.key(i) + "': the bytes in '" + path + "' do not match their CRC-32 (corrupt; run tarmac verify)");
+    throw FatalError("sample '" + a.key(i) + "': the bytes in '" + path +
+                     "' do not match their CRC-32 (corrupt; run tarmac verify)");
   return out;
 }
 
@@ -52,12 +60,17 @@ nlohmann::ordered_json sample_json(const Annotation& a, uint64_t i) {
   j["key"] = a.key(i);
   j["index"] = i;
   j["labels"] = a.labels_json(i);
-  if (const auto m = a.affine(i)) j["affine"] = {{(*m)[0], (*m)[1], (*m)[2]}, {(*m)[3], (*m)[4], (*m)[5]}};
+  if (const auto m = a.affine(i))
+    j["affine"] = {{(*m)[0], (*m)[1], (*m)[2]}, {(*m)[3], (*m)[4], (*m)[5]}};
   for (size_t k = 0; k < a.blob_kinds().size(); ++k) {
     const BlobRef b = a.blob(k, i);
     const bool valid = b.shard >= 0 && static_cast<size_t>(b.shard) < a.shards().size();
-    j[a.blob_kinds()[k]] = {{"shard", valid ? a.shards()[static_cast<size_t>(b.shard)] : std::string("?")},
-                            {"offset", b.offset}, {"size", b.size}, {"width", b.width}, {"height", b.height}};
+    j[a.blob_kinds()[k]] = {
+        {"shard", valid ? a.shards()[static_cast<size_t>(b.shard)] : std::string("?")},
+        {"offset", b.offset},
+        {"size", b.size},
+        {"width", b.width},
+        {"height", b.height}};
   }
   return j;
 }

@@ -16,7 +16,9 @@ namespace {
 
 constexpr uint64_t kBlock = 512;
 
-uint64_t padded(uint64_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
+uint64_t padded(uint64_t n) {
+  return (n + kBlock - 1) / kBlock * kBlock;
+}
 
 bool all_zero(const uint8_t* p, uint64_t n) {
   return std::all_of(p, p + n, [](uint8_t c) { return c == 0; });
@@ -57,8 +59,11 @@ std::string parse_header(const uint8_t* b, Header& h) {
   for (int i = 0; i < 512; ++i)
     if (i < 148 || i >= 156) sum += b[i];
   if (sum != stored)
-    return "checksum mismatch (header says " + std::to_string(stored) + ", bytes sum to " + std::to_string(sum) + ")";
-  if (std::string_view(reinterpret_cast<const char*>(b + 257), 8) != std::string_view("ustar\0" "00", 8))
+    return "checksum mismatch (header says " + std::to_string(stored) + ", bytes sum to " +
+           std::to_string(sum) + ")";
+  if (std::string_view(reinterpret_cast<const char*>(b + 257), 8) != std::string_view("ustar\0"
+                                                                                      "00",
+                                                                                      8))
     return "not a POSIX ustar header (magic/version)";
   const auto size = octal(b + 124, 12);
   if (!size) return "size field is not octal";
@@ -76,20 +81,23 @@ std::string parse_pax(const uint8_t* p, uint64_t n, std::optional<std::string>& 
   size_t at = 0;
   while (at < all.size()) {
     const size_t space = all.find(' ', at);
-    if (space == std::string_view::npos || space == at || space - at > 18) return "pax record length is malformed";
+    if (space == std::string_view::npos || space == at || space - at > 18)
+      return "pax record length is malformed";
     uint64_t len = 0;
     for (size_t i = at; i < space; ++i) {
       if (all[i] < '0' || all[i] > '9') return "pax record length is not decimal";
       len = len * 10 + static_cast<uint64_t>(all[i] - '0');
     }
-    if (len < space - at + 3 || at + len > all.size() || all[at + len - 1] != '\n') return "pax record is malformed";
+    if (len < space - at + 3 || at + len > all.size() || all[at + len - 1] != '\n')
+      return "pax record is malformed";
     const std::string_view rec = all.substr(space + 1, at + len - space - 2);
     const size_t eq = rec.find('=');
     if (eq == std::string_view::npos) return "pax record has no '='";
     const std::string_view key = rec.substr(0, eq), value = rec.substr(eq + 1);
     if (key == "path") path = std::string(value);
     if (key == "size") {
-      if (value.empty() || value.size() > 19 || !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      if (value.empty() || value.size() > 19 ||
+          !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
         return "pax size is not decimal";
       size = std::stoull(std::string(value));
     }
@@ -116,8 +124,8 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
   try {
     file = MappedFile((fs::path(a.dir()) / name).string());
   } catch (const FatalError& e) {
-    problem("", std::string("shard cannot be read: ") + e.what() + " (" + std::to_string(entries.size()) +
-                    " blob(s) stored in it are lost)");
+    problem("", std::string("shard cannot be read: ") + e.what() + " (" +
+                    std::to_string(entries.size()) + " blob(s) stored in it are lost)");
     return r;
   }
   const auto bytes = file.bytes();
@@ -134,13 +142,14 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
       cursor += n;
     }
   };
-  size_t j = 0;        // next expected blob
-  uint64_t pos = 0;    // next header
+  size_t j = 0;      // next expected blob
+  uint64_t pos = 0;  // next header
   uint64_t reported = 0;
   // After a damaged header: jump to the header of the next blob the annotation file places
   // beyond it; the blobs in between are reported. False when there is none.
   auto resync = [&]() {
-    while (j < entries.size() && static_cast<uint64_t>(entry_blob(entries[j]).offset) <= pos + kBlock) {
+    while (j < entries.size() &&
+           static_cast<uint64_t>(entry_blob(entries[j]).offset) <= pos + kBlock) {
       problem(entry_key(entries[j]), entry_what(entries[j]) + ": its tar header is damaged");
       ++j;
     }
@@ -157,9 +166,14 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
     }
     const uint8_t* block = bytes.data() + pos;
     if (all_zero(block, kBlock)) {
-      if (pos + 2 * kBlock > size) problem("", "truncated: the second end-of-archive block is missing");
-      else if (!all_zero(block + kBlock, kBlock)) problem("", "the second end-of-archive block at byte " + std::to_string(pos + kBlock) + " is not zero");
-      else if (pos + 2 * kBlock != size) problem("", std::to_string(size - pos - 2 * kBlock) + " byte(s) follow the end-of-archive blocks");
+      if (pos + 2 * kBlock > size)
+        problem("", "truncated: the second end-of-archive block is missing");
+      else if (!all_zero(block + kBlock, kBlock))
+        problem("", "the second end-of-archive block at byte " + std::to_string(pos + kBlock) +
+                        " is not zero");
+      else if (pos + 2 * kBlock != size)
+        problem("", std::to_string(size - pos - 2 * kBlock) +
+                        " byte(s) follow the end-of-archive blocks");
       break;
     }
     Header h;
@@ -173,7 +187,8 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
         break;
       }
       err = parse_pax(bytes.data() + data, h.size, pax_path, pax_size);
-      if (err.empty() && !all_zero(bytes.data() + data + h.size, std::min(padded(h.size), size - data) - h.size))
+      if (err.empty() &&
+          !all_zero(bytes.data() + data + h.size, std::min(padded(h.size), size - data) - h.size))
         err = "padding after the pax records is not zero";
       pos = data + padded(h.size);
       if (err.empty() && pos + kBlock > size) err = "truncated after a pax header";
@@ -190,12 +205,16 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
     const uint64_t data = pos + kBlock;
     if (data + msize > size || data + padded(msize) > size) {
       problem("", "truncated: member '" + member + "' needs bytes up to " +
-                      std::to_string(data + padded(msize)) + " but the file has " + std::to_string(size));
+                      std::to_string(data + padded(msize)) + " but the file has " +
+                      std::to_string(size));
       break;
     }
-    if (h.type != '0') problem("", "member '" + member + "' at byte " + std::to_string(pos) + " is not a regular file (type '" + std::string(1, h.type) + "')");
+    if (h.type != '0')
+      problem("", "member '" + member + "' at byte " + std::to_string(pos) +
+                      " is not a regular file (type '" + std::string(1, h.type) + "')");
     while (j < entries.size() && static_cast<uint64_t>(entry_blob(entries[j]).offset) < data) {
-      problem(entry_key(entries[j]), entry_what(entries[j]) + " at byte " + std::to_string(entry_blob(entries[j]).offset) +
+      problem(entry_key(entries[j]), entry_what(entries[j]) + " at byte " +
+                                         std::to_string(entry_blob(entries[j]).offset) +
                                          " is not the start of a tar member's data");
       ++j;
     }
@@ -204,13 +223,18 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
       const std::string key = entry_key(e), what = entry_what(e);
       const BlobRef b = entry_blob(e);
       if (static_cast<uint64_t>(b.size) != msize)
-        problem(key, what + ": size is " + std::to_string(b.size) + " but tar member '" + member + "' holds " + std::to_string(msize));
-      const std::string ext = member.size() > key.size() + 1 && member.compare(0, key.size() + 1, key + ".") == 0
-                                  ? member.substr(key.size() + 1) : "";
+        problem(key, what + ": size is " + std::to_string(b.size) + " but tar member '" + member +
+                         "' holds " + std::to_string(msize));
+      const std::string ext =
+          member.size() > key.size() + 1 && member.compare(0, key.size() + 1, key + ".") == 0
+              ? member.substr(key.size() + 1)
+              : "";
       const std::string dense = what.size() > 4 ? what.substr(2, what.size() - 4) + "." : "";
       const bool ext_ok = !ext.empty() && ext.find('/') == std::string::npos &&
-                          (e % kinds == 0 || (ext.size() > dense.size() && ext.compare(0, dense.size(), dense) == 0));
-      if (!ext_ok) problem(key, what + ": tar member is named '" + member + "', not '" + key + ".EXT'");
+                          (e % kinds == 0 ||
+                           (ext.size() > dense.size() && ext.compare(0, dense.size(), dense) == 0));
+      if (!ext_ok)
+        problem(key, what + ": tar member is named '" + member + "', not '" + key + ".EXT'");
       feed(data);
       const uint8_t* p = bytes.data() + data;
       uLong c = ::crc32(0, nullptr, 0);
@@ -223,7 +247,8 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
       cursor = data + msize;
       if (static_cast<uint32_t>(c) != b.crc32) {
         char buf[96];
-        std::snprintf(buf, sizeof buf, ": CRC-32 of the stored bytes is %08x, the annotation file says %08x",
+        std::snprintf(buf, sizeof buf,
+                      ": CRC-32 of the stored bytes is %08x, the annotation file says %08x",
                       static_cast<unsigned>(c), b.crc32);
         problem(key, what + buf);
       }
@@ -233,24 +258,28 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
           int w = 0, hgt = 0;
           if (ext == "rgb") {
             if (msize != static_cast<uint64_t>(b.width) * static_cast<uint64_t>(b.height) * 3)
-              throw ParseError("raw RGB size " + std::to_string(msize) + " is not width x height x 3");
+              throw ParseError("raw RGB size " + std::to_string(msize) +
+                               " is not width x height x 3");
             w = b.width;
             hgt = b.height;
           } else {
-            const cv::Mat m = e % kinds == 0 ? decode_image(blob, uint64_t{1} << 36) : decode_dense(blob, uint64_t{1} << 36);
+            const cv::Mat m = e % kinds == 0 ? decode_image(blob, uint64_t{1} << 36)
+                                             : decode_dense(blob, uint64_t{1} << 36);
             w = m.cols;
             hgt = m.rows;
           }
           if (w != b.width || hgt != b.height)
             problem(key, what + ": decodes to " + std::to_string(w) + "x" + std::to_string(hgt) +
-                             " but the annotation file says " + std::to_string(b.width) + "x" + std::to_string(b.height));
+                             " but the annotation file says " + std::to_string(b.width) + "x" +
+                             std::to_string(b.height));
         } catch (const std::exception& ex) {
           problem(key, what + " does not decode: " + ex.what());
         }
       }
       r.blob_bytes += msize;
     } else {
-      problem("", "member '" + member + "' at byte " + std::to_string(pos) + " is not referenced by the annotation file");
+      problem("", "member '" + member + "' at byte " + std::to_string(pos) +
+                      " is not referenced by the annotation file");
     }
     if (!all_zero(bytes.data() + data + msize, padded(msize) - msize))
       problem("", "padding after member '" + member + "' is not zero");
@@ -259,7 +288,8 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
     reported = pos;
   }
   for (; j < entries.size(); ++j)
-    problem(entry_key(entries[j]), entry_what(entries[j]) + " at byte " + std::to_string(entry_blob(entries[j]).offset) +
+    problem(entry_key(entries[j]), entry_what(entries[j]) + " at byte " +
+                                       std::to_string(entry_blob(entries[j]).offset) +
                                        " is not the data of any tar member of the shard");
   feed(size);
   progress.fetch_add(size > reported ? size - reported : 0, std::memory_order_relaxed);

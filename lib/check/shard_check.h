@@ -16,9 +16,9 @@ namespace tarmac::check {
 using BlobEntry = uint64_t;
 
 struct ShardCheck {
-  uint32_t crc32 = 0;      ///< CRC-32 of the whole file (valid when walked is true)
-  bool walked = false;     ///< the file could be read
-  uint64_t size = 0;       ///< bytes on disk
+  uint32_t crc32 = 0;       ///< CRC-32 of the whole file (valid when walked is true)
+  bool walked = false;      ///< the file could be read
+  uint64_t size = 0;        ///< bytes on disk
   uint64_t blob_bytes = 0;  ///< bytes of blobs found and checked
   std::vector<Problem> problems;
 };

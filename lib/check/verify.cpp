@@ -72,8 +72,9 @@ bool read_manifest(const fs::path& dir, std::vector<Problem>& problems, json& m,
   text.replace(at + field.size() - 9, 8, "00000000");
   const uint32_t crc = crc_of(reinterpret_cast<const uint8_t*>(text.data()), text.size());
   if (hex(crc) != value)
-    problems.push_back({kManifest, "", "CRC-32 of the file is " + hex(crc) + " but its seal says " + value +
-                                           ": manifest.json was changed after it was written"});
+    problems.push_back({kManifest, "",
+                        "CRC-32 of the file is " + hex(crc) + " but its seal says " + value +
+                            ": manifest.json was changed after it was written"});
   return true;
 }
 
@@ -113,11 +114,14 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   }
   const bool partial = fs::exists(dir / ".tarmac-partial", ec);
   if (!fs::exists(dir / kLabels, ec)) {
-    problems.push_back({kLabels, "", std::string("is missing: '") + o.dir + "' is not a tarmac dataset" +
-                                         (partial ? " (a conversion into it did not finish)" : "")});
+    problems.push_back({kLabels, "",
+                        std::string("is missing: '") + o.dir + "' is not a tarmac dataset" +
+                            (partial ? " (a conversion into it did not finish)" : "")});
     return done();
   }
-  if (partial) problems.push_back({".tarmac-partial", "", "an unfinished run left its staging directory here"});
+  if (partial)
+    problems.push_back(
+        {".tarmac-partial", "", "an unfinished run left its staging directory here"});
 
   Annotation a;
   const bool usable = a.open(o.dir, true, problems);
@@ -127,17 +131,24 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   uint64_t manifest_bytes = 0;
   const bool have_manifest = read_manifest(dir, problems, m, manifest_bytes);
   r.bytes_checked += manifest_bytes;
-  auto mismatch = [&](const std::string& what, const std::string& manifest_says, const std::string& found) {
-    problems.push_back({kManifest, "", what + ": the manifest says " + manifest_says + ", the dataset has " + found});
+  auto mismatch = [&](const std::string& what, const std::string& manifest_says,
+                      const std::string& found) {
+    problems.push_back(
+        {kManifest, "",
+         what + ": the manifest says " + manifest_says + ", the dataset has " + found});
   };
-  auto opt_text = [](std::optional<uint64_t> v) { return v ? std::to_string(*v) : std::string("nothing"); };
+  auto opt_text = [](std::optional<uint64_t> v) {
+    return v ? std::to_string(*v) : std::string("nothing");
+  };
   if (have_manifest) {
     const std::string labels_crc = hex(crc_of(labels.data(), labels.size()));
     const std::string said = m.contains("labels_crc32") && m["labels_crc32"].is_string()
-                                 ? m["labels_crc32"].get<std::string>() : std::string("nothing");
+                                 ? m["labels_crc32"].get<std::string>()
+                                 : std::string("nothing");
     if (said != labels_crc) mismatch("CRC-32 of labels.safetensors", said, labels_crc);
     const auto size = u64_at(m, "annotation", "size");
-    if (size != labels.size()) mismatch("size of labels.safetensors", opt_text(size), std::to_string(labels.size()));
+    if (size != labels.size())
+      mismatch("size of labels.safetensors", opt_text(size), std::to_string(labels.size()));
   }
   if (!usable) return done();
   r.samples = a.size();
@@ -146,7 +157,8 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     const auto n = u64_at(m, "counts", "samples");
     if (n != a.size()) mismatch("sample count", opt_text(n), std::to_string(a.size()));
     const auto s = u64_at(m, "counts", "shards");
-    if (s != a.shards().size()) mismatch("shard count", opt_text(s), std::to_string(a.shards().size()));
+    if (s != a.shards().size())
+      mismatch("shard count", opt_text(s), std::to_string(a.shards().size()));
   }
 
   // Extra shards: tar files in the directory that the annotation file does not list.
@@ -154,7 +166,8 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.ends_with(".tar") && !listed.count(name))
-      problems.push_back({name, "", "is a shard file that the annotation file does not list (an extra shard)"});
+      problems.push_back(
+          {name, "", "is a shard file that the annotation file does not list (an extra shard)"});
   }
 
   // Blobs by shard, sorted by offset.
@@ -170,13 +183,16 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     }
   for (auto& v : per_shard) {
     auto offset_of = [&](BlobEntry e) { return a.blob(e % kinds, e / kinds).offset; };
-    if (!std::is_sorted(v.begin(), v.end(), [&](BlobEntry x, BlobEntry y) { return offset_of(x) < offset_of(y); }))
-      std::stable_sort(v.begin(), v.end(), [&](BlobEntry x, BlobEntry y) { return offset_of(x) < offset_of(y); });
+    if (!std::is_sorted(v.begin(), v.end(),
+                        [&](BlobEntry x, BlobEntry y) { return offset_of(x) < offset_of(y); }))
+      std::stable_sort(v.begin(), v.end(),
+                       [&](BlobEntry x, BlobEntry y) { return offset_of(x) < offset_of(y); });
     r.blobs += v.size();
   }
   if (have_manifest) {
     const auto ib = u64_at(m, "counts", "image_bytes");
-    if (ib != blob_bytes) mismatch("bytes of stored blobs", opt_text(ib), std::to_string(blob_bytes));
+    if (ib != blob_bytes)
+      mismatch("bytes of stored blobs", opt_text(ib), std::to_string(blob_bytes));
   }
 
   // Shards in parallel; the calling thread reports progress.
@@ -201,7 +217,8 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     });
   {
     std::unique_lock lk(mu);
-    while (!all_done.wait_for(lk, std::chrono::milliseconds(250), [&] { return finished.load() == results.size(); }))
+    while (!all_done.wait_for(lk, std::chrono::milliseconds(250),
+                              [&] { return finished.load() == results.size(); }))
       if (progress) {
         p.bytes_done = bytes_done.load();
         p.seconds = std::chrono::duration<double>(clock::now() - t0).count();
@@ -211,7 +228,8 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   for (auto& t : pool) t.join();
   r.bytes_checked += bytes_done.load();
 
-  const json* mshards = have_manifest && m.contains("shards") && m["shards"].is_array() ? &m["shards"] : nullptr;
+  const json* mshards =
+      have_manifest && m.contains("shards") && m["shards"].is_array() ? &m["shards"] : nullptr;
   if (have_manifest && (!mshards || mshards->size() != results.size()))
     mismatch("list of shards", mshards ? std::to_string(mshards->size()) + " shard(s)" : "nothing",
              std::to_string(results.size()) + " shard(s)");
@@ -222,12 +240,14 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     const json& e = (*mshards)[s];
     const std::string& name = a.shards()[s];
     if (!e.is_object() || e.value("name", "") != name) {
-      mismatch("name of shard " + std::to_string(s), e.is_object() ? e.value("name", "nothing") : "nothing", name);
+      mismatch("name of shard " + std::to_string(s),
+               e.is_object() ? e.value("name", "nothing") : "nothing", name);
       continue;
     }
     const auto size = u64_at(e, "size");
     if (size != c.size) mismatch("size of " + name, opt_text(size), std::to_string(c.size));
-    const std::string crc = e.contains("crc32") && e["crc32"].is_string() ? e["crc32"].get<std::string>() : "nothing";
+    const std::string crc =
+        e.contains("crc32") && e["crc32"].is_string() ? e["crc32"].get<std::string>() : "nothing";
     if (crc != hex(c.crc32)) mismatch("CRC-32 of " + name, crc, hex(c.crc32));
   }
   if (progress) {

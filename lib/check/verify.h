@@ -28,9 +28,9 @@ struct VerifyReport {
   std::string dir;
   uint64_t samples = 0;
   uint64_t shards = 0;
-  uint64_t blobs = 0;          ///< stored blobs checked (images + dense maps)
-  uint64_t bytes_checked = 0;  ///< bytes read: annotation file, manifest and shards
-  uint64_t problem_count = 0;  ///< all problems found
+  uint64_t blobs = 0;             ///< stored blobs checked (images + dense maps)
+  uint64_t bytes_checked = 0;     ///< bytes read: annotation file, manifest and shards
+  uint64_t problem_count = 0;     ///< all problems found
   std::vector<Problem> problems;  ///< the first kMaxProblems, in a deterministic order
   double seconds = 0;
   bool ok() const { return problem_count == 0; }

@@ -24,8 +24,12 @@ constexpr std::array<Info, 13> kInfo = {{{DType::BOOL, "BOOL", 1},
                                          {DType::F64, "F64", 8}}};
 }  // namespace
 
-size_t dtype_size(DType t) { return kInfo[static_cast<size_t>(t)].size; }
-std::string_view dtype_name(DType t) { return kInfo[static_cast<size_t>(t)].name; }
+size_t dtype_size(DType t) {
+  return kInfo[static_cast<size_t>(t)].size;
+}
+std::string_view dtype_name(DType t) {
+  return kInfo[static_cast<size_t>(t)].name;
+}
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (const auto& i : kInfo)

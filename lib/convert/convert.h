@@ -19,9 +19,9 @@ struct ConvertOptions {
 
   // What members are.
   std::vector<std::string> image_exts = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
-  bool no_images = false;            ///< a labels-only dataset
-  std::vector<std::string> dense;    ///< dense-map suffixes, e.g. "depth.png"
-  std::set<std::string> ragged;      ///< fields whose first axis may vary
+  bool no_images = false;          ///< a labels-only dataset
+  std::vector<std::string> dense;  ///< dense-map suffixes, e.g. "depth.png"
+  std::set<std::string> ragged;    ///< fields whose first axis may vary
 
   // Transform.
   GeometryOptions geometry;
@@ -51,8 +51,8 @@ struct ConvertOptions {
 };
 
 struct Skipped {
-  std::string input;   ///< archive path
-  std::string what;    ///< sample key or member name
+  std::string input;  ///< archive path
+  std::string what;   ///< sample key or member name
   std::string reason;
 };
 
@@ -73,7 +73,7 @@ struct ConvertResult {
   uint64_t input_bytes = 0;
   double seconds = 0;
   std::vector<FieldSummary> schema;
-  std::vector<Skipped> skipped;  ///< first 20, for the summary; all are in the manifest
+  std::vector<Skipped> skipped;           ///< first 20, for the summary; all are in the manifest
   std::vector<std::string> input_errors;  ///< inputs not read to their end (under skip)
 };
 

@@ -54,7 +54,8 @@ void parse_label_member(const Member& m, const std::string& ext, uint64_t max_me
     for (auto& [name, v] : parse_json_labels(bytes, prefix_of(ext), stem_or_self(ext)))
       add(name, std::move(v));
   } else if (last == "npz") {
-    for (auto& [name, v] : parse_npz(bytes, prefix_of(ext), max_member_size)) add(name, std::move(v));
+    for (auto& [name, v] : parse_npz(bytes, prefix_of(ext), max_member_size))
+      add(name, std::move(v));
   } else if (last == "npy") {
     add(stem_or_self(ext), parse_npy(bytes));
   } else if (last == "txt") {
@@ -72,7 +73,8 @@ SampleField* find_field(std::vector<SampleField>& fields, const std::string& nam
 
 std::vector<double> as_doubles(const FieldValue& v) {
   std::vector<uint8_t> out;
-  convert_elements(v.dtype, v.data.data(), static_cast<uint64_t>(v.num_elements()), DType::F64, out);
+  convert_elements(v.dtype, v.data.data(), static_cast<uint64_t>(v.num_elements()), DType::F64,
+                   out);
   std::vector<double> d(out.size() / 8);
   std::memcpy(d.data(), out.data(), out.size());
   return d;
@@ -103,7 +105,8 @@ void transform_points(SampleField& f, const Affine& m) {
                       shape_string(shape) + "; its last axis must hold x, y (at least 2 values)");
   std::vector<double> d = as_doubles(f.value);
   const size_t stride = static_cast<size_t>(shape.back());
-  for (size_t i = 0; i + stride <= d.size(); i += stride) apply_affine(m, d[i], d[i + 1], d[i], d[i + 1]);
+  for (size_t i = 0; i + stride <= d.size(); i += stride)
+    apply_affine(m, d[i], d[i + 1], d[i], d[i + 1]);
   store_doubles(f.value, d);
 }
 
@@ -164,11 +167,14 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
       if (im != o.image_exts.end() && !o.no_images) {
         const size_t rank = static_cast<size_t>(im - o.image_exts.begin());
         if (rank < image_rank) {
-          if (image) out.ignored.emplace_back(image->name, "a second image member of the sample; '" + m.name + "' is used");
+          if (image)
+            out.ignored.emplace_back(
+                image->name, "a second image member of the sample; '" + m.name + "' is used");
           image = &m;
           image_rank = rank;
         } else {
-          out.ignored.emplace_back(m.name, "a second image member of the sample; '" + image->name + "' is used");
+          out.ignored.emplace_back(
+              m.name, "a second image member of the sample; '" + image->name + "' is used");
         }
         continue;
       }
@@ -176,7 +182,8 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
         labels.emplace_back(&m, ext);
         continue;
       }
-      out.ignored.emplace_back(m.name, "extension '." + ext + "' is neither an image, a dense map nor a label");
+      out.ignored.emplace_back(
+          m.name, "extension '." + ext + "' is neither an image, a dense map nor a label");
     }
 
     for (const auto& [m, ext] : labels) {
@@ -226,8 +233,9 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
 
     if (o.format == OutputFormat::Keep) {
       if (!g.identity)
-        throw FatalError("--format keep stores the source bytes untouched, so it cannot be "
-                         "combined with a crop or resize");
+        throw FatalError(
+            "--format keep stores the source bytes untouched, so it cannot be "
+            "combined with a crop or resize");
       out.image.bytes = image->data;
       std::string k, ext;
       split_member_name(image->name, k, ext);
@@ -243,7 +251,8 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
       } else {
         warped = g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.pad_value);
       }
-      out.image.bytes = encode_image(warped.isContinuous() ? warped : warped.clone(), o.format, o.quality);
+      out.image.bytes =
+          encode_image(warped.isContinuous() ? warped : warped.clone(), o.format, o.quality);
       out.image.member_suffix = format_extension(o.format);
     }
     out.image.width = g.out_width;
@@ -264,22 +273,25 @@ ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
         if (d.cols != src_w || d.rows != src_h)
           m = compose(g.m, dense_to_image(d.cols, d.rows, src_w, src_h));
         b.bytes = encode_dense(warp_dense(d, m, g.out_width, g.out_height), dense[i]->name);
-        if (last_component(b.member_suffix) != "png") b.member_suffix = stem_or_self(b.member_suffix) + ".png";
+        if (last_component(b.member_suffix) != "png")
+          b.member_suffix = stem_or_self(b.member_suffix) + ".png";
       }
       b.crc32 = crc_of(b.bytes);
       out.dense.push_back(std::move(b));
     }
     current_member = nullptr;
 
-    for (const auto& name : o.points) transform_points(numeric_field(out.fields, name, "points"), g.m);
-    for (const auto& [name, xyxy] : o.boxes) transform_boxes(numeric_field(out.fields, name, "boxes"), xyxy, g.m);
+    for (const auto& name : o.points)
+      transform_points(numeric_field(out.fields, name, "points"), g.m);
+    for (const auto& [name, xyxy] : o.boxes)
+      transform_boxes(numeric_field(out.fields, name, "boxes"), xyxy, g.m);
   } catch (const ParseError& e) {
     out.error = (current_member ? "member '" + *current_member + "': " : "") + e.what();
   } catch (const SampleError& e) {
     out.error = (current_member ? "member '" + *current_member + "': " : "") + e.what();
   } catch (const cv::Exception& e) {
-    out.error = (current_member ? "member '" + *current_member + "': " : "") +
-                "OpenCV failed: " + e.what();
+    out.error =
+        (current_member ? "member '" + *current_member + "': " : "") + "OpenCV failed: " + e.what();
   } catch (const std::bad_alloc&) {
     out.error = (current_member ? "member '" + *current_member + "': " : "") +
                 "out of memory while converting this sample";

@@ -10,9 +10,12 @@ namespace tarmac {
 
 std::string kind_name(FieldValue::Kind k) {
   switch (k) {
-    case FieldValue::Kind::Numeric: return "numeric";
-    case FieldValue::Kind::String: return "string";
-    case FieldValue::Kind::JsonText: return "json";
+    case FieldValue::Kind::Numeric:
+      return "numeric";
+    case FieldValue::Kind::String:
+      return "string";
+    case FieldValue::Kind::JsonText:
+      return "json";
   }
   return "?";
 }
@@ -42,10 +45,14 @@ DType promote(DType a, DType b) {
   const DType s = sa ? a : b, u = sa ? b : a;
   if (dtype_size(s) > dtype_size(u)) return s;
   switch (dtype_size(u)) {
-    case 1: return DType::I16;
-    case 2: return DType::I32;
-    case 4: return DType::I64;
-    default: return DType::F64;
+    case 1:
+      return DType::I16;
+    case 2:
+      return DType::I32;
+    case 4:
+      return DType::I64;
+    default:
+      return DType::F64;
   }
 }
 
@@ -80,7 +87,8 @@ void Schema::observe(const std::vector<SampleField>& fields) {
                         s.source + ")");
   std::vector<FieldSchema> next = fields_;
   for (const auto& f : fields) {
-    auto it = std::find_if(next.begin(), next.end(), [&](const FieldSchema& s) { return s.name == f.name; });
+    auto it = std::find_if(next.begin(), next.end(),
+                           [&](const FieldSchema& s) { return s.name == f.name; });
     if (it == next.end())
       throw SampleError("field '" + f.name + "' from member '" + f.member +
                         "' is not in earlier samples");
@@ -97,7 +105,8 @@ void Schema::observe(const std::vector<SampleField>& fields) {
       }
       if (v.shape.size() != s.shape.size())
         throw SampleError(where + "shape " + shape_string(v.shape) + " here but " +
-                          shape_string(s.shape) + " in earlier samples (a different number of "
+                          shape_string(s.shape) +
+                          " in earlier samples (a different number of "
                           "dimensions)");
       const bool inner_same = std::equal(v.shape.begin() + (v.shape.empty() ? 0 : 1), v.shape.end(),
                                          s.shape.begin() + (s.shape.empty() ? 0 : 1));

@@ -25,8 +25,8 @@ struct FieldSchema {
   std::string source;
   FieldValue::Kind kind = FieldValue::Kind::Numeric;
   DType dtype = DType::F64;
-  bool dtype_known = false;      ///< false while only empty values were seen
-  std::vector<int64_t> shape;    ///< per-sample shape; shape[0] is meaningless when ragged
+  bool dtype_known = false;    ///< false while only empty values were seen
+  std::vector<int64_t> shape;  ///< per-sample shape; shape[0] is meaningless when ragged
   bool ragged = false;
   uint64_t total_first_axis = 0;  ///< sum over samples of shape[0] (ragged fields)
 };
@@ -36,7 +36,8 @@ DType promote(DType a, DType b);
 
 class Schema {
  public:
-  explicit Schema(std::set<std::string> declared_ragged) : declared_ragged_(std::move(declared_ragged)) {}
+  explicit Schema(std::set<std::string> declared_ragged)
+      : declared_ragged_(std::move(declared_ragged)) {}
 
   /// Checks one sample's fields against the schema and widens it. Throws SampleError naming
   /// the member, the field and both shapes/types; the schema is unchanged then.

@@ -137,8 +137,9 @@ std::vector<OutField> reconcile(const std::vector<const Part*>& parts) {
                          first.path + "': the parts were converted from different kinds of data");
     for (const auto& f : first.a.fields())
       if (!p->fields.count(f.name))
-        throw FatalError("field '" + f.name + "' is in part '" + first.path + "' but not in part '" +
-                         p->path + "': the parts were converted from different kinds of data");
+        throw FatalError("field '" + f.name + "' is in part '" + first.path +
+                         "' but not in part '" + p->path +
+                         "': the parts were converted from different kinds of data");
   }
   for (const auto& f0 : first.a.fields()) {
     OutField o{f0.name, f0.kind, f0.source, f0.dtype, f0.shape, f0.ragged};
@@ -146,20 +147,23 @@ std::vector<OutField> reconcile(const std::vector<const Part*>& parts) {
     for (const auto& p : parts) {
       const FieldInfo& f = *p->fields.at(f0.name);
       auto incompatible = [&](const std::string& here, const std::string& there) {
-        return FatalError("field '" + f0.name + "' is " + here + " in part '" + shaped_by->path + "' but " +
-                          there + " in part '" + p->path + "'; the parts cannot be merged");
+        return FatalError("field '" + f0.name + "' is " + here + " in part '" + shaped_by->path +
+                          "' but " + there + " in part '" + p->path +
+                          "'; the parts cannot be merged");
       };
       if (f.kind != o.kind) throw incompatible("of kind " + o.kind, "of kind " + f.kind);
       if (o.kind == "numeric") o.dtype = promote(o.dtype, f.dtype);
-      if (f.shape.size() != o.shape.size() || !std::equal(f.shape.begin() + (f.shape.empty() ? 0 : 1), f.shape.end(),
-                                                          o.shape.begin() + (o.shape.empty() ? 0 : 1)))
+      if (f.shape.size() != o.shape.size() ||
+          !std::equal(f.shape.begin() + (f.shape.empty() ? 0 : 1), f.shape.end(),
+                      o.shape.begin() + (o.shape.empty() ? 0 : 1)))
         throw incompatible("of shape " + shape_text(o.shape), "of shape " + shape_text(f.shape));
       if (!o.shape.empty() && (f.ragged || o.ragged || f.shape[0] != o.shape[0])) {
         const bool from_json = o.source == "json" || o.source.ends_with(".json");
         if (!o.ragged && !f.ragged && !from_json)
-          throw FatalError("field '" + f0.name + "' has shape " + shape_text(o.shape) + " in part '" +
-                           shaped_by->path + "' but " + shape_text(f.shape) + " in part '" + p->path +
-                           "'; convert every part with --ragged " + f0.name);
+          throw FatalError("field '" + f0.name + "' has shape " + shape_text(o.shape) +
+                           " in part '" + shaped_by->path + "' but " + shape_text(f.shape) +
+                           " in part '" + p->path + "'; convert every part with --ragged " +
+                           f0.name);
         o.ragged = true;
         o.shape[0] = -1;
       }
@@ -190,8 +194,9 @@ void check_unique_keys(const std::vector<const Part*>& parts) {
     const std::string key = parts[x.part]->a.key(x.index);
     if (key == parts[y.part]->a.key(y.index))
       throw FatalError("key '" + key + "' is in part '" + parts[x.part]->path + "' (sample #" +
-                       std::to_string(x.index) + ") and in part '" + parts[y.part]->path + "' (sample #" +
-                       std::to_string(y.index) + "): keys must be unique; were the same inputs converted twice?");
+                       std::to_string(x.index) + ") and in part '" + parts[y.part]->path +
+                       "' (sample #" + std::to_string(y.index) +
+                       "): keys must be unique; were the same inputs converted twice?");
   }
 }
 
@@ -222,7 +227,8 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
                    for (const auto& p : parts) {
                      const Source s = source(*p);
                      const auto b = tensor_bytes(*p, s.values);
-                     write_converted(sink, s.values->dtype, b.data(), b.size() / dtype_size(s.values->dtype), dtype);
+                     write_converted(sink, s.values->dtype, b.data(),
+                                     b.size() / dtype_size(s.values->dtype), dtype);
                    }
                  }});
     t.push_back({name + ".offsets", DType::I64, {n64 + 1}, [&parts, source](ByteSink& sink) {
@@ -233,9 +239,11 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
                      const Source s = source(*p);
                      const uint64_t np = p->a.size();
                      write_generated<int64_t>(sink, np, [&](uint64_t i) {
-                       return base + (s.offsets ? offset_at(*p, s.offsets, i + 1) : static_cast<int64_t>(i + 1) * s.fixed_rows);
+                       return base + (s.offsets ? offset_at(*p, s.offsets, i + 1)
+                                                : static_cast<int64_t>(i + 1) * s.fixed_rows);
                      });
-                     base += s.offsets ? offset_at(*p, s.offsets, np) : static_cast<int64_t>(np) * s.fixed_rows;
+                     base += s.offsets ? offset_at(*p, s.offsets, np)
+                                       : static_cast<int64_t>(np) * s.fixed_rows;
                    }
                  }});
   };
@@ -248,7 +256,8 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
                    for (const auto& p : parts) {
                      const TensorInfo* ti = source(*p);
                      const auto b = tensor_bytes(*p, ti);
-                     write_converted(sink, ti->dtype, b.data(), b.size() / dtype_size(ti->dtype), dtype);
+                     write_converted(sink, ti->dtype, b.data(), b.size() / dtype_size(ti->dtype),
+                                     dtype);
                    }
                  }});
   };
@@ -258,11 +267,14 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
   });
   const auto& kinds = parts[0]->a.blob_kinds();
   if (!kinds.empty()) {
-    fixed("__affine__", DType::F64, {2, 3}, [](const Part& p) { return p.a.header().find("__affine__"); });
+    fixed("__affine__", DType::F64, {2, 3},
+          [](const Part& p) { return p.a.header().find("__affine__"); });
     for (const auto& kind : kinds) {
       for (const char* col : {"offset", "size", "crc32", "width", "height"}) {
         const std::string name = kind + "." + col;
-        const DType dt = std::string(col) == "crc32" ? DType::U32 : std::string(col) == "offset" || std::string(col) == "size" ? DType::I64 : DType::I32;
+        const DType dt = std::string(col) == "crc32"                                  ? DType::U32
+                         : std::string(col) == "offset" || std::string(col) == "size" ? DType::I64
+                                                                                      : DType::I32;
         fixed(name, dt, {}, [name](const Part& p) { return p.a.header().find(name); });
       }
       // Shard indices are renumbered: part p's shard s becomes shard_base[p] + s.
@@ -283,10 +295,12 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
   for (const auto& f : fields) {
     if (f.ragged) {
       const std::string name = f.name;
-      ragged(name, f.dtype, std::vector<int64_t>(f.shape.begin() + 1, f.shape.end()), [name](const Part& p) {
-        const FieldInfo& fi = *p.fields.at(name);
-        return Source{fi.values, fi.ragged ? fi.offsets : nullptr, fi.ragged ? 0 : fi.shape[0]};
-      });
+      ragged(
+          name, f.dtype, std::vector<int64_t>(f.shape.begin() + 1, f.shape.end()),
+          [name](const Part& p) {
+            const FieldInfo& fi = *p.fields.at(name);
+            return Source{fi.values, fi.ragged ? fi.offsets : nullptr, fi.ragged ? 0 : fi.shape[0]};
+          });
     } else {
       const std::string name = f.name;
       fixed(name, f.dtype, f.shape, [name](const Part& p) { return p.fields.at(name)->values; });
@@ -303,14 +317,18 @@ bool place_shard(const fs::path& from, const fs::path& to, bool copy) {
     if (!ec) return true;
   }
   fs::copy_file(from, to, ec);
-  if (ec) throw FatalError("cannot copy shard '" + from.string() + "' to '" + to.string() + "': " + ec.message());
+  if (ec)
+    throw FatalError("cannot copy shard '" + from.string() + "' to '" + to.string() +
+                     "': " + ec.message());
   return false;
 }
 
 // The manifest options that must agree between parts for the merge to make sense.
 json comparable_options(const json& manifest) {
-  json o = manifest.contains("options") && manifest["options"].is_object() ? manifest["options"] : json::object();
-  for (const char* k : {"inputs", "--output", "--shard", "--overwrite", "threads", "--threads"}) o.erase(k);
+  json o = manifest.contains("options") && manifest["options"].is_object() ? manifest["options"]
+                                                                           : json::object();
+  for (const char* k : {"inputs", "--output", "--shard", "--overwrite", "threads", "--threads"})
+    o.erase(k);
   return o;
 }
 
@@ -331,20 +349,23 @@ MergeResult merge_datasets(const MergeOptions& o) {
   const auto& kinds = parts[0]->a.blob_kinds();
   for (const auto& p : parts)
     if (p->a.blob_kinds() != kinds)
-      throw FatalError("part '" + p->path + "' stores different blobs (images, dense maps) than part '" +
+      throw FatalError("part '" + p->path +
+                       "' stores different blobs (images, dense maps) than part '" +
                        parts[0]->path + "'; the parts cannot be merged");
   const std::vector<OutField> fields = reconcile(parts);
   check_unique_keys(parts);
   for (const auto& p : parts)
     if (comparable_options(p->manifest) != comparable_options(parts[0]->manifest))
-      result.warnings.push_back("part '" + p->path + "' was converted with other options than part '" +
-                                parts[0]->path + "': " + comparable_options(p->manifest).dump() + " vs " +
+      result.warnings.push_back("part '" + p->path +
+                                "' was converted with other options than part '" + parts[0]->path +
+                                "': " + comparable_options(p->manifest).dump() + " vs " +
                                 comparable_options(parts[0]->manifest).dump());
 
   const fs::path out(o.output), staging = out / kStagingDir;
   std::error_code ec;
   if (fs::exists(out, ec) && (!fs::is_directory(out, ec) || !fs::is_empty(out, ec)))
-    throw FatalError("output '" + o.output + "' exists and is not an empty directory; choose a new one");
+    throw FatalError("output '" + o.output +
+                     "' exists and is not an empty directory; choose a new one");
   fs::create_directories(staging, ec);
   if (ec) throw FatalError("cannot create '" + staging.string() + "': " + ec.message());
 
@@ -355,19 +376,23 @@ MergeResult merge_datasets(const MergeOptions& o) {
     json skipped = json::array(), ignored = json::array();
     std::map<std::string, uint64_t> counts;
     for (const auto& p : all_parts) {
-      if (p->a.size() > 0 || p.get() == parts[0]) shard_base.push_back(static_cast<int32_t>(shard_names.size()));
+      if (p->a.size() > 0 || p.get() == parts[0])
+        shard_base.push_back(static_cast<int32_t>(shard_names.size()));
       const json& mshards = p->manifest.contains("shards") ? p->manifest["shards"] : json::array();
       for (size_t s = 0; s < p->a.shards().size(); ++s) {
         char name[32];
         std::snprintf(name, sizeof name, "shard-%06zu.tar", shard_names.size());
         const fs::path from = fs::path(p->path) / p->a.shards()[s];
-        if (place_shard(from, staging / name, o.copy)) ++result.linked;
-        else ++result.copied;
+        if (place_shard(from, staging / name, o.copy))
+          ++result.linked;
+        else
+          ++result.copied;
         shard_names.push_back(name);
         // The part's manifest knows each shard's CRC-32; computed when it does not.
         std::string crc;
-        if (s < mshards.size() && mshards[s].is_object() && mshards[s].value("name", "") == p->a.shards()[s] &&
-            mshards[s].contains("crc32") && mshards[s]["crc32"].is_string())
+        if (s < mshards.size() && mshards[s].is_object() &&
+            mshards[s].value("name", "") == p->a.shards()[s] && mshards[s].contains("crc32") &&
+            mshards[s]["crc32"].is_string())
           crc = mshards[s]["crc32"].get<std::string>();
         else
           crc = crc32_hex(file_crc32((staging / name).string()));
@@ -386,32 +411,41 @@ MergeResult merge_datasets(const MergeOptions& o) {
         if (m.contains(k) && m[k].is_array())
           for (const auto& e : m[k]) (std::string(k) == "skipped" ? skipped : ignored).push_back(e);
       if (m.contains("counts") && m["counts"].is_object())
-        for (const char* k : {"skipped_samples", "skipped_members", "ignored_members", "input_errors"})
-          if (m["counts"].contains(k) && m["counts"][k].is_number_unsigned()) counts[k] += m["counts"][k].get<uint64_t>();
+        for (const char* k :
+             {"skipped_samples", "skipped_members", "ignored_members", "input_errors"})
+          if (m["counts"].contains(k) && m["counts"][k].is_number_unsigned())
+            counts[k] += m["counts"][k].get<uint64_t>();
       result.samples += p->a.size();
       for (size_t k = 0; k < kinds.size(); ++k)
-        for (uint64_t i = 0; i < p->a.size(); ++i) result.image_bytes += static_cast<uint64_t>(p->a.blob(k, i).size);
+        for (uint64_t i = 0; i < p->a.size(); ++i)
+          result.image_bytes += static_cast<uint64_t>(p->a.blob(k, i).size);
     }
     result.shards = shard_names.size();
 
     json schema = json::object();
     for (const auto& f : fields)
-      schema[f.name] = {{"kind", f.kind}, {"dtype", std::string(dtype_name(f.dtype))}, {"shape", f.shape},
-                        {"ragged", f.ragged}, {"source", f.source}};
+      schema[f.name] = {{"kind", f.kind},
+                        {"dtype", std::string(dtype_name(f.dtype))},
+                        {"shape", f.shape},
+                        {"ragged", f.ragged},
+                        {"source", f.source}};
     json shard_list = json::array(), blob_list = json::array();
     for (const auto& s : shard_names) shard_list.push_back(s);
     for (const auto& k : kinds) blob_list.push_back(k);
     const std::map<std::string, std::string> meta = {
-        {"format", "tarmac/1"}, {"num_samples", std::to_string(result.samples)}, {"schema", schema.dump()},
-        {"shards", shard_list.dump()}, {"blobs", blob_list.dump()}, {"tool", std::string("tarmac ") + kVersion}};
+        {"format", "tarmac/1"},      {"num_samples", std::to_string(result.samples)},
+        {"schema", schema.dump()},   {"shards", shard_list.dump()},
+        {"blobs", blob_list.dump()}, {"tool", std::string("tarmac ") + kVersion}};
     const fs::path labels = staging / kLabelsFile;
-    write_safetensors(labels.string(), merged_tensors(parts, fields, shard_base, result.samples), meta);
+    write_safetensors(labels.string(), merged_tensors(parts, fields, shard_base, result.samples),
+                      meta);
     result.annotation_bytes = fs::file_size(labels);
 
     json manifest;
     manifest["tool"] = {{"name", "tarmac"}, {"version", kVersion}};
     manifest["command_line"] = o.command_line;
-    manifest["options"] = parts[0]->manifest.contains("options") ? parts[0]->manifest["options"] : json::object();
+    manifest["options"] =
+        parts[0]->manifest.contains("options") ? parts[0]->manifest["options"] : json::object();
     manifest["merged_from"] = merged_from;
     manifest["inputs"] = inputs;
     manifest["counts"] = {{"samples", result.samples},
@@ -427,7 +461,8 @@ MergeResult merge_datasets(const MergeOptions& o) {
     manifest["schema"] = schema;
     manifest["skipped"] = skipped;
     manifest["ignored"] = ignored;
-    write_file_atomic((staging / kManifestFile).string(), sealed_manifest_text(std::move(manifest)));
+    write_file_atomic((staging / kManifestFile).string(),
+                      sealed_manifest_text(std::move(manifest)));
 
     for (const auto& s : shard_names) atomic_rename((staging / s).string(), (out / s).string());
     atomic_rename((staging / kManifestFile).string(), (out / kManifestFile).string());

@@ -10,9 +10,9 @@
 namespace tarmac {
 
 struct MergeOptions {
-  std::vector<std::string> parts;  ///< dataset directories, in the order of the output
-  std::string output;              ///< created; must be empty or absent
-  bool copy = false;               ///< copy shards instead of hard-linking them
+  std::vector<std::string> parts;         ///< dataset directories, in the order of the output
+  std::string output;                     ///< created; must be empty or absent
+  bool copy = false;                      ///< copy shards instead of hard-linking them
   std::vector<std::string> command_line;  ///< for the manifest
 };
 

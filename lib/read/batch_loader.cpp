@@ -6,7 +6,8 @@
 
 namespace tarmac {
 
-BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options) : ds_(ds), opt_(std::move(options)) {
+BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
+    : ds_(ds), opt_(std::move(options)) {
   if (opt_.width < 0 || opt_.height < 0 || (opt_.width == 0) != (opt_.height == 0))
     throw std::invalid_argument("batch image size must be positive (or 0x0 for no images)");
   if (opt_.width > 0 && !ds.has_images())
@@ -15,10 +16,12 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options) : ds_(ds), opt
     const FieldInfo* f = ds.find_field(name);
     if (!f) throw std::invalid_argument("dataset '" + ds.path() + "' has no field '" + name + "'");
     if (f->ragged)
-      throw std::invalid_argument("field '" + name + "' is ragged; only fixed-shape fields can be batched");
+      throw std::invalid_argument("field '" + name +
+                                  "' is ragged; only fixed-shape fields can be batched");
     fields_.push_back(f);
   }
-  unsigned n = opt_.threads > 0 ? unsigned(opt_.threads) : std::max(1u, std::thread::hardware_concurrency());
+  unsigned n =
+      opt_.threads > 0 ? unsigned(opt_.threads) : std::max(1u, std::thread::hardware_concurrency());
   for (unsigned k = 0; k < n; ++k) threads_.emplace_back([this] { work(); });
 }
 
@@ -88,7 +91,8 @@ void BatchLoader::work() {
   uint64_t seen = 0;
   std::unique_lock lock(mu_);
   for (;;) {
-    wake_.wait(lock, [&] { return stop_ || (busy_ && generation_ != seen && next_ < indices_.size()); });
+    wake_.wait(lock,
+               [&] { return stop_ || (busy_ && generation_ != seen && next_ < indices_.size()); });
     if (stop_) return;
     // Take samples one at a time until the batch is handed out; decoding runs unlocked.
     while (next_ < indices_.size()) {

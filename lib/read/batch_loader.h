@@ -16,7 +16,7 @@
 namespace tarmac {
 
 struct BatchOptions {
-  int width = 0;   ///< every image of a batch is width x height; 0 with height 0: no images
+  int width = 0;  ///< every image of a batch is width x height; 0 with height 0: no images
   int height = 0;
   /// Images of another size are resized (area when shrinking, bilinear otherwise) when
   /// true; when false (the default) they are a DataError, since label coordinates would

@@ -73,7 +73,9 @@ void fill(const tarmac::TensorView& v, const int64_t* offsets, tarmac_tensor* ou
 
 extern "C" {
 
-const char* tarmac_last_error(void) { return g_error.c_str(); }
+const char* tarmac_last_error(void) {
+  return g_error.c_str();
+}
 
 const char* tarmac_dtype_name(int32_t dtype) {
   if (dtype < 0 || dtype > static_cast<int32_t>(tarmac::DType::F64)) return nullptr;
@@ -88,9 +90,13 @@ int tarmac_open(const char* dir, tarmac_dataset** out) {
   });
 }
 
-void tarmac_close(tarmac_dataset* ds) { delete ds; }
+void tarmac_close(tarmac_dataset* ds) {
+  delete ds;
+}
 
-int64_t tarmac_size(const tarmac_dataset* ds) { return ds ? static_cast<int64_t>(ds->ds.size()) : -1; }
+int64_t tarmac_size(const tarmac_dataset* ds) {
+  return ds ? static_cast<int64_t>(ds->ds.size()) : -1;
+}
 
 const char* tarmac_metadata(const tarmac_dataset* ds, const char* key) {
   if (!ds || !key) return nullptr;
@@ -112,7 +118,8 @@ int tarmac_field_info(const tarmac_dataset* ds, int64_t k, tarmac_field* out) {
     need(ds, "ds");
     need(out, "out");
     const auto& fields = ds->ds.fields();
-    if (k < 0 || static_cast<size_t>(k) >= fields.size()) throw std::out_of_range("field index out of range");
+    if (k < 0 || static_cast<size_t>(k) >= fields.size())
+      throw std::out_of_range("field index out of range");
     const tarmac::FieldInfo& f = fields[static_cast<size_t>(k)];
     *out = {};
     out->name = f.name.c_str();
@@ -138,7 +145,8 @@ int tarmac_blob_kind(const tarmac_dataset* ds, int64_t k, const char** out) {
     need(ds, "ds");
     need(out, "out");
     const auto& kinds = ds->ds.blob_kinds();
-    if (k < 0 || static_cast<size_t>(k) >= kinds.size()) throw std::out_of_range("blob kind index out of range");
+    if (k < 0 || static_cast<size_t>(k) >= kinds.size())
+      throw std::out_of_range("blob kind index out of range");
     *out = kinds[static_cast<size_t>(k)].c_str();
   });
 }
@@ -154,7 +162,8 @@ int tarmac_key(const tarmac_dataset* ds, int64_t i, const char** data, size_t* s
   });
 }
 
-int tarmac_blob(const tarmac_dataset* ds, int64_t i, const char* kind, const uint8_t** data, size_t* size) {
+int tarmac_blob(const tarmac_dataset* ds, int64_t i, const char* kind, const uint8_t** data,
+                size_t* size) {
   return guarded([&] {
     need(ds, "ds");
     need(data, "data");
@@ -165,8 +174,9 @@ int tarmac_blob(const tarmac_dataset* ds, int64_t i, const char* kind, const uin
   });
 }
 
-int tarmac_blob_ref(const tarmac_dataset* ds, int64_t i, const char* kind, int32_t* shard, int64_t* offset,
-                    int64_t* size, uint32_t* crc32, int32_t* width, int32_t* height) {
+int tarmac_blob_ref(const tarmac_dataset* ds, int64_t i, const char* kind, int32_t* shard,
+                    int64_t* offset, int64_t* size, uint32_t* crc32, int32_t* width,
+                    int32_t* height) {
   return guarded([&] {
     need(ds, "ds");
     const tarmac::BlobRef r = ds->ds.blob_ref(index(i), kind ? kind : "__image__");
@@ -209,8 +219,8 @@ int tarmac_decoded_size(const tarmac_dataset* ds, int64_t i, int32_t* width, int
   });
 }
 
-int tarmac_decode(const tarmac_dataset* ds, int64_t i, uint8_t* out, size_t size, int32_t width, int32_t height,
-                  int resize) {
+int tarmac_decode(const tarmac_dataset* ds, int64_t i, uint8_t* out, size_t size, int32_t width,
+                  int32_t height, int resize) {
   return guarded([&] {
     need(ds, "ds");
     need(out, "out");
@@ -229,8 +239,8 @@ int tarmac_partition_size(uint64_t n, uint64_t rank, uint64_t world, int drop_la
   });
 }
 
-int tarmac_indices(uint64_t n, uint64_t rank, uint64_t world, uint64_t seed, uint64_t epoch, int shuffle,
-                   int drop_last, int64_t* out, size_t capacity) {
+int tarmac_indices(uint64_t n, uint64_t rank, uint64_t world, uint64_t seed, uint64_t epoch,
+                   int shuffle, int drop_last, int64_t* out, size_t capacity) {
   return guarded([&] {
     const tarmac::PartitionOptions o{rank, world, seed, epoch, shuffle != 0, drop_last != 0};
     const auto idx = tarmac::partition_indices(n, o);
@@ -244,8 +254,9 @@ int tarmac_indices(uint64_t n, uint64_t rank, uint64_t world, uint64_t seed, uin
   });
 }
 
-int tarmac_loader_new(const tarmac_dataset* ds, int32_t width, int32_t height, int resize, int32_t threads,
-                      const char* const* fields, size_t nfields, tarmac_loader** out) {
+int tarmac_loader_new(const tarmac_dataset* ds, int32_t width, int32_t height, int resize,
+                      int32_t threads, const char* const* fields, size_t nfields,
+                      tarmac_loader** out) {
   return guarded([&] {
     need(ds, "ds");
     need(out, "out");
@@ -263,7 +274,9 @@ int tarmac_loader_new(const tarmac_dataset* ds, int32_t width, int32_t height, i
   });
 }
 
-void tarmac_loader_free(tarmac_loader* loader) { delete loader; }
+void tarmac_loader_free(tarmac_loader* loader) {
+  delete loader;
+}
 
 int tarmac_loader_start(tarmac_loader* loader, const int64_t* indices, size_t n, uint8_t* images,
                         size_t images_size, void* const* labels, const size_t* label_sizes) {
@@ -277,7 +290,8 @@ int tarmac_loader_start(tarmac_loader* loader, const int64_t* indices, size_t n,
       need(labels, "labels");
       need(label_sizes, "label_sizes");
     }
-    for (size_t k = 0; k < nf; ++k) b.labels.emplace_back(static_cast<uint8_t*>(labels[k]), label_sizes[k]);
+    for (size_t k = 0; k < nf; ++k)
+      b.labels.emplace_back(static_cast<uint8_t*>(labels[k]), label_sizes[k]);
     loader->loader.start(std::vector<int64_t>(indices, indices + n), std::move(b));
   });
 }

@@ -35,7 +35,7 @@ typedef struct tarmac_loader tarmac_loader;
 
 /** A read-only tensor view. data is valid while the dataset is open. */
 typedef struct {
-  int32_t dtype;   /* dtype code */
+  int32_t dtype; /* dtype code */
   int32_t ndim;
   int64_t shape[TARMAC_MAX_DIMS];
   const void* data;
@@ -74,41 +74,47 @@ TARMAC_API int tarmac_blob_kind(const tarmac_dataset* ds, int64_t k, const char*
 
 TARMAC_API int tarmac_key(const tarmac_dataset* ds, int64_t i, const char** data, size_t* size);
 /** The stored bytes of sample i's blob of `kind` (NULL: "__image__"). */
-TARMAC_API int tarmac_blob(const tarmac_dataset* ds, int64_t i, const char* kind, const uint8_t** data,
-                           size_t* size);
-/** The shard index, byte offset, size, crc32, width and height of sample i's blob; any out may be NULL. */
-TARMAC_API int tarmac_blob_ref(const tarmac_dataset* ds, int64_t i, const char* kind, int32_t* shard,
-                               int64_t* offset, int64_t* size, uint32_t* crc32, int32_t* width,
-                               int32_t* height);
+TARMAC_API int tarmac_blob(const tarmac_dataset* ds, int64_t i, const char* kind,
+                           const uint8_t** data, size_t* size);
+/** The shard index, byte offset, size, crc32, width and height of sample i's blob; any out may be
+ * NULL. */
+TARMAC_API int tarmac_blob_ref(const tarmac_dataset* ds, int64_t i, const char* kind,
+                               int32_t* shard, int64_t* offset, int64_t* size, uint32_t* crc32,
+                               int32_t* width, int32_t* height);
 /** Sample i's value of field `name` ("__affine__" included); ragged: its slice. */
-TARMAC_API int tarmac_value(const tarmac_dataset* ds, const char* name, int64_t i, tarmac_tensor* out);
+TARMAC_API int tarmac_value(const tarmac_dataset* ds, const char* name, int64_t i,
+                            tarmac_tensor* out);
 /** The whole column of field `name` (or any tensor name of the file). */
 TARMAC_API int tarmac_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out);
 
 /** Size of sample i's image once decoded. */
-TARMAC_API int tarmac_decoded_size(const tarmac_dataset* ds, int64_t i, int32_t* width, int32_t* height);
+TARMAC_API int tarmac_decoded_size(const tarmac_dataset* ds, int64_t i, int32_t* width,
+                                   int32_t* height);
 /** Decodes sample i's image into out (height*width*3 bytes, RGB HWC); resize != 0 resizes
  *  an image of another size, else that is TARMAC_E_DATA. */
-TARMAC_API int tarmac_decode(const tarmac_dataset* ds, int64_t i, uint8_t* out, size_t size, int32_t width,
-                             int32_t height, int resize);
+TARMAC_API int tarmac_decode(const tarmac_dataset* ds, int64_t i, uint8_t* out, size_t size,
+                             int32_t width, int32_t height, int resize);
 
 /** Number of indices each rank gets (see tarmac_indices). */
-TARMAC_API int tarmac_partition_size(uint64_t n, uint64_t rank, uint64_t world, int drop_last, uint64_t* out);
+TARMAC_API int tarmac_partition_size(uint64_t n, uint64_t rank, uint64_t world, int drop_last,
+                                     uint64_t* out);
 /** Rank's share of the deterministic per-epoch order of n samples into out[capacity]. */
-TARMAC_API int tarmac_indices(uint64_t n, uint64_t rank, uint64_t world, uint64_t seed, uint64_t epoch,
-                              int shuffle, int drop_last, int64_t* out, size_t capacity);
+TARMAC_API int tarmac_indices(uint64_t n, uint64_t rank, uint64_t world, uint64_t seed,
+                              uint64_t epoch, int shuffle, int drop_last, int64_t* out,
+                              size_t capacity);
 
 /** A decoding thread pool over ds (which must outlive it) for batches of width x height
  *  images (0x0: labels only) and the fixed-shape fields named in fields[nfields].
  *  Not fork-safe: a child process makes its own. */
-TARMAC_API int tarmac_loader_new(const tarmac_dataset* ds, int32_t width, int32_t height, int resize,
-                                 int32_t threads, const char* const* fields, size_t nfields,
-                                 tarmac_loader** out);
+TARMAC_API int tarmac_loader_new(const tarmac_dataset* ds, int32_t width, int32_t height,
+                                 int resize, int32_t threads, const char* const* fields,
+                                 size_t nfields, tarmac_loader** out);
 TARMAC_API void tarmac_loader_free(tarmac_loader* loader);
 /** Starts loading indices[n] into images (n*height*width*3 bytes) and labels[k]
  *  (n*sample_bytes of field k) in the background; buffers must live until tarmac_loader_wait. */
-TARMAC_API int tarmac_loader_start(tarmac_loader* loader, const int64_t* indices, size_t n, uint8_t* images,
-                                   size_t images_size, void* const* labels, const size_t* label_sizes);
+TARMAC_API int tarmac_loader_start(tarmac_loader* loader, const int64_t* indices, size_t n,
+                                   uint8_t* images, size_t images_size, void* const* labels,
+                                   const size_t* label_sizes);
 /** Waits for the batch in flight; its first error, if any. */
 TARMAC_API int tarmac_loader_wait(tarmac_loader* loader);
 

@@ -103,9 +103,9 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
   if (!fs::is_directory(root, ec)) throw FatalError("'" + dir + "' is not a directory");
   const fs::path labels = root / "labels.safetensors";
   if (!fs::exists(labels, ec))
-    throw FatalError("'" + dir + "' is not a tarmac dataset: no labels.safetensors" +
-                     (fs::exists(root / ".tarmac-partial", ec) ? " (a conversion into it did not finish)"
-                                                               : ""));
+    throw FatalError(
+        "'" + dir + "' is not a tarmac dataset: no labels.safetensors" +
+        (fs::exists(root / ".tarmac-partial", ec) ? " (a conversion into it did not finish)" : ""));
   labels_ = std::make_unique<MappedFile>(labels.string());
   const auto file = labels_->bytes();
   SafetensorsHeader h = parse_safetensors(file);
@@ -146,8 +146,8 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
     if (it == st_->tensors.end()) bad_file("required tensor '" + name + "' is missing");
     const Tensor& t = it->second;
     if (t.dtype != dtype)
-      bad_file("tensor '" + name + "' has dtype " + std::string(dtype_name(t.dtype)) + ", expected " +
-               std::string(dtype_name(dtype)));
+      bad_file("tensor '" + name + "' has dtype " + std::string(dtype_name(t.dtype)) +
+               ", expected " + std::string(dtype_name(dtype)));
     bool ok = t.shape.ndim == ndim;
     for (size_t k = 0; ok && k < shape_prefix.size(); ++k) ok = t.shape[k] == shape_prefix[k];
     if (!ok)
@@ -162,11 +162,13 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
   try {
     const auto blobs = nlohmann::json::parse(meta("blobs"));
     const auto shards = nlohmann::json::parse(meta("shards"));
-    if (!blobs.is_array() || !shards.is_array()) bad_file("'blobs' and 'shards' metadata must be arrays");
+    if (!blobs.is_array() || !shards.is_array())
+      bad_file("'blobs' and 'shards' metadata must be arrays");
     for (const auto& b : blobs) blob_kinds_.push_back(b.get<std::string>());
     for (const auto& s : shards) shard_names_.push_back(s.get<std::string>());
   } catch (const nlohmann::json::exception& e) {
-    bad_file(std::string("'blobs' or 'shards' metadata is not a JSON array of strings: ") + e.what());
+    bad_file(std::string("'blobs' or 'shards' metadata is not a JSON array of strings: ") +
+             e.what());
   }
   for (const std::string& kind : blob_kinds_) {
     State::Blob b{};
@@ -191,7 +193,9 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
       FieldInfo fi;
       fi.name = name;
       const std::string kind = f.at("kind").get<std::string>();
-      fi.kind = kind == "string" ? FieldKind::String : kind == "json" ? FieldKind::Json : FieldKind::Numeric;
+      fi.kind = kind == "string" ? FieldKind::String
+                : kind == "json" ? FieldKind::Json
+                                 : FieldKind::Numeric;
       if (kind != "numeric" && kind != "string" && kind != "json")
         bad_file("field '" + name + "' has unknown kind '" + kind + "'");
       const auto dt = dtype_from_name(f.at("dtype").get<std::string>());
@@ -200,7 +204,8 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
       fi.ragged = f.at("ragged").get<bool>();
       fi.sample_shape = f.at("shape").get<std::vector<int64_t>>();
       fi.source = f.value("source", "");
-      if (fi.sample_shape.size() + 1 > kMaxDims) bad_file("field '" + name + "' has too many dimensions");
+      if (fi.sample_shape.size() + 1 > kMaxDims)
+        bad_file("field '" + name + "' has too many dimensions");
       if (fi.kind != FieldKind::Numeric && (!fi.ragged || fi.dtype != DType::U8))
         bad_file("field '" + name + "' of kind " + kind + " must be ragged U8");
       for (size_t k = fi.ragged ? 1 : 0; k < fi.sample_shape.size(); ++k)
@@ -237,7 +242,9 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
   }
 }
 
-const std::map<std::string, std::string>& Dataset::metadata() const { return st_->metadata; }
+const std::map<std::string, std::string>& Dataset::metadata() const {
+  return st_->metadata;
+}
 
 const FieldInfo* Dataset::find_field(std::string_view name) const {
   for (const FieldInfo& f : fields_)
@@ -253,7 +260,9 @@ const Dataset::Tensor* Dataset::find_tensor(std::string_view name) const {
 
 const Dataset::Tensor& Dataset::tensor(std::string_view name) const {
   const Tensor* t = find_tensor(name);
-  if (!t) throw std::invalid_argument("dataset '" + dir_ + "' has no field or tensor '" + std::string(name) + "'");
+  if (!t)
+    throw std::invalid_argument("dataset '" + dir_ + "' has no field or tensor '" +
+                                std::string(name) + "'");
   return *t;
 }
 
@@ -275,8 +284,9 @@ std::pair<int64_t, int64_t> Dataset::ragged_range(const Tensor& offsets, int64_t
   const auto b = scalar<int64_t>(offsets, i), e = scalar<int64_t>(offsets, i + 1);
   if (b < 0 || b > e || e > rows)
     throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " of field '" +
-                    std::string(field) + "' has offsets " + std::to_string(b) + ".." + std::to_string(e) +
-                    ", not an ordered range inside its " + std::to_string(rows) + " values");
+                    std::string(field) + "' has offsets " + std::to_string(b) + ".." +
+                    std::to_string(e) + ", not an ordered range inside its " +
+                    std::to_string(rows) + " values");
   return {b, e};
 }
 
@@ -288,7 +298,8 @@ std::string_view Dataset::key(size_t i) const {
 
 TensorView Dataset::value(std::string_view name, size_t i) const {
   const FieldInfo* f = find_field(name);
-  if (!f) throw std::invalid_argument("dataset '" + dir_ + "' has no field '" + std::string(name) + "'");
+  if (!f)
+    throw std::invalid_argument("dataset '" + dir_ + "' has no field '" + std::string(name) + "'");
   check_index(i);
   if (!f->ragged) {
     TensorView v = tensor(name).view();
@@ -319,7 +330,8 @@ Column Dataset::column(std::string_view name) const {
 }
 
 std::span<const double, 6> Dataset::affine(size_t i) const {
-  if (!st_->affine) throw std::invalid_argument("dataset '" + dir_ + "' has no images, hence no affine");
+  if (!st_->affine)
+    throw std::invalid_argument("dataset '" + dir_ + "' has no images, hence no affine");
   check_index(i);
   return std::span<const double, 6>(reinterpret_cast<const double*>(st_->affine->data) + 6 * i, 6);
 }
@@ -327,19 +339,25 @@ std::span<const double, 6> Dataset::affine(size_t i) const {
 BlobRef Dataset::blob_ref(size_t i, std::string_view kind) const {
   auto it = st_->blobs.find(std::string(kind));
   if (it == st_->blobs.end())
-    throw std::invalid_argument("dataset '" + dir_ + "' stores no blob kind '" + std::string(kind) + "'");
+    throw std::invalid_argument("dataset '" + dir_ + "' stores no blob kind '" + std::string(kind) +
+                                "'");
   check_index(i);
   const State::Blob& b = it->second;
-  BlobRef r{scalar<int32_t>(*b.shard, i),  scalar<int64_t>(*b.offset, i), scalar<int64_t>(*b.size, i),
-            scalar<uint32_t>(*b.crc32, i), scalar<int32_t>(*b.width, i),  scalar<int32_t>(*b.height, i)};
-  auto where = [&] { return "dataset '" + dir_ + "': sample " + std::to_string(i) + " " + std::string(kind); };
+  BlobRef r{scalar<int32_t>(*b.shard, i), scalar<int64_t>(*b.offset, i),
+            scalar<int64_t>(*b.size, i),  scalar<uint32_t>(*b.crc32, i),
+            scalar<int32_t>(*b.width, i), scalar<int32_t>(*b.height, i)};
+  auto where = [&] {
+    return "dataset '" + dir_ + "': sample " + std::to_string(i) + " " + std::string(kind);
+  };
   if (r.shard < 0 || static_cast<size_t>(r.shard) >= shards_.size())
-    throw DataError(where() + " names shard " + std::to_string(r.shard) + " of " + std::to_string(shards_.size()));
+    throw DataError(where() + " names shard " + std::to_string(r.shard) + " of " +
+                    std::to_string(shards_.size()));
   const uint64_t shard_size = shards_[static_cast<size_t>(r.shard)].bytes().size();
   if (r.offset < 0 || r.size < 0 || static_cast<uint64_t>(r.offset) > shard_size ||
       static_cast<uint64_t>(r.size) > shard_size - static_cast<uint64_t>(r.offset))
-    throw DataError(where() + " lies at bytes " + std::to_string(r.offset) + "+" + std::to_string(r.size) +
-                    ", beyond shard '" + shard_names_[static_cast<size_t>(r.shard)] + "' of " +
+    throw DataError(where() + " lies at bytes " + std::to_string(r.offset) + "+" +
+                    std::to_string(r.size) + ", beyond shard '" +
+                    shard_names_[static_cast<size_t>(r.shard)] + "' of " +
                     std::to_string(shard_size) + " bytes");
   return r;
 }
@@ -347,7 +365,7 @@ BlobRef Dataset::blob_ref(size_t i, std::string_view kind) const {
 std::span<const uint8_t> Dataset::blob(size_t i, std::string_view kind) const {
   const BlobRef r = blob_ref(i, kind);
   return shards_[static_cast<size_t>(r.shard)].bytes().subspan(static_cast<size_t>(r.offset),
-                                                              static_cast<size_t>(r.size));
+                                                               static_cast<size_t>(r.size));
 }
 
 BlobEncoding Dataset::encoding(size_t i, std::string_view kind) const {
@@ -358,19 +376,26 @@ BlobEncoding Dataset::encoding(size_t i, std::string_view kind) const {
   if (r.offset >= 512) {
     const uint8_t* hdr = shard.data() + r.offset - 512;
     if (std::memcmp(hdr + 257, "ustar", 5) == 0) {
-      const std::string_view name(reinterpret_cast<const char*>(hdr), strnlen(reinterpret_cast<const char*>(hdr), 100));
+      const std::string_view name(reinterpret_cast<const char*>(hdr),
+                                  strnlen(reinterpret_cast<const char*>(hdr), 100));
       if (name.ends_with(".rgb")) return BlobEncoding::Raw;
     }
   }
   const auto d = shard.subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.size));
   try {
     switch (probe_image(d).format) {
-      case ImageFormat::Jpeg: return BlobEncoding::Jpeg;
-      case ImageFormat::Png: return BlobEncoding::Png;
-      case ImageFormat::Webp: return BlobEncoding::Webp;
-      case ImageFormat::Bmp: return BlobEncoding::Bmp;
-      case ImageFormat::Tiff: return BlobEncoding::Tiff;
-      case ImageFormat::Unknown: break;
+      case ImageFormat::Jpeg:
+        return BlobEncoding::Jpeg;
+      case ImageFormat::Png:
+        return BlobEncoding::Png;
+      case ImageFormat::Webp:
+        return BlobEncoding::Webp;
+      case ImageFormat::Bmp:
+        return BlobEncoding::Bmp;
+      case ImageFormat::Tiff:
+        return BlobEncoding::Tiff;
+      case ImageFormat::Unknown:
+        break;
     }
   } catch (const ParseError&) {
   }
@@ -388,7 +413,8 @@ std::pair<int, int> Dataset::decoded_size(size_t i) const {
   }
   try {
     const ImageHeader h = probe_image(image(i));
-    if (h.width > 0 && h.height > 0) return h.orientation >= 5 ? std::pair{h.height, h.width} : std::pair{h.width, h.height};
+    if (h.width > 0 && h.height > 0)
+      return h.orientation >= 5 ? std::pair{h.height, h.width} : std::pair{h.width, h.height};
   } catch (const ParseError& e) {
     throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " image: " + e.what());
   }
@@ -396,17 +422,20 @@ std::pair<int, int> Dataset::decoded_size(size_t i) const {
   return {p.width, p.height};
 }
 
-void Dataset::decode_into(size_t i, std::span<uint8_t> out, int width, int height, bool resize) const {
+void Dataset::decode_into(size_t i, std::span<uint8_t> out, int width, int height,
+                          bool resize) const {
   if (width <= 0 || height <= 0 || out.size() != size_t(width) * size_t(height) * 3)
     throw std::invalid_argument("decode_into: the buffer must hold height*width*3 bytes");
   const auto bytes = image(i);
   auto where = [&] {
-    return "dataset '" + dir_ + "': sample " + std::to_string(i) + " (" + std::string(key(i)) + ") image: ";
+    return "dataset '" + dir_ + "': sample " + std::to_string(i) + " (" + std::string(key(i)) +
+           ") image: ";
   };
   const BlobEncoding enc = encoding(i);
   if (enc == BlobEncoding::Raw) {
     const BlobRef r = blob_ref(i);
-    if (uint64_t(r.size) != uint64_t(r.width) * uint64_t(r.height) * 3 || r.width <= 0 || r.height <= 0)
+    if (uint64_t(r.size) != uint64_t(r.width) * uint64_t(r.height) * 3 || r.width <= 0 ||
+        r.height <= 0)
       throw DataError(where() + "raw pixels of " + std::to_string(r.size) + " bytes do not make " +
                       std::to_string(r.width) + "x" + std::to_string(r.height) + " RGB");
     if (r.width == width && r.height == height) {
@@ -424,12 +453,15 @@ void Dataset::decode_into(size_t i, std::span<uint8_t> out, int width, int heigh
       // Fast path: libjpeg-turbo straight to RGB into the caller's buffer.
       int w = 0, h = 0, ss = 0, cs = 0;
       tjhandle tj = decompressor();
-      if (tjDecompressHeader3(tj, bytes.data(), static_cast<unsigned long>(bytes.size()), &w, &h, &ss, &cs) == 0 &&
-          w == width && h == height && cs != TJCS_CMYK && cs != TJCS_YCCK && probe_image(bytes).orientation == 1) {
-        if (tjDecompress2(tj, bytes.data(), static_cast<unsigned long>(bytes.size()), out.data(), w, 0, h,
-                          TJPF_RGB, 0) != 0) {
+      if (tjDecompressHeader3(tj, bytes.data(), static_cast<unsigned long>(bytes.size()), &w, &h,
+                              &ss, &cs) == 0 &&
+          w == width && h == height && cs != TJCS_CMYK && cs != TJCS_YCCK &&
+          probe_image(bytes).orientation == 1) {
+        if (tjDecompress2(tj, bytes.data(), static_cast<unsigned long>(bytes.size()), out.data(), w,
+                          0, h, TJPF_RGB, 0) != 0) {
           const std::string msg = tjGetErrorStr2(tj);
-          if (tjGetErrorCode(tj) != TJERR_WARNING || msg.find("extraneous bytes") == std::string::npos)
+          if (tjGetErrorCode(tj) != TJERR_WARNING ||
+              msg.find("extraneous bytes") == std::string::npos)
             throw ParseError("corrupt or truncated JPEG: " + msg);
         }
         return;
@@ -460,11 +492,12 @@ Pixels Dataset::decode_dense(size_t i, std::string_view kind) const {
   try {
     m = tarmac::decode_dense(bytes, kMaxDecodePixels);
   } catch (const ParseError& e) {
-    throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " " + std::string(kind) + ": " + e.what());
+    throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " " +
+                    std::string(kind) + ": " + e.what());
   }
   if (m.depth() != CV_8U && m.depth() != CV_16U)
-    throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " " + std::string(kind) +
-                    ": unsupported pixel depth");
+    throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " " +
+                    std::string(kind) + ": unsupported pixel depth");
   if (m.channels() == 3) cv::cvtColor(m, m, cv::COLOR_BGR2RGB);
   if (m.channels() == 4) cv::cvtColor(m, m, cv::COLOR_BGRA2RGBA);
   Pixels p;

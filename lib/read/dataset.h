@@ -56,7 +56,9 @@ struct TensorView {
     return {reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T)};
   }
   /// The bytes as text (string and json fields).
-  std::string_view text() const { return {reinterpret_cast<const char*>(bytes.data()), bytes.size()}; }
+  std::string_view text() const {
+    return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+  }
 };
 
 enum class FieldKind { Numeric, String, Json };

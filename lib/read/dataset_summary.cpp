@@ -20,9 +20,8 @@ DatasetSummary summarize_dataset(const std::string& dir) {
   if (!fs::is_directory(root, ec)) throw FatalError("'" + dir + "' is not a directory");
   const fs::path labels = root / "labels.safetensors";
   if (!fs::exists(labels, ec)) {
-    std::string hint = fs::exists(root / ".tarmac-partial", ec)
-                           ? " (a conversion into it did not finish)"
-                           : "";
+    std::string hint =
+        fs::exists(root / ".tarmac-partial", ec) ? " (a conversion into it did not finish)" : "";
     throw FatalError("'" + dir + "' is not a tarmac dataset: no labels.safetensors" + hint);
   }
   MappedFile file(labels.string());
@@ -52,7 +51,8 @@ DatasetSummary summarize_dataset(const std::string& dir) {
       s.shards.push_back(sh);
     }
     if (auto it = h.metadata.find("blobs"); it != h.metadata.end())
-      for (const auto& b : nlohmann::json::parse(it->second)) s.blobs.push_back(b.get<std::string>());
+      for (const auto& b : nlohmann::json::parse(it->second))
+        s.blobs.push_back(b.get<std::string>());
   } catch (const nlohmann::json::exception& e) {
     throw ParseError(std::string("invalid metadata: ") + e.what());
   }

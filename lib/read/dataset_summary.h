@@ -11,7 +11,7 @@ struct DatasetSummary {
   std::string path;
   std::string format;
   uint64_t samples = 0;
-  std::string schema_json;  ///< the "schema" metadata entry
+  std::string schema_json;         ///< the "schema" metadata entry
   std::vector<std::string> blobs;  ///< stored blob kinds: "__image__", "__depth__", ...
   struct Shard {
     std::string name;

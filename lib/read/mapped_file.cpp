@@ -64,7 +64,9 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-MappedFile::~MappedFile() { unmap(); }
+MappedFile::~MappedFile() {
+  unmap();
+}
 
 void MappedFile::unmap() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);

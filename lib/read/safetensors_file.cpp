@@ -12,7 +12,9 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void fail(const std::string& reason) { throw ParseError("safetensors: " + reason); }
+[[noreturn]] void fail(const std::string& reason) {
+  throw ParseError("safetensors: " + reason);
+}
 
 [[noreturn]] void fail_tensor(const std::string& name, const std::string& reason) {
   fail("tensor '" + name + "': " + reason);
@@ -110,8 +112,8 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, uint64_t dat
     fail_tensor(name, "data_offsets begin " + std::to_string(begin) + " is after end " +
                           std::to_string(end));
   if (end > data_size)
-    fail_tensor(name, "data_offsets end " + std::to_string(end) +
-                          " is beyond the data buffer of " + std::to_string(data_size) + " bytes");
+    fail_tensor(name, "data_offsets end " + std::to_string(end) + " is beyond the data buffer of " +
+                          std::to_string(data_size) + " bytes");
   if (end - begin != bytes)
     fail_tensor(name, "data_offsets cover " + std::to_string(end - begin) + " bytes but dtype " +
                           std::string(dtype_name(t.dtype)) + " and shape need " +
@@ -144,7 +146,8 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> file) {
 
   const std::span<const uint8_t> text = file.subspan(8, static_cast<size_t>(n));
   // nlohmann's lexer stops at a NUL as if the input ended there; JSON allows none anywhere.
-  if (std::find(text.begin(), text.end(), uint8_t{0}) != text.end()) fail("header contains a NUL byte");
+  if (std::find(text.begin(), text.end(), uint8_t{0}) != text.end())
+    fail("header contains a NUL byte");
   const json header = parse_json(text);
   if (!header.is_object()) fail("header is not a JSON object");
 
@@ -175,8 +178,7 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> file) {
   uint64_t expected = out.data_start;
   const TensorInfo* previous = nullptr;
   for (const TensorInfo& t : out.tensors) {
-    if (t.begin < expected)
-      fail_tensor(t.name, "overlaps tensor '" + previous->name + "'");
+    if (t.begin < expected) fail_tensor(t.name, "overlaps tensor '" + previous->name + "'");
     if (t.begin > expected)
       fail_tensor(t.name, "leaves a hole of " + std::to_string(t.begin - expected) +
                               " unused bytes before it");

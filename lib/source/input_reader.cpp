@@ -117,7 +117,7 @@ InputReader::InputReader(std::vector<std::string> paths, InputReaderOptions opti
     InputInfo info;
     info.path = p;
     if (p != "-") {
-      struct stat st{};
+      struct stat st {};
       if (::stat(p.c_str(), &st) != 0)
         throw FatalError("cannot open input '" + p + "': " + std::strerror(errno));
       if (S_ISREG(st.st_mode)) info.size = static_cast<uint64_t>(st.st_size);
@@ -177,8 +177,7 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
   if (src.owned && ::fstat(src.fd, &st) == 0 && S_ISREG(st.st_mode))
     archive_read_set_seek_callback(a.get(), seek_cb);
   if (archive_read_open(a.get(), &src, nullptr, read_cb, close_cb) != ARCHIVE_OK) {
-    std::string msg = where + " is not an archive tarmac can read: " +
-                      archive_error(a.get());
+    std::string msg = where + " is not an archive tarmac can read: " + archive_error(a.get());
     if (!options_.skip_errors) throw FatalError(msg);
     info.error = msg;
     return;
@@ -251,9 +250,9 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
       m.data.insert(m.data.end(), chunk.data(), chunk.data() + n);
     }
     if (too_big) {
-      cb.on_notice({index, m.name,
-                    "member inflates past --max-member-size " + human_size(options_.max_member_size),
-                    true});
+      cb.on_notice(
+          {index, m.name,
+           "member inflates past --max-member-size " + human_size(options_.max_member_size), true});
       continue;
     }
     cb.on_member(index, std::move(m));
@@ -271,8 +270,8 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
     if (e.is_symlink()) {
       // relative() would follow the link itself: make only its directory relative.
       const fs::path rel = fs::relative(e.path().parent_path(), root) / e.path().filename();
-      cb.on_notice({index, rel.lexically_normal().generic_string(),
-                    "symbolic link, not followed", false});
+      cb.on_notice(
+          {index, rel.lexically_normal().generic_string(), "symbolic link, not followed", false});
       continue;
     }
     if (e.is_regular_file()) files.push_back(e.path());
@@ -303,8 +302,8 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         ::close(fd);
-        throw FatalError("cannot read '" + f.string() + "': " +
-                         (n < 0 ? std::strerror(errno) : "file shrank while reading"));
+        throw FatalError("cannot read '" + f.string() +
+                         "': " + (n < 0 ? std::strerror(errno) : "file shrank while reading"));
       }
       got += static_cast<size_t>(n);
     }

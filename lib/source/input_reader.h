@@ -14,7 +14,7 @@ namespace tarmac {
 
 /// What is known about one input after (or while) reading it.
 struct InputInfo {
-  std::string path;  ///< as given; "-" for standard input
+  std::string path;   ///< as given; "-" for standard input
   uint64_t size = 0;  ///< bytes on disk; 0 when unknown (stdin, pipes)
   uint64_t bytes_read = 0;
   uint32_t crc32 = 0;  ///< zlib CRC-32 of every byte read from the input

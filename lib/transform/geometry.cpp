@@ -20,7 +20,9 @@ Region scale_about_centre(Region r, double sx, double sy) {
   return {cx - hw, cy - hh, cx + hw, cy + hh};
 }
 
-int round_size(double v) { return std::max(1, static_cast<int>(std::lround(v))); }
+int round_size(double v) {
+  return std::max(1, static_cast<int>(std::lround(v)));
+}
 
 }  // namespace
 

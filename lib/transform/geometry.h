@@ -22,9 +22,9 @@ enum class ResizeMode { Exact, Shorter, Longer, Fit, None };
 
 struct GeometryOptions {
   CropMode crop = CropMode::None;
-  Region box;               ///< CropMode::Box: the fixed region
-  double crop_scale = 1.0;  ///< scales the box/field region about its centre
-  bool square = false;      ///< grow the region to a square (side = longer side)
+  Region box;                 ///< CropMode::Box: the fixed region
+  double crop_scale = 1.0;    ///< scales the box/field region about its centre
+  bool square = false;        ///< grow the region to a square (side = longer side)
   int width = 0, height = 0;  ///< --size; 0 = not given
   ResizeMode resize = ResizeMode::None;
 };

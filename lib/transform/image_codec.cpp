@@ -20,7 +20,9 @@ uint32_t le32(const uint8_t* p) {
 uint16_t rd16(const uint8_t* p, bool le) {
   return le ? static_cast<uint16_t>(p[0] | (p[1] << 8)) : static_cast<uint16_t>((p[0] << 8) | p[1]);
 }
-uint32_t rd32(const uint8_t* p, bool le) { return le ? le32(p) : be32(p); }
+uint32_t rd32(const uint8_t* p, bool le) {
+  return le ? le32(p) : be32(p);
+}
 
 // EXIF orientation from a JPEG's APP1 segment; 1 when absent or unreadable.
 int jpeg_exif_orientation(std::span<const uint8_t> d) {
@@ -63,14 +65,30 @@ int jpeg_exif_orientation(std::span<const uint8_t> d) {
 cv::Mat apply_orientation(cv::Mat m, int orientation) {
   cv::Mat out;
   switch (orientation) {
-    case 2: cv::flip(m, out, 1); return out;
-    case 3: cv::rotate(m, out, cv::ROTATE_180); return out;
-    case 4: cv::flip(m, out, 0); return out;
-    case 5: cv::transpose(m, out); return out;
-    case 6: cv::rotate(m, out, cv::ROTATE_90_CLOCKWISE); return out;
-    case 7: cv::transpose(m, out); cv::rotate(out, out, cv::ROTATE_180); return out;
-    case 8: cv::rotate(m, out, cv::ROTATE_90_COUNTERCLOCKWISE); return out;
-    default: return m;
+    case 2:
+      cv::flip(m, out, 1);
+      return out;
+    case 3:
+      cv::rotate(m, out, cv::ROTATE_180);
+      return out;
+    case 4:
+      cv::flip(m, out, 0);
+      return out;
+    case 5:
+      cv::transpose(m, out);
+      return out;
+    case 6:
+      cv::rotate(m, out, cv::ROTATE_90_CLOCKWISE);
+      return out;
+    case 7:
+      cv::transpose(m, out);
+      cv::rotate(out, out, cv::ROTATE_180);
+      return out;
+    case 8:
+      cv::rotate(m, out, cv::ROTATE_90_COUNTERCLOCKWISE);
+      return out;
+    default:
+      return m;
   }
 }
 
@@ -104,8 +122,8 @@ namespace {
 cv::Mat decode_jpeg(std::span<const uint8_t> d, const ImageHeader& h) {
   cv::Mat out(h.height, h.width, CV_8UC3);
   tjhandle tj = decompressor();
-  const int r = tjDecompress2(tj, d.data(), static_cast<unsigned long>(d.size()), out.data,
-                              h.width, 0, h.height, TJPF_BGR, 0);
+  const int r = tjDecompress2(tj, d.data(), static_cast<unsigned long>(d.size()), out.data, h.width,
+                              0, h.height, TJPF_BGR, 0);
   if (r != 0) {
     const std::string msg = tjGetErrorStr2(tj);
     // libjpeg's "extraneous bytes before marker" warning is common in camera files and harmless.
@@ -147,8 +165,8 @@ ImageHeader probe_image(std::span<const uint8_t> d) {
   if (d.size() >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) {
     h.format = ImageFormat::Jpeg;
     int w = 0, hh = 0, subsamp = 0, cs = 0;
-    if (tjDecompressHeader3(decompressor(), d.data(), static_cast<unsigned long>(d.size()), &w,
-                            &hh, &subsamp, &cs) != 0)
+    if (tjDecompressHeader3(decompressor(), d.data(), static_cast<unsigned long>(d.size()), &w, &hh,
+                            &subsamp, &cs) != 0)
       throw ParseError(std::string("corrupt JPEG header: ") + tjGetErrorStr2(decompressor()));
     h.width = w;
     h.height = hh;
@@ -179,8 +197,8 @@ ImageHeader probe_image(std::span<const uint8_t> d) {
     h.width = static_cast<int>(le32(d.data() + 18));
     const int32_t hh = static_cast<int32_t>(le32(d.data() + 22));
     h.height = hh == INT32_MIN ? INT32_MAX : std::abs(hh);
-  } else if (d.size() >= 8 && (std::memcmp(d.data(), "II*\0", 4) == 0 ||
-                               std::memcmp(d.data(), "MM\0*", 4) == 0)) {
+  } else if (d.size() >= 8 &&
+             (std::memcmp(d.data(), "II*\0", 4) == 0 || std::memcmp(d.data(), "MM\0*", 4) == 0)) {
     h.format = ImageFormat::Tiff;  // size checked by OpenCV's own pixel limit
   } else {
     throw ParseError(d.empty() ? "empty image member" : "not a JPEG, PNG, WebP, BMP or TIFF image");
@@ -227,8 +245,11 @@ std::vector<uint8_t> encode_image(const cv::Mat& img, OutputFormat format, int q
     case OutputFormat::Webp: {
       std::vector<uint8_t> out;
       std::vector<int> params;
-      if (format == OutputFormat::Webp) params = {cv::IMWRITE_WEBP_QUALITY, quality};
-      else params = {cv::IMWRITE_PNG_COMPRESSION, 1};  // zlib level 1: most of the size, a fraction of the time
+      if (format == OutputFormat::Webp)
+        params = {cv::IMWRITE_WEBP_QUALITY, quality};
+      else
+        params = {cv::IMWRITE_PNG_COMPRESSION,
+                  1};  // zlib level 1: most of the size, a fraction of the time
       if (!cv::imencode(format == OutputFormat::Png ? ".png" : ".webp", img, out, params))
         throw FatalError("image encoding failed");
       return out;
@@ -246,23 +267,34 @@ std::vector<uint8_t> encode_image(const cv::Mat& img, OutputFormat format, int q
 
 std::string format_extension(OutputFormat f) {
   switch (f) {
-    case OutputFormat::Jpeg: return "jpg";
-    case OutputFormat::Png: return "png";
-    case OutputFormat::Webp: return "webp";
-    case OutputFormat::Raw: return "rgb";
-    case OutputFormat::Keep: return "";
+    case OutputFormat::Jpeg:
+      return "jpg";
+    case OutputFormat::Png:
+      return "png";
+    case OutputFormat::Webp:
+      return "webp";
+    case OutputFormat::Raw:
+      return "rgb";
+    case OutputFormat::Keep:
+      return "";
   }
   return "";
 }
 
 std::string image_format_extension(ImageFormat f) {
   switch (f) {
-    case ImageFormat::Jpeg: return "jpg";
-    case ImageFormat::Png: return "png";
-    case ImageFormat::Webp: return "webp";
-    case ImageFormat::Bmp: return "bmp";
-    case ImageFormat::Tiff: return "tif";
-    case ImageFormat::Unknown: break;
+    case ImageFormat::Jpeg:
+      return "jpg";
+    case ImageFormat::Png:
+      return "png";
+    case ImageFormat::Webp:
+      return "webp";
+    case ImageFormat::Bmp:
+      return "bmp";
+    case ImageFormat::Tiff:
+      return "tif";
+    case ImageFormat::Unknown:
+      break;
   }
   return "bin";
 }

@@ -160,8 +160,12 @@ RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, con
 
   // Pixel (p, q) of `pixels` is scaled pixel (x0 + p, y0 + q), whose centre lies at
   // full-resolution u = denom * (x0 + p) + (denom - 1) / 2.
-  const Affine to_full = {double(denom), 0, denom * double(plan.x0) + (denom - 1) / 2.0,
-                          0, double(denom), denom * double(plan.y0) + (denom - 1) / 2.0};
+  const Affine to_full = {double(denom),
+                          0,
+                          denom * double(plan.x0) + (denom - 1) / 2.0,
+                          0,
+                          double(denom),
+                          denom * double(plan.y0) + (denom - 1) / 2.0};
   r.pixels = pixels;
   r.m = compose(g.m, to_full);
   return r;

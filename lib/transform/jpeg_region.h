@@ -14,8 +14,9 @@
 namespace tarmac {
 
 struct RegionDecode {
-  cv::Mat pixels;  ///< BGR, the decoded part of the image (possibly empty when the crop lies outside)
-  Affine m{};      ///< maps `pixels` coordinates to output coordinates
+  cv::Mat
+      pixels;  ///< BGR, the decoded part of the image (possibly empty when the crop lies outside)
+  Affine m{};  ///< maps `pixels` coordinates to output coordinates
 };
 
 /// Decodes what the output of `g` needs from a JPEG of size w x h (stored orientation 1, not

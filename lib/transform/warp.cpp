@@ -14,9 +14,8 @@ cv::Mat to_cv(const Affine& m) {
 }  // namespace
 
 Affine compose(const Affine& a, const Affine& b) {
-  return {a[0] * b[0] + a[1] * b[3],        a[0] * b[1] + a[1] * b[4],
-          a[0] * b[2] + a[1] * b[5] + a[2], a[3] * b[0] + a[4] * b[3],
-          a[3] * b[1] + a[4] * b[4],        a[3] * b[2] + a[4] * b[5] + a[5]};
+  return {a[0] * b[0] + a[1] * b[3], a[0] * b[1] + a[1] * b[4], a[0] * b[2] + a[1] * b[5] + a[2],
+          a[3] * b[0] + a[4] * b[3], a[3] * b[1] + a[4] * b[4], a[3] * b[2] + a[4] * b[5] + a[5]};
 }
 
 Affine dense_to_image(int dw, int dh, int iw, int ih) {
@@ -55,8 +54,7 @@ cv::Mat warp_image(const cv::Mat& src, const Affine& m, int out_w, int out_h, do
     return out;
   }
   cv::Mat reduced;
-  cv::resize(src(cv::Rect(x0, y0, w, h)), reduced, cv::Size(w / kx, h / ky), 0, 0,
-             cv::INTER_AREA);
+  cv::resize(src(cv::Rect(x0, y0, w, h)), reduced, cv::Size(w / kx, h / ky), 0, 0, cv::INTER_AREA);
   // Reduced pixel j covers source pixels x0 + kx*j ... + kx-1: its centre is at
   // x0 + kx*j + (kx-1)/2 in source coordinates.
   const Affine r = {double(kx), 0, x0 + (kx - 1) / 2.0, 0, double(ky), y0 + (ky - 1) / 2.0};
@@ -67,8 +65,8 @@ cv::Mat warp_image(const cv::Mat& src, const Affine& m, int out_w, int out_h, do
 
 cv::Mat warp_dense(const cv::Mat& src, const Affine& m, int out_w, int out_h) {
   cv::Mat out;
-  cv::warpAffine(src, out, to_cv(m), cv::Size(out_w, out_h), cv::INTER_NEAREST,
-                 cv::BORDER_CONSTANT, cv::Scalar::all(0));
+  cv::warpAffine(src, out, to_cv(m), cv::Size(out_w, out_h), cv::INTER_NEAREST, cv::BORDER_CONSTANT,
+                 cv::Scalar::all(0));
   return out;
 }
 

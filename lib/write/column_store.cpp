@@ -41,24 +41,52 @@ void read_element(DType t, const uint8_t* p, double& d, int64_t& i, uint64_t& u,
   is_float = false;
   is_unsigned = false;
   switch (t) {
-    case DType::BOOL: i = load<uint8_t>(p) != 0; break;
-    case DType::U8: i = load<uint8_t>(p); break;
-    case DType::I8: i = load<int8_t>(p); break;
-    case DType::U16: i = load<uint16_t>(p); break;
-    case DType::I16: i = load<int16_t>(p); break;
-    case DType::U32: i = load<uint32_t>(p); break;
-    case DType::I32: i = load<int32_t>(p); break;
-    case DType::U64: u = load<uint64_t>(p); is_unsigned = true; break;
-    case DType::I64: i = load<int64_t>(p); break;
-    case DType::F16: d = half_to_float(load<uint16_t>(p)); is_float = true; break;
+    case DType::BOOL:
+      i = load<uint8_t>(p) != 0;
+      break;
+    case DType::U8:
+      i = load<uint8_t>(p);
+      break;
+    case DType::I8:
+      i = load<int8_t>(p);
+      break;
+    case DType::U16:
+      i = load<uint16_t>(p);
+      break;
+    case DType::I16:
+      i = load<int16_t>(p);
+      break;
+    case DType::U32:
+      i = load<uint32_t>(p);
+      break;
+    case DType::I32:
+      i = load<int32_t>(p);
+      break;
+    case DType::U64:
+      u = load<uint64_t>(p);
+      is_unsigned = true;
+      break;
+    case DType::I64:
+      i = load<int64_t>(p);
+      break;
+    case DType::F16:
+      d = half_to_float(load<uint16_t>(p));
+      is_float = true;
+      break;
     case DType::BF16: {
       const uint32_t bits = uint32_t{load<uint16_t>(p)} << 16;
       d = load<float>(reinterpret_cast<const uint8_t*>(&bits));
       is_float = true;
       break;
     }
-    case DType::F32: d = load<float>(p); is_float = true; break;
-    case DType::F64: d = load<double>(p); is_float = true; break;
+    case DType::F32:
+      d = load<float>(p);
+      is_float = true;
+      break;
+    case DType::F64:
+      d = load<double>(p);
+      is_float = true;
+      break;
   }
 }
 
@@ -96,17 +124,39 @@ void convert_elements(DType from, const uint8_t* src, uint64_t count, DType to,
       u = static_cast<uint64_t>(i);
     }
     switch (to) {
-      case DType::BOOL: store<uint8_t>(out, is_float ? d != 0 : i != 0); break;
-      case DType::U8: store(out, static_cast<uint8_t>(i)); break;
-      case DType::I8: store(out, static_cast<int8_t>(i)); break;
-      case DType::U16: store(out, static_cast<uint16_t>(i)); break;
-      case DType::I16: store(out, static_cast<int16_t>(i)); break;
-      case DType::U32: store(out, static_cast<uint32_t>(i)); break;
-      case DType::I32: store(out, static_cast<int32_t>(i)); break;
-      case DType::U64: store(out, u); break;
-      case DType::I64: store(out, i); break;
-      case DType::F32: store(out, static_cast<float>(d)); break;
-      case DType::F64: store(out, d); break;
+      case DType::BOOL:
+        store<uint8_t>(out, is_float ? d != 0 : i != 0);
+        break;
+      case DType::U8:
+        store(out, static_cast<uint8_t>(i));
+        break;
+      case DType::I8:
+        store(out, static_cast<int8_t>(i));
+        break;
+      case DType::U16:
+        store(out, static_cast<uint16_t>(i));
+        break;
+      case DType::I16:
+        store(out, static_cast<int16_t>(i));
+        break;
+      case DType::U32:
+        store(out, static_cast<uint32_t>(i));
+        break;
+      case DType::I32:
+        store(out, static_cast<int32_t>(i));
+        break;
+      case DType::U64:
+        store(out, u);
+        break;
+      case DType::I64:
+        store(out, i);
+        break;
+      case DType::F32:
+        store(out, static_cast<float>(d));
+        break;
+      case DType::F64:
+        store(out, d);
+        break;
       case DType::F16:
       case DType::BF16:
         throw std::logic_error("conversion to F16/BF16 is never needed by the schema rules");
@@ -130,8 +180,9 @@ void SpillColumn::flush() {
   while (done < buffer_.size()) {
     ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_io_error("cannot write " + std::to_string(buffer_.size() - done) + " bytes to",
-                              path_, errno);
+    if (n < 0)
+      throw_io_error("cannot write " + std::to_string(buffer_.size() - done) + " bytes to", path_,
+                     errno);
     done += static_cast<size_t>(n);
   }
   buffer_.clear();
@@ -246,25 +297,25 @@ std::vector<TensorSpec> SpillColumn::ragged_tensors(DType to, std::vector<int64_
   vshape.insert(vshape.end(), inner.begin(), inner.end());
   std::string path = path_;
   TensorSpec values{name_ + ".values", to, vshape, values_filler(path_, to)};
-  TensorSpec offsets{name_ + ".offsets", DType::I64, {static_cast<int64_t>(n + 1)},
-                     [path](ByteSink& sink) {
-                       SpillReader r(path);
-                       DType dt;
-                       std::vector<int64_t> s;
-                       std::vector<uint8_t> bytes;
-                       int64_t at = 0;
-                       std::vector<uint8_t> out;
-                       store(out, at);
-                       while (r.next(dt, s, bytes)) {
-                         at += s.empty() ? 1 : s[0];
-                         store(out, at);
-                         if (out.size() >= kBufferSize) {
-                           sink.write(out);
-                           out.clear();
-                         }
-                       }
-                       sink.write(out);
-                     }};
+  TensorSpec offsets{
+      name_ + ".offsets", DType::I64, {static_cast<int64_t>(n + 1)}, [path](ByteSink& sink) {
+        SpillReader r(path);
+        DType dt;
+        std::vector<int64_t> s;
+        std::vector<uint8_t> bytes;
+        int64_t at = 0;
+        std::vector<uint8_t> out;
+        store(out, at);
+        while (r.next(dt, s, bytes)) {
+          at += s.empty() ? 1 : s[0];
+          store(out, at);
+          if (out.size() >= kBufferSize) {
+            sink.write(out);
+            out.clear();
+          }
+        }
+        sink.write(out);
+      }};
   return {values, offsets};
 }
 

@@ -18,7 +18,9 @@ void throw_io_error(std::string_view action, const std::string& path, int err) {
                    "': " + (err == ENOSPC ? "no space left on device" : std::strerror(err)));
 }
 
-OutputFile::OutputFile(std::string path) { open(std::move(path)); }
+OutputFile::OutputFile(std::string path) {
+  open(std::move(path));
+}
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
     : path_(std::move(other.path_)),

@@ -68,7 +68,8 @@ uint64_t byte_size(const TensorSpec& t) {
       throw std::invalid_argument("safetensors tensor '" + t.name + "': negative dimension " +
                                   std::to_string(d));
     if (d != 0 && n > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d))
-      throw std::invalid_argument("safetensors tensor '" + t.name + "': byte size overflows 64 bits");
+      throw std::invalid_argument("safetensors tensor '" + t.name +
+                                  "': byte size overflows 64 bits");
     n *= static_cast<uint64_t>(d);
   }
   return n;

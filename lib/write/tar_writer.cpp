@@ -19,10 +19,13 @@ constexpr std::string_view kPaxHeaderName = "././@PaxHeader";
 
 using Block = std::array<uint8_t, kBlock>;
 
-uint64_t padded(uint64_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
+uint64_t padded(uint64_t n) {
+  return (n + kBlock - 1) / kBlock * kBlock;
+}
 
 bool is_ascii(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
 }
 
 struct UstarName {
@@ -38,7 +41,8 @@ std::optional<UstarName> split_ustar_name(std::string_view name) {
   for (size_t slash = name.find('/'); slash != std::string_view::npos && slash <= 155;
        slash = name.find('/', slash + 1)) {
     const size_t rest = name.size() - slash - 1;
-    if (slash > 0 && rest >= 1 && rest <= 100) return UstarName{name.substr(0, slash), name.substr(slash + 1)};
+    if (slash > 0 && rest >= 1 && rest <= 100)
+      return UstarName{name.substr(0, slash), name.substr(slash + 1)};
   }
   return std::nullopt;
 }

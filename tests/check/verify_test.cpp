@@ -17,7 +17,8 @@ using namespace tarmac;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("tarmac-check-test-" + std::to_string(::getpid())) / name;
+  const fs::path d =
+      fs::temp_directory_path() / ("tarmac-check-test-" + std::to_string(::getpid())) / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

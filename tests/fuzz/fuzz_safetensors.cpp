@@ -8,7 +8,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    const tarmac::SafetensorsHeader h = tarmac::parse_safetensors(std::span<const uint8_t>(data, size));
+    const tarmac::SafetensorsHeader h =
+        tarmac::parse_safetensors(std::span<const uint8_t>(data, size));
     for (const tarmac::TensorInfo& t : h.tensors)
       if (t.begin > t.end || t.end > size || h.find(t.name) == nullptr) __builtin_trap();
   } catch (const tarmac::ParseError&) {

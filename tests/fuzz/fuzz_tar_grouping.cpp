@@ -39,7 +39,8 @@ void check(const tarmac::RawSample& s) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int fd = archive_fd();
-  if (fd < 0 || ::ftruncate(fd, 0) != 0 || ::pwrite(fd, data, size, 0) != static_cast<ssize_t>(size))
+  if (fd < 0 || ::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, data, size, 0) != static_cast<ssize_t>(size))
     __builtin_trap();
   tarmac::InputReaderOptions options;
   options.max_member_size = kMaxMember;

@@ -306,8 +306,8 @@ TEST_CASE("Schema: a declared --ragged scalar is refused") {
   CHECK(s.samples() == 0);
 }
 
-// Regression: the first sample's fields are appended to the schema one by one, so when a later field
-// of that sample is refused (a scalar declared --ragged) the earlier ones stay: fields() is
+// Regression: the first sample's fields are appended to the schema one by one, so when a later
+// field of that sample is refused (a scalar declared --ragged) the earlier ones stay: fields() is
 // not empty after the refusal, and the next first sample appends its fields a second time.
 TEST_CASE("Schema: a refused first sample leaves the schema unchanged") {
   Schema s({"k"});

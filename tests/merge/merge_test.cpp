@@ -17,7 +17,8 @@ using Catch::Matchers::Contains;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("tarmac-merge-test-" + std::to_string(::getpid())) / name;
+  const fs::path d =
+      fs::temp_directory_path() / ("tarmac-merge-test-" + std::to_string(::getpid())) / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -85,7 +86,8 @@ TEST_CASE("merge refuses duplicate keys, other schemas and other blob kinds") {
   const fs::path root = temp_dir("errors");
   const std::string a = testing::make_dataset(root / "1", "a", 3, "k");
   const std::string b = testing::make_dataset(root / "2", "b", 3, "k");
-  const std::string labels_only = testing::make_dataset(root / "3", "c", 2, "c", false, 4096, false);
+  const std::string labels_only =
+      testing::make_dataset(root / "3", "c", 2, "c", false, 4096, false);
   MergeOptions o;
   o.output = (root / "out").string();
   o.parts = {a, b};

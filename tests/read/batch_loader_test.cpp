@@ -23,8 +23,7 @@ TEST_CASE("a batch equals decoding and stacking its samples one by one") {
   std::vector<uint8_t> images(idx.size() * img);
   std::vector<int64_t> ids(idx.size());
   std::vector<double> vecs(idx.size() * 3), affines(idx.size() * 6);
-  loader.load(idx, {images, {bytes_of(ids), bytes_of(vecs),
-                             bytes_of(affines)}});
+  loader.load(idx, {images, {bytes_of(ids), bytes_of(vecs), bytes_of(affines)}});
   for (size_t j = 0; j < idx.size(); ++j) {
     const auto i = static_cast<size_t>(idx[j]);
     const Pixels p = ds.decode(i);

@@ -57,7 +57,8 @@ TEST_CASE("the C API reads what the C++ API reads and reports errors by code") {
   void* labels[] = {ids.data()};
   size_t sizes[] = {ids.size() * 8};
   const int64_t idx[] = {9, 1};
-  REQUIRE(tarmac_loader_start(loader, idx, 2, images.data(), images.size(), labels, sizes) == TARMAC_OK);
+  REQUIRE(tarmac_loader_start(loader, idx, 2, images.data(), images.size(), labels, sizes) ==
+          TARMAC_OK);
   REQUIRE(tarmac_loader_wait(loader) == TARMAC_OK);
   CHECK(ids == std::vector<int64_t>{9, 1});
   CHECK(tarmac_loader_start(loader, idx, 2, images.data(), 5, labels, sizes) == TARMAC_E_INVALID);

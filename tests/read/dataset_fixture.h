@@ -32,14 +32,16 @@ inline const std::string& fixture_dataset() {
     std::filesystem::path root;
     std::string dir;
     Fixture() {
-      root = std::filesystem::temp_directory_path() / ("tarmac-read-test-" + std::to_string(::getpid()));
+      root = std::filesystem::temp_directory_path() /
+             ("tarmac-read-test-" + std::to_string(::getpid()));
       std::filesystem::remove_all(root);
       std::filesystem::create_directories(root);
       try {
         const std::string in = (root / "in.tar").string();
         dir = (root / "ds").string();
         run("/usr/bin/python3 " TARMAC_READ_TEST_DIR "/make_fixture.py " + in);
-        // $TARMAC overrides the converter (e.g. a non-sanitized one for a sanitizer run of the reader).
+        // $TARMAC overrides the converter (e.g. a non-sanitized one for a sanitizer run of the
+        // reader).
         const char* bin = std::getenv("TARMAC");
         run(std::string(bin && *bin ? bin : TARMAC_BIN) + " convert -q " + in + " -o " + dir +
             " --format png --dense depth.png --shard-size 8K > /dev/null");

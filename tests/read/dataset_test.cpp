@@ -94,7 +94,8 @@ TEST_CASE("decode gives the generator's RGB pixels and dense maps keep 16 bits")
     for (int y = 0; y < kHeight; ++y)
       for (int x = 0; x < kWidth; ++x)
         for (int c = 0; c < 3; ++c)
-          same &= p.data[(size_t(y) * kWidth + size_t(x)) * 3 + size_t(c)] == expected_pixel(int(i), x, y, c);
+          same &= p.data[(size_t(y) * kWidth + size_t(x)) * 3 + size_t(c)] ==
+                  expected_pixel(int(i), x, y, c);
     CHECK(same);
     const Pixels d = ds.decode_dense(i, "__depth__");
     REQUIRE(d.dtype == DType::U16);

@@ -45,8 +45,8 @@ TEST_CASE("MappedFile maps an empty file as no bytes") {
 
 TEST_CASE("MappedFile errors name the path and the reason") {
   const std::string dir = temp_dir();
-  CHECK_THROWS_WITH(MappedFile(dir + "/missing"),
-                    Catch::Contains(dir + "/missing") && Catch::Contains("No such file or directory"));
+  CHECK_THROWS_WITH(MappedFile(dir + "/missing"), Catch::Contains(dir + "/missing") &&
+                                                      Catch::Contains("No such file or directory"));
   CHECK_THROWS_WITH(MappedFile(dir), Catch::Contains(dir) && Catch::Contains("not a regular file"));
   CHECK_THROWS_AS(MappedFile(dir), FatalError);
   std::filesystem::remove_all(dir);

@@ -10,8 +10,8 @@
 #include "read/safetensors_file.h"
 
 using tarmac::DType;
-using tarmac::ParseError;
 using tarmac::parse_safetensors;
+using tarmac::ParseError;
 
 namespace {
 
@@ -90,12 +90,18 @@ TEST_CASE("parse_safetensors refuses headers that are not a JSON object of the r
 }
 
 TEST_CASE("parse_safetensors refuses bad __metadata__") {
-  CHECK_THAT(parse_error(make_file(R"({"__metadata__":[]})")), Catch::Contains("__metadata__ is not an object"));
-  CHECK_THAT(parse_error(make_file(R"({"__metadata__":"x"})")), Catch::Contains("__metadata__ is not an object"));
-  CHECK_THAT(parse_error(make_file(R"({"__metadata__":{"k":1}})")), Catch::Contains("'k' is not a string"));
-  CHECK_THAT(parse_error(make_file(R"({"__metadata__":{"k":null}})")), Catch::Contains("'k' is not a string"));
-  CHECK_THAT(parse_error(make_file(R"({"__metadata__":{"k":"a","k":"b"}})")), Catch::Contains("'k' appears twice"));
-  CHECK_THAT(parse_error(make_file(R"({"__metadata__":{},"__metadata__":{}})")), Catch::Contains("twice"));
+  CHECK_THAT(parse_error(make_file(R"({"__metadata__":[]})")),
+             Catch::Contains("__metadata__ is not an object"));
+  CHECK_THAT(parse_error(make_file(R"({"__metadata__":"x"})")),
+             Catch::Contains("__metadata__ is not an object"));
+  CHECK_THAT(parse_error(make_file(R"({"__metadata__":{"k":1}})")),
+             Catch::Contains("'k' is not a string"));
+  CHECK_THAT(parse_error(make_file(R"({"__metadata__":{"k":null}})")),
+             Catch::Contains("'k' is not a string"));
+  CHECK_THAT(parse_error(make_file(R"({"__metadata__":{"k":"a","k":"b"}})")),
+             Catch::Contains("'k' appears twice"));
+  CHECK_THAT(parse_error(make_file(R"({"__metadata__":{},"__metadata__":{}})")),
+             Catch::Contains("twice"));
 }
 
 TEST_CASE("parse_safetensors refuses malformed tensor entries, naming the tensor") {
@@ -103,22 +109,34 @@ TEST_CASE("parse_safetensors refuses malformed tensor entries, naming the tensor
     return parse_error(make_file("{\"t\":" + body + "}", data));
   };
   CHECK_THAT(entry("1"), Catch::Contains("tensor 't': entry is not an object"));
-  CHECK_THAT(entry(R"({"shape":[1],"data_offsets":[0,4]})"), Catch::Contains("tensor 't': missing key 'dtype'"));
-  CHECK_THAT(entry(R"({"dtype":"F32","data_offsets":[0,4]})"), Catch::Contains("missing key 'shape'"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1]})"), Catch::Contains("missing key 'data_offsets'"));
+  CHECK_THAT(entry(R"({"shape":[1],"data_offsets":[0,4]})"),
+             Catch::Contains("tensor 't': missing key 'dtype'"));
+  CHECK_THAT(entry(R"({"dtype":"F32","data_offsets":[0,4]})"),
+             Catch::Contains("missing key 'shape'"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1]})"),
+             Catch::Contains("missing key 'data_offsets'"));
   CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4],"extra":0})"),
              Catch::Contains("tensor 't': unexpected key 'extra'"));
   CHECK_THAT(entry(R"({"dtype":"F32","dtype":"F32","shape":[1],"data_offsets":[0,4]})"),
              Catch::Contains("'dtype' appears twice"));
-  CHECK_THAT(entry(R"({"dtype":"F128","shape":[1],"data_offsets":[0,4]})"), Catch::Contains("unknown dtype \"F128\""));
-  CHECK_THAT(entry(R"({"dtype":"f32","shape":[1],"data_offsets":[0,4]})"), Catch::Contains("unknown dtype"));
-  CHECK_THAT(entry(R"({"dtype":4,"shape":[1],"data_offsets":[0,4]})"), Catch::Contains("dtype is not a string"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":1,"data_offsets":[0,4]})"), Catch::Contains("shape is not an array"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,4]})"), Catch::Contains("non-negative integers, got -1"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[-0],"data_offsets":[0,0]})", 0), Catch::Contains("non-negative"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1.0],"data_offsets":[0,4]})"), Catch::Contains("non-negative integers, got 1.0"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1e0],"data_offsets":[0,4]})"), Catch::Contains("non-negative"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":["1"],"data_offsets":[0,4]})"), Catch::Contains("non-negative"));
+  CHECK_THAT(entry(R"({"dtype":"F128","shape":[1],"data_offsets":[0,4]})"),
+             Catch::Contains("unknown dtype \"F128\""));
+  CHECK_THAT(entry(R"({"dtype":"f32","shape":[1],"data_offsets":[0,4]})"),
+             Catch::Contains("unknown dtype"));
+  CHECK_THAT(entry(R"({"dtype":4,"shape":[1],"data_offsets":[0,4]})"),
+             Catch::Contains("dtype is not a string"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":1,"data_offsets":[0,4]})"),
+             Catch::Contains("shape is not an array"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,4]})"),
+             Catch::Contains("non-negative integers, got -1"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":[-0],"data_offsets":[0,0]})", 0),
+             Catch::Contains("non-negative"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1.0],"data_offsets":[0,4]})"),
+             Catch::Contains("non-negative integers, got 1.0"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1e0],"data_offsets":[0,4]})"),
+             Catch::Contains("non-negative"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":["1"],"data_offsets":[0,4]})"),
+             Catch::Contains("non-negative"));
   CHECK_THAT(entry(R"({"dtype":"F32","shape":[18446744073709551616],"data_offsets":[0,4]})"),
              Catch::Contains("non-negative"));
   CHECK_THAT(entry(R"({"dtype":"F32","shape":[0,9223372036854775808],"data_offsets":[0,0]})", 0),
@@ -127,31 +145,41 @@ TEST_CASE("parse_safetensors refuses malformed tensor entries, naming the tensor
              Catch::Contains("tensor 't': byte size of the shape overflows"));
   CHECK_THAT(entry(R"({"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,4]})"),
              Catch::Contains("overflows"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0]})"), Catch::Contains("array of two integers"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4,4]})"), Catch::Contains("array of two integers"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":{"a":0}})"), Catch::Contains("array of two integers"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[-4,0]})"), Catch::Contains("non-negative"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[4,0]})"), Catch::Contains("begin 4 is after end 0"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0,8]})"),
-             Catch::Contains("tensor 't': data_offsets end 8 is beyond the data buffer of 4 bytes"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0]})"),
+             Catch::Contains("array of two integers"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4,4]})"),
+             Catch::Contains("array of two integers"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":{"a":0}})"),
+             Catch::Contains("array of two integers"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[-4,0]})"),
+             Catch::Contains("non-negative"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[4,0]})"),
+             Catch::Contains("begin 4 is after end 0"));
+  CHECK_THAT(
+      entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0,8]})"),
+      Catch::Contains("tensor 't': data_offsets end 8 is beyond the data buffer of 4 bytes"));
   CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0,18446744073709551615]})"),
              Catch::Contains("beyond the data buffer"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"),
-             Catch::Contains("tensor 't': data_offsets cover 4 bytes but dtype F32 and shape need 8"));
-  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})"), Catch::Contains("(no error)"));
+  CHECK_THAT(
+      entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"),
+      Catch::Contains("tensor 't': data_offsets cover 4 bytes but dtype F32 and shape need 8"));
+  CHECK_THAT(entry(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})"),
+             Catch::Contains("(no error)"));
 }
 
 TEST_CASE("parse_safetensors refuses tensors that do not tile the data buffer exactly") {
   auto two = [](const std::string& a, const std::string& b, size_t data) {
     return parse_error(make_file(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":)" + a +
-                                     R"(},"b":{"dtype":"U8","shape":[4],"data_offsets":)" + b + "}}",
+                                     R"(},"b":{"dtype":"U8","shape":[4],"data_offsets":)" + b +
+                                     "}}",
                                  data));
   };
   CHECK_THAT(two("[0,4]", "[4,8]", 8), Catch::Contains("(no error)"));
   CHECK_THAT(two("[4,8]", "[0,4]", 8), Catch::Contains("(no error)"));
   CHECK_THAT(two("[0,4]", "[2,6]", 8), Catch::Contains("tensor 'b': overlaps tensor 'a'"));
   CHECK_THAT(two("[0,4]", "[0,4]", 4), Catch::Contains("overlaps"));
-  CHECK_THAT(two("[0,4]", "[5,9]", 9), Catch::Contains("tensor 'b': leaves a hole of 1 unused bytes"));
+  CHECK_THAT(two("[0,4]", "[5,9]", 9),
+             Catch::Contains("tensor 'b': leaves a hole of 1 unused bytes"));
   CHECK_THAT(two("[1,5]", "[5,9]", 9), Catch::Contains("tensor 'a': leaves a hole"));
   CHECK_THAT(two("[0,4]", "[4,8]", 9), Catch::Contains("1 unused bytes at the end"));
   CHECK_THAT(parse_error(make_file("{}", 3)), Catch::Contains("3 unused bytes at the end"));
@@ -172,7 +200,8 @@ TEST_CASE("parse_safetensors replays the fuzz corpus without crashing") {
   size_t files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(entry.path(), std::ios::binary);
-    const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in),
+                                     std::istreambuf_iterator<char>()};
     try {
       parse_safetensors(bytes);
     } catch (const ParseError&) {

@@ -252,9 +252,10 @@ TEST_CASE("InputReader: zip archives") {
   CHECK(reader.inputs()[0].crc32 == zlib_crc(bytes));
 }
 
-// Regression (fixed with a seek callback): a symbolic link in a zip is handed on as a regular member whose bytes are the link's
-// target ("0001.jpg"). InputReader gives libarchive no seek callback, so the zip reader streams
-// local headers only and never sees the file type kept in the central directory.
+// Regression (fixed with a seek callback): a symbolic link in a zip is handed on as a regular
+// member whose bytes are the link's target ("0001.jpg"). InputReader gives libarchive no seek
+// callback, so the zip reader streams local headers only and never sees the file type kept in the
+// central directory.
 TEST_CASE("InputReader: a symlink in a zip is not handed on as data") {
   TempDir dir;
   const std::string path = dir.file("link.zip");

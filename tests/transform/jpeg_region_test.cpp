@@ -18,9 +18,10 @@ cv::Mat smooth_image(int w, int h, double period = 1.0) {
   cv::Mat m(h, w, CV_8UC3);
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x)
-      m.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uint8_t>(128 + 100 * std::sin(x / (37.0 * period))),
-                                        static_cast<uint8_t>(128 + 100 * std::cos(y / (29.0 * period))),
-                                        static_cast<uint8_t>(128 + 80 * std::sin((x + y) / (53.0 * period))));
+      m.at<cv::Vec3b>(y, x) =
+          cv::Vec3b(static_cast<uint8_t>(128 + 100 * std::sin(x / (37.0 * period))),
+                    static_cast<uint8_t>(128 + 100 * std::cos(y / (29.0 * period))),
+                    static_cast<uint8_t>(128 + 80 * std::sin((x + y) / (53.0 * period))));
   return m;
 }
 

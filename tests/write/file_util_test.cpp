@@ -39,7 +39,8 @@ TEST_CASE("OutputFile writes, tracks its position and truncates on open") {
   using P = std::filesystem::perms;
   // Created 0644 (less the umask): never executable, never writable by others.
   CHECK((std::filesystem::status(path).permissions() &
-         (P::owner_exec | P::group_write | P::group_exec | P::others_write | P::others_exec)) == P::none);
+         (P::owner_exec | P::group_write | P::group_exec | P::others_write | P::others_exec)) ==
+        P::none);
 }
 
 TEST_CASE("OutputFile open failure names the path and the reason") {
@@ -60,7 +61,8 @@ TEST_CASE("OutputFile reports a full disk with the byte count") {
     f.write_all(data);
     FAIL("expected FatalError");
   } catch (const FatalError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("/dev/full") && Catch::Contains("no space left on device") &&
+    CHECK_THAT(e.what(), Catch::Contains("/dev/full") &&
+                             Catch::Contains("no space left on device") &&
                              Catch::Contains("1234 bytes"));
   }
 }

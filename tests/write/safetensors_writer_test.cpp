@@ -36,14 +36,16 @@ std::vector<TensorSpec> sample_tensors() {
   t.push_back({"f32", DType::F32, {3}, fill_with<float>({1.5f, -2.25f, 1024.0f})});
   t.push_back({"i64", DType::I64, {2}, fill_with<int64_t>({-9000000000000000000, 7})});
   t.push_back({"u8", DType::U8, {5}, fill_with<uint8_t>({0, 1, 127, 128, 255})});
-  t.push_back({"i32", DType::I32, {2, 2}, fill_with<int32_t>({-1, 2, -2147483647 - 1, 2147483647})});
+  t.push_back(
+      {"i32", DType::I32, {2, 2}, fill_with<int32_t>({-1, 2, -2147483647 - 1, 2147483647})});
   t.push_back({"bool", DType::BOOL, {3}, fill_with<uint8_t>({1, 0, 1})});
   t.push_back({"empty", DType::U16, {0, 4}, fill_with<uint16_t>({})});
   t.push_back({"a_scalar", DType::I64, {}, fill_with<int64_t>({-5})});
   return t;
 }
 
-const std::map<std::string, std::string> kMetadata = {{"format", "tarmac"}, {"note", "caf\xc3\xa9"}};
+const std::map<std::string, std::string> kMetadata = {{"format", "tarmac"},
+                                                      {"note", "caf\xc3\xa9"}};
 
 }  // namespace
 
@@ -62,7 +64,8 @@ TEST_CASE("safetensors: round trip through the parser, sorted and aligned") {
     CHECK(t.begin % tarmac::dtype_size(t.dtype) == 0);
   }
   // Element size descending, ties by name; the zero-size U16 tensor sits between.
-  CHECK(order == std::vector<std::string>{"a_scalar", "f64", "i64", "f32", "i32", "empty", "bool", "u8"});
+  CHECK(order ==
+        std::vector<std::string>{"a_scalar", "f64", "i64", "f32", "i32", "empty", "bool", "u8"});
 
   const auto* f64 = h.find("f64");
   REQUIRE(f64 != nullptr);
@@ -145,7 +148,8 @@ TEST_CASE("safetensors: tensors larger than the write buffer stream through") {
   const auto h = tarmac::parse_safetensors(file.bytes());
   const auto* t = h.find("big");
   REQUIRE(t != nullptr);
-  CHECK(std::equal(big.begin(), big.end(), file.bytes().begin() + static_cast<ptrdiff_t>(t->begin)));
+  CHECK(
+      std::equal(big.begin(), big.end(), file.bytes().begin() + static_cast<ptrdiff_t>(t->begin)));
   CHECK(h.metadata.empty());
 }
 
@@ -183,11 +187,13 @@ TEST_CASE("safetensors: bad specs are refused before anything is written") {
     v.push_back({std::move(name), DType::U8, std::move(shape), fill_with<uint8_t>({})});
     return v;
   };
-  CHECK_THROWS_AS(tarmac::write_safetensors(dir.file("a"), one("x", {-1}), {}), std::invalid_argument);
+  CHECK_THROWS_AS(tarmac::write_safetensors(dir.file("a"), one("x", {-1}), {}),
+                  std::invalid_argument);
   CHECK_THROWS_AS(tarmac::write_safetensors(dir.file("a"), one("__metadata__", {0}), {}),
                   std::invalid_argument);
-  CHECK_THROWS_AS(tarmac::write_safetensors(dir.file("a"), one("x", {1 << 30, 1 << 30, 1 << 30}), {}),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(
+      tarmac::write_safetensors(dir.file("a"), one("x", {1 << 30, 1 << 30, 1 << 30}), {}),
+      std::invalid_argument);
   CHECK_THROWS_AS(tarmac::write_safetensors(dir.file("a"), one("bad\xff", {0}), {}),
                   std::invalid_argument);
   auto dup = one("x", {0});

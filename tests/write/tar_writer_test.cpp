@@ -47,12 +47,12 @@ std::vector<Member> sample_members() {
   m.push_back({"dir/block.bin", pattern(512, 2)});
   m.push_back({"empty", {}});
   m.push_back({"odd/513", pattern(513, 3)});
-  m.push_back({std::string(100, 'n'), pattern(511, 4)});                            // fills name[100]
-  m.push_back({repeat("d", 150) + "/" + repeat("f", 49), pattern(100, 5)});         // 200, split
-  m.push_back({repeat("x", 200), pattern(700, 6)});                                 // 200, no slash: pax
-  m.push_back({repeat("0123456789/", 18) + "tail.jpg", pattern(33, 8)});            // 206, split
+  m.push_back({std::string(100, 'n'), pattern(511, 4)});                     // fills name[100]
+  m.push_back({repeat("d", 150) + "/" + repeat("f", 49), pattern(100, 5)});  // 200, split
+  m.push_back({repeat("x", 200), pattern(700, 6)});                          // 200, no slash: pax
+  m.push_back({repeat("0123456789/", 18) + "tail.jpg", pattern(33, 8)});     // 206, split
   m.push_back({"images/caf\xc3\xa9_\xe6\x97\xa5\xe6\x9c\xac.jpg", pattern(1000, 9)});  // non-ASCII
-  m.push_back({repeat("\xc3\xa9", 100), pattern(10, 10)});                          // 200 bytes non-ASCII
+  m.push_back({repeat("\xc3\xa9", 100), pattern(10, 10)});  // 200 bytes non-ASCII
   for (size_t len : {90, 91, 92, 993, 994, 995}) {
     // body = len + 7 ("path=", space, newline): 97 -> 99, 98 -> 101, 99 -> 102 bytes;
     // 1000 -> 1004, 1001 -> 1005, 1002 -> 1006 (and 996..999 stay 3-digit).
@@ -147,7 +147,8 @@ TEST_CASE("tar: Python's tarfile reads names, sizes, data and attributes") {
       "with tarfile.open(sys.argv[1], 'r:') as t:\n"
       "    for m in t.getmembers():\n"
       "        assert m.isreg(), m.name\n"
-      "        assert (m.mode, m.mtime, m.uid, m.gid, m.uname, m.gname) == (0o644, 0, 0, 0, '', ''), m\n"
+      "        assert (m.mode, m.mtime, m.uid, m.gid, m.uname, m.gname) == (0o644, 0, 0, 0, '', "
+      "''), m\n"
       "        d = t.extractfile(m).read()\n"
       "        sys.stdout.buffer.write(m.name.encode('utf-8', 'surrogateescape') + b'\\t' +\n"
       "            str(m.size).encode() + b'\\t' + d.hex().encode() + b'\\n')\n";
@@ -209,7 +210,8 @@ TEST_CASE("tar: a member of 8 GiB or more carries a pax size record", "[.][slow]
   const std::string fifo = dir.file("fifo");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   const size_t big = (size_t{8} << 30) + 3;
-  void* mem = ::mmap(nullptr, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* mem = ::mmap(nullptr, big, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   REQUIRE(mem != MAP_FAILED);
   auto* bytes = static_cast<uint8_t*>(mem);
   bytes[big - 1] = 0xAB;
@@ -240,7 +242,8 @@ TEST_CASE("tar: a member of 8 GiB or more carries a pax size record", "[.][slow]
   while ((n = std::fread(buf, 1, sizeof buf, reader)) > 0) out.append(buf, n);
   CHECK(::pclose(reader) == 0);
   CHECK(offset == 1024 + 1536);
-  CHECK(out == "small 1 1 00\nbig.bin " + std::to_string(big) + " " + std::to_string(big) + " ab\n");
+  CHECK(out ==
+        "small 1 1 00\nbig.bin " + std::to_string(big) + " " + std::to_string(big) + " ab\n");
 }
 
 TEST_CASE("tar: names no reader would take for a regular file are refused") {
