@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "labels/utf8.h"
+#include "common/utf8.h"
 
 namespace tarmac {
 

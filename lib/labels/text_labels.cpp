@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "common/error.h"
-#include "labels/utf8.h"
+#include "common/utf8.h"
 
 namespace tarmac {
 

@@ -3,29 +3,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "check_field_value.h"
 #include "common/error.h"
 #include "labels/json_labels.h"
-#include "labels/utf8.h"
 
-namespace {
-// Every value a parser returns must be self-consistent, or the writer would read past its data.
-void check(const tarmac::FieldValue& v) {
-  for (int64_t d : v.shape)
-    if (d < 0) __builtin_trap();
-  if (v.kind == tarmac::FieldValue::Kind::Numeric) {
-    if (static_cast<uint64_t>(v.num_elements()) * tarmac::dtype_size(v.dtype) != v.data.size())
-      __builtin_trap();
-  } else if (v.shape.size() != 1 || static_cast<uint64_t>(v.shape[0]) != v.data.size() ||
-             !tarmac::is_valid_utf8(v.data)) {
-    __builtin_trap();
-  }
-}
-}  // namespace
+using tarmac::fuzz::check_field_value;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     for (const auto& [name, value] : tarmac::parse_json_labels({data, size}, "p.", "json"))
-      check(value);
+      check_field_value(value);
   } catch (const tarmac::ParseError&) {
   }
   return 0;

@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 #include "labels/text_labels.h"
-#include "labels/utf8.h"
+#include "common/utf8.h"
 
 using tarmac::DType;
 using tarmac::FieldValue;
