@@ -1,6 +1,7 @@
 #include "transform/image_codec.h"
 
 #include <turbojpeg.h>
+#include <webp/decode.h>
 
 #include <cstring>
 #include <opencv2/imgcodecs.hpp>
@@ -145,6 +146,50 @@ cv::Mat opencv_decode(std::span<const uint8_t> d, int flags, const char* what) {
   return m;
 }
 
+// TIFF: ImageWidth (256) and ImageLength (257) of the first IFD, the page OpenCV decodes.
+// Throws when the IFD or either tag is missing or out of the data, so that no TIFF reaches
+// the decoder with a size that was not checked against --max-pixels.
+void tiff_size(std::span<const uint8_t> d, ImageHeader& h) {
+  const bool le = d[0] == 'I';
+  const uint32_t ifd = rd32(d.data() + 4, le);
+  if (ifd < 8 || ifd > d.size() || d.size() - ifd < 2)
+    throw ParseError("corrupt TIFF: first IFD outside the data");
+  const uint16_t count = rd16(d.data() + ifd, le);
+  if ((d.size() - ifd - 2) / 12 < count) throw ParseError("corrupt TIFF: IFD runs past the data");
+  int64_t width = -1, height = -1;
+  for (uint32_t k = 0; k < count; ++k) {
+    const uint8_t* e = d.data() + ifd + 2 + size_t{k} * 12;
+    const uint16_t tag = rd16(e, le), type = rd16(e + 2, le);
+    if (tag != 256 && tag != 257) continue;
+    int64_t v;
+    if (type == 3)  // SHORT: the value sits in the first two bytes of the value field
+      v = rd16(e + 8, le);
+    else if (type == 4)  // LONG
+      v = rd32(e + 8, le);
+    else
+      throw ParseError("corrupt TIFF: image size tag of type " + std::to_string(type));
+    (tag == 256 ? width : height) = v;
+  }
+  if (width <= 0 || height <= 0) throw ParseError("corrupt TIFF: no image width or length");
+  h.width = static_cast<int>(std::min<int64_t>(width, INT32_MAX));
+  h.height = static_cast<int>(std::min<int64_t>(height, INT32_MAX));
+}
+
+// WebP through libwebp directly: BGR, or BGRA for a dense map with alpha (what OpenCV's
+// decoder gives). Never through imdecode, which sniffs the bytes again and hands a WebP that
+// libwebp refuses to whichever later decoder claims them (DICOM's asserts on garbage).
+cv::Mat decode_webp(std::span<const uint8_t> d, const ImageHeader& h, bool keep_alpha) {
+  const bool bgra = keep_alpha && h.alpha;
+  cv::Mat out(h.height, h.width, bgra ? CV_8UC4 : CV_8UC3);
+  const size_t stride = out.step[0];
+  const uint8_t* r = bgra ? WebPDecodeBGRAInto(d.data(), d.size(), out.data, stride * out.rows,
+                                               static_cast<int>(stride))
+                          : WebPDecodeBGRInto(d.data(), d.size(), out.data, stride * out.rows,
+                                              static_cast<int>(stride));
+  if (r == nullptr) throw ParseError("corrupt or truncated WebP");
+  return out;
+}
+
 // PNG: every chunk must be present and the stream must end with IEND; libpng tolerates some
 // truncations that we do not.
 void check_png_complete(std::span<const uint8_t> d) {
@@ -177,21 +222,18 @@ ImageHeader probe_image(std::span<const uint8_t> d) {
     if (std::memcmp(d.data() + 12, "IHDR", 4) != 0) throw ParseError("corrupt PNG: no IHDR");
     h.width = static_cast<int>(std::min<uint32_t>(be32(d.data() + 16), INT32_MAX));
     h.height = static_cast<int>(std::min<uint32_t>(be32(d.data() + 20), INT32_MAX));
-  } else if (d.size() >= 30 && std::memcmp(d.data(), "RIFF", 4) == 0 &&
+  } else if (d.size() >= 12 && std::memcmp(d.data(), "RIFF", 4) == 0 &&
              std::memcmp(d.data() + 8, "WEBP", 4) == 0) {
+    // libwebp's own header parser: the same one its decoder uses, so what is probed here is
+    // what gets decoded (no hand parsing of VP8/VP8L/VP8X to drift from it).
     h.format = ImageFormat::Webp;
-    const uint8_t* c = d.data() + 12;
-    if (std::memcmp(c, "VP8 ", 4) == 0) {
-      h.width = (c[14] | (c[15] << 8)) & 0x3FFF;
-      h.height = (c[16] | (c[17] << 8)) & 0x3FFF;
-    } else if (std::memcmp(c, "VP8L", 4) == 0) {
-      const uint32_t b = le32(c + 9);
-      h.width = static_cast<int>((b & 0x3FFF) + 1);
-      h.height = static_cast<int>(((b >> 14) & 0x3FFF) + 1);
-    } else if (std::memcmp(c, "VP8X", 4) == 0) {
-      h.width = static_cast<int>((c[12] | (c[13] << 8) | (c[14] << 16)) + 1);
-      h.height = static_cast<int>((c[15] | (c[16] << 8) | (c[17] << 16)) + 1);
-    }
+    WebPBitstreamFeatures f;
+    if (WebPGetFeatures(d.data(), d.size(), &f) != VP8_STATUS_OK)
+      throw ParseError("corrupt WebP header");
+    if (f.has_animation) throw ParseError("animated WebP: tarmac decodes still images only");
+    h.width = f.width;
+    h.height = f.height;
+    h.alpha = f.has_alpha != 0;
   } else if (d.size() >= 26 && d[0] == 'B' && d[1] == 'M') {
     h.format = ImageFormat::Bmp;
     h.width = static_cast<int>(le32(d.data() + 18));
@@ -199,7 +241,8 @@ ImageHeader probe_image(std::span<const uint8_t> d) {
     h.height = hh == INT32_MIN ? INT32_MAX : std::abs(hh);
   } else if (d.size() >= 8 &&
              (std::memcmp(d.data(), "II*\0", 4) == 0 || std::memcmp(d.data(), "MM\0*", 4) == 0)) {
-    h.format = ImageFormat::Tiff;  // size checked by OpenCV's own pixel limit
+    h.format = ImageFormat::Tiff;
+    tiff_size(d, h);
   } else {
     throw ParseError(d.empty() ? "empty image member" : "not a JPEG, PNG, WebP, BMP or TIFF image");
   }
@@ -211,6 +254,7 @@ cv::Mat decode_image(std::span<const uint8_t> d, uint64_t max_pixels) {
   check_image_pixels(h, max_pixels);
   // CMYK: libjpeg-turbo cannot convert to BGR itself; OpenCV's decoder does.
   if (h.format == ImageFormat::Jpeg && !h.cmyk) return decode_jpeg(d, h);
+  if (h.format == ImageFormat::Webp) return decode_webp(d, h, false);
   if (h.format == ImageFormat::Png) check_png_complete(d);
   cv::Mat m = opencv_decode(d, cv::IMREAD_COLOR, "image");
   if (m.type() != CV_8UC3) throw ParseError("unexpected pixel type after decoding");
@@ -220,6 +264,7 @@ cv::Mat decode_image(std::span<const uint8_t> d, uint64_t max_pixels) {
 cv::Mat decode_dense(std::span<const uint8_t> d, uint64_t max_pixels) {
   const ImageHeader h = probe_image(d);
   check_image_pixels(h, max_pixels);
+  if (h.format == ImageFormat::Webp) return decode_webp(d, h, true);
   if (h.format == ImageFormat::Png) check_png_complete(d);
   return opencv_decode(d, cv::IMREAD_UNCHANGED, "dense map");
 }

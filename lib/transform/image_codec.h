@@ -18,6 +18,7 @@ struct ImageHeader {
   int width = 0, height = 0;  ///< as stored (before EXIF orientation); 0 when unknown
   int orientation = 1;        ///< EXIF orientation 1..8 (JPEG only)
   bool cmyk = false;          ///< CMYK/YCCK JPEG (libjpeg cannot convert these to BGR itself)
+  bool alpha = false;         ///< WebP with an alpha channel
   /// Size as displayed: width and height swap for EXIF orientations 5..8.
   int display_width() const { return orientation >= 5 ? height : width; }
   int display_height() const { return orientation >= 5 ? width : height; }

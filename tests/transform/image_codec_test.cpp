@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -110,6 +111,7 @@ TEST_CASE("probe_image: format and stored size of each format") {
       {".webp", {cv::IMWRITE_WEBP_QUALITY, 80}, ImageFormat::Webp},   // lossy: VP8
       {".webp", {cv::IMWRITE_WEBP_QUALITY, 101}, ImageFormat::Webp},  // lossless: VP8L
       {".bmp", {}, ImageFormat::Bmp},
+      {".tif", {}, ImageFormat::Tiff},
   };
   for (const auto& c : cases) {
     INFO(c.ext << " " << (c.params.empty() ? 0 : c.params[1]));
@@ -223,6 +225,93 @@ TEST_CASE("decode_image: the pixel limit applies to PNG as well") {
   const auto png = encode(noise_image(100, 50), ".png");
   CHECK_NOTHROW(decode_image(png, 5000));
   CHECK_THROWS_AS(decode_image(png, 4999), ParseError);
+}
+
+TEST_CASE("decode_image: the pixel limit applies to TIFF, read from its first IFD") {
+  const auto tif = encode(noise_image(100, 50), ".tif");
+  CHECK_NOTHROW(decode_image(tif, 5000));
+  CHECK_THROWS_AS(decode_image(tif, 4999), ParseError);
+  CHECK_THROWS_AS(decode_dense(tif, 4999), ParseError);
+
+  // A little-endian TIFF whose IFD claims 60000x60000 (LONG tags) and holds nothing else: it
+  // must be refused from the header, never handed to libtiff.
+  std::vector<uint8_t> big = {'I', 'I', 42, 0, 8, 0, 0, 0, 2, 0};
+  for (uint16_t tag : {256, 257}) {
+    const uint8_t entry[12] = {uint8_t(tag & 0xFF),
+                               uint8_t(tag >> 8),
+                               4,
+                               0,
+                               1,
+                               0,
+                               0,
+                               0,
+                               0x60,
+                               0xEA,
+                               0,
+                               0};  // 60000 = 0xEA60
+    big.insert(big.end(), entry, entry + 12);
+  }
+  big.insert(big.end(), {0, 0, 0, 0});
+  const auto h = probe_image(big);
+  CHECK(h.width == 60000);
+  CHECK(h.height == 60000);
+  try {
+    decode_image(big, kMaxPixels);
+    FAIL("expected ParseError");
+  } catch (const ParseError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("60000x60000"));
+  }
+
+  // The first IFD pointing past the end, or no size tags: refused as corrupt.
+  std::vector<uint8_t> bad_ifd = {'M', 'M', 0, 42, 0, 0, 0x10, 0};
+  CHECK_THROWS_AS(probe_image(bad_ifd), ParseError);
+  std::vector<uint8_t> no_size = {'I', 'I', 42, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  CHECK_THROWS_AS(probe_image(no_size), ParseError);
+}
+
+TEST_CASE("decode_image: a RIFF/WEBP container libwebp refuses is a parse error") {
+  // Found by fuzz_image_decode: a WebP header libwebp rejects, with "DICM" at offset 128. Given
+  // to cv::imdecode it reached OpenCV's DICOM decoder, whose GDCM asserts (abort).
+  const uint8_t head[] = {'R', 'I', 'F', 'F', 0xb6, 0,   0,   0,
+                          'W', 'E', 'B', 'P', 'V',  'P', '=', 'L'};
+  std::vector<uint8_t> bytes(head, head + sizeof head);
+  bytes.resize(128, 0x2f);
+  bytes.insert(bytes.end(), {'D', 'I', 'C', 'M', 2, 0});
+  bytes.resize(190, 0);
+  try {
+    probe_image(bytes);
+    FAIL("expected ParseError");
+  } catch (const ParseError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("corrupt WebP header"));
+  }
+  CHECK_THROWS_AS(decode_image(bytes, kMaxPixels), ParseError);
+  CHECK_THROWS_AS(decode_dense(bytes, kMaxPixels), ParseError);
+}
+
+TEST_CASE("decode_image: WebP through libwebp matches OpenCV's decoder; a dense map keeps alpha") {
+  cv::Mat bgra(19, 27, CV_8UC4);
+  cv::randu(bgra, cv::Scalar::all(0), cv::Scalar::all(256));
+  const auto webp = encode(bgra, ".webp", {cv::IMWRITE_WEBP_QUALITY, 101});  // lossless
+  const auto h = probe_image(webp);
+  CHECK(h.alpha);
+  const cv::Mat dense = decode_dense(webp, kMaxPixels);
+  REQUIRE(dense.type() == CV_8UC4);
+  CHECK(cv::norm(dense, bgra, cv::NORM_INF) == 0);
+  const cv::Mat colour = decode_image(webp, kMaxPixels);
+  REQUIRE(colour.type() == CV_8UC3);
+  cv::Mat bgr;
+  cv::cvtColor(bgra, bgr, cv::COLOR_BGRA2BGR);
+  CHECK(cv::norm(colour, bgr, cv::NORM_INF) == 0);
+
+  // Lossy: the same pixels as OpenCV's own WebP decoder gives.
+  const auto lossy = encode(noise_image(40, 30), ".webp", {cv::IMWRITE_WEBP_QUALITY, 75});
+  const cv::Mat ours = decode_image(lossy, kMaxPixels);
+  const cv::Mat theirs = cv::imdecode(lossy, cv::IMREAD_COLOR);
+  CHECK(cv::norm(ours, theirs, cv::NORM_INF) == 0);
+
+  auto truncated = lossy;
+  truncated.resize(truncated.size() / 2);
+  CHECK_THROWS_AS(decode_image(truncated, kMaxPixels), ParseError);
 }
 
 TEST_CASE("decode_image: EXIF orientation 6 turns the picture 90 degrees clockwise") {
