@@ -180,6 +180,13 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
   app.add_option("-o,--output", o->output, "Output dataset directory (created; must be empty)")
       ->required();
   app.add_flag("--overwrite", o->overwrite, "Replace a dataset already in the output directory");
+  app.add_flag("--resume", o->resume,
+               "Go on from where an interrupted run (killed, preempted, machine lost) stopped: "
+               "same inputs and options; the result is identical to an uninterrupted run");
+  app.add_option("--checkpoint-every", o->checkpoint_seconds,
+                 "Seconds between checkpoints for --resume (also one per closed shard)")
+      ->check(CLI::NonNegativeNumber)
+      ->default_val(30);
 
   auto* tr = "Transform";
   app.add_option("--crop", f->crop,
@@ -318,6 +325,16 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       spdlog::error("conversion failed; nothing was written to '{}'", o->output);
       return kDataError;
     }
+    if (r.already_complete) {
+      spdlog::info("nothing to resume: '{}' already holds a complete dataset", o->output);
+      if (g.json)
+        std::printf("{\"output\": %s, \"already_complete\": true}\n",
+                    nlohmann::ordered_json(o->output).dump().c_str());
+      return kOk;
+    }
+    if (r.resumed)
+      spdlog::info("resumed an interrupted run: {} sample(s) were already converted",
+                   r.resumed_samples);
     for (const auto& e : r.input_errors) spdlog::warn("input not read to its end: {}", e);
     if (r.samples == 0)
       spdlog::warn("no samples were converted: the dataset in '{}' is empty", o->output);
@@ -325,6 +342,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       nlohmann::ordered_json j;
       j["output"] = o->output;
       j["samples"] = r.samples;
+      j["resumed_samples"] = r.resumed_samples;
       j["skipped_samples"] = r.skipped_samples;
       j["skipped_members"] = r.error_members;
       j["ignored_members"] = r.ignored_members;

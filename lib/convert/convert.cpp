@@ -2,16 +2,20 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <thread>
+#include <utility>
 
 #include "common/error.h"
 #include "common/version.h"
@@ -34,6 +38,7 @@ namespace {
 constexpr const char* kStagingDir = ".tarmac-partial";
 constexpr const char* kLabelsFile = "labels.safetensors";
 constexpr const char* kManifestFile = "manifest.json";
+constexpr const char* kCheckpointFile = "checkpoint.json";
 
 bool hidden_or_metadata(const std::string& name) {
   if (name.rfind("__MACOSX/", 0) == 0) return true;
@@ -47,6 +52,7 @@ struct Entry {
   RawSample raw;
   std::optional<ProcessedSample> done;
   std::string reader_error;  // a grouping error (late member, duplicate key)
+  bool replay = false;       // handled before the checkpoint this run resumes from
 };
 
 // Samples travel in small batches, so that tiny samples (labels only) do not pay a
@@ -136,13 +142,68 @@ class Pipeline {
   bool cancelled_ = false;
 };
 
+// An append-only JSON-lines file in the staging directory (the manifest's "skipped" and
+// "ignored" lists): kept on disk during the run, so that they cost no memory and survive an
+// interruption together with the checkpoint.
+class JsonLog {
+ public:
+  /// A new log, or (resume) the interrupted run's cut back to `resume_size` bytes.
+  JsonLog(const fs::path& path, std::optional<uint64_t> resume_size) {
+    if (resume_size)
+      file_.reopen_at(path.string(), *resume_size);
+    else
+      file_.open(path.string());
+  }
+  void add(const json& j) {
+    buf_ += j.dump();
+    buf_ += '\n';
+    if (buf_.size() >= (1 << 16)) flush();
+  }
+  /// Flushes and syncs; returns the size to resume from.
+  uint64_t checkpoint() {
+    flush();
+    file_.sync();
+    return file_.position();
+  }
+  /// Every record, in order (closes the log).
+  json read_all() {
+    flush();
+    const std::string path = file_.path();
+    file_.close();
+    json all = json::array();
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) all.push_back(json::parse(line));
+    if (in.bad()) throw FatalError("cannot read back '" + path + "'");
+    return all;
+  }
+
+ private:
+  void flush() {
+    file_.write_all({reinterpret_cast<const uint8_t*>(buf_.data()), buf_.size()});
+    buf_.clear();
+  }
+  OutputFile file_;
+  std::string buf_;
+};
+
+// A column's spill file `file` in `dir`: new, or cut back to where the checkpoint being
+// resumed from (`resume`, the writer's part of it; null for a fresh run) left it.
+std::unique_ptr<SpillColumn> open_column(std::string name, const fs::path& dir,
+                                         const std::string& file, const json* resume) {
+  const std::string path = (dir / file).string();
+  if (!resume) return std::make_unique<SpillColumn>(std::move(name), path);
+  const json& at = resume->at("columns").at(file);
+  return std::make_unique<SpillColumn>(
+      std::move(name), path, SpillColumn::Mark{at.at(0).get<uint64_t>(), at.at(1).get<uint64_t>()});
+}
+
 // The blob columns of one stored kind (the image, or one dense map).
 struct BlobColumns {
   std::unique_ptr<SpillColumn> shard, offset, size, crc32, width, height;
-  BlobColumns(const std::string& prefix, const fs::path& dir, int index) {
+  BlobColumns(const std::string& prefix, const fs::path& dir, int index, const json* resume) {
     auto make = [&](const char* what) {
-      return std::make_unique<SpillColumn>(
-          prefix + "." + what, (dir / ("blob" + std::to_string(index) + "." + what)).string());
+      return open_column(prefix + "." + what, dir, "blob" + std::to_string(index) + "." + what,
+                         resume);
     };
     shard = make("shard");
     offset = make("offset");
@@ -163,9 +224,11 @@ struct BlobColumns {
     put(*width, DType::I32, static_cast<int32_t>(b.width));
     put(*height, DType::I32, static_cast<int32_t>(b.height));
   }
+  std::vector<SpillColumn*> all() const {
+    return {shard.get(), offset.get(), size.get(), crc32.get(), width.get(), height.get()};
+  }
   void close_all() {
-    for (auto* c : {shard.get(), offset.get(), size.get(), crc32.get(), width.get(), height.get()})
-      c->close();
+    for (auto* c : all()) c->close();
   }
   void tensors(uint64_t n, std::vector<TensorSpec>& out) const {
     out.push_back(shard->fixed_tensor(DType::I32, {}, n));
@@ -183,41 +246,87 @@ std::string dense_name(const std::string& suffix) {
 }
 
 // Writes samples, in order, to shards and column spill files, inside the staging directory.
+// checkpoint() syncs everything written so far and describes it; a writer constructed from
+// that description (convert --resume) goes on from there as if never interrupted.
 class DatasetWriter {
  public:
-  DatasetWriter(const ConvertOptions& o, fs::path staging)
+  DatasetWriter(const ConvertOptions& o, fs::path staging, const json* resume)
       : o_(o),
         staging_(std::move(staging)),
         schema_(o.ragged),
-        keys_("__key__", (staging_ / "key.col").string()),
-        affine_("__affine__", (staging_ / "affine.col").string()) {
+        keys_(open_column("__key__", staging_, "key.col", resume)),
+        affine_(open_column("__affine__", staging_, "affine.col", resume)) {
     if (!o.no_images) {
-      blobs_.emplace_back("__image__", staging_, 0);
+      blobs_.emplace_back("__image__", staging_, 0, resume);
       for (size_t i = 0; i < o.dense.size(); ++i)
-        blobs_.emplace_back("__" + dense_name(o.dense[i]) + "__", staging_,
-                            static_cast<int>(i + 1));
+        blobs_.emplace_back("__" + dense_name(o.dense[i]) + "__", staging_, static_cast<int>(i + 1),
+                            resume);
     }
+    if (!resume) return;
+    schema_.restore(resume->at("schema").get<std::string>());
+    samples_ = resume->at("samples").get<uint64_t>();
+    blob_bytes_ = resume->at("blob_bytes").get<uint64_t>();
+    key_bytes_ = resume->at("key_bytes").get<uint64_t>();
+    shard_names_ = resume->at("shards").get<std::vector<std::string>>();
+    shard_crcs_ = resume->at("shard_crcs").get<std::vector<uint32_t>>();
+    if (!schema_.fields().empty()) open_label_columns(resume);
+    if (const json& open = resume->at("open_shard"); !open.is_null())
+      tar_ = std::make_unique<TarWriter>((staging_ / shard_names_.back()).string(),
+                                         open.at("size").get<uint64_t>(),
+                                         open.at("crc32").get<uint32_t>());
   }
+
+  /// Syncs shards and spill files and returns what a resumed writer needs.
+  json checkpoint() {
+    json j;
+    j["samples"] = samples_;
+    j["blob_bytes"] = blob_bytes_;
+    j["key_bytes"] = key_bytes_;
+    j["shards"] = shard_names_;
+    j["shard_crcs"] = shard_crcs_;
+    json sizes = json::array();
+    for (size_t i = 0; i < shard_crcs_.size(); ++i)
+      sizes.push_back(fs::file_size(staging_ / shard_names_[i]));
+    j["shard_sizes"] = sizes;
+    if (tar_) {
+      tar_->sync();
+      j["open_shard"] = {{"size", tar_->size()}, {"crc32", tar_->crc32()}};
+    } else {
+      j["open_shard"] = nullptr;
+    }
+    json cols = json::object();
+    auto mark = [&](SpillColumn& c) {
+      const SpillColumn::Mark m = c.checkpoint();
+      cols[fs::path(c.path()).filename().string()] = {m.bytes, m.count};
+    };
+    mark(*keys_);
+    mark(*affine_);
+    for (auto& b : blobs_)
+      for (SpillColumn* c : b.all()) mark(*c);
+    for (auto& c : label_cols_) mark(*c);
+    j["columns"] = cols;
+    j["schema"] = schema_.checkpoint();
+    return j;
+  }
+
+  /// True once after each shard is closed: a natural point for a checkpoint.
+  bool take_shard_closed() { return std::exchange(shard_closed_, false); }
 
   /// Checks the sample against the schema and stores it. Throws SampleError (nothing stored).
   void add(ProcessedSample& s) {
     schema_.observe(s.fields);
-    if (label_cols_.empty())
-      for (size_t i = 0; i < schema_.fields().size(); ++i)
-        label_cols_.push_back(std::make_unique<SpillColumn>(
-            schema_.fields()[i].name,
-            (staging_ / ("field" + std::to_string(i) + ".col")).string()));
+    if (label_cols_.empty()) open_label_columns(nullptr);
     key_bytes_ += s.key.size();
-    keys_.append(DType::U8, std::vector<int64_t>{static_cast<int64_t>(s.key.size())},
-                 {reinterpret_cast<const uint8_t*>(s.key.data()), s.key.size()});
+    keys_->append(DType::U8, std::vector<int64_t>{static_cast<int64_t>(s.key.size())},
+                  {reinterpret_cast<const uint8_t*>(s.key.data()), s.key.size()});
     for (const auto& f : s.fields) {
       size_t idx = 0;
       while (schema_.fields()[idx].name != f.name) ++idx;
       label_cols_[idx]->append(f.value.dtype, f.value.shape, f.value.data);
     }
     if (!o_.no_images) {
-      affine_.append(DType::F64, std::vector<int64_t>{2, 3},
-                     {reinterpret_cast<const uint8_t*>(s.affine.data()), sizeof(double) * 6});
+      affine_->append(DType::F64, std::vector<int64_t>{2, 3},
+                      {reinterpret_cast<const uint8_t*>(s.affine.data()), sizeof(double) * 6});
       write_blobs(s);
     }
     ++samples_;
@@ -226,16 +335,16 @@ class DatasetWriter {
   /// Closes the last shard and writes the annotation file; returns its path.
   fs::path finish(const std::map<std::string, std::string>& extra_meta) {
     if (tar_) close_shard();
-    keys_.close();
-    affine_.close();
+    keys_->close();
+    affine_->close();
     for (auto& b : blobs_) b.close_all();
     for (auto& c : label_cols_) c->close();
     const uint64_t n = samples_;
     std::vector<TensorSpec> t;
-    t.push_back(keys_.ragged_tensors(DType::U8, {}, key_bytes_, n)[0]);
-    t.push_back(keys_.ragged_tensors(DType::U8, {}, key_bytes_, n)[1]);
+    t.push_back(keys_->ragged_tensors(DType::U8, {}, key_bytes_, n)[0]);
+    t.push_back(keys_->ragged_tensors(DType::U8, {}, key_bytes_, n)[1]);
     if (!o_.no_images) {
-      t.push_back(affine_.fixed_tensor(DType::F64, {2, 3}, n));
+      t.push_back(affine_->fixed_tensor(DType::F64, {2, 3}, n));
       for (const auto& b : blobs_) b.tensors(n, t);
     }
     for (size_t i = 0; i < label_cols_.size(); ++i) {
@@ -274,10 +383,17 @@ class DatasetWriter {
   uint64_t blob_bytes() const { return blob_bytes_; }
 
  private:
+  void open_label_columns(const json* resume) {
+    for (size_t i = 0; i < schema_.fields().size(); ++i)
+      label_cols_.push_back(open_column(schema_.fields()[i].name, staging_,
+                                        "field" + std::to_string(i) + ".col", resume));
+  }
+
   void close_shard() {
     tar_->finish();
     shard_crcs_.push_back(tar_->crc32());
     tar_.reset();
+    shard_closed_ = true;
   }
 
   void write_blobs(const ProcessedSample& s) {
@@ -306,7 +422,7 @@ class DatasetWriter {
   const ConvertOptions& o_;
   fs::path staging_;
   Schema schema_;
-  SpillColumn keys_, affine_;
+  std::unique_ptr<SpillColumn> keys_, affine_;
   std::vector<BlobColumns> blobs_;
   std::vector<std::unique_ptr<SpillColumn>> label_cols_;
   std::unique_ptr<TarWriter> tar_;
@@ -315,6 +431,7 @@ class DatasetWriter {
   uint64_t samples_ = 0;
   uint64_t blob_bytes_ = 0;
   uint64_t key_bytes_ = 0;
+  bool shard_closed_ = false;
 };
 
 // "shard-NNNNNN.tar" (six or more digits), as DatasetWriter names its shards.
@@ -324,14 +441,48 @@ bool is_shard_name(const std::string& name) {
          name.find_first_not_of("0123456789", 6) == name.size() - 4;
 }
 
-void prepare_output(const ConvertOptions& o, const fs::path& out, const fs::path& staging) {
+json load_checkpoint(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    json cp = json::parse(text.str());
+    if (cp.at("tarmac_checkpoint").get<int>() != 1) throw FatalError("unknown version");
+    return cp;
+  } catch (const std::exception& e) {
+    throw FatalError("cannot resume from '" + path.string() + "': " + e.what() +
+                     "; run again without --resume");
+  }
+}
+
+// Gets the output directory ready. Returns the checkpoint to resume from (--resume, when an
+// interrupted run left one), with every file the checkpoint names back in the staging
+// directory; sets `complete` when --resume finds a finished dataset and nothing to do.
+std::optional<json> prepare_output(const ConvertOptions& o, const fs::path& out,
+                                   const fs::path& staging, bool& complete) {
   std::error_code ec;
   if (fs::exists(out, ec)) {
     if (!fs::is_directory(out, ec))
       throw FatalError("output '" + out.string() + "' exists and is not a directory");
+    const bool has_labels = fs::exists(out / kLabelsFile, ec);
+    if (o.resume && fs::exists(staging / kCheckpointFile, ec) && (!has_labels || o.overwrite)) {
+      json cp = load_checkpoint(staging / kCheckpointFile);
+      // Killed while publishing: the shards already moved out go back in (publish() removes
+      // an old dataset's shards before it moves any new one, so these are the run's own).
+      std::vector<std::string> names = cp.at("writer").at("shards").get<std::vector<std::string>>();
+      for (const auto& n : names)
+        if (!fs::exists(staging / n, ec) && fs::exists(out / n, ec))
+          atomic_rename((out / n).string(), (staging / n).string());
+      if (!has_labels) fs::remove(out / kManifestFile, ec);
+      return cp;
+    }
+    if (o.resume && has_labels) {
+      complete = true;
+      return std::nullopt;
+    }
     // A staging directory without the annotation file is a killed run. It may have got as far
     // as publishing some shards and the manifest: those are its files too (format.md).
-    if (fs::exists(staging, ec) && !fs::exists(out / kLabelsFile, ec)) {
+    if (fs::exists(staging, ec) && !has_labels) {
       std::vector<fs::path> published{out / kManifestFile};
       for (const auto& e : fs::directory_iterator(out, ec))
         if (is_shard_name(e.path().filename().string())) published.push_back(e.path());
@@ -346,6 +497,87 @@ void prepare_output(const ConvertOptions& o, const fs::path& out, const fs::path
   fs::create_directories(staging, ec);
   if (ec)
     throw FatalError("cannot create output directory '" + staging.string() + "': " + ec.message());
+  return std::nullopt;
+}
+
+// What must not change between an interrupted run and its --resume: every option that shapes
+// the output (not -j, --overwrite or --resume), the part, and each input file's size and
+// modification time.
+json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& inputs) {
+  json opts = o.options_json.empty() ? json::object() : json::parse(o.options_json);
+  for (const char* k :
+       {"threads", "--threads", "--overwrite", "--resume", "--checkpoint-every", "--output"})
+    opts.erase(k);
+  json ins = json::array();
+  for (const auto& in : inputs) {
+    json j = {{"path", in}};
+    std::error_code ec;
+    if (fs::is_regular_file(in, ec)) {
+      j["size"] = fs::file_size(in, ec);
+      j["mtime_ns"] = static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                               fs::last_write_time(in, ec).time_since_epoch())
+                                               .count());
+    }
+    ins.push_back(j);
+  }
+  return {{"version", kVersion},
+          {"options", opts},
+          {"part", {o.part_index, o.part_count}},
+          {"inputs", ins}};
+}
+
+// Refuses to resume a run whose options or inputs differ from the interrupted one's, naming
+// the first difference; then removes from staging whatever came after the checkpoint.
+void check_resumable(const json& cp, const json& now, const fs::path& staging) {
+  const json& then = cp.at("run");
+  std::string diff;
+  if (then.at("version") != now.at("version")) {
+    diff = "it was written by tarmac " + then.at("version").get<std::string>();
+  } else if (then.at("part") != now.at("part")) {
+    diff = "--shard differs";
+  } else if (then.at("inputs").size() != now.at("inputs").size()) {
+    diff = "the number of inputs differs";
+  } else {
+    for (size_t i = 0; i < now.at("inputs").size() && diff.empty(); ++i)
+      if (then["inputs"][i] != now["inputs"][i])
+        diff = "input '" + now["inputs"][i].at("path").get<std::string>() +
+               "' is not the same file (path, size or modification time) as before";
+    for (const auto& [k, v] : now.at("options").items())
+      if (diff.empty() && (!then["options"].contains(k) || then["options"][k] != v))
+        diff = "option " + k + " was " +
+               (then["options"].contains(k) ? then["options"][k].dump() : "not given") + ", now " +
+               v.dump();
+    for (const auto& [k, v] : then.at("options").items())
+      if (diff.empty() && !now["options"].contains(k))
+        diff = "option " + k + " was " + v.dump() + ", now not given";
+  }
+  if (!diff.empty())
+    throw FatalError("cannot resume the interrupted run in '" + staging.parent_path().string() +
+                     "': " + diff +
+                     ". Resume with the same inputs and options, or run without --resume to "
+                     "start again");
+
+  const json& w = cp.at("writer");
+  const auto names = w.at("shards").get<std::vector<std::string>>();
+  const auto sizes = w.at("shard_sizes").get<std::vector<uint64_t>>();
+  std::error_code ec;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const uint64_t have = fs::file_size(staging / names[i], ec);
+    if (ec || have != sizes[i])
+      throw FatalError("cannot resume: shard '" + (staging / names[i]).string() + "' " +
+                       (ec ? std::string("is missing")
+                           : "holds " + std::to_string(have) + " bytes, the checkpoint recorded " +
+                                 std::to_string(sizes[i])) +
+                       "; run again without --resume");
+  }
+  // Shards begun after the checkpoint, and the files of a finish that did not complete.
+  for (const auto& e : fs::directory_iterator(staging, ec)) {
+    const std::string n = e.path().filename().string();
+    const bool listed = std::find(names.begin(), names.end(), n) != names.end();
+    if ((is_shard_name(n) && !listed) || n == kLabelsFile || n == kManifestFile ||
+        n.ends_with(".tmp"))
+      fs::remove(e.path(), ec);
+  }
 }
 
 // Moves the finished dataset from staging into place; the annotation file goes last, so its
@@ -398,19 +630,52 @@ ConvertResult convert(const ConvertOptions& o,
         "with --crop or --size");
   const fs::path out(o.output);
   const fs::path staging = out / kStagingDir;
-  prepare_output(o, out, staging);
-
+  std::vector<std::string> part_inputs;
+  const PartSplit split = select_part(o, &part_inputs);
+  if (o.resume && std::find(part_inputs.begin(), part_inputs.end(), "-") != part_inputs.end())
+    throw FatalError("--resume cannot be used with standard input (-): it cannot be read again");
+  const json fingerprint = run_fingerprint(o, part_inputs);
   ConvertResult result;
-  json skipped_json = json::array();
-  json ignored_json = json::array();
+  bool complete = false;
+  std::optional<json> cp = prepare_output(o, out, staging, complete);
+  if (complete) {
+    result.already_complete = true;
+    return result;
+  }
+  // Checked before the run starts, so that a refused resume keeps its checkpoint.
+  if (cp) check_resumable(*cp, fingerprint, staging);
+  const uint64_t resume_entries = cp ? cp->at("entries").get<uint64_t>() : 0;
+
   try {
     InputReaderOptions ro;
     ro.max_member_size = o.max_member_size;
     ro.skip_errors = o.skip_errors;
-    std::vector<std::string> part_inputs;
-    const PartSplit split = select_part(o, &part_inputs);
     InputReader reader(part_inputs, ro);
-    DatasetWriter writer(o, staging);
+    DatasetWriter writer(o, staging, cp ? &cp->at("writer") : nullptr);
+    JsonLog skipped_log(staging / "skipped.jsonl",
+                        cp ? std::optional(cp->at("logs").at(0).get<uint64_t>()) : std::nullopt);
+    JsonLog ignored_log(staging / "ignored.jsonl",
+                        cp ? std::optional(cp->at("logs").at(1).get<uint64_t>()) : std::nullopt);
+    if (cp) {
+      result.resumed = true;
+      result.resumed_samples = writer.samples();
+      result.skipped_samples = cp->at("counts").at(0).get<uint64_t>();
+      result.ignored_members = cp->at("counts").at(1).get<uint64_t>();
+    }
+    uint64_t entries_done = resume_entries;  // entries the writer has handled, in order
+    auto last_checkpoint = clock::now();
+    const auto checkpoint_interval = std::chrono::duration<double>(o.checkpoint_seconds);
+    auto write_checkpoint = [&] {
+      json c;
+      c["tarmac_checkpoint"] = 1;
+      c["run"] = fingerprint;
+      c["entries"] = entries_done;
+      c["writer"] = writer.checkpoint();
+      c["logs"] = {skipped_log.checkpoint(), ignored_log.checkpoint()};
+      c["counts"] = {result.skipped_samples, result.ignored_members};
+      write_file_atomic((staging / kCheckpointFile).string(), c.dump());
+      last_checkpoint = clock::now();
+    };
 
     const int threads =
         o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -420,6 +685,7 @@ ConvertResult convert(const ConvertOptions& o,
     std::mutex notice_mu;
     std::vector<MemberNotice> notices;
     std::exception_ptr reader_failure;
+    uint64_t entries_read = 0;  // written by the reader thread, read after it is joined
     std::thread reader_thread([&] {
       uint64_t seq = 0;
       // --shard I/N by sample: every part groups all samples and keeps its share of them.
@@ -438,6 +704,12 @@ ConvertResult convert(const ConvertOptions& o,
           batch = Item{};
         };
         auto add_entry = [&](Entry&& e) {
+          // Resuming: what the interrupted run finished is read again (for the input
+          // checksums and to group the rest) but goes no further than the writer's skip.
+          if (entries_read++ < resume_entries) {
+            e.replay = true;
+            e.raw.members = {};
+          }
           batch.bytes += e.raw.bytes();
           batch.entries.push_back(std::move(e));
           if (batch.entries.size() >= kBatchSamples || batch.bytes >= kBatchBytes) flush_batch();
@@ -500,7 +772,7 @@ ConvertResult convert(const ConvertOptions& o,
       workers.emplace_back([&] {
         while (auto it = pipe.take()) {
           for (Entry& e : it->entries) {
-            if (e.reader_error.empty()) e.done = process_sample(std::move(e.raw), o);
+            if (e.reader_error.empty() && !e.replay) e.done = process_sample(std::move(e.raw), o);
             e.raw.members = {};  // the bytes are no longer needed; key and input are
           }
           pipe.finish(std::move(*it));
@@ -523,6 +795,7 @@ ConvertResult convert(const ConvertOptions& o,
     try {
       while (auto item = pipe.next(std::chrono::milliseconds(250), [&] { report(false); })) {
         for (Entry& entry : item->entries) {
+          if (entry.replay) continue;
           Entry* it = &entry;
           ProcessedSample* s = it->done ? &*it->done : nullptr;
           const std::string& input_path = reader.inputs()[s ? s->input : it->raw.input].path;
@@ -530,7 +803,7 @@ ConvertResult convert(const ConvertOptions& o,
           if (s && error.empty()) {
             error = s->error;
             for (auto& [member, why] : s->ignored) {
-              ignored_json.push_back(
+              ignored_log.add(
                   {{"input", reader.inputs()[s->input].path}, {"member", member}, {"reason", why}});
               ++result.ignored_members;
             }
@@ -547,9 +820,11 @@ ConvertResult convert(const ConvertOptions& o,
             if (!o.skip_errors)
               throw FatalError("'" + input_path + "', sample '" + key + "': " + error);
             ++result.skipped_samples;
-            skipped_json.push_back({{"input", input_path}, {"sample", key}, {"reason", error}});
-            if (result.skipped.size() < 20) result.skipped.push_back({input_path, key, error});
+            skipped_log.add({{"input", input_path}, {"sample", key}, {"reason", error}});
           }
+          ++entries_done;
+          if (writer.take_shard_closed() || clock::now() - last_checkpoint >= checkpoint_interval)
+            write_checkpoint();
         }
       }
     } catch (...) {
@@ -560,6 +835,20 @@ ConvertResult convert(const ConvertOptions& o,
     for (auto& w : workers) w.join();
     if (writer_failure) std::rethrow_exception(writer_failure);
     if (reader_failure) std::rethrow_exception(reader_failure);
+    if (entries_read < resume_entries)
+      throw FatalError("cannot resume: the inputs now hold " + std::to_string(entries_read) +
+                       " samples, fewer than the " + std::to_string(resume_entries) +
+                       " the interrupted run had converted");
+    // Everything is converted: a kill from here on resumes straight to the finish.
+    write_checkpoint();
+
+    json skipped_json = skipped_log.read_all();
+    json ignored_json = ignored_log.read_all();
+    for (const auto& j : skipped_json)
+      if (result.skipped.size() < 20 && j.contains("sample"))
+        result.skipped.push_back({j.at("input").get<std::string>(),
+                                  j.at("sample").get<std::string>(),
+                                  j.at("reason").get<std::string>()});
 
     for (const auto& n : notices) {
       json j = {
@@ -593,6 +882,8 @@ ConvertResult convert(const ConvertOptions& o,
       result.input_bytes += in.bytes_read;
     }
     manifest["inputs"] = inputs;
+    if (cp)
+      manifest["resumed"] = {{"entries", resume_entries}, {"samples", result.resumed_samples}};
     if (split != PartSplit::None)
       manifest["part"] = {{"index", o.part_index},
                           {"count", o.part_count},

@@ -16,6 +16,11 @@ struct ConvertOptions {
   std::vector<std::string> inputs;  ///< archives, directories, "-" for stdin
   std::string output;               ///< dataset directory
   bool overwrite = false;
+  /// Go on from the checkpoint an interrupted run left in the output directory, if any.
+  bool resume = false;
+  /// Checkpoints are written when a shard closes and at least this often (0: after every
+  /// sample, for tests).
+  double checkpoint_seconds = 30;
 
   // What members are.
   std::vector<std::string> image_exts = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
@@ -75,6 +80,9 @@ struct ConvertResult {
   std::vector<FieldSummary> schema;
   std::vector<Skipped> skipped;           ///< first 20, for the summary; all are in the manifest
   std::vector<std::string> input_errors;  ///< inputs not read to their end (under skip)
+  bool resumed = false;                   ///< went on from an interrupted run's checkpoint
+  uint64_t resumed_samples = 0;           ///< samples that run had converted
+  bool already_complete = false;          ///< --resume found a finished dataset: nothing done
 };
 
 struct Progress {

@@ -147,4 +147,46 @@ std::string Schema::to_json() const {
   return fields.dump();
 }
 
+std::string Schema::checkpoint() const {
+  nlohmann::ordered_json fields = nlohmann::ordered_json::array();
+  for (const auto& s : fields_)
+    fields.push_back({{"name", s.name},
+                      {"source", s.source},
+                      {"kind", static_cast<int>(s.kind)},
+                      {"dtype", std::string(dtype_name(s.dtype))},
+                      {"dtype_known", s.dtype_known},
+                      {"shape", s.shape},
+                      {"ragged", s.ragged},
+                      {"total_first_axis", s.total_first_axis}});
+  return nlohmann::ordered_json{{"samples", samples_}, {"fields", fields}}.dump();
+}
+
+void Schema::restore(const std::string& text) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    std::vector<FieldSchema> fields;
+    for (const auto& f : j.at("fields")) {
+      FieldSchema s;
+      s.name = f.at("name").get<std::string>();
+      s.source = f.at("source").get<std::string>();
+      const int kind = f.at("kind").get<int>();
+      if (kind < 0 || kind > static_cast<int>(FieldValue::Kind::JsonText))
+        throw FatalError("unknown field kind " + std::to_string(kind));
+      s.kind = static_cast<FieldValue::Kind>(kind);
+      const auto dtype = dtype_from_name(f.at("dtype").get<std::string>());
+      if (!dtype) throw FatalError("unknown dtype");
+      s.dtype = *dtype;
+      s.dtype_known = f.at("dtype_known").get<bool>();
+      s.shape = f.at("shape").get<std::vector<int64_t>>();
+      s.ragged = f.at("ragged").get<bool>();
+      s.total_first_axis = f.at("total_first_axis").get<uint64_t>();
+      fields.push_back(std::move(s));
+    }
+    samples_ = j.at("samples").get<uint64_t>();
+    fields_ = std::move(fields);
+  } catch (const nlohmann::json::exception& e) {
+    throw FatalError(std::string("corrupt schema checkpoint: ") + e.what());
+  }
+}
+
 }  // namespace tarmac

@@ -48,6 +48,11 @@ class Schema {
   /// The schema as JSON text (the safetensors "schema" metadata entry).
   std::string to_json() const;
 
+  /// Its whole state as JSON text, for a conversion checkpoint, and back (convert --resume).
+  /// restore() throws FatalError for text that checkpoint() did not write.
+  std::string checkpoint() const;
+  void restore(const std::string& checkpoint_text);
+
  private:
   std::set<std::string> declared_ragged_;
   std::vector<FieldSchema> fields_;

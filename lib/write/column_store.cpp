@@ -1,6 +1,7 @@
 #include "write/column_store.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -171,6 +172,28 @@ SpillColumn::SpillColumn(std::string name, std::string path)
   buffer_.reserve(kBufferSize);
 }
 
+SpillColumn::SpillColumn(std::string name, std::string path, Mark at)
+    : name_(std::move(name)), path_(std::move(path)), count_(at.count), flushed_(at.bytes) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd_ < 0) throw_io_error("cannot reopen column spill file", path_, errno);
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) throw_io_error("cannot stat", path_, errno);
+  if (static_cast<uint64_t>(st.st_size) < at.bytes)
+    throw FatalError("column spill file '" + path_ + "' holds " + std::to_string(st.st_size) +
+                     " bytes, fewer than the " + std::to_string(at.bytes) +
+                     " its checkpoint recorded");
+  if (::ftruncate(fd_, static_cast<off_t>(at.bytes)) != 0 ||
+      ::lseek(fd_, static_cast<off_t>(at.bytes), SEEK_SET) < 0)
+    throw_io_error("cannot cut back column spill file", path_, errno);
+  buffer_.reserve(kBufferSize);
+}
+
+SpillColumn::Mark SpillColumn::checkpoint() {
+  flush();
+  if (::fdatasync(fd_) != 0) throw_io_error("cannot fsync", path_, errno);
+  return {flushed_, count_};
+}
+
 SpillColumn::~SpillColumn() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -185,6 +208,7 @@ void SpillColumn::flush() {
                      errno);
     done += static_cast<size_t>(n);
   }
+  flushed_ += buffer_.size();
   buffer_.clear();
 }
 

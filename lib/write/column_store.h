@@ -21,7 +21,16 @@ void convert_elements(DType from, const uint8_t* src, uint64_t count, DType to,
 
 class SpillColumn {
  public:
+  /// Where a column stood at a checkpoint: spill-file bytes and records.
+  struct Mark {
+    uint64_t bytes = 0, count = 0;
+  };
+
+  /// Creates (or truncates) the spill file.
   SpillColumn(std::string name, std::string path);
+  /// Reopens the spill file of an interrupted run, cut back to `at` (convert --resume).
+  /// Throws FatalError when the file is missing or shorter than `at`.
+  SpillColumn(std::string name, std::string path, Mark at);
   ~SpillColumn();
   SpillColumn(const SpillColumn&) = delete;
   SpillColumn& operator=(const SpillColumn&) = delete;
@@ -30,6 +39,8 @@ class SpillColumn {
   void append(DType dtype, std::span<const int64_t> shape, std::span<const uint8_t> bytes);
   /// Flushes and closes the spill file (before the tensors are produced).
   void close();
+  /// Flushes and fdatasyncs the spill file; returns the position to resume from.
+  Mark checkpoint();
 
   /// Tensors for a column of fixed per-sample shape: NAME [N, shape...] of dtype `to`.
   TensorSpec fixed_tensor(DType to, std::vector<int64_t> sample_shape, uint64_t n) const;
@@ -39,6 +50,7 @@ class SpillColumn {
                                          uint64_t total_first_axis, uint64_t n) const;
 
   const std::string& name() const { return name_; }
+  const std::string& path() const { return path_; }
   uint64_t count() const { return count_; }
 
  private:
@@ -48,6 +60,7 @@ class SpillColumn {
   int fd_ = -1;
   std::vector<uint8_t> buffer_;
   uint64_t count_ = 0;
+  uint64_t flushed_ = 0;  // bytes in the file
 };
 
 }  // namespace tarmac

@@ -1,6 +1,7 @@
 #include "write/file_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,6 +53,28 @@ void OutputFile::open(std::string path) {
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) throw_io_error("cannot open for writing", path_, errno);
   fd_ = fd;
+}
+
+void OutputFile::reopen_at(std::string path, uint64_t size) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  position_ = 0;
+  path_ = std::move(path);
+  int fd;
+  do {
+    fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) throw_io_error("cannot reopen for writing", path_, errno);
+  fd_ = fd;
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) throw_io_error("cannot stat", path_, errno);
+  if (static_cast<uint64_t>(st.st_size) < size)
+    throw FatalError("'" + path_ + "' holds " + std::to_string(st.st_size) +
+                     " bytes, fewer than the " + std::to_string(size) + " expected");
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0 ||
+      ::lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0)
+    throw_io_error("cannot cut back", path_, errno);
+  position_ = size;
 }
 
 void OutputFile::write_all(std::span<const uint8_t> data) {

@@ -28,6 +28,9 @@ class OutputFile {
 
   /// Opens `path`, closing (unchecked) any file already open. Throws FatalError.
   void open(std::string path);
+  /// Reopens an existing file cut back to its first `size` bytes, to append after them
+  /// (convert --resume). Throws FatalError when it is missing or shorter than `size`.
+  void reopen_at(std::string path, uint64_t size);
   /// Writes all of `data`, retrying partial writes and EINTR. Throws FatalError.
   void write_all(std::span<const uint8_t> data);
   /// Bytes written since open().

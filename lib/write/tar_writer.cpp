@@ -9,6 +9,8 @@
 
 #include <zlib.h>
 
+#include "common/error.h"
+
 namespace tarmac {
 namespace {
 
@@ -126,6 +128,13 @@ std::string fallback_name(std::string_view name) {
 }  // namespace
 
 TarWriter::TarWriter(std::string path) : file_(std::move(path)) {}
+
+TarWriter::TarWriter(std::string path, uint64_t size, uint32_t crc) : crc_(crc) {
+  if (size % kBlock != 0)
+    throw FatalError("cannot resume '" + path + "' at byte " + std::to_string(size) +
+                     ": not a tar block boundary");
+  file_.reopen_at(std::move(path), size);
+}
 
 uint64_t TarWriter::bytes_if_added(std::string_view member_name, uint64_t data_size) const {
   const std::string pax = pax_records(member_name, data_size);

@@ -17,6 +17,9 @@ class TarWriter {
  public:
   /// Creates or truncates `path`; throws FatalError.
   explicit TarWriter(std::string path);
+  /// Goes on writing an unfinished archive whose first `size` bytes (CRC-32 `crc`) were
+  /// written and synced before an interruption; anything after them is cut off.
+  TarWriter(std::string path, uint64_t size, uint32_t crc);
 
   /// Appends a regular-file member and returns the file offset where its data begins.
   /// Throws FatalError on I/O failure, std::invalid_argument for an empty name, one
@@ -33,6 +36,9 @@ class TarWriter {
   /// Writes the two zero blocks ending the archive, fsyncs and closes, checking every step.
   /// Throws FatalError.
   void finish();
+
+  /// fsyncs what was written so far (a checkpoint). Throws FatalError.
+  void sync() { file_.sync(); }
 
   const std::string& path() const { return file_.path(); }
 

@@ -1,6 +1,7 @@
 """Interrupted runs: `tarmac convert` killed with SIGKILL at many points never leaves a
-dataset that looks complete, and running the same command again gives the same bytes as a run
-that was never interrupted.
+dataset that looks complete; running the same command again with --resume goes on from the
+last checkpoint and gives the same bytes as a run that was never interrupted; so does running
+it again without --resume (from the start).
 
 A dataset is complete exactly when labels.safetensors exists (docs/format.md), so after a kill
 the output directory may hold a .tarmac-partial/ and even published shards, but no
@@ -8,6 +9,7 @@ labels.safetensors -- unless the kill came after the final rename, when the data
 byte-identical to the reference.
 """
 import filecmp
+import json
 import os
 import random
 import shutil
@@ -40,10 +42,15 @@ class KillTest(fx.TmpCase):
             members.append((key + ".json", fx.js({"id": i, "box": [i % 7, 2.5, 30, 40]})))
         cls.archive = fx.write_tar(os.path.join(cls.tmp, "in.tar"), members)
 
-    def command(self, out):
-        # Two threads and small shards: a reorder window to drain, several shards to publish.
+    def command(self, out, *extra):
+        # Two threads and small shards: a reorder window to drain, several shards to publish
+        # (each one closed is a checkpoint).
         return [fx.TARMAC, "convert", self.archive, "-o", out, "--crop", "center", "--size", "128",
-                "--shard-size", "512K", "--threads", "2", "-q"]
+                "--shard-size", "512K", "--threads", "2", "-q", *extra]
+
+    def resumed_samples(self, out):
+        with open(os.path.join(out, "manifest.json")) as f:
+            return json.load(f).get("resumed", {}).get("samples")
 
     def outputs(self, out):
         """The files that make up the dataset (the manifest records a command line with `out`)."""
@@ -79,7 +86,7 @@ class KillTest(fx.TmpCase):
 
         rng = random.Random(SEED)
         durations = []  # of every complete run, so the delays follow this machine's speed
-        kills, finished, plan = [], 0, list(PUBLISH_KILLS)
+        kills, finished, plan, resumed = [], 0, list(PUBLISH_KILLS), []
         for attempt in range(4 * (RANDOM_KILLS + len(PUBLISH_KILLS))):
             if not plan and len(kills) >= RANDOM_KILLS + len(PUBLISH_KILLS):
                 break
@@ -99,20 +106,34 @@ class KillTest(fx.TmpCase):
                 # Killed after the final rename: then it must be the whole dataset (a
                 # .tarmac-partial/ may be left beside it, which no reader looks at).
                 self.assert_same_dataset(out, ref)
-            # The same command again, over what the killed run left.
+            # Every fourth kill: the same command again, from the start. The others: --resume.
+            plain = len(kills) % 4 == 0
             t0 = time.monotonic()
-            p = subprocess.run(self.command(out), capture_output=True, timeout=600)
+            p = subprocess.run(self.command(out, *([] if plain else ["--resume"])),
+                               capture_output=True, timeout=600)
             if "labels.safetensors" in left:
-                self.assertEqual(p.returncode, 1, "a complete dataset must not be overwritten silently")
+                if plain:
+                    self.assertEqual(p.returncode, 1, "a complete dataset must not be overwritten silently")
+                else:
+                    self.assertEqual(p.returncode, 0, "--resume of a complete dataset has nothing to do")
+                    self.assert_same_dataset(out, ref)
             else:
-                self.assertEqual(p.returncode, 0, "re-run after a kill at %r (left: %s) failed:\n%s"
-                                 % (when, sorted(left), p.stderr.decode(errors="replace")))
-                durations.append(time.monotonic() - t0)
+                self.assertEqual(p.returncode, 0, "re-run (%s) after a kill at %r (left: %s) failed:\n%s"
+                                 % ("plain" if plain else "--resume", when, sorted(left),
+                                    p.stderr.decode(errors="replace")))
+                if plain:
+                    durations.append(time.monotonic() - t0)
                 self.assert_same_dataset(out, ref)
                 self.assertNotIn(".tarmac-partial", os.listdir(out))
+                if not plain:
+                    resumed.append(self.resumed_samples(out) or 0)
             shutil.rmtree(out)
-        print("%d kill points survived (%d runs finished before their kill; median run %.2f s)"
-              % (len(kills), finished, sorted(durations)[len(durations) // 2]), file=sys.stderr)
+        print("%d kill points survived (%d runs finished before their kill; median run %.2f s); "
+              "%d resumed with --resume, from sample %s"
+              % (len(kills), finished, sorted(durations)[len(durations) // 2], len(resumed),
+                 sorted(resumed)), file=sys.stderr)
+        # Most kills come after the first checkpoint: those resumes must skip converted work.
+        self.assertGreaterEqual(sum(1 for r in resumed if r > 0), len(resumed) // 2)
         self.assertGreaterEqual(len(kills), RANDOM_KILLS + len(PUBLISH_KILLS))
 
     def test_rerun_after_kill_while_publishing(self):
