@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -18,6 +19,7 @@
 #include "convert/sample_processor.h"
 #include "labels/schema.h"
 #include "source/input_reader.h"
+#include "source/key_scan.h"
 #include "source/sample_grouper.h"
 #include "write/column_store.h"
 #include "write/file_util.h"
@@ -34,13 +36,6 @@ namespace {
 constexpr const char* kStagingDir = ".tarmac-partial";
 constexpr const char* kLabelsFile = "labels.safetensors";
 constexpr const char* kManifestFile = "manifest.json";
-
-bool hidden_or_metadata(const std::string& name) {
-  if (name.rfind("__MACOSX/", 0) == 0) return true;
-  const size_t slash = name.rfind('/');
-  const std::string base = slash == std::string::npos ? name : name.substr(slash + 1);
-  return !base.empty() && base[0] == '.';
-}
 
 // A work item travelling from the reader to the workers and on to the writer.
 struct Entry {
@@ -403,6 +398,7 @@ ConvertResult convert(const ConvertOptions& o,
   ConvertResult result;
   json skipped_json = json::array();
   json ignored_json = json::array();
+  json duplicates_json = json::array();
   try {
     InputReaderOptions ro;
     ro.max_member_size = o.max_member_size;
@@ -411,6 +407,31 @@ ConvertResult convert(const ConvertOptions& o,
     const PartSplit split = select_part(o, &part_inputs);
     InputReader reader(part_inputs, ro);
     DatasetWriter writer(o, staging);
+
+    // --on-duplicate: inputs are numbered among all of o.inputs, so that a part of --shard I/N
+    // by inputs keeps the sample one run over all inputs would keep. Under `last`, a pre-pass
+    // over this part's inputs and all later ones finds each key's last input; under `first`,
+    // a part by inputs reads the keys of the parts before it.
+    GrouperOptions grouping;
+    grouping.window_bytes = o.group_window;
+    grouping.on_duplicate = o.on_duplicate;
+    grouping.input_names = o.inputs;
+    if (split == PartSplit::Inputs)
+      grouping.first_input = static_cast<uint32_t>(o.part_index * o.inputs.size() / o.part_count);
+    KeySet kept;
+    if (o.on_duplicate == OnDuplicate::Last ||
+        (o.on_duplicate == OnDuplicate::First && grouping.first_input > 0)) {
+      const bool last = o.on_duplicate == OnDuplicate::Last;
+      if (last && std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+        throw FatalError(
+            "--on-duplicate last reads the inputs twice, so it cannot read standard input ('-')");
+      const auto begin = o.inputs.begin() + (last ? grouping.first_input : 0);
+      InputReader scan(
+          std::vector<std::string>(begin, last ? o.inputs.end() : begin + grouping.first_input),
+          ro);
+      kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0);
+      grouping.kept = &kept;
+    }
 
     const int threads =
         o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -428,7 +449,7 @@ ConvertResult convert(const ConvertOptions& o,
         return split != PartSplit::Samples || sample_no++ % o.part_count == o.part_index;
       };
       try {
-        SampleGrouper grouper(o.group_window);
+        SampleGrouper grouper(grouping);
         std::vector<RawSample> ready;
         Item batch;
         auto flush_batch = [&] {
@@ -454,11 +475,11 @@ ConvertResult convert(const ConvertOptions& o,
         InputCallbacks cb;
         cb.on_member = [&](uint32_t input, Member&& m) {
           std::string key, ext;
-          if (hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) {
+          if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) {
             std::lock_guard lk(notice_mu);
             notices.push_back({input, m.name,
-                               hidden_or_metadata(m.name) ? "hidden or metadata file"
-                                                          : "name has no extension, so no key",
+                               is_hidden_or_metadata(m.name) ? "hidden or metadata file"
+                                                             : "name has no extension, so no key",
                                false});
             return;
           }
@@ -500,7 +521,8 @@ ConvertResult convert(const ConvertOptions& o,
       workers.emplace_back([&] {
         while (auto it = pipe.take()) {
           for (Entry& e : it->entries) {
-            if (e.reader_error.empty()) e.done = process_sample(std::move(e.raw), o);
+            if (e.reader_error.empty() && !e.raw.dropped)
+              e.done = process_sample(std::move(e.raw), o);
             e.raw.members = {};  // the bytes are no longer needed; key and input are
           }
           pipe.finish(std::move(*it));
@@ -526,6 +548,15 @@ ConvertResult convert(const ConvertOptions& o,
           Entry* it = &entry;
           ProcessedSample* s = it->done ? &*it->done : nullptr;
           const std::string& input_path = reader.inputs()[s ? s->input : it->raw.input].path;
+          for (const DuplicateNote& d : it->raw.duplicates) {
+            json j = {{"input", input_path}, {"sample", it->raw.key}};
+            if (!d.member.empty()) j["member"] = d.member;
+            j["kept"] = o.inputs[d.kept_input];
+            j["reason"] = d.reason;
+            duplicates_json.push_back(std::move(j));
+            ++result.duplicates;
+          }
+          if (it->raw.dropped) continue;
           std::string error = it->reader_error;
           if (s && error.empty()) {
             error = s->error;
@@ -615,6 +646,7 @@ ConvertResult convert(const ConvertOptions& o,
                           {"skipped_samples", result.skipped_samples},
                           {"skipped_members", result.error_members},
                           {"ignored_members", result.ignored_members},
+                          {"duplicates", result.duplicates},
                           {"input_errors", result.input_errors.size()},
                           {"shards", result.shards},
                           {"image_bytes", result.image_bytes}};
@@ -624,6 +656,7 @@ ConvertResult convert(const ConvertOptions& o,
     manifest["schema"] = json::parse(writer.schema().to_json());
     manifest["skipped"] = skipped_json;
     manifest["ignored"] = ignored_json;
+    manifest["duplicates"] = duplicates_json;
     write_file_atomic((staging / kManifestFile).string(),
                       sealed_manifest_text(std::move(manifest)));
     for (const auto& f : writer.schema().fields()) {
