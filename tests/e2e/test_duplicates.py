@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+import unittest
 
 import numpy as np
 
@@ -189,5 +190,4 @@ class DuplicatesTest(fx.TmpCase):
 
 
 if __name__ == "__main__":
-    unittest_main = __import__("unittest").main
-    unittest_main()
+    unittest.main()
