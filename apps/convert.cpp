@@ -1,6 +1,7 @@
 // tarmac convert: flags -> ConvertOptions -> tarmac::convert() -> summary + exit code.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -15,6 +16,7 @@ namespace {
 
 struct Flags {
   std::string crop = "none", size, resize, format = "jpg", on_error = "fail";
+  std::string on_duplicate = "error";
   std::string shard_size = "1G", max_member_size = "1G", group_window = "256M";
   std::string part;  ///< --shard I/N
   std::vector<std::string> boxes;
@@ -258,6 +260,12 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       ->group(beh)
       ->check(CLI::IsMember({"fail", "skip"}))
       ->default_str("fail");
+  app.add_option("--on-duplicate", f->on_duplicate,
+                 "A key in two inputs, or a member twice in a sample: error | first | last "
+                 "(keep that one; the others are left out and listed in the manifest)")
+      ->group(beh)
+      ->check(CLI::IsMember({"error", "first", "last"}))
+      ->default_str("error");
 
   return [o, f, &g, &app]() -> int {
     try {
@@ -289,6 +297,14 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       o->max_member_size = parse_bytes(f->max_member_size);
       o->group_window = parse_bytes(f->group_window);
       o->skip_errors = f->on_error == "skip";
+      o->on_duplicate = f->on_duplicate == "first"  ? OnDuplicate::First
+                        : f->on_duplicate == "last" ? OnDuplicate::Last
+                                                    : OnDuplicate::Error;
+      if (o->on_duplicate == OnDuplicate::Last &&
+          std::find(o->inputs.begin(), o->inputs.end(), "-") != o->inputs.end())
+        throw CLI::ValidationError("--on-duplicate last",
+                                   "reads the inputs twice (member names first), so it cannot "
+                                   "read standard input ('-'); use first or error");
       if (!f->part.empty()) parse_part(f->part, *o);
       for (auto& e : o->image_exts)
         if (!e.empty() && e[0] == '.') e.erase(0, 1);
@@ -346,6 +362,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       j["skipped_samples"] = r.skipped_samples;
       j["skipped_members"] = r.error_members;
       j["ignored_members"] = r.ignored_members;
+      j["duplicates"] = r.duplicates;
       j["shards"] = r.shards;
       j["image_bytes"] = r.image_bytes;
       j["annotation_bytes"] = r.annotation_bytes;
@@ -379,6 +396,11 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
             static_cast<unsigned long long>(r.skipped_samples),
             static_cast<unsigned long long>(r.error_members),
             static_cast<unsigned long long>(r.ignored_members));
+      if (r.duplicates)
+        std::printf(
+            "  left out %llu duplicate sample(s) or member(s) under --on-duplicate %s "
+            "(all listed in manifest.json)\n",
+            static_cast<unsigned long long>(r.duplicates), on_duplicate_name(o->on_duplicate));
       for (const auto& s : r.skipped)
         std::printf("    skipped %s (%s): %s\n", s.what.c_str(), s.input.c_str(), s.reason.c_str());
       std::printf("  schema:\n");

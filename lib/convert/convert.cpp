@@ -22,6 +22,7 @@
 #include "convert/sample_processor.h"
 #include "labels/schema.h"
 #include "source/input_reader.h"
+#include "source/key_scan.h"
 #include "source/sample_grouper.h"
 #include "write/column_store.h"
 #include "write/file_util.h"
@@ -39,13 +40,6 @@ constexpr const char* kStagingDir = ".tarmac-partial";
 constexpr const char* kLabelsFile = "labels.safetensors";
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kCheckpointFile = "checkpoint.json";
-
-bool hidden_or_metadata(const std::string& name) {
-  if (name.rfind("__MACOSX/", 0) == 0) return true;
-  const size_t slash = name.rfind('/');
-  const std::string base = slash == std::string::npos ? name : name.substr(slash + 1);
-  return !base.empty() && base[0] == '.';
-}
 
 // A work item travelling from the reader to the workers and on to the writer.
 struct Entry {
@@ -656,11 +650,14 @@ ConvertResult convert(const ConvertOptions& o,
                         cp ? std::optional(cp->at("logs").at(0).get<uint64_t>()) : std::nullopt);
     JsonLog ignored_log(staging / "ignored.jsonl",
                         cp ? std::optional(cp->at("logs").at(1).get<uint64_t>()) : std::nullopt);
+    JsonLog duplicates_log(staging / "duplicates.jsonl",
+                           cp ? std::optional(cp->at("logs").at(2).get<uint64_t>()) : std::nullopt);
     if (cp) {
       result.resumed = true;
       result.resumed_samples = writer.samples();
       result.skipped_samples = cp->at("counts").at(0).get<uint64_t>();
       result.ignored_members = cp->at("counts").at(1).get<uint64_t>();
+      result.duplicates = cp->at("counts").at(2).get<uint64_t>();
     }
     uint64_t entries_done = resume_entries;  // entries the writer has handled, in order
     auto last_checkpoint = clock::now();
@@ -671,11 +668,42 @@ ConvertResult convert(const ConvertOptions& o,
       c["run"] = fingerprint;
       c["entries"] = entries_done;
       c["writer"] = writer.checkpoint();
-      c["logs"] = {skipped_log.checkpoint(), ignored_log.checkpoint()};
-      c["counts"] = {result.skipped_samples, result.ignored_members};
+      c["logs"] = {skipped_log.checkpoint(), ignored_log.checkpoint(), duplicates_log.checkpoint()};
+      c["counts"] = {result.skipped_samples, result.ignored_members, result.duplicates};
       write_file_atomic((staging / kCheckpointFile).string(), c.dump());
       last_checkpoint = clock::now();
     };
+    // After each entry the writer handles: a checkpoint when a shard was closed, or when due.
+    auto entry_done = [&] {
+      ++entries_done;
+      if (writer.take_shard_closed() || clock::now() - last_checkpoint >= checkpoint_interval)
+        write_checkpoint();
+    };
+
+    // --on-duplicate: inputs are numbered among all of o.inputs, so that a part of --shard I/N
+    // by inputs keeps the sample one run over all inputs would keep. Under `last`, a pre-pass
+    // over this part's inputs and all later ones finds each key's last input; under `first`,
+    // a part by inputs reads the keys of the parts before it.
+    GrouperOptions grouping;
+    grouping.window_bytes = o.group_window;
+    grouping.on_duplicate = o.on_duplicate;
+    grouping.input_names = o.inputs;
+    if (split == PartSplit::Inputs)
+      grouping.first_input = static_cast<uint32_t>(o.part_index * o.inputs.size() / o.part_count);
+    KeySet kept;
+    if (o.on_duplicate == OnDuplicate::Last ||
+        (o.on_duplicate == OnDuplicate::First && grouping.first_input > 0)) {
+      const bool last = o.on_duplicate == OnDuplicate::Last;
+      if (last && std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+        throw FatalError(
+            "--on-duplicate last reads the inputs twice, so it cannot read standard input ('-')");
+      const auto begin = o.inputs.begin() + (last ? grouping.first_input : 0);
+      InputReader scan(
+          std::vector<std::string>(begin, last ? o.inputs.end() : begin + grouping.first_input),
+          ro);
+      kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0);
+      grouping.kept = &kept;
+    }
 
     const int threads =
         o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -694,7 +722,7 @@ ConvertResult convert(const ConvertOptions& o,
         return split != PartSplit::Samples || sample_no++ % o.part_count == o.part_index;
       };
       try {
-        SampleGrouper grouper(o.group_window);
+        SampleGrouper grouper(grouping);
         std::vector<RawSample> ready;
         Item batch;
         auto flush_batch = [&] {
@@ -726,11 +754,11 @@ ConvertResult convert(const ConvertOptions& o,
         InputCallbacks cb;
         cb.on_member = [&](uint32_t input, Member&& m) {
           std::string key, ext;
-          if (hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) {
+          if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) {
             std::lock_guard lk(notice_mu);
             notices.push_back({input, m.name,
-                               hidden_or_metadata(m.name) ? "hidden or metadata file"
-                                                          : "name has no extension, so no key",
+                               is_hidden_or_metadata(m.name) ? "hidden or metadata file"
+                                                             : "name has no extension, so no key",
                                false});
             return;
           }
@@ -772,7 +800,8 @@ ConvertResult convert(const ConvertOptions& o,
       workers.emplace_back([&] {
         while (auto it = pipe.take()) {
           for (Entry& e : it->entries) {
-            if (e.reader_error.empty() && !e.replay) e.done = process_sample(std::move(e.raw), o);
+            if (e.reader_error.empty() && !e.replay && !e.raw.dropped)
+              e.done = process_sample(std::move(e.raw), o);
             e.raw.members = {};  // the bytes are no longer needed; key and input are
           }
           pipe.finish(std::move(*it));
@@ -799,6 +828,18 @@ ConvertResult convert(const ConvertOptions& o,
           Entry* it = &entry;
           ProcessedSample* s = it->done ? &*it->done : nullptr;
           const std::string& input_path = reader.inputs()[s ? s->input : it->raw.input].path;
+          for (const DuplicateNote& d : it->raw.duplicates) {
+            json j = {{"input", input_path}, {"sample", it->raw.key}};
+            if (!d.member.empty()) j["member"] = d.member;
+            j["kept"] = o.inputs[d.kept_input];
+            j["reason"] = d.reason;
+            duplicates_log.add(j);
+            ++result.duplicates;
+          }
+          if (it->raw.dropped) {
+            entry_done();
+            continue;
+          }
           std::string error = it->reader_error;
           if (s && error.empty()) {
             error = s->error;
@@ -822,9 +863,7 @@ ConvertResult convert(const ConvertOptions& o,
             ++result.skipped_samples;
             skipped_log.add({{"input", input_path}, {"sample", key}, {"reason", error}});
           }
-          ++entries_done;
-          if (writer.take_shard_closed() || clock::now() - last_checkpoint >= checkpoint_interval)
-            write_checkpoint();
+          entry_done();
         }
       }
     } catch (...) {
@@ -844,6 +883,7 @@ ConvertResult convert(const ConvertOptions& o,
 
     json skipped_json = skipped_log.read_all();
     json ignored_json = ignored_log.read_all();
+    json duplicates_json = duplicates_log.read_all();
     for (const auto& j : skipped_json)
       if (result.skipped.size() < 20 && j.contains("sample"))
         result.skipped.push_back({j.at("input").get<std::string>(),
@@ -906,6 +946,7 @@ ConvertResult convert(const ConvertOptions& o,
                           {"skipped_samples", result.skipped_samples},
                           {"skipped_members", result.error_members},
                           {"ignored_members", result.ignored_members},
+                          {"duplicates", result.duplicates},
                           {"input_errors", result.input_errors.size()},
                           {"shards", result.shards},
                           {"image_bytes", result.image_bytes}};
@@ -915,6 +956,7 @@ ConvertResult convert(const ConvertOptions& o,
     manifest["schema"] = json::parse(writer.schema().to_json());
     manifest["skipped"] = skipped_json;
     manifest["ignored"] = ignored_json;
+    manifest["duplicates"] = duplicates_json;
     write_file_atomic((staging / kManifestFile).string(),
                       sealed_manifest_text(std::move(manifest)));
     for (const auto& f : writer.schema().fields()) {

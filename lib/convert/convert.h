@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "source/sample_grouper.h"
 #include "transform/geometry.h"
 #include "transform/image_codec.h"
 
@@ -45,6 +46,9 @@ struct ConvertOptions {
   uint64_t shard_size = 1ull << 30;
   int threads = 0;  ///< 0 = all cores
   bool skip_errors = false;
+  /// A key in two inputs, or a member name twice in one sample: an error, or keep the first
+  /// or the last (Last reads the inputs' member names once more first; no standard input).
+  OnDuplicate on_duplicate = OnDuplicate::Error;
 
   // Scale-out (--shard I/N): convert only part `part_index` of `part_count` (see select_part).
   uint32_t part_index = 0;
@@ -72,6 +76,7 @@ struct ConvertResult {
   uint64_t skipped_samples = 0;
   uint64_t ignored_members = 0;
   uint64_t error_members = 0;
+  uint64_t duplicates = 0;  ///< samples and members left out under --on-duplicate first|last
   uint64_t shards = 0;
   uint64_t image_bytes = 0;
   uint64_t annotation_bytes = 0;

@@ -373,7 +373,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
     std::vector<std::string> shard_names;
     std::vector<int32_t> shard_base;
     json shards = json::array(), merged_from = json::array(), inputs = json::array();
-    json skipped = json::array(), ignored = json::array();
+    json skipped = json::array(), ignored = json::array(), duplicates = json::array();
     std::map<std::string, uint64_t> counts;
     for (const auto& p : all_parts) {
       if (p->a.size() > 0 || p.get() == parts[0])
@@ -407,12 +407,16 @@ MergeResult merge_datasets(const MergeOptions& o) {
                              {"inputs", m.contains("inputs") ? m["inputs"] : json::array()}});
       if (m.contains("inputs") && m["inputs"].is_array())
         for (const auto& in : m["inputs"]) inputs.push_back(in);
-      for (const char* k : {"skipped", "ignored"})
+      for (const char* k : {"skipped", "ignored", "duplicates"})
         if (m.contains(k) && m[k].is_array())
-          for (const auto& e : m[k]) (std::string(k) == "skipped" ? skipped : ignored).push_back(e);
+          for (const auto& e : m[k])
+            (std::string(k) == "skipped"   ? skipped
+             : std::string(k) == "ignored" ? ignored
+                                           : duplicates)
+                .push_back(e);
       if (m.contains("counts") && m["counts"].is_object())
-        for (const char* k :
-             {"skipped_samples", "skipped_members", "ignored_members", "input_errors"})
+        for (const char* k : {"skipped_samples", "skipped_members", "ignored_members", "duplicates",
+                              "input_errors"})
           if (m["counts"].contains(k) && m["counts"][k].is_number_unsigned())
             counts[k] += m["counts"][k].get<uint64_t>();
       result.samples += p->a.size();
@@ -452,6 +456,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
                           {"skipped_samples", counts["skipped_samples"]},
                           {"skipped_members", counts["skipped_members"]},
                           {"ignored_members", counts["ignored_members"]},
+                          {"duplicates", counts["duplicates"]},
                           {"input_errors", counts["input_errors"]},
                           {"shards", result.shards},
                           {"image_bytes", result.image_bytes}};
@@ -461,6 +466,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
     manifest["schema"] = schema;
     manifest["skipped"] = skipped;
     manifest["ignored"] = ignored;
+    manifest["duplicates"] = duplicates;
     write_file_atomic((staging / kManifestFile).string(),
                       sealed_manifest_text(std::move(manifest)));
 

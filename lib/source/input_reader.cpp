@@ -146,6 +146,17 @@ void InputReader::run(const InputCallbacks& cb) {
   }
 }
 
+void InputReader::run_names_only(const InputCallbacks& cb) {
+  names_only_ = true;
+  try {
+    run(cb);
+  } catch (...) {
+    names_only_ = false;
+    throw;
+  }
+  names_only_ = false;
+}
+
 void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
   InputInfo& info = inputs_[index];
   const std::string where = info.path == "-" ? "standard input" : "archive '" + info.path + "'";
@@ -162,7 +173,7 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
   }
 
   read_entries(index, cb, src, where);
-  if (src.seeked && info.error.empty()) checksum_file(info.path, info);
+  if (src.seeked && info.error.empty() && !names_only_) checksum_file(info.path, info);
 }
 
 void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSource& src,
@@ -232,6 +243,10 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     }
     Member m;
     m.name = std::move(name);
+    if (names_only_) {
+      cb.on_member(index, std::move(m));
+      continue;
+    }
     if (archive_entry_size_is_set(entry))
       m.data.reserve(static_cast<size_t>(archive_entry_size(entry)));
     bool too_big = false;
@@ -289,6 +304,10 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
                     "file is " + human_size(size) + ", over --max-member-size " +
                         human_size(options_.max_member_size),
                     true});
+      continue;
+    }
+    if (names_only_) {
+      cb.on_member(index, Member{name, {}});
       continue;
     }
     int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);

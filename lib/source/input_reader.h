@@ -51,6 +51,10 @@ class InputReader {
   /// skip_errors, which records the error in the input's InputInfo and goes on).
   void run(const InputCallbacks& cb);
 
+  /// Like run(), but hands on members with their name only: their data is skipped (seeked
+  /// over where the input allows, else decompressed and discarded), and CRCs are not final.
+  void run_names_only(const InputCallbacks& cb);
+
   /// Inputs, with sizes known up front; bytes_read and crc32 are final after run().
   const std::vector<InputInfo>& inputs() const { return inputs_; }
   /// Sum of input sizes known before reading (0 when some size is unknown).
@@ -67,6 +71,7 @@ class InputReader {
   std::vector<InputInfo> inputs_;
   InputReaderOptions options_;
   std::atomic<uint64_t> bytes_read_{0};
+  bool names_only_ = false;
 };
 
 }  // namespace tarmac

@@ -17,6 +17,13 @@ bool split_member_name(const std::string& name, std::string& key, std::string& e
   return true;
 }
 
+bool is_hidden_or_metadata(const std::string& name) {
+  if (name.rfind("__MACOSX/", 0) == 0) return true;
+  const size_t slash = name.rfind('/');
+  const std::string base = slash == std::string::npos ? name : name.substr(slash + 1);
+  return !base.empty() && base[0] == '.';
+}
+
 std::string unsafe_name_reason(const std::string& name) {
   if (name.empty()) return "empty member name";
   if (name.front() == '/') return "absolute path";

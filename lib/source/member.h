@@ -12,12 +12,21 @@ struct Member {
   std::vector<uint8_t> data;
 };
 
+/// A sample or member left out as a duplicate under --on-duplicate first|last.
+struct DuplicateNote {
+  std::string member;       ///< the member left out; empty when the whole sample is
+  uint32_t kept_input = 0;  ///< index into all the run's inputs of the one kept
+  std::string reason;       ///< names the key and both inputs
+};
+
 /// Members that share a key (WebDataset convention: `dir/0001.jpg` + `dir/0001.json`).
 struct RawSample {
   std::string key;
   uint32_t input = 0;  ///< index into the run's inputs
   std::vector<Member> members;
   std::vector<std::string> errors;  ///< member-level problems; non-empty = the sample is bad
+  bool dropped = false;  ///< a duplicate left out whole (no members; its note is in duplicates)
+  std::vector<DuplicateNote> duplicates;  ///< what was left out of this key as a duplicate
   uint64_t bytes() const {
     uint64_t n = 0;
     for (const auto& m : members) n += m.data.size();
@@ -29,6 +38,9 @@ struct RawSample {
 /// the file name, the extension the rest, lower-cased. False when the file name has no key
 /// or no extension (hidden files, names without a dot).
 bool split_member_name(const std::string& name, std::string& key, std::string& ext);
+
+/// True for names that are never sample members: hidden files (".name") and "__MACOSX/".
+bool is_hidden_or_metadata(const std::string& name);
 
 /// Why a member name is unsafe to use as a key (absolute, "..", empty component), or "".
 std::string unsafe_name_reason(const std::string& name);

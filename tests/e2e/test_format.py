@@ -168,10 +168,11 @@ class DatasetFormatTest(fx.TmpCase):
                                         "members": 3 * N}])
         image_bytes = int(self.ds.t["__image__.size"].sum() + self.ds.t["__depth__.size"].sum())
         self.assertEqual(m["counts"], {"samples": N, "skipped_samples": 0, "skipped_members": 0, "input_errors": 0,
-                                       "ignored_members": 0, "shards": len(self.ds.shards),
+                                       "ignored_members": 0, "duplicates": 0, "shards": len(self.ds.shards),
                                        "image_bytes": image_bytes})
         self.assertEqual(m["skipped"], [])
         self.assertEqual(m["ignored"], [])
+        self.assertEqual(m["duplicates"], [])
         self.assertEqual(m["schema"], self.ds.schema)
         self.assertEqual([s["name"] for s in m["shards"]], self.ds.shards)
         for s in m["shards"]:

@@ -184,6 +184,39 @@ class ResumeTest(fx.TmpCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("standard input", p.stderr.decode())
 
+    def test_duplicates_are_listed_once_across_a_resume(self):
+        jpg = fx.jpg(fx.smooth_rgb(64, 48), quality=90)
+        a = fx.write_tar(self.path("dup-a.tar"), [m for i in range(120) for m in
+                         (("d/%04d.jpg" % i, jpg), ("d/%04d.json" % i, fx.js({"i": i, "from": "a"})))])
+        b = fx.write_tar(self.path("dup-b.tar"), [m for i in range(60, 180) for m in
+                         (("d/%04d.jpg" % i, jpg), ("d/%04d.json" % i, fx.js({"i": i, "from": "b"})))])
+        ref, out = self.path("dup-ref"), self.path("dup-killed")
+        args = lambda o, *extra: ["convert", a, b, "-o", o, "--on-duplicate", "first", "--size", "32",
+                                  "-j", "2", *extra]
+        self.assertEqual(fx.run(args(ref)).returncode, 0)
+        proc = subprocess.Popen([fx.TARMAC, *args(out, "--checkpoint-every", "0")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
+        while proc.poll() is None:
+            try:
+                with open(cp) as f:
+                    if json.load(f)["entries"] >= 150:  # past some of b's duplicates
+                        break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        p = fx.run(args(out, "--resume"))
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        m, rm = self.manifest(out), self.manifest(ref)
+        self.assertIn("resumed", m)
+        self.assertEqual(m["duplicates"], rm["duplicates"])
+        self.assertEqual(sorted(d["sample"] for d in m["duplicates"]), ["d/%04d" % i for i in range(60, 120)])
+        self.assertEqual(m["counts"], rm["counts"])
+        self.assertTrue(filecmp.cmp(os.path.join(out, "labels.safetensors"),
+                                    os.path.join(ref, "labels.safetensors"), shallow=False))
+
     def test_labels_only_run_resumes(self):
         members = [("l/%04d.json" % i, fx.js({"v": [i, i * 0.5], "name": "n%d" % i})) for i in range(400)]
         archive = fx.write_tar(self.path("labels.tar"), members)

@@ -6,7 +6,10 @@
 #include "common/error.h"
 #include "source/sample_grouper.h"
 
+using tarmac::GrouperOptions;
+using tarmac::KeySet;
 using tarmac::Member;
+using tarmac::OnDuplicate;
 using tarmac::RawSample;
 using tarmac::SampleError;
 using tarmac::SampleGrouper;
@@ -141,22 +144,27 @@ TEST_CASE("SampleGrouper: a key already read from another input is a duplicate")
   std::vector<RawSample> ready;
   add(g, 0, "dir/x.jpg", 4, ready);
   g.flush(ready);
-  try {
-    add(g, 1, "dir/x.jpg", 4, ready);
-    FAIL("expected SampleError");
-  } catch (const SampleError& e) {
-    const std::string msg = e.what();
-    CHECK_THAT(msg, Catch::Contains("'dir/x'"));
-    CHECK_THAT(msg, Catch::Contains("duplicate key"));
-    CHECK_THAT(msg, Catch::Contains("input #1"));
-    CHECK_THAT(msg, !Catch::Contains("--group-window"));
-  }
+  add(g, 1, "dir/x.jpg", 4, ready);
+  add(g, 1, "dir/x.json", 4, ready);  // the same bad sample: one error, not two
   // A new key in the second input is fine, and is tagged with its input.
   add(g, 1, "dir/y.jpg", 4, ready);
   g.flush(ready);
-  REQUIRE(ready.size() == 2);
-  CHECK(ready[1].key == "dir/y");
+  REQUIRE(keys(ready) == std::vector<std::string>{"dir/x", "dir/x", "dir/y"});
+  REQUIRE(ready[1].errors.size() == 1);
+  const std::string msg = ready[1].errors[0];
+  CHECK_THAT(msg, Catch::Contains("'dir/x'"));
+  CHECK_THAT(msg, Catch::Contains("duplicate key"));
+  CHECK_THAT(msg, Catch::Contains("input #1"));
+  CHECK_THAT(msg, Catch::Contains("input #2"));
+  CHECK_THAT(msg, !Catch::Contains("--group-window"));
   CHECK(ready[1].input == 1);
+  CHECK(ready[0].errors.empty());
+  CHECK(ready[2].input == 1);
+  // A third input still names the first one: the bad sample did not take the key over.
+  add(g, 2, "dir/x.jpg", 4, ready);
+  g.flush(ready);
+  REQUIRE(ready.size() == 4);
+  CHECK_THAT(ready[3].errors.at(0), Catch::Contains("input #3") && Catch::Contains("input #1"));
 }
 
 TEST_CASE("SampleGrouper: a member name repeated within a sample is a sample error") {
@@ -195,9 +203,129 @@ TEST_CASE("SampleGrouper: many samples keep their order and byte accounting") {
   }
 }
 
-TEST_CASE("key_hash is 64-bit FNV-1a") {
-  // Reference values of the FNV-1a 64-bit test suite.
-  CHECK(tarmac::key_hash("") == 0xcbf29ce484222325ull);
-  CHECK(tarmac::key_hash("a") == 0xaf63dc4c8601ec8cull);
-  CHECK(tarmac::key_hash("foobar") == 0x85944171f73967e8ull);
+GrouperOptions named(OnDuplicate d, const KeySet* kept = nullptr) {
+  GrouperOptions o;
+  o.window_bytes = 1 << 20;
+  o.on_duplicate = d;
+  o.input_names = {"a.tar", "b.tar", "c.tar"};
+  o.kept = kept;
+  return o;
+}
+
+TEST_CASE("SampleGrouper: a duplicate key's error names both inputs") {
+  SampleGrouper g(named(OnDuplicate::Error));
+  std::vector<RawSample> ready;
+  add(g, 0, "k/1.jpg", 4, ready);
+  g.flush(ready);
+  add(g, 2, "k/1.json", 4, ready);
+  g.flush(ready);
+  REQUIRE(ready.size() == 2);
+  CHECK(!ready[1].dropped);
+  REQUIRE(ready[1].errors.size() == 1);
+  const std::string msg = ready[1].errors[0];
+  CHECK_THAT(msg, Catch::Contains("'k/1'"));
+  CHECK_THAT(msg, Catch::Contains("of 'c.tar'"));
+  CHECK_THAT(msg, Catch::Contains("from 'a.tar'"));
+  CHECK_THAT(msg, Catch::Contains("--on-duplicate"));
+}
+
+TEST_CASE("SampleGrouper: --on-duplicate first leaves later samples of a key out, noted") {
+  SampleGrouper g(named(OnDuplicate::First));
+  std::vector<RawSample> ready;
+  add(g, 0, "k/1.jpg", 4, ready);
+  add(g, 0, "k/2.jpg", 4, ready);
+  g.flush(ready);
+  add(g, 1, "k/1.jpg", 5, ready);
+  add(g, 1, "k/1.json", 6, ready);
+  add(g, 1, "k/3.jpg", 7, ready);
+  g.flush(ready);
+  add(g, 2, "k/1.jpg", 8, ready);
+  g.flush(ready);
+  CHECK(keys(ready) == std::vector<std::string>{"k/1", "k/2", "k/1", "k/3", "k/1"});
+  CHECK(!ready[0].dropped);
+  CHECK(names(ready[0]) == std::vector<std::string>{"k/1.jpg"});
+  CHECK(ready[0].bytes() == 4);
+  for (size_t i : {2, 4}) {
+    INFO(i);
+    CHECK(ready[i].dropped);
+    CHECK(ready[i].members.empty());
+    REQUIRE(ready[i].duplicates.size() == 1);
+    CHECK(ready[i].duplicates[0].member.empty());
+    CHECK(ready[i].duplicates[0].kept_input == 0);
+    CHECK(ready[i].duplicates[0].reason ==
+          "duplicate key 'k/1': kept the one from 'a.tar' (--on-duplicate first)");
+  }
+  CHECK(ready[2].input == 1);
+  CHECK(ready[4].input == 2);
+  CHECK(!ready[3].dropped);
+  CHECK(g.pending_bytes() == 0);
+}
+
+TEST_CASE("SampleGrouper: a member twice in a sample keeps the first or the last") {
+  for (auto d : {OnDuplicate::First, OnDuplicate::Last}) {
+    SampleGrouper g(named(d));
+    std::vector<RawSample> ready;
+    g.add(0, Member{"s.json", {1}}, "s", ready);
+    g.add(0, Member{"s.jpg", {2, 2}}, "s", ready);
+    g.add(0, Member{"s.json", {3, 3, 3}}, "s", ready);
+    CHECK(g.pending_bytes() == (d == OnDuplicate::First ? 3u : 5u));
+    g.flush(ready);
+    REQUIRE(ready.size() == 1);
+    const RawSample& s = ready[0];
+    CHECK(s.errors.empty());
+    CHECK(!s.dropped);
+    REQUIRE(s.duplicates.size() == 1);
+    CHECK(s.duplicates[0].member == "s.json");
+    CHECK(s.duplicates[0].kept_input == 0);
+    if (d == OnDuplicate::First) {
+      CHECK(names(s) == std::vector<std::string>{"s.json", "s.jpg"});
+      CHECK(s.members[0].data == std::vector<uint8_t>{1});
+      CHECK_THAT(s.duplicates[0].reason, Catch::Contains("kept the first (--on-duplicate first)"));
+    } else {
+      CHECK(names(s) == std::vector<std::string>{"s.jpg", "s.json"});
+      CHECK(s.members[1].data == std::vector<uint8_t>{3, 3, 3});
+      CHECK_THAT(s.duplicates[0].reason, Catch::Contains("kept the last (--on-duplicate last)"));
+    }
+  }
+}
+
+TEST_CASE("SampleGrouper: --on-duplicate last leaves out what the pre-pass did not keep") {
+  // The pre-pass found k/1 last in c.tar and k/2 only in a.tar.
+  KeySet kept;
+  kept.assign("k/1", 2);
+  kept.assign("k/2", 0);
+  SampleGrouper g(named(OnDuplicate::Last, &kept));
+  std::vector<RawSample> ready;
+  add(g, 0, "k/1.jpg", 4, ready);
+  add(g, 0, "k/2.jpg", 4, ready);
+  g.flush(ready);
+  add(g, 1, "k/1.jpg", 4, ready);
+  g.flush(ready);
+  add(g, 2, "k/1.jpg", 9, ready);
+  g.flush(ready);
+  REQUIRE(keys(ready) == std::vector<std::string>{"k/1", "k/2", "k/1", "k/1"});
+  CHECK(ready[0].dropped);
+  CHECK(!ready[1].dropped);
+  CHECK(ready[2].dropped);
+  CHECK(!ready[3].dropped);
+  CHECK(ready[3].bytes() == 9);
+  CHECK(ready[0].duplicates.at(0).reason ==
+        "duplicate key 'k/1': kept the one from 'c.tar' (--on-duplicate last)");
+  CHECK(ready[2].duplicates.at(0).kept_input == 2);
+  // The kept sample's members stay a window error if they come back after it left.
+  CHECK_THROWS_WITH(add(g, 2, "k/1.json", 1, ready), Catch::Contains("--group-window"));
+}
+
+TEST_CASE("SampleGrouper: input indexes are global for a --shard part") {
+  GrouperOptions o = named(OnDuplicate::Error);
+  o.first_input = 1;  // this part reads b.tar and c.tar
+  SampleGrouper g(o);
+  std::vector<RawSample> ready;
+  add(g, 0, "k/1.jpg", 4, ready);
+  g.flush(ready);
+  CHECK(ready.at(0).input == 0);  // the reader's own index
+  add(g, 1, "k/1.jpg", 4, ready);
+  g.flush(ready);
+  CHECK_THAT(ready.at(1).errors.at(0),
+             Catch::Contains("of 'c.tar'") && Catch::Contains("from 'b.tar'"));
 }
