@@ -17,7 +17,7 @@ namespace {
 struct Flags {
   std::string crop = "none", size, resize, format = "jpg", on_error = "fail";
   std::string on_duplicate = "error";
-  std::string shard_size = "1G", max_member_size = "1G", group_window = "256M";
+  std::string shard_size = "1G", max_member_size = "1G", group_window = "64M";
   std::string part;  ///< --shard I/N
   std::vector<std::string> boxes;
   std::vector<std::string> ragged;
@@ -242,7 +242,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
   app.add_option("--group-window", f->group_window,
                  "Memory for samples whose members are not adjacent in an archive")
       ->group(in)
-      ->default_str("256M");
+      ->default_str("64M");
 
   auto* beh = "Behaviour";
   app.add_option("--shard-size", f->shard_size, "Largest image shard")

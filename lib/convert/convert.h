@@ -42,7 +42,7 @@ struct ConvertOptions {
   // Limits and behaviour.
   uint64_t max_pixels = 1ull << 28;
   uint64_t max_member_size = 1ull << 30;
-  uint64_t group_window = 256ull << 20;
+  uint64_t group_window = 64ull << 20;
   uint64_t shard_size = 1ull << 30;
   int threads = 0;  ///< 0 = all cores
   bool skip_errors = false;

@@ -24,7 +24,7 @@ enum class OnDuplicate { Error, First, Last };
 const char* on_duplicate_name(OnDuplicate d);
 
 struct GrouperOptions {
-  uint64_t window_bytes = 256ull << 20;
+  uint64_t window_bytes = 64ull << 20;
   OnDuplicate on_duplicate = OnDuplicate::Error;
   /// Every input of the run, for messages ("input #N" when empty).
   std::vector<std::string> input_names;

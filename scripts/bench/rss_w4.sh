@@ -12,7 +12,7 @@ SIZES=("${@:-100000 1000000}")
 TARMAC="${TARMAC:-$ROOT/build/apps/tarmac}"
 THREADS=${THREADS:-2}
 mkdir -p "$WORK"
-echo "| samples | --group-window 256M (default): peak RSS MiB | --group-window 1M: peak RSS MiB |"
+echo "| samples | --group-window 256M (the old default): peak RSS MiB | --group-window 1M: peak RSS MiB |"
 echo "|---|---|---|"
 for n in ${SIZES[*]}; do
   dir="$WORK/w4-$n"

@@ -243,7 +243,13 @@ class SlurmTest(unittest.TestCase):
         cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
         cls.cluster = Cluster(os.path.join(cls.tmp, "cluster"))
         cls.addClassCleanup(cls.cluster.stop)
-        cls.cluster.start()
+        try:
+            cls.cluster.start()
+        except RuntimeError as e:
+            # The machine cannot run the daemons (no /proc access, ports, kernel limits...):
+            # an environment without Slurm, not a failure of the launcher. Say why, loudly.
+            print(f"\ncould not start a one-node Slurm here:\n{e}", file=sys.stderr)
+            raise unittest.SkipTest("a local Slurm did not start (its logs are printed above)")
         print(f"\nSlurm up in {time.monotonic() - started:.1f} s", file=sys.stderr)
 
         cls.inputs = make_inputs(cls.tmp)
