@@ -3,8 +3,9 @@
 #  1. build-asan: the whole project with AddressSanitizer + UndefinedBehaviorSanitizer
 #     (-DTARMAC_SANITIZE=ON) and the whole CTest suite; the e2e and reliability tests run the
 #     instrumented tarmac binary.
-#  2. build-tsan: ThreadSanitizer (-DTARMAC_TSAN=ON), only the tarmac binary, run by the e2e
-#     convert tests: conversion is the only multi-threaded code (reader, workers, writer).
+#  2. build-tsan: ThreadSanitizer (-DTARMAC_TSAN=ON): the tarmac binary, run by the e2e
+#     convert tests (reader, workers, ordered writer), and the CTests labelled `threads` (the
+#     reader's BatchLoader pool), built alone since nothing else there is multi-threaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Any report fails the test that caused it; a leak at exit is a report too.
@@ -26,6 +27,7 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.
   ctest --test-dir build-asan --output-on-failure -R '^python_'
 
 echo "sanitize: TSan" >&2
-cmake -S . -B build-tsan "${FLAGS[@]}" -DTARMAC_TSAN=ON -DTARMAC_BUILD_TESTS=OFF >/dev/null
-cmake --build build-tsan -j2 --target tarmac
+cmake -S . -B build-tsan "${FLAGS[@]}" -DTARMAC_TSAN=ON -DTARMAC_BUILD_TESTS=ON >/dev/null
+cmake --build build-tsan -j2 --target tarmac test_read_dataset
 TARMAC="$PWD/build-tsan/apps/tarmac" /usr/bin/python3 tests/e2e/test_convert.py
+ctest --test-dir build-tsan --output-on-failure -L threads

@@ -406,20 +406,30 @@ BlobEncoding Dataset::encoding(size_t i, std::string_view kind) const {
 }
 
 std::pair<int, int> Dataset::decoded_size(size_t i) const {
-  const BlobEncoding enc = encoding(i);
-  if (enc == BlobEncoding::Raw) {
+  auto where = [&] { return "dataset '" + dir_ + "': sample " + std::to_string(i) + " image"; };
+  int w = 0, h = 0;
+  if (encoding(i) == BlobEncoding::Raw) {
     const BlobRef r = blob_ref(i);
-    return {r.width, r.height};
+    w = r.width;
+    h = r.height;
+  } else {
+    try {
+      const ImageHeader hdr = probe_image(image(i));
+      w = hdr.orientation >= 5 ? hdr.height : hdr.width;
+      h = hdr.orientation >= 5 ? hdr.width : hdr.height;
+    } catch (const ParseError& e) {
+      throw DataError(where() + ": " + e.what());
+    }
   }
-  try {
-    const ImageHeader h = probe_image(image(i));
-    if (h.width > 0 && h.height > 0)
-      return h.orientation >= 5 ? std::pair{h.height, h.width} : std::pair{h.width, h.height};
-  } catch (const ParseError& e) {
-    throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " image: " + e.what());
-  }
-  const Pixels p = decode(i);  // TIFF: the header gives no size
-  return {p.width, p.height};
+  // Checked here, not only when decoding: callers allocate what this returns.
+  if (w <= 0 || h <= 0)
+    throw DataError(where() + " has no valid size (" + std::to_string(w) + "x" + std::to_string(h) +
+                    ")");
+  if (uint64_t(w) * uint64_t(h) > kMaxDecodePixels)
+    throw DataError(where() + " is " + std::to_string(w) + "x" + std::to_string(h) +
+                    ", more than the " + std::to_string(kMaxDecodePixels) +
+                    " pixels tarmac decodes");
+  return {w, h};
 }
 
 void Dataset::decode_into(size_t i, std::span<uint8_t> out, int width, int height,

@@ -149,7 +149,8 @@ class Dataset {
   /// The encoding of sample i's blob, from its tar member's name or its magic bytes.
   BlobEncoding encoding(size_t i, std::string_view kind = "__image__") const;
 
-  /// Width and height of sample i's image as decode() returns it (EXIF orientation applied).
+  /// Width and height of sample i's image as decode() returns it (EXIF orientation applied),
+  /// from its header. Throws DataError when that gives no positive size or over 2^30 pixels.
   std::pair<int, int> decoded_size(size_t i) const;
   /// Decodes sample i's image to RGB uint8 HWC. Throws DataError for corrupt bytes.
   Pixels decode(size_t i) const;

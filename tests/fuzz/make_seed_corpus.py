@@ -1,15 +1,18 @@
 #!/usr/bin/python3
-"""Writes the seed inputs of the fuzz_tar_grouping and fuzz_image_decode corpora.
+"""Writes the seed inputs of the fuzz_tar_grouping, fuzz_image_decode and fuzz_dataset corpora.
 
 The seeds are small, valid (or nearly valid) examples of every format the target reads, so that
 the fuzzer starts from deep inside each parser. Re-running rewrites only these seeds; inputs
 saved from fuzzing runs (crashes, regressions) sit beside them and are kept.
+The fuzz_dataset seeds are datasets made by the real converter: $TARMAC, else build/apps/tarmac.
 """
 import io
 import os
 import struct
+import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 
 import cv2
@@ -84,6 +87,50 @@ def images():
          jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(app1) + 2) + app1 + jpeg[2:])
 
 
+def pack_dataset(d):
+    """fuzz_dataset's input format: [u32le len][labels.safetensors], then [u32le len][shard]..."""
+    with open(os.path.join(d, "labels.safetensors"), "rb") as f:
+        parts = [f.read()]
+    shards = sorted(n for n in os.listdir(d) if n.startswith("shard-") and n.endswith(".tar"))
+    # The fuzz target writes part k as shard-{k:06d}.tar: the converter's own names.
+    assert shards == [f"shard-{k:06d}.tar" for k in range(len(shards))], shards
+    for n in shards:
+        with open(os.path.join(d, n), "rb") as f:
+            parts.append(f.read())
+    return b"".join(struct.pack("<I", len(p)) + p for p in parts)
+
+
+def datasets():
+    tarmac = os.environ.get("TARMAC") or os.path.join(HERE, "..", "..", "build", "apps", "tarmac")
+    rgb = [fx.smooth_rgb(12, 10, seed=k) for k in range(3)]
+    labelled = []
+    for k in range(3):
+        labelled += [(f"s/{k}.png", fx.png(rgb[k])),
+                     (f"s/{k}.json", fx.js({"id": k, "vec": [k, 0.5], "name": f"n{k}",
+                                            "pts": [[k, r] for r in range(k + 1)]})),
+                     (f"s/{k}.depth.png", fx.png(fx.smooth_u16(12, 10, seed=k)))]
+    cases = {
+        "jpg_two_shards": (labelled, ["--size", "8", "--dense", "depth.png", "--shard-size", "1K"]),
+        "png_keep": ([m for m in labelled if not m[0].endswith("depth.png")], ["--format", "keep"]),
+        "raw": ([m for m in labelled if not m[0].endswith("depth.png")],
+                ["--format", "raw", "--size", "6x4", "--resize", "exact"]),
+        "webp": ([m for m in labelled if m[0].endswith(".png") and "depth" not in m[0]],
+                 ["--format", "webp", "--size", "8"]),
+        "no_images": ([m for m in labelled if m[0].endswith(".json")], ["--no-images"]),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (members, flags) in cases.items():
+            src, out = os.path.join(tmp, name + ".tar"), os.path.join(tmp, name)
+            with open(src, "wb") as f:
+                f.write(tar_bytes(members))
+            subprocess.run([tarmac, "convert", "-q", src, "-o", out, *flags], check=True,
+                           stdout=subprocess.DEVNULL)
+            data = pack_dataset(out)
+            assert len(data) < 50_000, (name, len(data))
+            save("fuzz_dataset", name, data)
+
+
 if __name__ == "__main__":
     archives()
     images()
+    datasets()

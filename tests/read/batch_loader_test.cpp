@@ -65,3 +65,47 @@ TEST_CASE("batch errors are clear") {
   BatchLoader resizing(ds, {16, 16, true, 2, {}});
   resizing.load({0, 1}, {two, {}});
 }
+
+// Run under ThreadSanitizer by scripts/ci-sanitize.sh: many double-buffered batches on four
+// threads (the next batch decodes while this one is checked), resizing on, each batch equal to
+// decoding its samples one by one on this thread.
+TEST_CASE("many prefetched batches on four threads equal single-threaded decoding") {
+  const Dataset ds(fixture_dataset());
+  constexpr int w = 20, h = 15, batch = 5, batches = 24;
+  BatchLoader loader(ds, {w, h, true, 4, {"id", "vec", "__affine__"}});
+  const size_t img = size_t(w) * h * 3;
+  struct Buffers {
+    std::vector<int64_t> idx, ids;
+    std::vector<uint8_t> images;
+    std::vector<double> vecs, affines;
+  };
+  auto make = [&](int b) {
+    Buffers x;
+    for (int j = 0; j < batch; ++j) x.idx.push_back((b * 7 + j * 5) % kSamples);
+    x.images.resize(batch * img);
+    x.ids.resize(batch);
+    x.vecs.resize(batch * 3);
+    x.affines.resize(batch * 6);
+    return x;
+  };
+  auto start = [&](Buffers& x) {
+    loader.start(x.idx, {x.images, {bytes_of(x.ids), bytes_of(x.vecs), bytes_of(x.affines)}});
+  };
+  std::vector<uint8_t> ref(img);
+  Buffers cur = make(0);
+  start(cur);
+  for (int b = 0; b < batches; ++b) {
+    loader.wait();
+    Buffers next = make(b + 1);
+    if (b + 1 < batches) start(next);
+    for (size_t j = 0; j < cur.idx.size(); ++j) {
+      const auto i = static_cast<size_t>(cur.idx[j]);
+      ds.decode_into(i, ref, w, h, true);
+      CHECK(std::memcmp(cur.images.data() + j * img, ref.data(), img) == 0);
+      CHECK(cur.ids[j] == cur.idx[j]);
+      CHECK(std::memcmp(&cur.vecs[3 * j], ds.value("vec", i).bytes.data(), 24) == 0);
+      CHECK(std::memcmp(&cur.affines[6 * j], ds.affine(i).data(), 48) == 0);
+    }
+    cur = std::move(next);
+  }
+}

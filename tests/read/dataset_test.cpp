@@ -184,3 +184,34 @@ TEST_CASE("hostile annotation files give errors, never crashes") {
     CHECK_THROWS_AS(Dataset(dir), FatalError);
   }
 }
+
+// fuzz_dataset found it (corpus/fuzz_dataset/decoded_size_without_size_recursed): an image
+// header without a size sent decoded_size into decode, which asked decoded_size again, until
+// the stack overflowed. A claimed size over the decode limit made decode allocate it first.
+TEST_CASE("decoded_size of an image header with no or a huge size is a DataError") {
+  const std::string dir = copy_fixture("header_size");
+  const std::vector<std::pair<uint32_t, uint32_t>> sizes{{0, 24}, {32, 0}, {100000, 100000}};
+  std::vector<std::pair<std::string, size_t>> where;  // shard file, image offset
+  {
+    const Dataset ds(dir);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const BlobRef r = ds.blob_ref(i);
+      where.emplace_back(dir + "/" + ds.shard_names()[size_t(r.shard)], size_t(r.offset));
+    }
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto bytes = read_all(where[i].first);
+    // The PNG's IHDR: width and height, big-endian, at bytes 16 and 20.
+    for (size_t b = 0; b < 4; ++b) {
+      bytes[where[i].second + 16 + b] = uint8_t(sizes[i].first >> (24 - 8 * b));
+      bytes[where[i].second + 20 + b] = uint8_t(sizes[i].second >> (24 - 8 * b));
+    }
+    write_all(where[i].first, bytes);
+  }
+  const Dataset ds(dir);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    CHECK_THROWS_AS(ds.decoded_size(i), DataError);
+    CHECK_THROWS_AS(ds.decode(i), DataError);
+  }
+  CHECK(ds.decoded_size(3) == std::pair{kWidth, kHeight});
+}
