@@ -8,7 +8,7 @@
 
 namespace tarmac::cli {
 
-enum ExitCode { kOk = 0, kDataError = 1, kUsageError = 2, kIoError = 3 };
+enum ExitCode { kOk = 0, kDataError = 1, kUsageError = 2 };
 
 struct GlobalFlags {
   bool json = false;

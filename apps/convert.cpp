@@ -145,7 +145,7 @@ uint64_t parse_bytes(const std::string& text) {
   }
   std::string unit = text.substr(used);
   double mult = 1;
-  if (unit == "" || unit == "B")
+  if (unit.empty() || unit == "B")
     mult = 1;
   else if (unit == "K" || unit == "KiB")
     mult = 1024.0;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <map>
 
 #include "apps/commands.h"
@@ -36,7 +37,7 @@ const Command kCommands[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   CLI::App app{
       "tarmac converts raw training data (tar archives of images with per-sample label files)\n"
       "into training-ready data, once: pre-cropped images in plain tar shards and every label\n"
@@ -70,7 +71,19 @@ int main(int argc, char** argv) {
                     : verbose ? spdlog::level::debug
                               : spdlog::level::info);
   g.verbosity = quiet ? -1 : verbose ? 1 : 0;
-  for (auto& [sub, run] : runners)
-    if (sub->parsed()) return run();
+  for (auto& [sub, run] : runners) {
+    if (!sub->parsed()) continue;
+    // Each command reports its own errors; this is for what none of them expected (out of
+    // memory, a filesystem error outside the library's checks): a message, not an abort.
+    try {
+      return run();
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+      return tarmac::cli::kDataError;
+    }
+  }
   return tarmac::cli::kUsageError;
+} catch (const std::exception& e) {  // before the logger exists (e.g. setting up the options)
+  std::fprintf(stderr, "tarmac: error: %s\n", e.what());
+  return tarmac::cli::kDataError;
 }

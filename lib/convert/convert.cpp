@@ -364,7 +364,7 @@ class DatasetWriter {
       for (const auto& d : o_.dense) blobs.push_back("__" + dense_name(d) + "__");
     }
     meta["blobs"] = blobs.dump();
-    const fs::path path = staging_ / kLabelsFile;
+    fs::path path = staging_ / kLabelsFile;
     write_safetensors(path.string(), std::move(t), meta);
     return path;
   }
@@ -796,6 +796,7 @@ ConvertResult convert(const ConvertOptions& o,
     });
 
     std::vector<std::thread> workers;
+    workers.reserve(static_cast<size_t>(threads));
     for (int i = 0; i < threads; ++i)
       workers.emplace_back([&] {
         while (auto it = pipe.take()) {

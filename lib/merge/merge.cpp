@@ -33,7 +33,7 @@ constexpr const char* kLabelsFile = "labels.safetensors";
 constexpr const char* kManifestFile = "manifest.json";
 constexpr uint64_t kChunk = 1 << 16;  // elements converted at a time
 
-struct Part {
+struct Part {  // NOLINT(bugprone-exception-escape): moved only while parts are read
   std::string path;
   Annotation a;
   json manifest;  // {} when the part has none
@@ -215,7 +215,7 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
     int64_t fixed_rows;
   };
   auto ragged = [&](const std::string& name, DType dtype, std::vector<int64_t> inner,
-                    std::function<Source(const Part&)> source) {
+                    const std::function<Source(const Part&)>& source) {
     int64_t total = 0;
     for (const auto& p : parts) {
       const Source s = source(*p);
@@ -249,7 +249,7 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
   };
   // A fixed column: the parts' tensors concatenated (converted to `dtype`).
   auto fixed = [&](const std::string& name, DType dtype, std::vector<int64_t> sample_shape,
-                   std::function<const TensorInfo*(const Part&)> source) {
+                   const std::function<const TensorInfo*(const Part&)>& source) {
     std::vector<int64_t> shape{n64};
     shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
     t.push_back({name, dtype, shape, [&parts, source, dtype](ByteSink& sink) {

@@ -111,7 +111,7 @@ std::string human_size(uint64_t n) {
 
 }  // namespace
 
-InputReader::InputReader(std::vector<std::string> paths, InputReaderOptions options)
+InputReader::InputReader(const std::vector<std::string>& paths, InputReaderOptions options)
     : options_(options) {
   for (auto& p : paths) {
     InputInfo info;

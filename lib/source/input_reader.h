@@ -45,7 +45,7 @@ struct FdSource;
 
 class InputReader {
  public:
-  InputReader(std::vector<std::string> paths, InputReaderOptions options);
+  InputReader(const std::vector<std::string>& paths, InputReaderOptions options);
 
   /// Reads every input in order. Throws FatalError for an unreadable input (unless
   /// skip_errors, which records the error in the input's InputInfo and goes on).

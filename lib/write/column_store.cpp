@@ -49,7 +49,7 @@ void read_element(DType t, const uint8_t* p, double& d, int64_t& i, uint64_t& u,
       i = load<uint8_t>(p);
       break;
     case DType::I8:
-      i = load<int8_t>(p);
+      i = load<int8_t>(p);  // NOLINT(bugprone-signed-char-misuse): I8 is signed
       break;
     case DType::U16:
       i = load<uint16_t>(p);

@@ -40,7 +40,7 @@ struct UstarName {
 std::optional<UstarName> split_ustar_name(std::string_view name) {
   if (!is_ascii(name)) return std::nullopt;
   if (name.size() <= 100) return UstarName{{}, name};
-  for (size_t slash = name.find('/'); slash != std::string_view::npos && slash <= 155;
+  for (size_t slash = name.find('/'); slash <= 155;  // npos > 155
        slash = name.find('/', slash + 1)) {
     const size_t rest = name.size() - slash - 1;
     if (slash > 0 && rest >= 1 && rest <= 100)
