@@ -33,8 +33,12 @@ void ProgressBar::update(const Progress& p) {
     std::snprintf(buf, sizeof buf, "%3.0f%% ", frac * 100);
     line += buf;
   }
-  std::snprintf(buf, sizeof buf, "%llu samples, %.0f samples/s, %s/s",
-                static_cast<unsigned long long>(p.samples), rate, human_bytes(bps).c_str());
+  if (p.phase)
+    std::snprintf(buf, sizeof buf, "%s read, %s/s", human_bytes(double(p.bytes_read)).c_str(),
+                  human_bytes(bps).c_str());
+  else
+    std::snprintf(buf, sizeof buf, "%llu samples, %.0f samples/s, %s/s",
+                  static_cast<unsigned long long>(p.samples), rate, human_bytes(bps).c_str());
   line += buf;
   if (p.skipped) line += ", " + std::to_string(p.skipped) + " skipped";
   if (p.total_bytes > 0 && bps > 0 && !p.final) {
@@ -43,6 +47,7 @@ void ProgressBar::update(const Progress& p) {
                   static_cast<int>(eta) % 60);
     line += buf;
   }
+  if (p.phase) line = std::string(p.phase) + ": " + line;
   std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), p.final ? "\n" : "");
   std::fflush(stderr);
 }

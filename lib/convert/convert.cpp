@@ -701,7 +701,20 @@ ConvertResult convert(const ConvertOptions& o,
       InputReader scan(
           std::vector<std::string>(begin, last ? o.inputs.end() : begin + grouping.first_input),
           ro);
-      kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0);
+      // Progress at most four times a second: the pre-pass reads every archive once more.
+      auto last_report = clock::now();
+      const char* phase = last ? "finding each key's last input (--on-duplicate last)"
+                               : "reading the keys of earlier parts (--on-duplicate first)";
+      kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, [&] {
+        if (!progress || clock::now() - last_report < std::chrono::milliseconds(250)) return;
+        last_report = clock::now();
+        Progress p;
+        p.phase = phase;
+        p.bytes_read = scan.bytes_read();
+        p.total_bytes = scan.total_size();
+        p.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+        progress(p);
+      });
       grouping.kept = &kept;
     }
 

@@ -94,6 +94,9 @@ struct Progress {
   uint64_t samples = 0, skipped = 0, bytes_read = 0, total_bytes = 0;
   double seconds = 0;
   bool final = false;
+  /// Set during a phase before the conversion proper (the --on-duplicate pre-pass): what it
+  /// is; bytes_read/total_bytes then count that phase's reading.
+  const char* phase = nullptr;
 };
 
 /// How --shard I/N splits the input: with at least N inputs, part I gets the contiguous

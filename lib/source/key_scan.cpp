@@ -2,10 +2,12 @@
 
 namespace tarmac {
 
-KeySet scan_kept_keys(InputReader& reader, OnDuplicate keep, uint32_t first_input) {
+KeySet scan_kept_keys(InputReader& reader, OnDuplicate keep, uint32_t first_input,
+                      const std::function<void()>& on_member) {
   KeySet kept;
   InputCallbacks cb;
   cb.on_member = [&](uint32_t input, Member&& m) {
+    if (on_member) on_member();
     std::string key, ext;
     if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) return;
     if (keep == OnDuplicate::Last)

@@ -3,6 +3,7 @@
 // before any sample is converted (an earlier sample may otherwise be written before a later
 // input repeats its key). It reads the inputs' member names only, never their data.
 #include <cstdint>
+#include <functional>
 
 #include "source/input_reader.h"
 #include "source/key_set.h"
@@ -13,6 +14,8 @@ namespace tarmac {
 /// Every key among `reader`'s members (those with a key, not hidden) with the input it is
 /// kept from under `keep` (First or Last), numbered from `first_input` (the index of the
 /// reader's input 0 among all the run's inputs). Throws FatalError as InputReader::run does.
-KeySet scan_kept_keys(InputReader& reader, OnDuplicate keep, uint32_t first_input);
+/// `on_member`, if given, is called after each member (for progress: reader.bytes_read()).
+KeySet scan_kept_keys(InputReader& reader, OnDuplicate keep, uint32_t first_input,
+                      const std::function<void()>& on_member = {});
 
 }  // namespace tarmac

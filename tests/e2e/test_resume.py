@@ -85,6 +85,8 @@ class ResumeTest(fx.TmpCase):
         self.assertIn("resumed an interrupted run: %d sample(s)" % done, p.stderr.decode())
         self.assert_same_as_ref(out)
         self.assertNotIn(".tarmac-partial", os.listdir(out))
+        v = fx.run(["verify", out, "--decode"])  # the resumed run's manifest is sealed and true
+        self.assertEqual(v.returncode, 0, v.stderr.decode(errors="replace"))
         m, ref = self.manifest(out), self.manifest(self.ref)
         self.assertEqual(m["resumed"], {"entries": cp["entries"], "samples": done})
         # Each bad sample recorded once, whether it came before or after the checkpoint.
