@@ -263,6 +263,7 @@ class DatasetWriter {
     key_bytes_ = resume->at("key_bytes").get<uint64_t>();
     shard_names_ = resume->at("shards").get<std::vector<std::string>>();
     shard_crcs_ = resume->at("shard_crcs").get<std::vector<uint32_t>>();
+    shard_sizes_ = resume->at("shard_sizes").get<std::vector<uint64_t>>();
     if (!schema_.fields().empty()) open_label_columns(resume);
     if (const json& open = resume->at("open_shard"); !open.is_null())
       tar_ = std::make_unique<TarWriter>((staging_ / shard_names_.back()).string(),
@@ -278,10 +279,7 @@ class DatasetWriter {
     j["key_bytes"] = key_bytes_;
     j["shards"] = shard_names_;
     j["shard_crcs"] = shard_crcs_;
-    json sizes = json::array();
-    for (size_t i = 0; i < shard_crcs_.size(); ++i)
-      sizes.push_back(fs::file_size(staging_ / shard_names_[i]));
-    j["shard_sizes"] = sizes;
+    j["shard_sizes"] = shard_sizes_;
     if (tar_) {
       tar_->sync();
       j["open_shard"] = {{"size", tar_->size()}, {"crc32", tar_->crc32()}};
@@ -386,6 +384,7 @@ class DatasetWriter {
   void close_shard() {
     tar_->finish();
     shard_crcs_.push_back(tar_->crc32());
+    shard_sizes_.push_back(tar_->size());
     tar_.reset();
     shard_closed_ = true;
   }
@@ -422,6 +421,7 @@ class DatasetWriter {
   std::unique_ptr<TarWriter> tar_;
   std::vector<std::string> shard_names_;
   std::vector<uint32_t> shard_crcs_;
+  std::vector<uint64_t> shard_sizes_;  // of the closed shards, for checkpoints
   uint64_t samples_ = 0;
   uint64_t blob_bytes_ = 0;
   uint64_t key_bytes_ = 0;
@@ -499,8 +499,7 @@ std::optional<json> prepare_output(const ConvertOptions& o, const fs::path& out,
 // modification time.
 json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& inputs) {
   json opts = o.options_json.empty() ? json::object() : json::parse(o.options_json);
-  for (const char* k :
-       {"threads", "--threads", "--overwrite", "--resume", "--checkpoint-every", "--output"})
+  for (const char* k : {"threads", "--overwrite", "--resume", "--checkpoint-every", "--output"})
     opts.erase(k);
   json ins = json::array();
   for (const auto& in : inputs) {

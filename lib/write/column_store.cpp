@@ -1,7 +1,6 @@
 #include "write/column_store.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -174,17 +173,7 @@ SpillColumn::SpillColumn(std::string name, std::string path)
 
 SpillColumn::SpillColumn(std::string name, std::string path, Mark at)
     : name_(std::move(name)), path_(std::move(path)), count_(at.count), flushed_(at.bytes) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd_ < 0) throw_io_error("cannot reopen column spill file", path_, errno);
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) throw_io_error("cannot stat", path_, errno);
-  if (static_cast<uint64_t>(st.st_size) < at.bytes)
-    throw FatalError("column spill file '" + path_ + "' holds " + std::to_string(st.st_size) +
-                     " bytes, fewer than the " + std::to_string(at.bytes) +
-                     " its checkpoint recorded");
-  if (::ftruncate(fd_, static_cast<off_t>(at.bytes)) != 0 ||
-      ::lseek(fd_, static_cast<off_t>(at.bytes), SEEK_SET) < 0)
-    throw_io_error("cannot cut back column spill file", path_, errno);
+  fd_ = reopen_cut_back(path_, at.bytes);
   buffer_.reserve(kBufferSize);
 }
 

@@ -55,25 +55,36 @@ void OutputFile::open(std::string path) {
   fd_ = fd;
 }
 
+int reopen_cut_back(const std::string& path, uint64_t size) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) throw_io_error("cannot reopen for writing", path, errno);
+  struct stat st {};
+  std::string error;
+  if (::fstat(fd, &st) != 0) {
+    error = std::strerror(errno);
+  } else if (static_cast<uint64_t>(st.st_size) < size) {
+    error = "it holds " + std::to_string(st.st_size) + " bytes, fewer than the " +
+            std::to_string(size) + " its checkpoint recorded";
+  } else if (::ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+             ::lseek(fd, static_cast<off_t>(size), SEEK_SET) < 0) {
+    error = std::strerror(errno);
+  }
+  if (!error.empty()) {
+    ::close(fd);
+    throw FatalError("cannot resume writing '" + path + "': " + error);
+  }
+  return fd;
+}
+
 void OutputFile::reopen_at(std::string path, uint64_t size) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   position_ = 0;
   path_ = std::move(path);
-  int fd;
-  do {
-    fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) throw_io_error("cannot reopen for writing", path_, errno);
-  fd_ = fd;
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) throw_io_error("cannot stat", path_, errno);
-  if (static_cast<uint64_t>(st.st_size) < size)
-    throw FatalError("'" + path_ + "' holds " + std::to_string(st.st_size) +
-                     " bytes, fewer than the " + std::to_string(size) + " expected");
-  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0 ||
-      ::lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0)
-    throw_io_error("cannot cut back", path_, errno);
+  fd_ = reopen_cut_back(path_, size);
   position_ = size;
 }
 

@@ -12,6 +12,11 @@ namespace tarmac {
 /// "no space left on device" for ENOSPC (write actions name the byte count themselves).
 [[noreturn]] void throw_io_error(std::string_view action, const std::string& path, int err);
 
+/// Opens an existing file for writing, cut back to its first `size` bytes and positioned
+/// there (what an interrupted run wrote up to its checkpoint); returns the fd, which the
+/// caller closes. Throws FatalError when the file is missing or shorter than `size`.
+int reopen_cut_back(const std::string& path, uint64_t size);
+
 /// A file opened for writing (created or truncated, mode 0644), closed on destruction.
 /// Unbuffered: every write_all() is a write(2) loop.
 class OutputFile {

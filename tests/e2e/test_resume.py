@@ -21,6 +21,31 @@ SAMPLES = 240
 BAD = {37, 100, 101, 199}  # corrupt JPEGs: skipped under --on-error skip
 
 
+def kill_at_checkpoint(args, out, entries=0, timeout=120):
+    """Runs `tarmac ARGS --checkpoint-every 0` (a checkpoint after every sample) and SIGKILLs it
+    once a checkpoint records at least `entries` entries handled. Returns (exit code, the last
+    checkpoint or None); the exit code is -SIGKILL unless the run finished first."""
+    proc = subprocess.Popen([fx.TARMAC, *args, "--checkpoint-every", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with open(cp) as f:  # renamed into place whole: never half written
+                if json.load(f)["entries"] >= entries:
+                    break
+        except OSError:
+            pass
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    try:
+        with open(cp) as f:
+            return proc.returncode, json.load(f)
+    except OSError:
+        return proc.returncode, None
+
+
 class ResumeTest(fx.TmpCase):
     @classmethod
     def build(cls):
@@ -56,24 +81,10 @@ class ResumeTest(fx.TmpCase):
 
     def kill_after(self, out, entries):
         """Runs with a checkpoint after every sample and SIGKILLs once one records `entries`."""
-        proc = subprocess.Popen([fx.TARMAC, *self.args(out, "--checkpoint-every", "0")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                with open(cp) as f:
-                    if json.load(f)["entries"] >= entries:
-                        break
-            except (OSError, ValueError):
-                pass
-            self.assertIsNone(proc.poll(), "finished before the kill")
-            time.sleep(0.005)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        code, cp = kill_at_checkpoint(self.args(out), out, entries)
+        self.assertEqual(code, -signal.SIGKILL, "finished before the kill")
         self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
-        with open(cp) as f:
-            return json.load(f)
+        return cp
 
     def test_resume_after_kill_equals_uninterrupted_run(self):
         out = self.path("killed")
@@ -105,21 +116,8 @@ class ResumeTest(fx.TmpCase):
         out = self.path("killed-twice")
         first = self.kill_after(out, 60)
         # Resume, and kill the resumed run further on.
-        proc = subprocess.Popen([fx.TARMAC, *self.args(out, "--resume", "--checkpoint-every", "0")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
-        while proc.poll() is None:
-            try:
-                with open(cp) as f:
-                    if json.load(f)["entries"] >= 180:
-                        break
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.005)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        with open(cp) as f:
-            self.assertGreater(json.load(f)["entries"], first["entries"])
+        _, cp = kill_at_checkpoint(self.args(out, "--resume"), out, 180)
+        self.assertGreater(cp["entries"], first["entries"])
         p = fx.run(self.args(out, "--resume"))
         self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
         self.assert_same_as_ref(out)
@@ -148,14 +146,8 @@ class ResumeTest(fx.TmpCase):
         shutil.copy(self.archive, archive)
         out = self.path("changed-input")
         args = lambda *extra: [a if a != self.archive else archive for a in self.args(out, *extra)]
-        proc = subprocess.Popen([fx.TARMAC, *args("--checkpoint-every", "0")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
-        while proc.poll() is None and not os.path.exists(cp):
-            time.sleep(0.005)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        self.assertTrue(os.path.exists(cp), "killed before the first checkpoint")
+        _, cp = kill_at_checkpoint(args(), out)
+        self.assertIsNotNone(cp, "killed before the first checkpoint")
         with open(archive, "ab") as f:
             f.write(b"\0" * 1024)  # two more zero blocks: the same samples, another file
         p = fx.run(args("--resume"))
@@ -196,19 +188,7 @@ class ResumeTest(fx.TmpCase):
         args = lambda o, *extra: ["convert", a, b, "-o", o, "--on-duplicate", "first", "--size", "32",
                                   "-j", "2", *extra]
         self.assertEqual(fx.run(args(ref)).returncode, 0)
-        proc = subprocess.Popen([fx.TARMAC, *args(out, "--checkpoint-every", "0")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
-        while proc.poll() is None:
-            try:
-                with open(cp) as f:
-                    if json.load(f)["entries"] >= 150:  # past some of b's duplicates
-                        break
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.002)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        kill_at_checkpoint(args(out), out, 150)  # past some of b's duplicates
         p = fx.run(args(out, "--resume"))
         self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
         m, rm = self.manifest(out), self.manifest(ref)
@@ -225,13 +205,7 @@ class ResumeTest(fx.TmpCase):
         ref, out = self.path("labels-ref"), self.path("labels-killed")
         args = lambda o, *extra: ["convert", archive, "-o", o, "--no-images", "-j", "2", *extra]
         self.assertEqual(fx.run(args(ref)).returncode, 0)
-        proc = subprocess.Popen([fx.TARMAC, *args(out, "--checkpoint-every", "0")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
-        while proc.poll() is None and not os.path.exists(cp):
-            time.sleep(0.001)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        kill_at_checkpoint(args(out), out)
         p = fx.run(args(out, "--resume"))
         self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
         self.assertTrue(filecmp.cmp(os.path.join(out, "labels.safetensors"),
