@@ -240,7 +240,8 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       ->group(in)
       ->default_str("1G");
   app.add_option("--group-window", f->group_window,
-                 "Memory for samples whose members are not adjacent in an archive")
+                 "Member bytes of samples waiting to be grouped (every sample passes through; "
+                 "members of one sample may lie this far apart in an archive)")
       ->group(in)
       ->default_str("64M");
 
