@@ -272,6 +272,8 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
             problem(key, what + ": decodes to " + std::to_string(w) + "x" + std::to_string(hgt) +
                              " but the annotation file says " + std::to_string(b.width) + "x" +
                              std::to_string(b.height));
+        } catch (const FatalError&) {
+          throw;  // not the data's fault (a codec plugin that cannot be loaded)
         } catch (const std::exception& ex) {
           problem(key, what + " does not decode: " + ex.what());
         }

@@ -206,19 +206,27 @@ VerifyReport verify_dataset(const VerifyOptions& o,
                                           std::max<size_t>(1, results.size()));
   std::mutex mu;
   std::condition_variable all_done;
+  std::exception_ptr failure;  // what stops the check itself (guarded by mu)
   std::vector<std::thread> pool;
   for (size_t t = 0; t < threads; ++t)
     pool.emplace_back([&] {
-      for (size_t s; (s = next.fetch_add(1)) < results.size();) {
-        results[s] = check_shard(a, static_cast<uint32_t>(s), per_shard[s], o.decode, bytes_done);
+      try {
+        for (size_t s; (s = next.fetch_add(1)) < results.size();) {
+          results[s] = check_shard(a, static_cast<uint32_t>(s), per_shard[s], o.decode, bytes_done);
+          std::lock_guard lk(mu);
+          if (finished.fetch_add(1) + 1 == results.size()) all_done.notify_all();
+        }
+      } catch (...) {
         std::lock_guard lk(mu);
-        if (finished.fetch_add(1) + 1 == results.size()) all_done.notify_all();
+        if (!failure) failure = std::current_exception();
+        next.store(results.size());
+        all_done.notify_all();
       }
     });
   {
     std::unique_lock lk(mu);
     while (!all_done.wait_for(lk, std::chrono::milliseconds(250),
-                              [&] { return finished.load() == results.size(); }))
+                              [&] { return finished.load() == results.size() || failure; }))
       if (progress) {
         p.bytes_done = bytes_done.load();
         p.seconds = std::chrono::duration<double>(clock::now() - t0).count();
@@ -226,6 +234,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
       }
   }
   for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
   r.bytes_checked += bytes_done.load();
 
   const json* mshards =

@@ -807,17 +807,29 @@ ConvertResult convert(const ConvertOptions& o,
       pipe.close_input(seq);
     });
 
+    // process_sample turns bad data into the sample's error; what it throws stops the run (a
+    // codec plugin that cannot be loaded, an encoder failure), never std::terminate.
+    std::mutex worker_failure_mu;
+    std::exception_ptr worker_failure;
     std::vector<std::thread> workers;
     workers.reserve(static_cast<size_t>(threads));
     for (int i = 0; i < threads; ++i)
       workers.emplace_back([&] {
-        while (auto it = pipe.take()) {
-          for (Entry& e : it->entries) {
-            if (e.reader_error.empty() && !e.replay && !e.raw.dropped)
-              e.done = process_sample(std::move(e.raw), o);
-            e.raw.members = {};  // the bytes are no longer needed; key and input are
+        try {
+          while (auto it = pipe.take()) {
+            for (Entry& e : it->entries) {
+              if (e.reader_error.empty() && !e.replay && !e.raw.dropped)
+                e.done = process_sample(std::move(e.raw), o);
+              e.raw.members = {};  // the bytes are no longer needed; key and input are
+            }
+            pipe.finish(std::move(*it));
           }
-          pipe.finish(std::move(*it));
+        } catch (...) {
+          {
+            const std::lock_guard lk(worker_failure_mu);
+            if (!worker_failure) worker_failure = std::current_exception();
+          }
+          pipe.cancel();
         }
       });
 
@@ -886,6 +898,7 @@ ConvertResult convert(const ConvertOptions& o,
     reader_thread.join();
     for (auto& w : workers) w.join();
     if (writer_failure) std::rethrow_exception(writer_failure);
+    if (worker_failure) std::rethrow_exception(worker_failure);
     if (reader_failure) std::rethrow_exception(reader_failure);
     if (entries_read < resume_entries)
       throw FatalError("cannot resume: the inputs now hold " + std::to_string(entries_read) +

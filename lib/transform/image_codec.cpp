@@ -4,10 +4,10 @@
 #include <webp/decode.h>
 
 #include <cstring>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "common/error.h"
+#include "transform/opencv_codecs.h"
 
 namespace tarmac {
 namespace {
@@ -134,18 +134,6 @@ cv::Mat decode_jpeg(std::span<const uint8_t> d, const ImageHeader& h) {
   return apply_orientation(out, h.orientation);
 }
 
-cv::Mat opencv_decode(std::span<const uint8_t> d, int flags, const char* what) {
-  cv::Mat buf(1, static_cast<int>(d.size()), CV_8U, const_cast<uint8_t*>(d.data()));
-  cv::Mat m;
-  try {
-    m = cv::imdecode(buf, flags);
-  } catch (const cv::Exception& e) {
-    throw ParseError(std::string("corrupt ") + what + ": " + e.what());
-  }
-  if (m.empty()) throw ParseError(std::string("corrupt or truncated ") + what);
-  return m;
-}
-
 // TIFF: ImageWidth (256) and ImageLength (257) of the first IFD, the page OpenCV decodes.
 // Throws when the IFD or either tag is missing or out of the data, so that no TIFF reaches
 // the decoder with a size that was not checked against --max-pixels.
@@ -256,7 +244,7 @@ cv::Mat decode_image(std::span<const uint8_t> d, uint64_t max_pixels) {
   if (h.format == ImageFormat::Jpeg && !h.cmyk) return decode_jpeg(d, h);
   if (h.format == ImageFormat::Webp) return decode_webp(d, h, false);
   if (h.format == ImageFormat::Png) check_png_complete(d);
-  cv::Mat m = opencv_decode(d, cv::IMREAD_COLOR, "image");
+  cv::Mat m = opencv_decode(d, detail::CvDecodeMode::Bgr8, "image");
   if (m.type() != CV_8UC3) throw ParseError("unexpected pixel type after decoding");
   return m;
 }
@@ -266,7 +254,7 @@ cv::Mat decode_dense(std::span<const uint8_t> d, uint64_t max_pixels) {
   check_image_pixels(h, max_pixels);
   if (h.format == ImageFormat::Webp) return decode_webp(d, h, true);
   if (h.format == ImageFormat::Png) check_png_complete(d);
-  return opencv_decode(d, cv::IMREAD_UNCHANGED, "dense map");
+  return opencv_decode(d, detail::CvDecodeMode::Unchanged, "dense map");
 }
 
 std::vector<uint8_t> encode_image(const cv::Mat& img, OutputFormat format, int quality) {
@@ -288,16 +276,10 @@ std::vector<uint8_t> encode_image(const cv::Mat& img, OutputFormat format, int q
     }
     case OutputFormat::Png:
     case OutputFormat::Webp: {
-      std::vector<uint8_t> out;
-      std::vector<int> params;
-      if (format == OutputFormat::Webp)
-        params = {cv::IMWRITE_WEBP_QUALITY, quality};
-      else
-        params = {cv::IMWRITE_PNG_COMPRESSION,
-                  1};  // zlib level 1: most of the size, a fraction of the time
-      if (!cv::imencode(format == OutputFormat::Png ? ".png" : ".webp", img, out, params))
-        throw FatalError("image encoding failed");
-      return out;
+      // PNG at zlib level 1: most of the size for a fraction of the time.
+      return format == OutputFormat::Png
+                 ? opencv_encode(img, detail::CvEncodeFormat::Png, 1)
+                 : opencv_encode(img, detail::CvEncodeFormat::Webp, quality);
     }
     case OutputFormat::Raw: {
       cv::Mat rgb;

@@ -1,0 +1,26 @@
+#pragma once
+// OpenCV's imgcodecs, loaded on first use from libtarmac_opencv_codecs.so (see
+// opencv_codecs_internal.h for why it is a plugin). Used for PNG, BMP, TIFF and CMYK JPEG;
+// JPEG and WebP never need it.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transform/opencv_codecs_internal.h"
+
+namespace tarmac {
+
+/// Decodes through cv::imdecode. Throws ParseError when the decoder refuses the data
+/// ("corrupt <what>: ..."), FatalError when the plugin cannot be loaded.
+cv::Mat opencv_decode(std::span<const uint8_t> data, detail::CvDecodeMode mode, const char* what);
+
+/// Encodes through cv::imencode; param is the zlib level (PNG) or the quality (WebP).
+/// Throws FatalError when encoding fails or the plugin cannot be loaded.
+std::vector<uint8_t> opencv_encode(const cv::Mat& img, detail::CvEncodeFormat format, int param);
+
+/// The paths tried for the plugin, in order: $TARMAC_OPENCV_CODECS alone when set; else
+/// next to the binary or library holding this code, then where the build put it.
+std::vector<std::string> opencv_codecs_candidates();
+
+}  // namespace tarmac
