@@ -2,12 +2,12 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
+#include "common/crc32.h"
 #include "common/error.h"
 
 namespace tarmac::check {
@@ -47,8 +47,7 @@ std::vector<uint8_t> read_blob(const Annotation& a, size_t kind, uint64_t i) {
     got += static_cast<size_t>(n);
   }
   ::close(fd);
-  const auto crc = static_cast<uint32_t>(
-      ::crc32(::crc32(0, nullptr, 0), out.data(), static_cast<uInt>(out.size())));
+  const uint32_t crc = crc32_of(out);
   if (crc != b.crc32)
     throw FatalError("sample '" + a.key(i) + "': the bytes in '" + path +
                      "' do not match their CRC-32 (corrupt; run tarmac verify)");

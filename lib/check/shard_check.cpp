@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "common/crc32.h"
 #include "common/error.h"
 #include "transform/image_codec.h"
 
@@ -133,14 +134,11 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
   r.size = size;
   if (size > 0) ::madvise(const_cast<uint8_t*>(bytes.data()), size, MADV_SEQUENTIAL);
 
-  uLong crc = ::crc32(0, nullptr, 0);
+  uint32_t crc = 0;
   uint64_t cursor = 0;  // bytes [0, cursor) are in `crc`
   auto feed = [&](uint64_t upto) {
-    while (cursor < upto) {
-      const uint64_t n = std::min<uint64_t>(upto - cursor, 1u << 30);
-      crc = ::crc32(crc, bytes.data() + cursor, static_cast<uInt>(n));
-      cursor += n;
-    }
+    if (upto > cursor) crc = crc32_update(crc, bytes.data() + cursor, upto - cursor);
+    cursor = std::max(cursor, upto);
   };
   size_t j = 0;      // next expected blob
   uint64_t pos = 0;  // next header
@@ -237,15 +235,10 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
         problem(key, what + ": tar member is named '" + member + "', not '" + key + ".EXT'");
       feed(data);
       const uint8_t* p = bytes.data() + data;
-      uLong c = ::crc32(0, nullptr, 0);
-      for (uint64_t done = 0; done < msize;) {
-        const uint64_t n = std::min<uint64_t>(msize - done, 1u << 30);
-        c = ::crc32(c, p + done, static_cast<uInt>(n));
-        done += n;
-      }
-      crc = ::crc32_combine(crc, c, static_cast<z_off_t>(msize));
+      const uint32_t c = crc32_update(0, p, msize);
+      crc = static_cast<uint32_t>(::crc32_combine(crc, c, static_cast<z_off_t>(msize)));
       cursor = data + msize;
-      if (static_cast<uint32_t>(c) != b.crc32) {
+      if (c != b.crc32) {
         char buf[96];
         std::snprintf(buf, sizeof buf,
                       ": CRC-32 of the stored bytes is %08x, the annotation file says %08x",

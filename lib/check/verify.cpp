@@ -1,7 +1,5 @@
 #include "check/verify.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -14,6 +12,7 @@
 #include <thread>
 
 #include "check/shard_check.h"
+#include "common/crc32.h"
 
 namespace tarmac::check {
 namespace fs = std::filesystem;
@@ -31,13 +30,7 @@ std::string hex(uint32_t v) {
 }
 
 uint32_t crc_of(const uint8_t* p, uint64_t n) {
-  uLong c = ::crc32(0, nullptr, 0);
-  for (uint64_t done = 0; done < n;) {
-    const uint64_t k = std::min<uint64_t>(n - done, 1u << 30);
-    c = ::crc32(c, p + done, static_cast<uInt>(k));
-    done += k;
-  }
-  return static_cast<uint32_t>(c);
+  return crc32_update(0, p, n);
 }
 
 // Reads and parses manifest.json and checks its own seal: "manifest_crc32" is the CRC-32 of

@@ -1,11 +1,10 @@
 #include "convert/sample_processor.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "common/crc32.h"
 #include "common/error.h"
 #include "labels/json_labels.h"
 #include "labels/npy.h"
@@ -130,7 +129,7 @@ void transform_boxes(SampleField& f, bool xyxy, const Affine& m) {
 }
 
 uint32_t crc_of(const std::vector<uint8_t>& b) {
-  return static_cast<uint32_t>(::crc32_z(0, b.data(), b.size()));
+  return crc32_of(b);
 }
 
 std::vector<uint8_t> encode_dense(const cv::Mat& m, const std::string& member) {

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "common/crc32.h"
 #include "common/error.h"
 #include "common/utf8.h"
 
@@ -44,8 +44,7 @@ la_ssize_t read_cb(struct archive*, void* client, const void** out) {
     src->read_error = std::strerror(errno);
     return -1;
   }
-  src->info->crc32 = static_cast<uint32_t>(
-      ::crc32_z(src->info->crc32, src->buffer.data(), static_cast<size_t>(n)));
+  src->info->crc32 = crc32_update(src->info->crc32, src->buffer.data(), static_cast<size_t>(n));
   src->info->bytes_read += static_cast<uint64_t>(n);
   src->total->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
   *out = src->buffer.data();
@@ -70,7 +69,7 @@ void checksum_file(const std::string& path, InputInfo& info) {
     const ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    crc = static_cast<uint32_t>(::crc32_z(crc, buf.data(), static_cast<size_t>(n)));
+    crc = crc32_update(crc, buf.data(), static_cast<size_t>(n));
     total += static_cast<uint64_t>(n);
   }
   ::close(fd);
@@ -327,8 +326,7 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
       got += static_cast<size_t>(n);
     }
     ::close(fd);
-    if (size > 0)  // crc32_z(crc, nullptr, 0) returns 0, not crc
-      info.crc32 = static_cast<uint32_t>(::crc32_z(info.crc32, m.data.data(), size));
+    info.crc32 = crc32_update(info.crc32, m.data.data(), size);
     info.bytes_read += size;
     bytes_read_.fetch_add(size, std::memory_order_relaxed);
     cb.on_member(index, std::move(m));

@@ -7,8 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include <zlib.h>
-
+#include "common/crc32.h"
 #include "common/error.h"
 
 namespace tarmac {
@@ -176,12 +175,7 @@ uint64_t TarWriter::add(std::string_view member_name, std::span<const uint8_t> d
 
 void TarWriter::write(std::span<const uint8_t> bytes) {
   file_.write_all(bytes);
-  // zlib's length argument is 32-bit: feed it in slices.
-  for (size_t done = 0; done < bytes.size();) {
-    const size_t n = std::min<size_t>(bytes.size() - done, size_t{1} << 30);
-    crc_ = static_cast<uint32_t>(::crc32(crc_, bytes.data() + done, static_cast<uInt>(n)));
-    done += n;
-  }
+  crc_ = crc32_update(crc_, bytes.data(), bytes.size());
 }
 
 void TarWriter::finish() {
