@@ -100,13 +100,26 @@ void resolve_geometry(const Flags& f, ConvertOptions& o) {
     g.resize = ResizeMode::Fit;
   else if (resize == "none")
     g.resize = ResizeMode::None;
+  else if (resize == "bucket")
+    g.resize = ResizeMode::Bucket;
   else
     throw CLI::ValidationError("--resize",
-                               "'" + resize + "': use exact, shorter, longer, fit or none");
+                               "'" + resize + "': use exact, shorter, longer, fit, bucket or none");
   if (g.resize != ResizeMode::None && f.size.empty())
     throw CLI::ValidationError("--resize", "needs --size");
   if ((g.resize == ResizeMode::Shorter || g.resize == ResizeMode::Longer) && !single)
     throw CLI::ValidationError("--size", "--resize shorter/longer takes one number, not WxH");
+  if (g.resize == ResizeMode::Bucket) {
+    if (g.crop == CropMode::Center) g.crop = CropMode::None;  // the bucket's aspect decides
+    if (g.bucket_step < 1 || g.bucket_step > 4096)
+      throw CLI::ValidationError("--bucket-step", "must be 1..4096");
+    if (!(g.bucket_max_ratio >= 1))
+      throw CLI::ValidationError("--bucket-max-ratio", "must be >= 1");
+    if (aspect_buckets(int64_t{g.width} * g.height, g.bucket_step, g.bucket_max_ratio).empty())
+      throw CLI::ValidationError("--size", "--resize bucket: an area of " + f.size +
+                                               " holds no bucket of --bucket-step " +
+                                               std::to_string(g.bucket_step));
+  }
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -171,6 +184,8 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       "      --square --size 224 --points keypoints2d --boxes bbox_xywh --quality 95\n"
       "  # depth pairs: centre crop, depth maps follow by nearest neighbour, 16 bits kept\n"
       "  tarmac convert depth.tar -o out/ --crop center --size 480 --dense depth.png --format png\n"
+      "  # captioned photos into aspect-ratio buckets of ~1024x1024 pixels (sides /64)\n"
+      "  tarmac convert photos.tar -o out/ --resize bucket --size 1024\n"
       "  # from a pipe\n"
       "  curl -s https://host/data.tar | tarmac convert - -o out/ --crop center --size 256\n\n"
       "Samples are members sharing a key: dir/0001.jpg + dir/0001.json form sample dir/0001.\n"
@@ -202,10 +217,19 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
                "Grow a box/field region to a square (side = longer side)")
       ->group(tr);
   app.add_option("--size", f->size, "Output size: N or WxH")->group(tr);
-  app.add_option(
-         "--resize", f->resize,
-         "exact | shorter | longer | fit | none  (default: exact with a crop, shorter without)")
+  app.add_option("--resize", f->resize,
+                 "exact | shorter | longer | fit | bucket | none  (default: exact with a crop, "
+                 "shorter without). bucket: the aspect-ratio bucket of area --size^2 (or W*H) "
+                 "closest to the image's, centre-cropped to it")
       ->group(tr);
+  app.add_option("--bucket-step", o->geometry.bucket_step,
+                 "--resize bucket: bucket sides are multiples of this")
+      ->group(tr)
+      ->default_val(64);
+  app.add_option("--bucket-max-ratio", o->geometry.bucket_max_ratio,
+                 "--resize bucket: the most elongated bucket (longer / shorter side)")
+      ->group(tr)
+      ->default_val(4.0);
   app.add_option("--points", o->points,
                  "Label fields of points [..., >=2] (x, y first) to transform")
       ->group(tr);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "common/error.h"
 
@@ -24,7 +25,52 @@ int round_size(double v) {
   return std::max(1, static_cast<int>(std::lround(v)));
 }
 
+// The largest region centred in r with aspect ratio a = width / height.
+Region centred_with_aspect(const Region& r, double a) {
+  double cw = r.width(), ch = r.height();
+  if (cw / ch > a)
+    cw = ch * a;
+  else
+    ch = cw / a;
+  const double cx = (r.x0 + r.x1) / 2, cy = (r.y0 + r.y1) / 2;
+  return {cx - cw / 2, cy - ch / 2, cx + cw / 2, cy + ch / 2};
+}
+
 }  // namespace
+
+std::vector<std::pair<int, int>> aspect_buckets(int64_t area, int step, double max_ratio) {
+  std::vector<std::pair<int, int>> out;
+  if (step <= 0 || area < int64_t{step} * step) return out;
+  for (int64_t w = step; w * step <= area; w += step) {
+    const int64_t h = area / w / step * step;
+    if (h > w) continue;  // portrait buckets are the landscape ones transposed
+    if (static_cast<double>(w) > max_ratio * (1 + 1e-12) * static_cast<double>(h)) break;
+    out.emplace_back(static_cast<int>(w), static_cast<int>(h));
+    if (w != h) out.emplace_back(static_cast<int>(h), static_cast<int>(w));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::pair<int, int> choose_bucket(const std::vector<std::pair<int, int>>& buckets, double w,
+                                  double h) {
+  const double target = std::log(w / h);
+  const std::pair<int, int>* best = &buckets.front();
+  double best_d = std::abs(std::log(static_cast<double>(best->first) / best->second) - target);
+  for (const auto& b : buckets) {
+    const double d = std::abs(std::log(static_cast<double>(b.first) / b.second) - target);
+    const int64_t area = int64_t{b.first} * b.second,
+                  best_area = int64_t{best->first} * best->second;
+    // 1e-12: equal distances computed through different logs must still tie.
+    const bool tie = std::abs(d - best_d) <= 1e-12;
+    if (d < best_d - 1e-12 || (tie && area > best_area) ||
+        (tie && area == best_area && b.first < best->first)) {
+      best = &b;
+      best_d = d;
+    }
+  }
+  return *best;
+}
 
 Geometry compute_geometry(const GeometryOptions& o, int w, int h,
                           const std::optional<Region>& field_box) {
@@ -34,6 +80,7 @@ Geometry compute_geometry(const GeometryOptions& o, int w, int h,
     case CropMode::None:
       break;
     case CropMode::Center: {
+      if (o.resize == ResizeMode::Bucket) break;  // cut to the bucket's aspect below
       const double aspect =
           (o.width > 0 && o.height > 0) ? static_cast<double>(o.width) / o.height : 1.0;
       double cw = w, ch = h;
@@ -65,9 +112,21 @@ Geometry compute_geometry(const GeometryOptions& o, int w, int h,
     }
   }
 
-  const double rw = r.width(), rh = r.height();
   Geometry g;
+  if (o.resize == ResizeMode::Bucket) {
+    const auto buckets =
+        aspect_buckets(int64_t{o.width} * o.height, o.bucket_step, o.bucket_max_ratio);
+    if (buckets.empty())
+      throw std::invalid_argument("no aspect bucket: --size area below --bucket-step squared");
+    const auto [bw, bh] = choose_bucket(buckets, r.width(), r.height());
+    r = centred_with_aspect(r, static_cast<double>(bw) / bh);
+    g.out_width = bw;
+    g.out_height = bh;
+  }
+  const double rw = r.width(), rh = r.height();
   switch (o.resize) {
+    case ResizeMode::Bucket:
+      break;
     case ResizeMode::Exact:
       g.out_width = o.width;
       g.out_height = o.height;

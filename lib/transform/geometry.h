@@ -5,6 +5,8 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tarmac {
 
@@ -18,7 +20,7 @@ struct Region {  // [x0, x1] x [y0, y1]
 };
 
 enum class CropMode { None, Center, Box, Field };
-enum class ResizeMode { Exact, Shorter, Longer, Fit, None };
+enum class ResizeMode { Exact, Shorter, Longer, Fit, None, Bucket };
 
 struct GeometryOptions {
   CropMode crop = CropMode::None;
@@ -27,7 +29,19 @@ struct GeometryOptions {
   bool square = false;        ///< grow the region to a square (side = longer side)
   int width = 0, height = 0;  ///< --size; 0 = not given
   ResizeMode resize = ResizeMode::None;
+  int bucket_step = 64;           ///< ResizeMode::Bucket: sides are multiples of this
+  double bucket_max_ratio = 4.0;  ///< ResizeMode::Bucket: longer side / shorter side at most
 };
+
+/// The aspect-ratio buckets for an area of `area` pixels: for every width w = k * step, the
+/// tallest height h = j * step with w * h <= area; the pairs with w >= h and w / h <=
+/// max_ratio, and each of them transposed. Sorted by width. Empty when none qualifies.
+std::vector<std::pair<int, int>> aspect_buckets(int64_t area, int step, double max_ratio);
+
+/// The bucket whose aspect ratio is closest to w / h in log scale; ties go to the larger
+/// area, then the smaller width. `buckets` must not be empty.
+std::pair<int, int> choose_bucket(const std::vector<std::pair<int, int>>& buckets, double w,
+                                  double h);
 
 struct Geometry {
   Affine m{};
@@ -39,7 +53,9 @@ struct Geometry {
 /// Region of interest for a box [x, y, w, h] (or [x0, y0, x1, y1] when `xyxy`).
 Region region_from_box(const double* v, bool xyxy);
 
-/// Computes region, output size and affine for one source image of size w x h.
+/// Computes region, output size and affine for one source image of size w x h. With
+/// ResizeMode::Bucket the region (the whole image for crop none or center) is cut to the
+/// largest centred part with the aspect ratio of its bucket, which becomes the output size.
 /// `field_box` is the region taken from the sample's label (CropMode::Field).
 /// Throws SampleError when the region or the output would be empty.
 Geometry compute_geometry(const GeometryOptions& o, int src_width, int src_height,

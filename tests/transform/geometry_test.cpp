@@ -1,8 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "transform/geometry.h"
@@ -252,5 +255,57 @@ TEST_CASE("geometry: a box crop resized to its shorter side") {
   CHECK(g.out_height == 50);
   CHECK(g.m[0] == Approx(0.5));  // 50 / 100
   CHECK(g.m[2] == Approx(-100.5 * 0.5 - 0.5));
+  check_maps(g, o.box);
+}
+
+TEST_CASE("geometry: aspect buckets at 1024^2 / 64 are SDXL's") {
+  const auto b = tarmac::aspect_buckets(1024 * 1024, 64, 4.0);
+  // Landscape: every width from 1024 to 2048 in steps of 64 with its tallest height, all of
+  // them in SDXL's published list of training buckets; portrait: the same transposed.
+  const std::vector<std::pair<int, int>> landscape{
+      {1024, 1024}, {1088, 960}, {1152, 896}, {1216, 832}, {1280, 768}, {1344, 768},
+      {1408, 704},  {1472, 704}, {1536, 640}, {1600, 640}, {1664, 576}, {1728, 576},
+      {1792, 576},  {1856, 512}, {1920, 512}, {1984, 512}, {2048, 512}};
+  std::vector<std::pair<int, int>> want = landscape;
+  for (auto [w, h] : landscape)
+    if (w != h) want.emplace_back(h, w);
+  std::sort(want.begin(), want.end());
+  CHECK(b == want);
+  CHECK(tarmac::aspect_buckets(32 * 32, 64, 4.0).empty());
+  CHECK(tarmac::aspect_buckets(64 * 64, 64, 1.0) == std::vector<std::pair<int, int>>{{64, 64}});
+  const auto narrow = tarmac::aspect_buckets(1024 * 1024, 64, 1.5);
+  CHECK(narrow.front() == std::pair{832, 1216});  // 1.46; 1280 x 768 would be 1.67
+  CHECK(narrow.back() == std::pair{1216, 832});
+}
+
+TEST_CASE("geometry: an image goes to the bucket of the closest aspect ratio") {
+  const auto b = tarmac::aspect_buckets(1024 * 1024, 64, 4.0);
+  CHECK(tarmac::choose_bucket(b, 1280, 720) == std::pair{1344, 768});  // 16:9 -> 1.75
+  CHECK(tarmac::choose_bucket(b, 720, 1280) == std::pair{768, 1344});
+  CHECK(tarmac::choose_bucket(b, 500, 500) == std::pair{1024, 1024});
+  CHECK(tarmac::choose_bucket(b, 10000, 100) == std::pair{2048, 512});  // clamped to the widest
+  // Equally far in log scale from 1x1 and 4x1: the larger area wins, whatever the order.
+  const std::vector<std::pair<int, int>> tie{{4, 1}, {2, 2}, {1, 1}};
+  CHECK(tarmac::choose_bucket(tie, 2, 1) == std::pair{2, 2});
+}
+
+TEST_CASE("geometry: bucket resize cuts the image to its bucket's aspect, centred") {
+  GeometryOptions o;
+  o.resize = ResizeMode::Bucket;
+  o.width = o.height = 1024;
+  for (CropMode crop : {CropMode::None, CropMode::Center}) {
+    o.crop = crop;
+    const Geometry g = compute_geometry(o, 1280, 720, std::nullopt);
+    CHECK(g.out_width == 1344);
+    CHECK(g.out_height == 768);
+    // 1.75 * 720 = 1260 of the 1280 columns, centred: x in [9.5, 1269.5]
+    check_maps(g, Region{9.5, -0.5, 1269.5, 719.5});
+  }
+  // A box region is bucketed by its own aspect ratio.
+  o.crop = CropMode::Box;
+  o.box = Region{100, 100, 300, 700};  // 200 x 600 = 1:3 -> 576 x 1728, exactly 1:3
+  const Geometry g = compute_geometry(o, 1280, 720, std::nullopt);
+  CHECK(g.out_width == 576);
+  CHECK(g.out_height == 1728);
   check_maps(g, o.box);
 }
