@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+namespace tarmac {
+struct DatasetSummary;
+}
+
 namespace tarmac::cli {
 
 enum ExitCode { kOk = 0, kDataError = 1, kUsageError = 2 };
@@ -25,6 +29,9 @@ Runner setup_cat(CLI::App& app, const GlobalFlags& g);
 Runner setup_ls(CLI::App& app, const GlobalFlags& g);
 Runner setup_merge(CLI::App& app, const GlobalFlags& g);
 Runner setup_bench(CLI::App& app, const GlobalFlags& g);
+
+/// "1344x768 (120), 1024x1024 (80), and 3 more sizes": the `most` most frequent image sizes.
+std::string sizes_text(const DatasetSummary& s, size_t most = 8);
 
 /// "1.5G" / "512M" / "4096" -> bytes; throws CLI::ValidationError.
 uint64_t parse_bytes(const std::string& text);

@@ -11,6 +11,24 @@
 
 namespace tarmac::cli {
 
+namespace {
+
+constexpr size_t kMaxSizesListed = 1000;  // in --json; the count of distinct sizes is exact
+
+}  // namespace
+
+std::string sizes_text(const DatasetSummary& s, size_t most) {
+  std::string out;
+  for (size_t i = 0; i < s.image_sizes.size() && i < most; ++i) {
+    const auto& z = s.image_sizes[i];
+    out += (i ? ", " : "") + std::to_string(z.width) + "x" + std::to_string(z.height) + " (" +
+           std::to_string(z.samples) + ")";
+  }
+  if (s.image_sizes.size() > most)
+    out += ", and " + std::to_string(s.image_sizes.size() - most) + " more sizes";
+  return out;
+}
+
 Runner setup_info(CLI::App& app, const GlobalFlags& g) {
   auto dir = std::make_shared<std::string>();
   app.add_option("dataset", *dir, "Dataset directory written by tarmac convert")->required();
@@ -50,6 +68,13 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
         tensors.push_back(
             {{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}, {"bytes", t.bytes}});
       j["tensors"] = tensors;
+      nlohmann::ordered_json sizes = nlohmann::ordered_json::array();
+      for (size_t i = 0; i < s.image_sizes.size() && i < kMaxSizesListed; ++i)
+        sizes.push_back({{"width", s.image_sizes[i].width},
+                         {"height", s.image_sizes[i].height},
+                         {"samples", s.image_sizes[i].samples}});
+      j["image_sizes"] = sizes;
+      j["distinct_image_sizes"] = s.image_sizes.size();
       if (!s.manifest_json.empty()) {
         auto m = nlohmann::ordered_json::parse(s.manifest_json, nullptr, false);
         if (!m.is_discarded() && m.contains("counts")) j["counts"] = m["counts"];
@@ -65,6 +90,7 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       if (missing) std::printf("  (%zu MISSING)", missing);
       std::printf("\n  stored blobs        ");
       for (const auto& b : s.blobs) std::printf("%s ", b.c_str());
+      if (!s.image_sizes.empty()) std::printf("\n  image sizes         %s", sizes_text(s).c_str());
       std::printf("\n  fields:\n");
       if (schema.is_object())
         for (const auto& [name, f] : schema.items())

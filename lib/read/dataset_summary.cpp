@@ -1,7 +1,10 @@
 #include "read/dataset_summary.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -11,6 +14,38 @@
 
 namespace tarmac {
 namespace fs = std::filesystem;
+
+namespace {
+
+// Counts the (width, height) pairs of the stored images: one pass over two I32 columns.
+std::vector<DatasetSummary::ImageSize> image_size_histogram(const SafetensorsHeader& h,
+                                                            std::span<const uint8_t> file,
+                                                            uint64_t samples) {
+  const TensorInfo* w = h.find("__image__.width");
+  const TensorInfo* ht = h.find("__image__.height");
+  if (w == nullptr || ht == nullptr) return {};
+  auto column = [&](const TensorInfo* t) {
+    if (t->dtype != DType::I32 || t->end - t->begin != samples * 4 || t->end > file.size())
+      throw ParseError("'" + t->name + "' is not an I32 column of num_samples values");
+    return file.data() + t->begin;
+  };
+  const uint8_t* wp = column(w);
+  const uint8_t* hp = column(ht);
+  std::map<std::pair<int32_t, int32_t>, uint64_t> count;
+  for (uint64_t i = 0; i < samples; ++i) {
+    int32_t a, b;  // little-endian in the file, as on every machine tarmac builds for
+    std::memcpy(&a, wp + i * 4, 4);
+    std::memcpy(&b, hp + i * 4, 4);
+    ++count[{a, b}];
+  }
+  std::vector<DatasetSummary::ImageSize> out;
+  for (const auto& [size, n] : count) out.push_back({size.first, size.second, n});
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& x, const auto& y) { return x.samples > y.samples; });
+  return out;
+}
+
+}  // namespace
 
 DatasetSummary summarize_dataset(const std::string& dir) {
   DatasetSummary s;
@@ -58,6 +93,7 @@ DatasetSummary summarize_dataset(const std::string& dir) {
   }
   for (const auto& t : h.tensors)
     s.tensors.push_back({t.name, std::string(dtype_name(t.dtype)), t.shape, t.end - t.begin});
+  s.image_sizes = image_size_histogram(h, file.bytes(), s.samples);
   std::ifstream m(root / "manifest.json");
   if (m) {
     std::stringstream ss;

@@ -27,6 +27,13 @@ struct DatasetSummary {
   };
   std::vector<Tensor> tensors;
   std::string manifest_json;  ///< empty when there is no manifest
+  struct ImageSize {
+    int32_t width = 0, height = 0;
+    uint64_t samples = 0;
+  };
+  /// How many stored images have each size (`__image__.width/height`), most frequent first
+  /// (then by width, height); empty without images. With --resize bucket: the buckets.
+  std::vector<ImageSize> image_sizes;
 };
 
 /// Reads the summary. Throws FatalError when the directory holds no dataset, ParseError

@@ -79,6 +79,16 @@ FLOOR2=$($PY "$ROOT/scripts/bench/decode_floor.py" w2.tar)
 echo "$W2 / $FLOOR2" | $PY -c "import sys; print(eval(sys.stdin.read()))" > cpu.txt
 row "W2 .tar" "floor: libjpeg-turbo full decode × $THREADS cores" "$($PY -c "print(f'{$FLOOR2 * $THREADS:.1f}')")" "$(ratio "$TW2" "$($PY -c "print($FLOOR2 * $THREADS)")")" "-"
 
+# W2 in aspect-ratio buckets of ~1024² pixels (what SDXL-style fine-tuning caches), against the
+# same task in Python + PIL (the rule of docs/cli.md, written in peer_python.py).
+rm -rf out-w2b; t=$(seconds "$TARMAC" convert w2.tar -o out-w2b --resize bucket --size 1024 --quality 95 --threads "$THREADS")
+TW2B=$(rate "$W2" "$t")
+row "W2 .tar, buckets 1024²" "tarmac, $THREADS threads" "$TW2B" "1.00" "$(( $(cat rss.txt) / 1024 ))"
+rm -rf out-py; t=$(seconds $PY "$ROOT/scripts/bench/peer_python.py" w2.tar out-py --bucket 1024)
+row "W2 .tar, buckets 1024²" "Python tarfile+PIL, 1 process" "$(rate "$W2" "$t")" "$(ratio "$TW2B" "$(rate "$W2" "$t")")" "$(( $(cat rss.txt) / 1024 ))"
+rm -rf out-py; t=$(seconds $PY "$ROOT/scripts/bench/peer_python.py" w2.tar out-py --bucket 1024 --procs "$THREADS")
+row "W2 .tar, buckets 1024²" "Python tarfile+PIL, $THREADS processes" "$(rate "$W2" "$t")" "$(ratio "$TW2B" "$(rate "$W2" "$t")")" "-"
+
 N=$W3
 # W3: depth pairs -> centre crop 480x480 PNG, depth warped by nearest neighbour.
 rm -rf out-w3; t=$(seconds "$TARMAC" convert w3.tar -o out-w3 --crop center --size 480 --format png --dense depth.png --threads "$THREADS")

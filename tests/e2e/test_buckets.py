@@ -2,6 +2,7 @@
 bucket of area --size² whose aspect ratio is closest to its own, centre-cropped to it; checked
 against an independent enumeration of the buckets, the recorded affine, a reference warp of
 the source pixels, and transformed keypoints."""
+import json
 import math
 import os
 import sys
@@ -95,6 +96,24 @@ class BucketTest(fx.TmpCase):
         for i, key in enumerate(a.keys):
             self.assertEqual((int(a.t["__image__.width"][i]), int(a.t["__image__.height"][i])),
                              closest(full, *self.src[key].shape[1::-1]), key)
+
+    def test_summary_and_info_list_the_buckets(self):
+        out = self.path("listed")
+        p, ds = fx.convert(self, [self.archive], "--resize", "bucket", "--size", "128", "--bucket-step", "32",
+                           out=out)
+        count = {}
+        for i in range(len(ds.keys)):
+            wh = (int(ds.t["__image__.width"][i]), int(ds.t["__image__.height"][i]))
+            count[wh] = count.get(wh, 0) + 1
+        line = [x for x in p.stdout.decode().splitlines() if x.strip().startswith("buckets:")]
+        self.assertEqual(len(line), 1, p.stdout.decode())
+        for (w, h), n in count.items():
+            self.assertIn("%dx%d (%d)" % (w, h, n), line[0])
+        info = json.loads(fx.run(["info", out, "--json"]).stdout)
+        self.assertEqual({(z["width"], z["height"]): z["samples"] for z in info["image_sizes"]}, count)
+        self.assertEqual(info["distinct_image_sizes"], len(count))
+        ns = [z["samples"] for z in info["image_sizes"]]
+        self.assertEqual(ns, sorted(ns, reverse=True))
 
     def test_usage_errors(self):
         for flags, says in [(["--resize", "bucket"], "needs --size"),
