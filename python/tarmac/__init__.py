@@ -148,6 +148,42 @@ def indices(n, rank=0, world=1, seed=0, epoch=0, shuffle=True, drop_last=False):
     return out
 
 
+def bucket_batches(dataset, batch_size, rank=0, world=1, seed=0, epoch=0, shuffle=True, drop_last=True):
+    """Rank's batches of epoch `epoch` for a dataset converted with --resize bucket: every batch
+    holds images of one size (one aspect bucket), so it stacks into one array.
+
+    The epoch's order (tarmac.indices over all samples) is grouped by image size, keeping that
+    order within a bucket, and cut into batches of batch_size; a bucket's incomplete last batch
+    is dropped (drop_last) or kept smaller. The batches are then put in a second deterministic
+    order and dealt to the ranks in turn; every rank gets the same number of batches (the
+    remainder is dropped with drop_last, else the first batches are dealt again), so
+    distributed training steps in lockstep. Identical on every machine. Returns a list of
+    int64 arrays."""
+    if batch_size < 1 or world < 1 or not 0 <= rank < world:
+        raise ValueError("need batch_size >= 1 and 0 <= rank < world")
+    n = len(dataset)
+    w = np.asarray(dataset.column("__image__.width"), dtype=np.int64)
+    h = np.asarray(dataset.column("__image__.height"), dtype=np.int64)
+    order = indices(n, 0, 1, seed, epoch, shuffle) if n else np.empty(0, dtype=np.int64)
+    size_key = (w[order] << 32) | h[order]
+    by_size = np.argsort(size_key, kind="stable")
+    grouped = order[by_size]
+    bounds = np.flatnonzero(np.diff(size_key[by_size])) + 1
+    batches = []
+    for group in np.split(grouped, bounds) if n else []:
+        for start in range(0, len(group), batch_size):
+            b = group[start:start + batch_size]
+            if len(b) == batch_size or not drop_last:
+                batches.append(b)
+    if not batches:
+        return []
+    # The batches' own order: a second permutation (another seed stream), the same everywhere.
+    perm = indices(len(batches), 0, 1, seed ^ 0x6275636B6574, epoch, shuffle)
+    batches = [batches[int(i)] for i in perm]
+    per_rank = len(batches) // world if drop_last else -(-len(batches) // world)
+    return [batches[(rank + k * world) % len(batches)] for k in range(per_rank)]
+
+
 class Dataset:
     """A tarmac dataset directory, opened by memory map in constant time.
 

@@ -82,3 +82,35 @@ class DistributedSampler(torch.utils.data.Sampler):
 
     def __len__(self):
         return self.n // self.world if self.drop_last else -(-self.n // self.world)
+
+
+class BucketBatchSampler(torch.utils.data.Sampler):
+    """A batch_sampler for a dataset converted with --resize bucket: each batch holds images of
+    one size, so the default collate stacks them (tarmac.bucket_batches has the rules). Every
+    rank yields the same number of batches. Call set_epoch() before each epoch.
+
+        loader = DataLoader(TarmacDataset(path), batch_sampler=BucketBatchSampler(path, 16))"""
+
+    def __init__(self, dataset, batch_size, rank=None, world=None, seed=0, shuffle=True, drop_last=True):
+        if rank is None or world is None:
+            dist = torch.distributed
+            ready = dist.is_available() and dist.is_initialized()
+            rank = rank if rank is not None else (dist.get_rank() if ready else 0)
+            world = world if world is not None else (dist.get_world_size() if ready else 1)
+        path = getattr(dataset, "path", dataset)
+        self.dataset = dataset if isinstance(dataset, tarmac.Dataset) else tarmac.Dataset(path)
+        self.batch_size, self.rank, self.world = batch_size, rank, world
+        self.seed, self.shuffle, self.drop_last, self.epoch = seed, shuffle, drop_last, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def _batches(self):
+        return tarmac.bucket_batches(self.dataset, self.batch_size, self.rank, self.world, self.seed,
+                                     self.epoch, self.shuffle, self.drop_last)
+
+    def __iter__(self):
+        return iter([b.tolist() for b in self._batches()])
+
+    def __len__(self):
+        return len(self._batches())

@@ -174,5 +174,79 @@ class TorchTest(unittest.TestCase):
             shutil.rmtree(tmp)
 
 
+class BucketBatchesTest(unittest.TestCase):
+    """tarmac.bucket_batches and tarmac.torch.BucketBatchSampler on a --resize bucket dataset."""
+
+    SIZES = [(320, 200)] * 7 + [(200, 320)] * 5 + [(240, 240)] * 9 + [(400, 100)] * 3
+
+    @classmethod
+    def setUpClass(cls):
+        import fixtures as fx
+        cls.tmp = tempfile.mkdtemp(prefix="tarmac-bucket-")
+        members = []
+        for i, (w, h) in enumerate(cls.SIZES):
+            members += [("s%02d.png" % i, fx.png(fx.smooth_rgb(w, h, seed=i))), ("s%02d.cls" % i, str(i).encode())]
+        src = fx.write_tar(os.path.join(cls.tmp, "mixed.tar"), members)
+        cls.out = os.path.join(cls.tmp, "out")
+        subprocess.run([TARMAC, "convert", "-q", src, "-o", cls.out, "--resize", "bucket", "--size", "128",
+                        "--bucket-step", "32"], check=True, stdout=subprocess.DEVNULL)
+        cls.ds = tarmac.Dataset(cls.out)
+        t, _ = st_reader.load(os.path.join(cls.out, "labels.safetensors"))
+        cls.size = {i: (int(t["__image__.width"][i]), int(t["__image__.height"][i])) for i in range(len(cls.SIZES))}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def test_batches_hold_one_size_and_cover_every_full_batch_once(self):
+        per_size = {}
+        for i, wh in self.size.items():
+            per_size.setdefault(wh, []).append(i)
+        self.assertEqual(len(per_size), 4)
+        full = sum(len(v) // 4 * 4 for v in per_size.values())  # 4 + 4 + 8 + 0 = 16
+        for world in (1, 2, 3):
+            got = [tarmac.bucket_batches(self.ds, 4, r, world, seed=5, epoch=1) for r in range(world)]
+            self.assertEqual(len({len(g) for g in got}), 1, "ranks must step in lockstep")
+            flat = [int(i) for g in got for b in g for i in b]
+            for b in (b for g in got for b in g):
+                self.assertEqual(len(b), 4)
+                self.assertEqual(len({self.size[int(i)] for i in b}), 1)
+            self.assertEqual(len(flat), len(set(flat)))  # disjoint between ranks
+            self.assertEqual(len(flat), full // 4 // world * world * 4)
+        # one rank: every sample of a full batch exactly once
+        self.assertEqual(sum(len(b) for b in tarmac.bucket_batches(self.ds, 4, seed=5)), full)
+        # without drop_last: every sample at least once, small last batches allowed
+        every = tarmac.bucket_batches(self.ds, 4, drop_last=False)
+        self.assertEqual(sorted(int(i) for b in every for i in b), list(range(len(self.SIZES))))
+        for b in every:
+            self.assertEqual(len({self.size[int(i)] for i in b}), 1)
+
+    def test_deterministic_per_epoch_and_stackable(self):
+        a = tarmac.bucket_batches(self.ds, 4, seed=3, epoch=0)
+        b = tarmac.bucket_batches(tarmac.Dataset(self.out), 4, seed=3, epoch=0)
+        c = tarmac.bucket_batches(self.ds, 4, seed=3, epoch=1)
+        self.assertEqual([x.tolist() for x in a], [x.tolist() for x in b])
+        self.assertNotEqual([x.tolist() for x in a], [x.tolist() for x in c])
+        for batch in a:
+            images, _ = self.ds.batch(batch)
+            w, h = self.size[int(batch[0])]
+            self.assertEqual(images.shape, (4, h, w, 3))
+
+    def test_torch_batch_sampler(self):
+        try:
+            import torch
+            import tarmac.torch as tt
+        except ImportError:
+            self.skipTest("torch is not installed")
+        sampler = tt.BucketBatchSampler(self.out, 4, rank=0, world=1, seed=1)
+        loader = torch.utils.data.DataLoader(tt.TarmacDataset(self.out), batch_sampler=sampler, num_workers=2)
+        seen = 0
+        for batch in loader:
+            self.assertEqual(batch["image"].shape[0], 4)
+            seen += 4
+        self.assertEqual(seen, 16)
+        self.assertEqual(len(sampler), 4)
+
+
 if __name__ == "__main__":
     unittest.main()
