@@ -174,6 +174,28 @@ int tarmac_blob(const tarmac_dataset* ds, int64_t i, const char* kind, const uin
   });
 }
 
+int tarmac_num_shards(const tarmac_dataset* ds, int64_t* out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(out, "out");
+    *out = static_cast<int64_t>(ds->ds.shard_names().size());
+  });
+}
+
+int tarmac_shard(const tarmac_dataset* ds, int64_t k, const uint8_t** data, size_t* size) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(data, "data");
+    need(size, "size");
+    if (k < 0 || static_cast<uint64_t>(k) >= ds->ds.shard_names().size())
+      throw std::out_of_range("shard " + std::to_string(k) + " out of range for " +
+                              std::to_string(ds->ds.shard_names().size()) + " shards");
+    const auto b = ds->ds.shard_bytes(static_cast<size_t>(k));
+    *data = b.data();
+    *size = b.size();
+  });
+}
+
 int tarmac_blob_ref(const tarmac_dataset* ds, int64_t i, const char* kind, int32_t* shard,
                     int64_t* offset, int64_t* size, uint32_t* crc32, int32_t* width,
                     int32_t* height) {

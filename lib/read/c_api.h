@@ -81,6 +81,11 @@ TARMAC_API int tarmac_blob(const tarmac_dataset* ds, int64_t i, const char* kind
 TARMAC_API int tarmac_blob_ref(const tarmac_dataset* ds, int64_t i, const char* kind,
                                int32_t* shard, int64_t* offset, int64_t* size, uint32_t* crc32,
                                int32_t* width, int32_t* height);
+TARMAC_API int tarmac_num_shards(const tarmac_dataset* ds, int64_t* out);
+/** The mapped bytes of shard k (a whole tar file), valid while `ds` is open: with the
+ * `<kind>.shard/.offset/.size` columns, a binding can slice blobs itself (checking the range). */
+TARMAC_API int tarmac_shard(const tarmac_dataset* ds, int64_t k, const uint8_t** data,
+                            size_t* size);
 /** Sample i's value of field `name` ("__affine__" included); ragged: its slice. */
 TARMAC_API int tarmac_value(const tarmac_dataset* ds, const char* name, int64_t i,
                             tarmac_tensor* out);

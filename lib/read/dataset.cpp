@@ -362,6 +362,10 @@ BlobRef Dataset::blob_ref(size_t i, std::string_view kind) const {
   return r;
 }
 
+std::span<const uint8_t> Dataset::shard_bytes(size_t k) const {
+  return shards_.at(k).bytes();
+}
+
 std::span<const uint8_t> Dataset::blob(size_t i, std::string_view kind) const {
   const BlobRef r = blob_ref(i, kind);
   return shards_[static_cast<size_t>(r.shard)].bytes().subspan(static_cast<size_t>(r.offset),

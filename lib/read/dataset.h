@@ -129,6 +129,8 @@ class Dataset {
   /// Stored blob kinds: "__image__", then "__NAME__" per dense map; empty without images.
   const std::vector<std::string>& blob_kinds() const { return blob_kinds_; }
   const std::vector<std::string>& shard_names() const { return shard_names_; }
+  /// The bytes of shard k (a whole tar file); valid while the Dataset is open.
+  std::span<const uint8_t> shard_bytes(size_t k) const;
   bool has_images() const { return !blob_kinds_.empty(); }
 
   /// Sample i's key. Throws std::out_of_range for i >= size(), DataError for bad offsets.

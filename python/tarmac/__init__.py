@@ -85,6 +85,8 @@ def load_library():
         "tarmac_blob": (ctypes.c_int, [P, i64, ctypes.c_char_p, pp(P), pp(sz)]),
         "tarmac_blob_ref": (ctypes.c_int, [P, i64, ctypes.c_char_p, pp(i32), pp(i64), pp(i64),
                                            pp(ctypes.c_uint32), pp(i32), pp(i32)]),
+        "tarmac_num_shards": (ctypes.c_int, [P, pp(i64)]),
+        "tarmac_shard": (ctypes.c_int, [P, i64, pp(P), pp(sz)]),
         "tarmac_value": (ctypes.c_int, [P, ctypes.c_char_p, i64, pp(_Tensor)]),
         "tarmac_column": (ctypes.c_int, [P, ctypes.c_char_p, pp(_Tensor)]),
         "tarmac_decoded_size": (ctypes.c_int, [P, i64, pp(i32), pp(i32)]),
@@ -217,6 +219,69 @@ class Dataset:
             self.blob_kinds.append(s.value.decode())
         self._loaders = {}
         self._loader_pid = os.getpid()
+        self._getters = None
+
+    def _sample_getters(self):
+        """[(name, getter(i))] for ds[i], built once: whole-column views sliced with numpy, so a
+        sample costs no library call. Checks what the library checks per access (ragged
+        offsets, blob ranges), raising TarmacError(TARMAC_E_DATA) as it would."""
+        if self._getters is not None:
+            return self._getters
+        getters = [("__key__", self._ragged_getter("__key__.values", "__key__.offsets", "__key__", "string"))]
+        if self.blob_kinds:
+            shards = []
+            count = ctypes.c_int64()
+            _check(self._lib.tarmac_num_shards(self._ptr, ctypes.byref(count)))
+            for k in range(count.value):
+                data, size = ctypes.c_void_p(), ctypes.c_size_t()
+                _check(self._lib.tarmac_shard(self._ptr, k, ctypes.byref(data), ctypes.byref(size)))
+                shards.append(_view(self._h, data.value, size.value, "u1", (size.value,)))
+            getters.append(("image", self._blob_getter("__image__", shards)))
+        for name, f in self.fields.items():
+            if f["kind"] == "numeric" and not f["ragged"]:
+                getters.append((name, self.column(name).__getitem__))
+            else:
+                getters.append((name, self._ragged_getter(name + ".values", name + ".offsets", name, f["kind"])))
+        if self.blob_kinds:
+            getters.append(("__affine__", self.column("__affine__").__getitem__))
+        self._getters = getters
+        return getters
+
+    def _tensor(self, name):
+        t = _Tensor()
+        _check(self._lib.tarmac_column(self._ptr, name.encode(), ctypes.byref(t)))
+        return self._tensor_array(t)
+
+    def _bad(self, i, what):
+        return TarmacError(5, f"dataset '{self.path}': sample {i} {what}")
+
+    def _ragged_getter(self, values_name, offsets_name, field, kind):
+        values, offsets = self._tensor(values_name), self._tensor(offsets_name)
+        rows = values.shape[0]
+
+        def get(i):
+            b, e = int(offsets[i]), int(offsets[i + 1])
+            if not 0 <= b <= e <= rows:
+                raise self._bad(i, f"field '{field}' has offsets {b}..{e} outside its {rows} values")
+            v = values[b:e]
+            if kind == "numeric":
+                return v
+            text = v.tobytes().decode("utf-8")
+            return json.loads(text) if kind == "json" else text
+        return get
+
+    def _blob_getter(self, kind, shards):
+        shard_col, offset_col, size_col = (self._tensor(kind + s) for s in (".shard", ".offset", ".size"))
+
+        def get(i):
+            k, off, size = int(shard_col[i]), int(offset_col[i]), int(size_col[i])
+            if not 0 <= k < len(shards):
+                raise self._bad(i, f"{kind} names shard {k} of {len(shards)}")
+            if off < 0 or size < 0 or off + size > shards[k].shape[0]:
+                raise self._bad(i, f"{kind} lies at bytes {off}+{size}, beyond shard {k} of "
+                                   f"{shards[k].shape[0]} bytes")
+            return shards[k][off:off + size]
+        return get
 
     def __getstate__(self):
         return {"path": self.path}
@@ -228,6 +293,7 @@ class Dataset:
     def close(self):
         """Drops this object's reference to the dataset; arrays already handed out stay valid."""
         self._loaders = {}
+        self._getters = None
         self._h = None
 
     def __enter__(self):
@@ -307,14 +373,7 @@ class Dataset:
 
     def __getitem__(self, i):
         i = self._index(i)
-        out = {"__key__": self.key(i)}
-        if self.blob_kinds:
-            out["image"] = self.blob(i)
-        for name in self.fields:
-            out[name] = self.value(name, i)
-        if self.blob_kinds:
-            out["__affine__"] = self.affine(i)
-        return out
+        return {name: get(i) for name, get in self._sample_getters()}
 
     def decoded_size(self, i):
         """(width, height) of sample i's image once decoded."""

@@ -125,6 +125,39 @@ class ReaderTest(unittest.TestCase):
         with self.assertRaises(tarmac.TarmacError):
             self.ds.value("missing_field", 0)
 
+    def test_sample_access_checks_what_the_library_checks(self):
+        """ds[i] slices whole-column views in Python; a blob beyond its shard or ragged offsets
+        out of range must still be a TarmacError (TARMAC_E_DATA, code 5) naming the sample,
+        exactly where the library's own per-sample access raises it."""
+        import json as js
+        import struct
+        bad = os.path.join(self.tmp, "patched")
+        shutil.copytree(self.jpg, bad)
+        path = os.path.join(bad, "labels.safetensors")
+        with open(path, "r+b") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = js.loads(f.read(n))
+            def patch(name, row, value):
+                f.seek(8 + n + header[name]["data_offsets"][0] + 8 * row)
+                f.write(struct.pack("<q", value))
+            patch("__image__.offset", 2, 1 << 40)       # sample 2's image beyond its shard
+            patch("__key__.offsets", 5, 1 << 40)        # sample 4 ends, sample 5 starts, past the keys
+        ds = tarmac.Dataset(bad)
+        for i, what in ((2, "beyond shard"), (4, "offsets"), (5, "offsets")):
+            with self.assertRaises(tarmac.TarmacError) as e:
+                ds[i]
+            self.assertEqual(e.exception.code, 5, str(e.exception))
+            self.assertIn("sample %d" % i, str(e.exception))
+            self.assertIn(what, str(e.exception))
+        with self.assertRaises(tarmac.TarmacError) as e:
+            ds.blob(2)  # the library's own check says the same
+        self.assertEqual(e.exception.code, 5)
+        self.assertEqual(ds[3]["__key__"], self.cols_key(3))  # the others still read
+
+    def cols_key(self, i):
+        cols, _ = st_reader.load(os.path.join(self.jpg, "labels.safetensors"))
+        return st_reader.keys(cols)[i]
+
     def test_indices(self):
         n = 101
         for world in (1, 4):
@@ -246,6 +279,40 @@ class BucketBatchesTest(unittest.TestCase):
             seen += 4
         self.assertEqual(seen, 16)
         self.assertEqual(len(sampler), 4)
+
+
+class CodecsPluginTest(unittest.TestCase):
+    def test_jpeg_decodes_without_the_plugin_and_png_names_it(self):
+        """libtarmac_c.so does not link OpenCV's imgcodecs: a JPEG dataset decodes with the plugin
+        unreachable; a PNG one raises a TarmacError naming it (a fresh process, so that no
+        earlier test has loaded the plugin already)."""
+        import fixtures as fx
+        tmp = tempfile.mkdtemp(prefix="tarmac-codecs-")
+        try:
+            rgb = fx.smooth_rgb(48, 36)
+            outs = []
+            for fmt in ("jpg", "png"):
+                src = fx.write_tar(os.path.join(tmp, fmt + ".tar"), [("a.jpg", fx.jpg(rgb)), ("a.cls", b"1")])
+                out = os.path.join(tmp, fmt)
+                subprocess.run([TARMAC, "convert", "-q", src, "-o", out, "--format", fmt], check=True,
+                               stdout=subprocess.DEVNULL)
+                outs.append(out)
+            code = ("import sys, tarmac\n"
+                    "print(tarmac.Dataset(sys.argv[1]).decode(0).shape)\n"
+                    "try:\n"
+                    "    tarmac.Dataset(sys.argv[2]).decode(0)\n"
+                    "except tarmac.TarmacError as e:\n"
+                    "    print('ERROR', e.code, e)\n")
+            env = dict(os.environ, TARMAC_OPENCV_CODECS=os.path.join(tmp, "none", "libtarmac_opencv_codecs.so"))
+            p = subprocess.run([sys.executable, "-c", code, *outs], capture_output=True, text=True, env=env,
+                               timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            lines = p.stdout.splitlines()
+            self.assertEqual(lines[0], "(36, 48, 3)")
+            self.assertTrue(lines[1].startswith("ERROR 3 "), lines)
+            self.assertIn("cannot load libtarmac_opencv_codecs.so", lines[1])
+        finally:
+            shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,24 @@ TEST_CASE("the C API reads what the C++ API reads and reports errors by code") {
   CHECK(tarmac_value(ds, "nope", 0, &t) == TARMAC_E_INVALID);
   CHECK(std::string(tarmac_last_error()).find("nope") != std::string::npos);
 
+  // A blob is its shard's bytes at the annotation file's offset (what bindings slice).
+  int64_t shards = 0;
+  REQUIRE(tarmac_num_shards(ds, &shards) == TARMAC_OK);
+  REQUIRE(shards >= 1);
+  int32_t shard = -1;
+  int64_t offset = -1, blob_size = -1;
+  REQUIRE(tarmac_blob_ref(ds, 4, nullptr, &shard, &offset, &blob_size, nullptr, nullptr, nullptr) ==
+          TARMAC_OK);
+  const uint8_t *shard_data = nullptr, *blob_data = nullptr;
+  size_t shard_size = 0, blob_len = 0;
+  REQUIRE(tarmac_shard(ds, shard, &shard_data, &shard_size) == TARMAC_OK);
+  REQUIRE(tarmac_blob(ds, 4, nullptr, &blob_data, &blob_len) == TARMAC_OK);
+  CHECK(blob_data == shard_data + offset);
+  CHECK(blob_len == static_cast<size_t>(blob_size));
+  CHECK(static_cast<uint64_t>(offset + blob_size) <= shard_size);
+  CHECK(tarmac_shard(ds, shards, &shard_data, &shard_size) == TARMAC_E_RANGE);
+  CHECK(tarmac_shard(ds, -1, &shard_data, &shard_size) == TARMAC_E_RANGE);
+
   int32_t w = 0, h = 0;
   REQUIRE(tarmac_decoded_size(ds, 0, &w, &h) == TARMAC_OK);
   CHECK(w == kWidth);
