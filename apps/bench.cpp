@@ -1,5 +1,6 @@
 // tarmac bench: how fast a dataset reads on this machine. Open time, random access to
-// stored bytes, and decoding into batches with 1..N threads.
+// stored bytes, the image codec alone on one thread (the floor), and decoding into batches
+// with 1..N threads, each as a fraction of threads x that floor.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include "read/batch_loader.h"
 #include "read/dataset.h"
 #include "read/partition.h"
+#include "transform/image_codec.h"
 
 namespace tarmac::cli {
 namespace {
@@ -37,6 +39,20 @@ Rate bench_bytes(const Dataset& ds, const std::vector<int64_t>& order) {
   }
   const double s = seconds_since(t);
   if (sink == 1) spdlog::debug("sink {}", sink);  // keeps the reads from being optimised away
+  return {1, double(order.size()) / s, double(bytes) / s / 1e6};
+}
+
+// The codec alone: each image decoded once on this thread, no loader, no batch buffer. What
+// a loader with n threads can at best reach is n times this.
+Rate bench_codec(const Dataset& ds, const std::vector<int64_t>& order) {
+  uint64_t bytes = 0;
+  const auto t = Clock::now();
+  for (int64_t i : order) {
+    const auto b = ds.image(size_t(i));
+    bytes += b.size();
+    if (decode_image(b, uint64_t{1} << 36).empty()) throw DataError("image decoded empty");
+  }
+  const double s = seconds_since(t);
   return {1, double(order.size()) / s, double(bytes) / s / 1e6};
 }
 
@@ -92,11 +108,16 @@ Runner setup_bench(CLI::App& app, const GlobalFlags& g) {
         j["bytes_only"] = {{"samples_per_s", raw.samples_per_s}, {"mb_per_s", raw.mb_per_s}};
         const auto [w, h] = ds->decoded_size(size_t(order[0]));
         j["decode_size"] = {w, h};
+        const Rate floor = bench_codec(*ds, order);
+        j["codec_1_thread"] = {{"samples_per_s", floor.samples_per_s},
+                               {"mb_per_s", floor.mb_per_s}};
         nlohmann::ordered_json dec = nlohmann::ordered_json::array();
         for (int t = 1;; t = std::min(t * 2, max_threads)) {
           const Rate r = bench_decode(*ds, order, t, w, h);
-          dec.push_back(
-              {{"threads", t}, {"samples_per_s", r.samples_per_s}, {"mb_per_s", r.mb_per_s}});
+          dec.push_back({{"threads", t},
+                         {"samples_per_s", r.samples_per_s},
+                         {"mb_per_s", r.mb_per_s},
+                         {"of_floor", r.samples_per_s / (t * floor.samples_per_s)}});
           if (t == max_threads) break;
         }
         j["decoded"] = dec;
@@ -114,12 +135,17 @@ Runner setup_bench(CLI::App& app, const GlobalFlags& g) {
       std::printf("  stored bytes, random order   %10.0f samples/s  %8.1f MB/s\n",
                   j["bytes_only"]["samples_per_s"].get<double>(),
                   j["bytes_only"]["mb_per_s"].get<double>());
+    if (j.contains("codec_1_thread"))
+      std::printf("  codec alone, 1 thread        %10.0f samples/s  %8.1f MB/s  (the floor)\n",
+                  j["codec_1_thread"]["samples_per_s"].get<double>(),
+                  j["codec_1_thread"]["mb_per_s"].get<double>());
     if (j.contains("decoded"))
       for (const auto& r : j["decoded"])
-        std::printf("  decoded %dx%d, %2d thread(s) %10.0f samples/s  %8.1f MB/s\n",
-                    j["decode_size"][0].get<int>(), j["decode_size"][1].get<int>(),
-                    r["threads"].get<int>(), r["samples_per_s"].get<double>(),
-                    r["mb_per_s"].get<double>());
+        std::printf(
+            "  decoded %dx%d, %2d thread(s) %10.0f samples/s  %8.1f MB/s  %3.0f%% of %d x floor\n",
+            j["decode_size"][0].get<int>(), j["decode_size"][1].get<int>(), r["threads"].get<int>(),
+            r["samples_per_s"].get<double>(), r["mb_per_s"].get<double>(),
+            100 * r["of_floor"].get<double>(), r["threads"].get<int>());
     return kOk;
   };
 }
