@@ -39,6 +39,7 @@ std::vector<DatasetSummary::ImageSize> image_size_histogram(const SafetensorsHea
     ++count[{a, b}];
   }
   std::vector<DatasetSummary::ImageSize> out;
+  out.reserve(count.size());
   for (const auto& [size, n] : count) out.push_back({size.first, size.second, n});
   std::stable_sort(out.begin(), out.end(),
                    [](const auto& x, const auto& y) { return x.samples > y.samples; });
