@@ -11,6 +11,8 @@ PKGS=(
   libcli11-dev libarchive-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev libwebp-dev
   libisal-dev
+  # microbenchmarks (tests/bench, run by hand)
+  libbenchmark-dev
   catch2
   # tests: archive tools and the independent oracles (numpy, OpenCV, PIL)
   python3 python3-numpy python3-opencv python3-pil python3-torch libarchive-tools tar gzip zstd xz-utils bzip2 zip
