@@ -114,8 +114,8 @@ void resolve_geometry(const Flags& f, ConvertOptions& o) {
     if (g.crop == CropMode::Center) g.crop = CropMode::None;  // the bucket's aspect decides
     if (g.bucket_step < 1 || g.bucket_step > 4096)
       throw CLI::ValidationError("--bucket-step", "must be 1..4096");
-    if (!(g.bucket_max_ratio >= 1))
-      throw CLI::ValidationError("--bucket-max-ratio", "must be >= 1");
+    if (!(g.bucket_max_ratio >= 1 && g.bucket_max_ratio <= 64))
+      throw CLI::ValidationError("--bucket-max-ratio", "must be 1..64");
     if (aspect_buckets(int64_t{g.width} * g.height, g.bucket_step, g.bucket_max_ratio).empty())
       throw CLI::ValidationError("--size", "--resize bucket: an area of " + f.size +
                                                " holds no bucket of --bucket-step " +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 
 #include "common/error.h"
 
@@ -41,7 +42,10 @@ Region centred_with_aspect(const Region& r, double a) {
 std::vector<std::pair<int, int>> aspect_buckets(int64_t area, int step, double max_ratio) {
   std::vector<std::pair<int, int>> out;
   if (step <= 0 || area < int64_t{step} * step) return out;
-  for (int64_t w = step; w * step <= area; w += step) {
+  // Widths below sqrt(area) - 2 * step have a tallest height above them (portrait, skipped):
+  // start near the square, so the loop is O(sqrt(area * max_ratio) / step), not O(area / step).
+  const auto root = static_cast<int64_t>(std::sqrt(static_cast<double>(area)));
+  for (int64_t w = std::max<int64_t>(step, (root / step - 2) * step); w * step <= area; w += step) {
     const int64_t h = area / w / step * step;
     if (h > w) continue;  // portrait buckets are the landscape ones transposed
     if (static_cast<double>(w) > max_ratio * (1 + 1e-12) * static_cast<double>(h)) break;
@@ -114,8 +118,15 @@ Geometry compute_geometry(const GeometryOptions& o, int w, int h,
 
   Geometry g;
   if (o.resize == ResizeMode::Bucket) {
-    const auto buckets =
-        aspect_buckets(int64_t{o.width} * o.height, o.bucket_step, o.bucket_max_ratio);
+    // The same list for every sample of a run: made once per thread and options.
+    thread_local std::tuple<int64_t, int, double> key{-1, 0, 0};
+    thread_local std::vector<std::pair<int, int>> buckets;
+    const std::tuple<int64_t, int, double> want{int64_t{o.width} * o.height, o.bucket_step,
+                                                o.bucket_max_ratio};
+    if (want != key) {
+      buckets = aspect_buckets(std::get<0>(want), o.bucket_step, o.bucket_max_ratio);
+      key = want;
+    }
     if (buckets.empty())
       throw std::invalid_argument("no aspect bucket: --size area below --bucket-step squared");
     const auto [bw, bh] = choose_bucket(buckets, r.width(), r.height());

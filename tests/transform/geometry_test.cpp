@@ -278,6 +278,31 @@ TEST_CASE("geometry: aspect buckets at 1024^2 / 64 are SDXL's") {
   CHECK(narrow.back() == std::pair{1216, 832});
 }
 
+TEST_CASE("geometry: aspect buckets equal a brute-force enumeration, large areas quickly") {
+  // The definition, every width from step up: the tallest height that fits, landscape pairs
+  // within the ratio, and their transposes.
+  auto brute = [](int64_t area, int step, double ratio) {
+    std::vector<std::pair<int, int>> out;
+    for (int64_t w = step; w * step <= area; w += step) {
+      const int64_t h = area / w / step * step;
+      if (h >= step && h <= w && double(w) <= ratio * double(h)) {
+        out.emplace_back(int(w), int(h));
+        if (w != h) out.emplace_back(int(h), int(w));
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  for (int64_t side : {1, 7, 63, 64, 65, 100, 255, 512, 1000, 1024, 1536, 4093})
+    for (int step : {1, 8, 32, 64, 100})
+      for (double ratio : {1.0, 1.5, 2.0, 4.0, 9.5}) {
+        INFO(side << " " << step << " " << ratio);
+        CHECK(tarmac::aspect_buckets(side * side, step, ratio) == brute(side * side, step, ratio));
+      }
+  // 65535^2 with step 1 and ratio 64 stays a loop over ~0.5 M widths, not 4 * 10^9.
+  CHECK(tarmac::aspect_buckets(int64_t{65535} * 65535, 1, 64).size() > 100000);
+}
+
 TEST_CASE("geometry: an image goes to the bucket of the closest aspect ratio") {
   const auto b = tarmac::aspect_buckets(1024 * 1024, 64, 4.0);
   CHECK(tarmac::choose_bucket(b, 1280, 720) == std::pair{1344, 768});  // 16:9 -> 1.75
