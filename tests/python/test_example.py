@@ -35,5 +35,38 @@ class ExampleTest(unittest.TestCase):
             shutil.rmtree(tmp)
 
 
+class DeviceScriptTest(unittest.TestCase):
+    def test_gpu_figures_script_runs_on_cpu_from_a_bundle(self):
+        """scripts/device/gpu_figures.sh, the one run planned for the GPU machine, on CPU with 2
+        steps: it must work from a reader bundle alone, so that the device run is not its test."""
+        if importlib.util.find_spec("torch") is None:
+            self.skipTest("torch is not installed")
+        tmp = tempfile.mkdtemp(prefix="tarmac-device-")
+        try:
+            raw, data, bundle, out = (os.path.join(tmp, d) for d in ("raw", "hmr", "bundle", "out"))
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make-sample-data.py"), raw,
+                            "--samples", "16", "--archives", "1"], check=True, stdout=subprocess.DEVNULL)
+            archives = sorted(os.path.join(raw, f) for f in os.listdir(raw))
+            subprocess.run([TARMAC, "convert", "-q", *archives, "-o", data, "--crop", "field:bbox_xywh",
+                            "--crop-scale", "1.2", "--square", "--size", "224", "--points", "keypoints2d"],
+                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(["bash", os.path.join(ROOT, "scripts", "bundle-reader.sh"), bundle], check=True)
+            env = dict(os.environ, STEPS="2", WORKERS="0 2", THREADS="1 2", BATCH="8", DEVICE="cpu",
+                       PYTHON=sys.executable)
+            env.pop("TARMAC_LIB", None)
+            r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "device", "gpu_figures.sh"), bundle, data, out],
+                               capture_output=True, text=True, env=env, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for w in (0, 2):
+                with open(os.path.join(out, "train_w%d.log" % w)) as f:
+                    self.assertIn("samples/s", f.read())
+            with open(os.path.join(out, "decode_scaling.txt")) as f:
+                lines = [x for x in f.read().splitlines() if x.startswith("threads")]
+            self.assertEqual(len(lines), 2)
+            self.assertIn("torch", open(os.path.join(out, "env.txt")).read())
+        finally:
+            shutil.rmtree(tmp)
+
+
 if __name__ == "__main__":
     unittest.main()

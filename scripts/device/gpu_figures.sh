@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The reader's GPU figures in one run on the device machine (issue #4): the training example
+# with 0/2/4/8 loader workers (samples/s, data-wait fraction, GPU utilisation), then batch
+# decoding with 1..16 threads. Runs from the repository root with a reader bundle
+# (scripts/bundle-reader.sh) and a converted HMR-style dataset carried along; works on CPU too.
+#
+#   scripts/device/gpu_figures.sh BUNDLE DATASET OUTDIR
+#   env: STEPS=200 WORKERS="0 2 4 8" THREADS="1 2 4 8 16" BATCH=64 DEVICE=(cuda if present)
+set -euo pipefail
+BUNDLE="${1:?usage: gpu_figures.sh BUNDLE DATASET OUTDIR}" DATA="${2:?dataset}" OUT="${3:?outdir}"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+PY="${PYTHON:-python3}"
+mkdir -p "$OUT"
+export TARMAC_LIB="$BUNDLE/tarmac/libtarmac_c.so" PYTHONPATH="$BUNDLE"
+DEVICE_ARGS=()
+[ -n "${DEVICE:-}" ] && DEVICE_ARGS=(--device "$DEVICE")
+{
+  date -u
+  nproc
+  "$PY" -c "import sys, numpy, torch; print(sys.version.split()[0], 'numpy', numpy.__version__, 'torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+} > "$OUT/env.txt" 2>&1
+for w in ${WORKERS:-0 2 4 8}; do
+  "$PY" "$ROOT/examples/train_keypoints.py" "$DATA" --steps "${STEPS:-200}" --workers "$w" \
+    --batch-size "${BATCH:-64}" "${DEVICE_ARGS[@]}" > "$OUT/train_w$w.log" 2>&1
+  echo "workers $w: $(tail -1 "$OUT/train_w$w.log")"
+done
+# shellcheck disable=SC2086
+"$PY" "$ROOT/scripts/device/decode_scaling.py" "$DATA" --threads ${THREADS:-1 2 4 8 16} | tee "$OUT/decode_scaling.txt"
