@@ -430,7 +430,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       for (const auto& s : r.skipped)
         std::printf("    skipped %s (%s): %s\n", s.what.c_str(), s.input.c_str(), s.reason.c_str());
       if (o->geometry.resize == ResizeMode::Bucket && !o->no_images)
-        std::printf("  buckets: %s\n", sizes_text(summarize_dataset(o->output)).c_str());
+        std::printf("  buckets: %s\n", sizes_text(summarize_dataset(o->output, true)).c_str());
       std::printf("  schema:\n");
       for (const auto& fs : r.schema)
         std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", fs.name.c_str(), fs.kind.c_str(),

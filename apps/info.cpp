@@ -32,10 +32,14 @@ std::string sizes_text(const DatasetSummary& s, size_t most) {
 Runner setup_info(CLI::App& app, const GlobalFlags& g) {
   auto dir = std::make_shared<std::string>();
   app.add_option("dataset", *dir, "Dataset directory written by tarmac convert")->required();
-  return [dir, &g]() -> int {
+  auto sizes = std::make_shared<bool>(false);
+  app.add_flag("--sizes", *sizes,
+               "Also count the stored images' sizes (the buckets of --resize bucket); reads two "
+               "columns, so it takes time proportional to the samples");
+  return [dir, want_sizes = sizes, &g]() -> int {
     DatasetSummary s;
     try {
-      s = summarize_dataset(*dir);
+      s = summarize_dataset(*dir, *want_sizes);
     } catch (const FatalError& e) {
       spdlog::error("{}", e.what());
       return kDataError;
@@ -73,8 +77,10 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
         sizes.push_back({{"width", s.image_sizes[i].width},
                          {"height", s.image_sizes[i].height},
                          {"samples", s.image_sizes[i].samples}});
-      j["image_sizes"] = sizes;
-      j["distinct_image_sizes"] = s.image_sizes.size();
+      if (*want_sizes) {
+        j["image_sizes"] = sizes;
+        j["distinct_image_sizes"] = s.image_sizes.size();
+      }
       if (!s.manifest_json.empty()) {
         auto m = nlohmann::ordered_json::parse(s.manifest_json, nullptr, false);
         if (!m.is_discarded() && m.contains("counts")) j["counts"] = m["counts"];

@@ -48,7 +48,7 @@ std::vector<DatasetSummary::ImageSize> image_size_histogram(const SafetensorsHea
 
 }  // namespace
 
-DatasetSummary summarize_dataset(const std::string& dir) {
+DatasetSummary summarize_dataset(const std::string& dir, bool image_sizes) {
   DatasetSummary s;
   s.path = dir;
   const fs::path root(dir);
@@ -94,7 +94,7 @@ DatasetSummary summarize_dataset(const std::string& dir) {
   }
   for (const auto& t : h.tensors)
     s.tensors.push_back({t.name, std::string(dtype_name(t.dtype)), t.shape, t.end - t.begin});
-  s.image_sizes = image_size_histogram(h, file.bytes(), s.samples);
+  if (image_sizes) s.image_sizes = image_size_histogram(h, file.bytes(), s.samples);
   std::ifstream m(root / "manifest.json");
   if (m) {
     std::stringstream ss;

@@ -109,7 +109,8 @@ class BucketTest(fx.TmpCase):
         self.assertEqual(len(line), 1, p.stdout.decode())
         for (w, h), n in count.items():
             self.assertIn("%dx%d (%d)" % (w, h, n), line[0])
-        info = json.loads(fx.run(["info", out, "--json"]).stdout)
+        self.assertNotIn("image_sizes", json.loads(fx.run(["info", out, "--json"]).stdout))  # O(fields) by default
+        info = json.loads(fx.run(["info", out, "--sizes", "--json"]).stdout)
         self.assertEqual({(z["width"], z["height"]): z["samples"] for z in info["image_sizes"]}, count)
         self.assertEqual(info["distinct_image_sizes"], len(count))
         ns = [z["samples"] for z in info["image_sizes"]]
