@@ -5,6 +5,12 @@
 # (scripts/bundle-reader.sh) and a converted HMR-style dataset carried along; works on CPU too.
 #
 #   scripts/device/gpu_figures.sh BUNDLE DATASET OUTDIR
+#
+# Prepared here (carry/ is git-ignored, so the device tool's `carry` can take it; <= 64 MiB):
+#   scripts/bundle-reader.sh carry/bundle
+#   scripts/make-sample-data.py carry/raw --samples 2048 && tarmac convert carry/raw/*.tar.gz \
+#     -o carry/hmr --crop field:bbox_xywh --crop-scale 1.2 --square --size 224 --points keypoints2d
+#   device run, carry ["carry/bundle", "carry/hmr"]: scripts/device/gpu_figures.sh carry/bundle carry/hmr $OUT
 #   env: STEPS=200 WORKERS="0 2 4 8" THREADS="1 2 4 8 16" BATCH=64 DEVICE=(cuda if present)
 set -euo pipefail
 BUNDLE="${1:?usage: gpu_figures.sh BUNDLE DATASET OUTDIR}" DATA="${2:?dataset}" OUT="${3:?outdir}"
