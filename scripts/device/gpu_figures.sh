@@ -7,8 +7,8 @@
 #   scripts/device/gpu_figures.sh BUNDLE DATASET OUTDIR
 #
 # Prepared here (carry/ is git-ignored, so the device tool's `carry` can take it; <= 64 MiB):
-#   scripts/bundle-reader.sh carry/bundle
-#   scripts/make-sample-data.py carry/raw --samples 2048 && tarmac convert carry/raw/*.tar.gz \
+#   scripts/bundle-reader.sh carry/bundle                        # 32 MB
+#   scripts/make-sample-data.py carry/raw --samples 1024 && tarmac convert carry/raw/*.tar.gz \
 #     -o carry/hmr --crop field:bbox_xywh --crop-scale 1.2 --square --size 224 --points keypoints2d
 #   device run, carry ["carry/bundle", "carry/hmr"]: scripts/device/gpu_figures.sh carry/bundle carry/hmr $OUT
 #   env: STEPS=200 WORKERS="0 2 4 8" THREADS="1 2 4 8 16" BATCH=64 DEVICE=(cuda if present)
