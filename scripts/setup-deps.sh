@@ -15,7 +15,7 @@ PKGS=(
   libbenchmark-dev
   catch2
   # tests: archive tools and the independent oracles (numpy, OpenCV, PIL)
-  python3 python3-numpy python3-opencv python3-pil python3-torch libarchive-tools tar gzip zstd xz-utils bzip2 zip
+  python3 python3-numpy python3-opencv python3-pil python3-torch python3-torchvision libarchive-tools tar gzip zstd xz-utils bzip2 zip
   # scale-out: scripts/convert-parallel.sh runs the parts with GNU parallel; tests/e2e/test_slurm.py
   # runs scripts/convert-slurm.sbatch on a one-node Slurm it starts itself (about 13 MB installed)
   parallel slurmctld slurmd slurm-client munge

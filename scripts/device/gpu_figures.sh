@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The reader's GPU figures in one run on the device machine (issue #4): the training example
-# with 0/2/4/8 loader workers (samples/s, data-wait fraction, GPU utilisation), then batch
-# decoding with 1..16 threads. Runs from the repository root with a reader bundle
-# (scripts/bundle-reader.sh) and a converted HMR-style dataset carried along; works on CPU too.
+# with 0/2/4/8 loader workers (samples/s, data-wait fraction, GPU utilisation), batch decoding
+# with 1..16 threads, and torchvision's (GPU) JPEG decoder against tarmac's. Runs from the
+# repository root with a reader bundle (scripts/bundle-reader.sh) and a converted HMR-style
+# dataset carried along; works on CPU too.
 #
 #   scripts/device/gpu_figures.sh BUNDLE DATASET OUTDIR
 #
@@ -11,7 +12,8 @@
 #   scripts/make-sample-data.py carry/raw --samples 1024 && tarmac convert carry/raw/*.tar.gz \
 #     -o carry/hmr --crop field:bbox_xywh --crop-scale 1.2 --square --size 224 --points keypoints2d
 #   device run, carry ["carry/bundle", "carry/hmr"]: scripts/device/gpu_figures.sh carry/bundle carry/hmr $OUT
-#   env: STEPS=200 WORKERS="0 2 4 8" THREADS="1 2 4 8 16" BATCH=64 DEVICE=(cuda if present)
+#   env: STEPS=200 WORKERS="0 2 4 8" THREADS="1 2 4 8 16" BATCH=64 DECODE_SAMPLES=2048
+#        DEVICE=(cuda if present)
 set -euo pipefail
 BUNDLE="${1:?usage: gpu_figures.sh BUNDLE DATASET OUTDIR}" DATA="${2:?dataset}" OUT="${3:?outdir}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -33,3 +35,11 @@ for w in ${WORKERS:-0 2 4 8}; do
 done
 # shellcheck disable=SC2086
 "$PY" "$ROOT/scripts/device/decode_scaling.py" "$DATA" --threads ${THREADS:-1 2 4 8 16} | tee "$OUT/decode_scaling.txt"
+# torchvision's JPEG decoder (on the GPU when there is one) against tarmac's CPU decoding.
+if "$PY" -c "import torchvision" 2>/dev/null; then
+  DEV=()
+  [ -n "${DEVICE:-}" ] && DEV=(--device "$DEVICE")
+  "$PY" "$ROOT/scripts/device/gpu_decode.py" "$DATA" "${DEV[@]}" --samples "${DECODE_SAMPLES:-2048}" | tee "$OUT/gpu_decode.txt"
+else
+  echo "torchvision not installed: no GPU decode comparison" | tee "$OUT/gpu_decode.txt"
+fi

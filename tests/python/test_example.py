@@ -52,7 +52,7 @@ class DeviceScriptTest(unittest.TestCase):
                            check=True, stdout=subprocess.DEVNULL)
             subprocess.run(["bash", os.path.join(ROOT, "scripts", "bundle-reader.sh"), bundle], check=True)
             env = dict(os.environ, STEPS="2", WORKERS="0 2", THREADS="1 2", BATCH="8", DEVICE="cpu",
-                       PYTHON=sys.executable)
+                       DECODE_SAMPLES="16", PYTHON=sys.executable)
             env.pop("TARMAC_LIB", None)
             r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "device", "gpu_figures.sh"), bundle, data, out],
                                capture_output=True, text=True, env=env, timeout=300)
@@ -64,6 +64,16 @@ class DeviceScriptTest(unittest.TestCase):
                 lines = [x for x in f.read().splitlines() if x.startswith("threads")]
             self.assertEqual(len(lines), 2)
             self.assertIn("torch", open(os.path.join(out, "env.txt")).read())
+            with open(os.path.join(out, "gpu_decode.txt")) as f:
+                text = f.read()
+            if importlib.util.find_spec("torchvision") is not None:
+                # torchvision's decoder (here on CPU) and tarmac's agree on every pixel to within
+                # rounding: both are libjpeg-turbo with the same IDCT and upsampling.
+                self.assertIn("torchvision decode_jpeg (cpu)", text)
+                diff = float(text.split("pixels:")[1].split()[0])
+                self.assertLess(diff, 1.0, text)
+            else:
+                self.assertIn("torchvision not installed", text)
         finally:
             shutil.rmtree(tmp)
 
