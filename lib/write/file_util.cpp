@@ -42,25 +42,30 @@ OutputFile::~OutputFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+namespace {
+
+// open(2), retried on EINTR; throws the I/O error naming `action` and the path.
+int open_for_writing(const std::string& path, int flags, const char* action) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | flags, 0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) throw_io_error(action, path, errno);
+  return fd;
+}
+
+}  // namespace
+
 void OutputFile::open(std::string path) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   position_ = 0;
   path_ = std::move(path);
-  int fd;
-  do {
-    fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) throw_io_error("cannot open for writing", path_, errno);
-  fd_ = fd;
+  fd_ = open_for_writing(path_, O_CREAT | O_TRUNC, "cannot open for writing");
 }
 
 int reopen_cut_back(const std::string& path, uint64_t size) {
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) throw_io_error("cannot reopen for writing", path, errno);
+  const int fd = open_for_writing(path, 0, "cannot reopen for writing");
   struct stat st {};
   std::string error;
   if (::fstat(fd, &st) != 0) {

@@ -106,8 +106,12 @@ class BucketBatchSampler(torch.utils.data.Sampler):
         self.epoch = epoch
 
     def _batches(self):
-        return tarmac.bucket_batches(self.dataset, self.batch_size, self.rank, self.world, self.seed,
-                                     self.epoch, self.shuffle, self.drop_last)
+        # The DataLoader asks for len() and iter() each epoch: compute the epoch's batches once.
+        if getattr(self, "_cached_epoch", None) != self.epoch:
+            self._cached = tarmac.bucket_batches(self.dataset, self.batch_size, self.rank, self.world,
+                                                 self.seed, self.epoch, self.shuffle, self.drop_last)
+            self._cached_epoch = self.epoch
+        return self._cached
 
     def __iter__(self):
         return iter([b.tolist() for b in self._batches()])

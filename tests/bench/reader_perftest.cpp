@@ -40,6 +40,18 @@ const std::vector<int64_t>& order() {
   return o;
 }
 
+// Runs `access(i)` once per benchmark iteration, i walking the random order.
+template <class Access>
+void over_random_samples(benchmark::State& state, Access access) {
+  const auto& o = order();
+  size_t k = 0;
+  for (auto _ : state) {
+    access(static_cast<size_t>(o[k]));
+    if (++k == o.size()) k = 0;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 std::string first_fixed_field() {
   for (const auto& f : dataset().fields())
     if (!f.ragged && f.kind == tarmac::FieldKind::Numeric) return f.name;
@@ -55,13 +67,7 @@ BENCHMARK(BM_Open)->Unit(benchmark::kMicrosecond);
 // The "random access to image bytes": the checked span of sample i's stored bytes.
 void BM_ImageSpan(benchmark::State& state) {
   const auto& ds = dataset();
-  const auto& o = order();
-  size_t k = 0;
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(ds.image(static_cast<size_t>(o[k])).data());
-    if (++k == o.size()) k = 0;
-  }
-  state.SetItemsProcessed(state.iterations());
+  over_random_samples(state, [&](size_t i) { benchmark::DoNotOptimize(ds.image(i).data()); });
 }
 BENCHMARK(BM_ImageSpan);
 
@@ -69,45 +75,30 @@ BENCHMARK(BM_ImageSpan);
 // cost of getting the bytes into the CPU, as a decoder will.
 void BM_ImageTouch(benchmark::State& state) {
   const auto& ds = dataset();
-  const auto& o = order();
-  size_t k = 0;
   uint64_t bytes = 0;
-  for (auto _ : state) {
-    const auto b = ds.image(static_cast<size_t>(o[k]));
+  over_random_samples(state, [&](size_t i) {
+    const auto b = ds.image(i);
     unsigned sum = 0;
-    for (size_t i = 0; i < b.size(); i += 64) sum += b[i];
+    for (size_t k = 0; k < b.size(); k += 64) sum += b[k];
     benchmark::DoNotOptimize(sum);
     bytes += b.size();
-    if (++k == o.size()) k = 0;
-  }
-  state.SetItemsProcessed(state.iterations());
+  });
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
 BENCHMARK(BM_ImageTouch);
 
 void BM_FixedValue(benchmark::State& state) {
   const auto& ds = dataset();
-  const auto& o = order();
   const std::string name = first_fixed_field();
-  size_t k = 0;
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(ds.value(name, static_cast<size_t>(o[k])).bytes.data());
-    if (++k == o.size()) k = 0;
-  }
-  state.SetItemsProcessed(state.iterations());
+  over_random_samples(state,
+                      [&](size_t i) { benchmark::DoNotOptimize(ds.value(name, i).bytes.data()); });
   state.SetLabel(name);
 }
 BENCHMARK(BM_FixedValue);
 
 void BM_Key(benchmark::State& state) {
   const auto& ds = dataset();
-  const auto& o = order();
-  size_t k = 0;
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(ds.key(static_cast<size_t>(o[k])).data());
-    if (++k == o.size()) k = 0;
-  }
-  state.SetItemsProcessed(state.iterations());
+  over_random_samples(state, [&](size_t i) { benchmark::DoNotOptimize(ds.key(i).data()); });
 }
 BENCHMARK(BM_Key);
 
