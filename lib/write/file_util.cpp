@@ -68,14 +68,13 @@ int reopen_cut_back(const std::string& path, uint64_t size) {
   const int fd = open_for_writing(path, 0, "cannot reopen for writing");
   struct stat st {};
   std::string error;
-  if (::fstat(fd, &st) != 0) {
-    error = std::strerror(errno);
-  } else if (static_cast<uint64_t>(st.st_size) < size) {
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  if (stat_ok && static_cast<uint64_t>(st.st_size) < size) {
     error = "it holds " + std::to_string(st.st_size) + " bytes, fewer than the " +
             std::to_string(size) + " its checkpoint recorded";
-  } else if (::ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+  } else if (!stat_ok || ::ftruncate(fd, static_cast<off_t>(size)) != 0 ||
              ::lseek(fd, static_cast<off_t>(size), SEEK_SET) < 0) {
-    error = std::strerror(errno);
+    error = std::strerror(errno);  // of the call that failed: the chain stops there
   }
   if (!error.empty()) {
     ::close(fd);
