@@ -7,7 +7,7 @@
   W3  depth pairs: 640x480 PNG RGB + 16-bit PNG depth
   W4  labels only at scale: N samples of small per-sample .npz labels (the seed-1 case)
 
-usage: make_workloads.py OUTDIR [--w1 N] [--w2 N] [--w3 N] [--w4 N]
+usage: make_workloads.py OUTDIR [--w1 N] [--w2 N] [--w3 N] [--w4 N] [--formats tar,tar.gz,tar.zst]
 """
 import argparse
 import io
@@ -33,6 +33,9 @@ def photo(rng, h, w):
                       rng.uniform(0, 255, 3).tolist(), -1)
     img += rng.normal(0, 3, size=img.shape).astype(np.float32)
     return np.clip(img, 0, 255).astype(np.uint8)
+
+
+FORMATS = ["tar", "tar.gz", "tar.zst"]
 
 
 def add(tar, name, data):
@@ -70,8 +73,10 @@ def w1(out, n, rng):
                                        betas=rng.normal(size=10).astype(np.float32),
                                        body_pose=rng.normal(size=69).astype(np.float32),
                                        gender=np.array("neutral")))
-    subprocess.run(["gzip", "-k", "-f", "-6", path], check=True)
-    subprocess.run(["zstd", "-q", "-f", "-3", path, "-o", path + ".zst"], check=True)
+    if "tar.gz" in FORMATS:
+        subprocess.run(["gzip", "-k", "-f", "-6", path], check=True)
+    if "tar.zst" in FORMATS:
+        subprocess.run(["zstd", "-q", "-f", "-3", path, "-o", path + ".zst"], check=True)
 
 
 def w2(out, n, rng):
@@ -118,7 +123,10 @@ def main():
     ap.add_argument("--w2", type=int, default=0)
     ap.add_argument("--w3", type=int, default=0)
     ap.add_argument("--w4", type=int, default=0)
+    ap.add_argument("--formats", default="tar,tar.gz,tar.zst",
+                    help="W1's archive formats, comma-separated (tar is always written)")
     a = ap.parse_args()
+    FORMATS[:] = a.formats.split(",")
     os.makedirs(a.outdir, exist_ok=True)
     rng = np.random.default_rng(1)
     for name, n in (("w1", a.w1), ("w2", a.w2), ("w3", a.w3), ("w4", a.w4)):

@@ -12,7 +12,7 @@
 #   scripts/make-sample-data.py carry/raw --samples 1024 && tarmac convert carry/raw/*.tar.gz \
 #     -o carry/hmr --crop field:bbox_xywh --crop-scale 1.2 --square --size 224 --points keypoints2d
 #   device run, carry ["carry/bundle", "carry/hmr"]: scripts/device/gpu_figures.sh carry/bundle carry/hmr $OUT
-#   env: STEPS=200 WORKERS="0 2 4 8" THREADS="1 2 4 8 16" BATCH=64 DECODE_SAMPLES=2048
+#   env: STEPS=200 WORKERS="0 2 4 8" THREADS="1 2 4 8 16" BATCH=64 DECODE_SAMPLES=2048 SCALE_SAMPLES=4096
 #        DEVICE=(cuda if present)
 set -euo pipefail
 BUNDLE="${1:?usage: gpu_figures.sh BUNDLE DATASET OUTDIR}" DATA="${2:?dataset}" OUT="${3:?outdir}"
@@ -34,7 +34,7 @@ for w in ${WORKERS:-0 2 4 8}; do
   echo "workers $w: $(tail -1 "$OUT/train_w$w.log")"
 done
 # shellcheck disable=SC2086
-"$PY" "$ROOT/scripts/device/decode_scaling.py" "$DATA" --threads ${THREADS:-1 2 4 8 16} | tee "$OUT/decode_scaling.txt"
+"$PY" "$ROOT/scripts/device/decode_scaling.py" "$DATA" --samples "${SCALE_SAMPLES:-4096}" --threads ${THREADS:-1 2 4 8 16} | tee "$OUT/decode_scaling.txt"
 # torchvision's JPEG decoder (on the GPU when there is one) against tarmac's CPU decoding.
 if "$PY" -c "import torchvision" 2>/dev/null; then
   DEV=()

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Every figure that needs the device machine, in one call (issues #4 and #7): the reader's GPU
+# figures (gpu_figures.sh), safetensors interoperability with the real `safetensors` package,
+# and conversion scaling over 1..16 threads (convert_scaling.py). The machine is bare and
+# cannot fetch anything, so the build travels as one archive made here:
+#
+#   scripts/device/pack.sh carry/dev.tar.xz          # reader bundle + stripped tarmac + libs, ~20 MB
+#   device run, carry ["carry/dev.tar.xz"]:  scripts/device/run_all.sh carry/dev.tar.xz $OUT
+#
+# Everything it prints also goes to OUT/logs (one tar, OUT/logs.tar, comes back). Each part
+# runs even if an earlier one failed; the exit status is that of the first failure.
+# env: HMR_SAMPLES=2048 W1=3200 WORKERS="0 1 2 4 8 12" THREADS="1 2 4 8 12 16"
+set -uo pipefail
+PACK="${1:?usage: run_all.sh PACK.tar.xz OUTDIR}" OUT="${2:?outdir}"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+W="${WORK:-/tmp/tarmac-device}"
+PY="${PYTHON:-python3}"
+export PYTHONUNBUFFERED=1
+rm -rf "$W" && mkdir -p "$W" "$OUT/logs"
+tar -xJf "$PACK" -C "$W" 2>/dev/null ||
+  "$PY" -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$PACK" "$W" || exit 1
+# tarmac runs with its own libraries; Python (torch, OpenCV) keeps the machine's.
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$W/dev/tarmac/lib:$W/dev/bin/lib" "$W/dev/bin/tarmac" > "$W/tarmac"
+chmod +x "$W/tarmac"
+T="$W/tarmac"
+status=0
+part() {  # part NAME COMMAND...: runs one part, its output to the screen and OUT/logs/NAME.txt
+  local name=$1; shift
+  echo "== $name: $*"
+  local t0=$SECONDS
+  "$@" 2>&1 | tee "$OUT/logs/$name.txt"
+  local rc=${PIPESTATUS[0]}
+  echo "== $name: exit $rc, $((SECONDS - t0)) s"
+  [ "$rc" -ne 0 ] && [ "$status" -eq 0 ] && status=$rc
+  return 0
+}
+environment() {
+  uname -srm; ldd --version | head -1; nproc; free -g | sed -n 2p
+  grep -m1 'model name' /proc/cpuinfo
+  "$PY" -c "import sys, numpy, torch; print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  LD_LIBRARY_PATH="$W/dev/tarmac/lib:$W/dev/bin/lib" ldd "$W/dev/bin/tarmac" | grep -c 'not found' | sed 's/^/libraries not found: /'
+  "$T" --version
+}
+hmr() {
+  "$PY" "$ROOT/scripts/make-sample-data.py" "$W/raw" --samples "${HMR_SAMPLES:-2048}" --archives 8 &&
+    "$T" convert "$W"/raw/part-*.tar.gz -o "$W/hmr" --crop field:bbox_xywh --crop-scale 1.2 --square \
+      --size 224 --points keypoints2d --boxes bbox_xywh --quality 95 &&
+    "$T" verify "$W/hmr" --decode
+}
+w1() {
+  "$PY" "$ROOT/scripts/bench/make_workloads.py" "$W/w1" --w1 "${W1:-3200}" --formats tar
+}
+part env environment
+part hmr hmr
+part safetensors "$PY" "$ROOT/scripts/device/safetensors_check.py" "$W/hmr"
+part gpu env WORKERS="${WORKERS:-0 1 2 4 8 12}" THREADS="${THREADS:-1 2 4 8 12 16}" \
+  "$ROOT/scripts/device/gpu_figures.sh" "$W/dev" "$W/hmr" "$OUT/logs/gpu"
+part w1 w1
+# shellcheck disable=SC2086
+part scaling "$PY" "$ROOT/scripts/device/convert_scaling.py" "$W/w1/w1.tar" --tarmac "$T" \
+  --threads ${THREADS:-1 2 4 8 12 16} --work "$W/scaling"
+tar -cf "$OUT/logs.tar" -C "$OUT" logs && rm -rf "$OUT/logs"
+exit "$status"
