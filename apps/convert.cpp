@@ -123,6 +123,35 @@ void resolve_geometry(const Flags& f, ConvertOptions& o) {
   }
 }
 
+// The stage whose busy fraction says it held the run back ("" when none stands out, as in a
+// run too short to fill the pipeline): a user's answer to "would more threads help?".
+std::string stage_limit(const StageTimes& st) {
+  constexpr double kLimit = 0.85;
+  const double reader = st.reader_busy(), workers = st.worker_busy(), writer = st.writer_busy();
+  if (workers >= kLimit && workers >= reader) return "workers";
+  if (reader >= kLimit && reader >= writer) return "reader";
+  if (writer >= kLimit) return "writer";
+  return "";
+}
+
+void print_stages(const StageTimes& st) {
+  std::printf("  stages: reader busy %.0f%%, workers busy %.0f%% (%d threads), writer busy %.0f%%; "
+              "%.2f s finishing after the last sample\n",
+              100 * st.reader_busy(), 100 * st.worker_busy(), st.threads, 100 * st.writer_busy(),
+              st.finish_seconds);
+  const std::string limit = stage_limit(st);
+  if (limit == "workers")
+    std::printf("    the limit: the transform workers (decoding, cropping, encoding); more "
+                "--threads help while cores are free\n");
+  else if (limit == "reader")
+    std::printf("    the limit: reading the input (one thread reads, decompresses and checksums "
+                "it); more --threads will not help: split the input into parts (--shard I/N, one "
+                "process each) or store it as .tar or .tar.zst instead of .tar.gz\n");
+  else if (limit == "writer")
+    std::printf("    the limit: writing the output (labels and shards, in order); check the "
+                "output disk's speed\n");
+}
+
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -404,6 +433,19 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
                            {"source", fs.source}};
       j["schema"] = fields;
       j["input_errors"] = r.input_errors;
+      const StageTimes& st = r.stages;
+      j["stages"] = {{"threads", st.threads},
+                     {"reader_seconds", st.reader_seconds},
+                     {"reader_blocked_seconds", st.reader_blocked_seconds},
+                     {"worker_seconds", st.worker_seconds},
+                     {"worker_idle_seconds", st.worker_idle_seconds},
+                     {"writer_seconds", st.writer_seconds},
+                     {"writer_idle_seconds", st.writer_idle_seconds},
+                     {"finish_seconds", st.finish_seconds},
+                     {"reader_busy", st.reader_busy()},
+                     {"worker_busy", st.worker_busy()},
+                     {"writer_busy", st.writer_busy()},
+                     {"limit", stage_limit(st)}};
       std::printf("%s\n", j.dump(2).c_str());
     } else {
       std::printf("converted %llu samples into %s in %.1f s (%.0f samples/s)\n",
@@ -414,6 +456,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
                   human_bytes(double(r.image_bytes)).c_str(),
                   human_bytes(double(r.annotation_bytes)).c_str(),
                   human_bytes(double(r.input_bytes)).c_str());
+      print_stages(r.stages);
       for (const auto& e : r.input_errors) std::printf("  INPUT ERROR: %s\n", e.c_str());
       if (r.skipped_samples || r.error_members || r.ignored_members)
         std::printf(

@@ -59,6 +59,11 @@ struct Item {
 constexpr size_t kBatchSamples = 64;
 constexpr uint64_t kBatchBytes = 1 << 20;
 
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
 // Bounded hand-off between the reader, the workers and the ordered writer. The in-flight
 // limit bounds memory: the reader blocks until the writer has retired old samples.
 class Pipeline {
@@ -67,7 +72,9 @@ class Pipeline {
 
   bool push(Item&& it) {  // reader
     std::unique_lock lk(mu_);
+    const auto t = Clock::now();
     cv_space_.wait(lk, [&] { return in_flight_ < max_in_flight_ || cancelled_; });
+    waits_.reader += seconds_since(t);
     if (cancelled_) return false;
     ++in_flight_;
     todo_.push_back(std::move(it));
@@ -82,7 +89,9 @@ class Pipeline {
   }
   std::optional<Item> take() {  // worker
     std::unique_lock lk(mu_);
+    const auto t = Clock::now();
     cv_todo_.wait(lk, [&] { return !todo_.empty() || total_ || cancelled_; });
+    waits_.workers += seconds_since(t);
     if (cancelled_ || todo_.empty()) return std::nullopt;
     Item it = std::move(todo_.front());
     todo_.pop_front();
@@ -109,12 +118,24 @@ class Pipeline {
         return item;
       }
       if (total_ && next_ == *total_) return std::nullopt;
-      if (cv_done_.wait_for(lk, tick) == std::cv_status::timeout) {
+      const auto t = Clock::now();
+      const auto woke = cv_done_.wait_for(lk, tick);
+      waits_.writer += seconds_since(t);
+      if (woke == std::cv_status::timeout) {
         lk.unlock();
         on_tick();
         lk.lock();
       }
     }
+  }
+  /// Seconds each side spent blocked: the reader for room, the workers (summed) for work, the
+  /// writer for the next sample in order.
+  struct Waits {
+    double reader = 0, workers = 0, writer = 0;
+  };
+  Waits waits() {
+    std::lock_guard lk(mu_);
+    return waits_;
   }
   void cancel() {
     std::lock_guard lk(mu_);
@@ -134,6 +155,7 @@ class Pipeline {
   uint64_t next_ = 0;
   std::optional<uint64_t> total_;
   bool cancelled_ = false;
+  Waits waits_;
 };
 
 // An append-only JSON-lines file in the staging directory (the manifest's "skipped" and
@@ -726,7 +748,9 @@ ConvertResult convert(const ConvertOptions& o,
     std::vector<MemberNotice> notices;
     std::exception_ptr reader_failure;
     uint64_t entries_read = 0;  // written by the reader thread, read after it is joined
+    double reader_seconds = 0;  // written by the reader thread, read after it is joined
     std::thread reader_thread([&] {
+      const auto reader_t0 = Clock::now();
       uint64_t seq = 0;
       // --shard I/N by sample: every part groups all samples and keeps its share of them.
       uint64_t sample_no = 0;
@@ -805,16 +829,19 @@ ConvertResult convert(const ConvertOptions& o,
         pipe.cancel();
       }
       pipe.close_input(seq);
+      reader_seconds = seconds_since(reader_t0);
     });
 
     // process_sample turns bad data into the sample's error; what it throws stops the run (a
     // codec plugin that cannot be loaded, an encoder failure), never std::terminate.
     std::mutex worker_failure_mu;
     std::exception_ptr worker_failure;
+    double worker_seconds = 0;  // summed over the workers, under worker_failure_mu
     std::vector<std::thread> workers;
     workers.reserve(static_cast<size_t>(threads));
     for (int i = 0; i < threads; ++i)
       workers.emplace_back([&] {
+        const auto worker_t0 = Clock::now();
         try {
           while (auto it = pipe.take()) {
             for (Entry& e : it->entries) {
@@ -831,6 +858,8 @@ ConvertResult convert(const ConvertOptions& o,
           }
           pipe.cancel();
         }
+        const std::lock_guard lk(worker_failure_mu);
+        worker_seconds += seconds_since(worker_t0);
       });
 
     auto report = [&](bool final) {
@@ -846,6 +875,7 @@ ConvertResult convert(const ConvertOptions& o,
     };
 
     std::exception_ptr writer_failure;
+    const auto writer_t0 = Clock::now();
     try {
       while (auto item = pipe.next(std::chrono::milliseconds(250), [&] { report(false); })) {
         for (Entry& entry : item->entries) {
@@ -895,8 +925,18 @@ ConvertResult convert(const ConvertOptions& o,
       writer_failure = std::current_exception();
       pipe.cancel();
     }
+    const double writer_seconds = seconds_since(writer_t0);
+    const auto finish_t0 = Clock::now();
     reader_thread.join();
     for (auto& w : workers) w.join();
+    const Pipeline::Waits waits = pipe.waits();
+    result.stages.threads = threads;
+    result.stages.reader_seconds = reader_seconds;
+    result.stages.reader_blocked_seconds = waits.reader;
+    result.stages.worker_seconds = worker_seconds;
+    result.stages.worker_idle_seconds = waits.workers;
+    result.stages.writer_seconds = writer_seconds;
+    result.stages.writer_idle_seconds = waits.writer;
     if (writer_failure) std::rethrow_exception(writer_failure);
     if (worker_failure) std::rethrow_exception(worker_failure);
     if (reader_failure) std::rethrow_exception(reader_failure);
@@ -992,6 +1032,7 @@ ConvertResult convert(const ConvertOptions& o,
           {f.name, kind_name(f.kind), std::string(dtype_name(f.dtype)), f.source, shape, f.ragged});
     }
     publish(out, staging, writer.shard_names(), o.overwrite);
+    result.stages.finish_seconds = seconds_since(finish_t0);
     result.seconds = std::chrono::duration<double>(clock::now() - t0).count();
     report(true);
   } catch (...) {

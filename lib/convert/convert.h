@@ -1,6 +1,7 @@
 #pragma once
 // The converter: inputs -> samples -> transform -> shards + one annotation file.
 // This is the library's one entry point for `tarmac convert`.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -71,6 +72,27 @@ struct FieldSummary {
   bool ragged = false;
 };
 
+/// Where a run's time went, to tell which stage limits it: the reader thread (reading,
+/// decompressing, checksumming, grouping), the transform workers, the ordered writer. Each
+/// stage's busy fraction is 1 - blocked/total; the stage near 100 % is the limit.
+struct StageTimes {
+  int threads = 0;                      ///< transform workers
+  double reader_seconds = 0;            ///< the reader thread, start to end
+  double reader_blocked_seconds = 0;    ///< of which waiting for room (stages behind it full)
+  double worker_seconds = 0;            ///< summed over the workers, start to end
+  double worker_idle_seconds = 0;       ///< of which waiting for samples (the reader behind)
+  double writer_seconds = 0;            ///< the writer, until the last sample is written
+  double writer_idle_seconds = 0;       ///< of which waiting for the next sample in order
+  double finish_seconds = 0;            ///< after the last sample: labels, manifest, publish
+
+  static double busy(double total, double waiting) {
+    return total > 0 ? std::clamp(1.0 - waiting / total, 0.0, 1.0) : 0.0;
+  }
+  double reader_busy() const { return busy(reader_seconds, reader_blocked_seconds); }
+  double worker_busy() const { return busy(worker_seconds, worker_idle_seconds); }
+  double writer_busy() const { return busy(writer_seconds, writer_idle_seconds); }
+};
+
 struct ConvertResult {
   uint64_t samples = 0;
   uint64_t skipped_samples = 0;
@@ -88,6 +110,7 @@ struct ConvertResult {
   bool resumed = false;                   ///< went on from an interrupted run's checkpoint
   uint64_t resumed_samples = 0;           ///< samples that run had converted
   bool already_complete = false;          ///< --resume found a finished dataset: nothing done
+  StageTimes stages;                      ///< where the time went (not on --resume's replay)
 };
 
 struct Progress {

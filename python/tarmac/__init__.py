@@ -409,20 +409,33 @@ class Dataset:
         names = [n for n, f in self.fields.items() if not f["ragged"]]
         return names + (["__affine__"] if self.blob_kinds else [])
 
-    def batch(self, indices, fields=None, size=None, resize=False, threads=0):
+    def batch(self, indices, fields=None, size=None, resize=False, threads=0, out=None):
         """Decodes `indices` into one (N, H, W, 3) uint8 array and stacks fixed-shape fields.
 
         size=(w, h) defaults to the first sample's decoded size; an image of another size is an
         error unless resize=True. fields defaults to every fixed-shape field and __affine__.
-        Decoding runs on `threads` native threads (0: all cores) without the GIL."""
+        Decoding runs on `threads` native threads (0: all cores) without the GIL. out: a
+        C-contiguous (N, H, W, 3) uint8 array to decode into (pinned or shared memory, say)
+        instead of a new one; its H and W are the size when size is not given."""
         idx = np.ascontiguousarray([self._index(i) for i in indices], dtype=np.int64)
         fields = tuple(self.fixed_fields() if fields is None else fields)
+        if out is not None:
+            if (not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.ndim != 4
+                    or out.shape[0] != len(idx) or out.shape[3] != 3 or not out.flags.c_contiguous
+                    or not out.flags.writeable):
+                raise ValueError(f"out must be a writable C-contiguous uint8 array of shape "
+                                 f"({len(idx)}, H, W, 3), not {getattr(out, 'dtype', type(out))} "
+                                 f"{getattr(out, 'shape', '')}")
+            size = size or (out.shape[2], out.shape[1])
+            if tuple(size) != (out.shape[2], out.shape[1]):
+                raise ValueError(f"out holds {out.shape[2]}x{out.shape[1]} images, size asks for "
+                                 f"{size[0]}x{size[1]}")
         if self.blob_kinds:
             w, h = size if size else (self.decoded_size(int(idx[0])) if len(idx) else (1, 1))
         else:
             w, h = 0, 0
         loader = self._loader(w, h, resize, threads, fields)
-        images = np.empty((len(idx), h, w, 3), dtype=np.uint8)
+        images = out if out is not None and self.blob_kinds else np.empty((len(idx), h, w, 3), dtype=np.uint8)
         labels = {}
         for name in fields:
             probe = self.value(name, 0) if self._n else np.empty(0)

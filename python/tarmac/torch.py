@@ -10,6 +10,14 @@
 
 Fork-safe: the dataset is opened lazily in each process (by path) and the label file and
 shards are memory maps, so N workers share one copy through the page cache instead of N.
+
+A whole batch per call (less Python per sample, the images decoded straight into the shared
+memory that carries them to the main process): give the loader batches of indices and no
+batch_size; the dataset then returns the batch already stacked.
+
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=None, num_workers=8, pin_memory=True,
+        sampler=torch.utils.data.BatchSampler(sampler, batch_size=64, drop_last=False))
 """
 import os
 
@@ -23,11 +31,12 @@ import tarmac
 class TarmacDataset(torch.utils.data.Dataset):
     """Sample i → {"image": uint8 tensor [3, H, W] (or [H, W, 3] with chw=False), fields...,
     "__affine__", "__key__", "__index__"}. Only fixed-shape fields are returned (they collate);
-    `fields` picks them (default: all fixed-shape fields)."""
+    `fields` picks them (default: all fixed-shape fields). `threads`: native decoding threads
+    for a whole batch (default: 1 in a loader worker, all cores in the main process)."""
 
-    def __init__(self, path, fields=None, decode=True, chw=True, transform=None):
+    def __init__(self, path, fields=None, decode=True, chw=True, transform=None, threads=None):
         self.path = os.fspath(path)
-        self.decode, self.chw, self.transform = decode, chw, transform
+        self.decode, self.chw, self.transform, self.threads = decode, chw, transform, threads
         ds = tarmac.Dataset(self.path)
         self._n = len(ds)
         self.fields = list(ds.fixed_fields() if fields is None else fields)
@@ -47,6 +56,8 @@ class TarmacDataset(torch.utils.data.Dataset):
         return self._n
 
     def __getitem__(self, i):
+        if not isinstance(i, (int, np.integer)) and not (torch.is_tensor(i) and i.dim() == 0):
+            return self._batch(i)
         ds = self._dataset()
         out = {"__key__": ds.key(i), "__index__": int(i)}
         if self.decode and ds.blob_kinds:
@@ -56,6 +67,41 @@ class TarmacDataset(torch.utils.data.Dataset):
             # Copies one sample's value (bytes) so the tensor owns writable memory for collate.
             out[name] = torch.from_numpy(np.array(ds.value(name, i)))
         return self.transform(out) if self.transform else out
+
+
+    def _batch(self, indices):
+        """Samples `indices` stacked: "image" uint8 [N, 3, H, W] (a channels-last view of one
+        NHWC block; [N, H, W, 3] with chw=False), each field [N, ...], "__key__" a list. The
+        images must share one size (a bucketed dataset: use BucketBatchSampler)."""
+        ds = self._dataset()
+        idx = [int(i) for i in indices]
+        out = {"__key__": [ds.key(i) for i in idx], "__index__": torch.tensor(idx, dtype=torch.int64)}
+        if self.decode and ds.blob_kinds:
+            in_worker = torch.utils.data.get_worker_info() is not None
+            w, h = ds.decoded_size(idx[0]) if idx else (1, 1)
+            images = _uint8_tensor((len(idx), h, w, 3), shared=in_worker)
+            threads = self.threads if self.threads is not None else (1 if in_worker else 0)
+            _, labels = ds.batch(idx, fields=self.fields, out=images.numpy(), threads=threads)
+            out["image"] = images.permute(0, 3, 1, 2) if self.chw else images
+        else:
+            labels = {name: np.stack([np.asarray(ds.value(name, i)) for i in idx]) if idx else np.empty(0)
+                      for name in self.fields}
+        for name in self.fields:
+            out[name] = torch.from_numpy(labels[name])
+        return self.transform(out) if self.transform else out
+
+
+def _uint8_tensor(shape, shared):
+    """An uninitialised uint8 tensor; in shared memory when `shared` (a loader worker's batch,
+    which then reaches the main process without a copy, as torch's own collate does)."""
+    if not shared:
+        return torch.empty(shape, dtype=torch.uint8)
+    n = int(np.prod(shape))
+    try:
+        storage = torch.UntypedStorage._new_shared(n)
+    except AttributeError:  # a torch without it: share (and copy) after allocating
+        return torch.empty(shape, dtype=torch.uint8).share_memory_()
+    return torch.empty(0, dtype=torch.uint8).set_(storage).view(shape)
 
 
 class DistributedSampler(torch.utils.data.Sampler):

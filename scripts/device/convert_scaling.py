@@ -9,6 +9,7 @@ usage: convert_scaling.py W1.tar --tarmac PATH [--threads 1 2 4 8 12 16] [--repe
 Make W1.tar with scripts/bench/make_workloads.py DIR --w1 N --formats tar.
 """
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -24,17 +25,19 @@ W1ARGS = ["--crop", "field:bbox_xywh", "--crop-scale", "1.2", "--square", "--siz
 
 
 def timed(cmd, clean, repeat):
-    """Median wall seconds and median CPU seconds (user + sys of the child) of `repeat` runs."""
-    walls, cpus = [], []
+    """Median wall seconds, median CPU seconds (user + sys of the child) of `repeat` runs, and
+    the standard output of the run with the median wall time."""
+    runs = []
     for _ in range(repeat):
         shutil.rmtree(clean, ignore_errors=True)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        walls.append(time.perf_counter() - t0)
+        out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+        wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return statistics.median(walls), statistics.median(cpus)
+        runs.append((wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, out))
+    runs.sort(key=lambda r: r[0])
+    return runs[len(runs) // 2][0], statistics.median(r[1] for r in runs), runs[len(runs) // 2][2]
 
 
 def decode_floor(archive):
@@ -68,24 +71,26 @@ def main():
           f"decode floor {floor:.1f} images/s per core (libjpeg-turbo via OpenCV {__import__('cv2').__version__})")
     print()
     print("| pipeline | threads | samples/s | speed-up vs 1 thread | ÷ (threads × 1-thread rate) "
-          "| ÷ (threads × decode floor) | CPU s |")
-    print("|---|---|---|---|---|---|---|")
+          "| ÷ (threads × decode floor) | CPU s | busy: reader / workers / writer | finishing s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     base = None
     for t in a.threads:
-        wall, cpu = timed([a.tarmac, "convert", a.archive, "-o", out, *W1ARGS, "--threads", str(t)], out,
-                          a.repeat)
+        wall, cpu, text = timed([a.tarmac, "convert", "--json", a.archive, "-o", out, *W1ARGS, "--threads", str(t)],
+                                out, a.repeat)
+        st = json.loads(text)["stages"]
         rate = n / wall
         base = base or rate
         print(f"| tarmac | {t} | {rate:.0f} | {rate / base:.2f}× | {rate / (t * base):.0%} "
-              f"| {rate / (t * floor):.0%} | {cpu:.2f} |", flush=True)
+              f"| {rate / (t * floor):.0%} | {cpu:.2f} | {st['reader_busy']:.0%} / {st['worker_busy']:.0%} / "
+              f"{st['writer_busy']:.0%} | {st['finish_seconds']:.2f} |", flush=True)
     if a.no_peers:
         return
     peer = os.path.join(ROOT, "scripts", "bench", "peer_python.py")
     for procs in (1, max(a.threads)):
-        wall, cpu = timed([sys.executable, peer, a.archive, out, "--procs", str(procs)], out, 1)
+        wall, cpu, _ = timed([sys.executable, peer, a.archive, out, "--procs", str(procs)], out, 1)
         rate = n / wall
         print(f"| Python tarfile+PIL | {procs} processes | {rate:.0f} | - | - | {rate / (procs * floor):.0%} "
-              f"| {cpu:.2f} |", flush=True)
+              f"| {cpu:.2f} | - | - |", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@
 #   scripts/make-sample-data.py carry/raw --samples 1024 && tarmac convert carry/raw/*.tar.gz \
 #     -o carry/hmr --crop field:bbox_xywh --crop-scale 1.2 --square --size 224 --points keypoints2d
 #   device run, carry ["carry/bundle", "carry/hmr"]: scripts/device/gpu_figures.sh carry/bundle carry/hmr $OUT
-#   env: STEPS=200 WORKERS="0 2 4 8" THREADS="1 2 4 8 16" BATCH=64 DECODE_SAMPLES=2048 SCALE_SAMPLES=4096
+#   env: STEPS=200 WORKERS="0 2 4 8" (or RUNS, below) THREADS="1 2 4 8 16" DECODE_SAMPLES=2048
+#        SCALE_SAMPLES=4096
 #        DEVICE=(cuda if present)
 set -euo pipefail
 BUNDLE="${1:?usage: gpu_figures.sh BUNDLE DATASET OUTDIR}" DATA="${2:?dataset}" OUT="${3:?outdir}"
@@ -28,10 +29,19 @@ DEVICE_ARGS=()
   "$PY" -c "import sys, numpy, torch; print(sys.version.split()[0], 'numpy', numpy.__version__, 'torch', torch.__version__, 'cuda', torch.cuda.is_available())"
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 } > "$OUT/env.txt" 2>&1
-for w in ${WORKERS:-0 2 4 8}; do
+# Training runs, each MODE:MODEL:LOADER:WORKERS:BATCH[:amp] (examples/train_keypoints.py):
+# "synthetic" is the GPU's ceiling (no loader), "loader" the loader's (no model), "train" both.
+DEFAULT_RUNS="synthetic:small:batched:0:64"
+for w in ${WORKERS:-0 2 4 8}; do DEFAULT_RUNS+=" train:small:batched:$w:64"; done
+WORKERS="${WORKERS:-0 2 4 8}"
+DEFAULT_RUNS+=" train:small:per-sample:${WORKERS##* }:64"
+for run in ${RUNS:-$DEFAULT_RUNS}; do
+  IFS=: read -r mode model loader w batch amp <<< "$run"
+  log="$OUT/train_${mode}_${model}_${loader}_w${w}_b${batch}${amp:+_$amp}.log"
   "$PY" "$ROOT/examples/train_keypoints.py" "$DATA" --steps "${STEPS:-200}" --workers "$w" \
-    --batch-size "${BATCH:-64}" "${DEVICE_ARGS[@]}" > "$OUT/train_w$w.log" 2>&1
-  echo "workers $w: $(tail -1 "$OUT/train_w$w.log")"
+    --batch-size "$batch" --mode "$mode" --model "$model" --loader "$loader" ${amp:+--amp} \
+    "${DEVICE_ARGS[@]}" > "$log" 2>&1
+  echo "$run: $(tail -1 "$log")"
 done
 # shellcheck disable=SC2086
 "$PY" "$ROOT/scripts/device/decode_scaling.py" "$DATA" --samples "${SCALE_SAMPLES:-4096}" --threads ${THREADS:-1 2 4 8 16} | tee "$OUT/decode_scaling.txt"

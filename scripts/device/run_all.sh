@@ -9,7 +9,8 @@
 #
 # Everything it prints also goes to OUT/logs (one tar, OUT/logs.tar, comes back). Each part
 # runs even if an earlier one failed; the exit status is that of the first failure.
-# env: HMR_SAMPLES=2048 W1=3200 WORKERS="0 1 2 4 8 12" THREADS="1 2 4 8 12 16"
+# env: W1=6400 HMR_SAMPLES=256 STEPS=300 RUNS=(gpu_figures.sh's) THREADS="1 2 4 8 12 16"
+#      GPU_LIMIT=300 SCALING_LIMIT=200 (seconds) SCALING_ARGS=(more convert_scaling.py flags)
 set -uo pipefail
 PACK="${1:?usage: run_all.sh PACK.tar.xz OUTDIR}" OUT="${2:?outdir}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -37,28 +38,40 @@ part() {  # part NAME COMMAND...: runs one part, its output to the screen and OU
 environment() {
   uname -srm; ldd --version | head -1; nproc; free -g | sed -n 2p
   grep -m1 'model name' /proc/cpuinfo
+  command -v lscpu >/dev/null && lscpu | grep -E '^(Thread|Core|Socket|NUMA node\(s\)|L3)' 
   "$PY" -c "import sys, numpy, torch; print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'torch', torch.__version__, 'cuda', torch.cuda.is_available())"
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   LD_LIBRARY_PATH="$W/dev/tarmac/lib:$W/dev/bin/lib" ldd "$W/dev/bin/tarmac" | grep -c 'not found' | sed 's/^/libraries not found: /'
   "$T" --version
 }
-hmr() {
-  "$PY" "$ROOT/scripts/make-sample-data.py" "$W/raw" --samples "${HMR_SAMPLES:-2048}" --archives 8 &&
+hmr() {  # a small HMR-style dataset with string fields, for the safetensors check
+  "$PY" "$ROOT/scripts/make-sample-data.py" "$W/raw" --samples "${HMR_SAMPLES:-256}" --archives 2 >/dev/null &&
     "$T" convert "$W"/raw/part-*.tar.gz -o "$W/hmr" --crop field:bbox_xywh --crop-scale 1.2 --square \
       --size 224 --points keypoints2d --boxes bbox_xywh --quality 95 &&
     "$T" verify "$W/hmr" --decode
 }
-w1() {
-  "$PY" "$ROOT/scripts/bench/make_workloads.py" "$W/w1" --w1 "${W1:-3200}" --formats tar
+w1() {  # W1 frames, the conversion benchmark's input and, converted, the training data
+  "$PY" "$ROOT/scripts/bench/make_workloads.py" "$W/w1" --w1 "${W1:-6400}" --formats tar &&
+    "$T" convert "$W/w1/w1.tar" -o "$W/train" --crop field:bbox_xywh --crop-scale 1.2 --square \
+      --size 224 --points keypoints2d --boxes bbox_xywh --quality 95
 }
+# The training matrix: the GPU's ceiling (synthetic), the loader's (loader), and training with
+# 0..12 loader workers, for a small CNN and for ResNet-50 in bf16.
+RUNS_DEFAULT="synthetic:small:batched:0:128"
+for w in 0 1 2 4 8 12; do RUNS_DEFAULT+=" train:small:batched:$w:128"; done
+for w in 4 8; do RUNS_DEFAULT+=" train:small:per-sample:$w:128"; done
+for w in 1 2 4 8; do RUNS_DEFAULT+=" loader:small:batched:$w:128"; done
+RUNS_DEFAULT+=" synthetic:resnet50:batched:0:128:amp"
+for w in 2 4 8; do RUNS_DEFAULT+=" train:resnet50:batched:$w:128:amp"; done
 part env environment
-part hmr hmr
-part safetensors "$PY" "$ROOT/scripts/device/safetensors_check.py" "$W/hmr"
-part gpu env WORKERS="${WORKERS:-0 1 2 4 8 12}" THREADS="${THREADS:-1 2 4 8 12 16}" \
-  "$ROOT/scripts/device/gpu_figures.sh" "$W/dev" "$W/hmr" "$OUT/logs/gpu"
 part w1 w1
+part hmr hmr
+part safetensors env PYTHONPATH="$W/dev" TARMAC_LIB="$W/dev/tarmac/libtarmac_c.so" \
+  "$PY" "$ROOT/scripts/device/safetensors_check.py" "$W/hmr" "$W/train"
+part gpu env STEPS="${STEPS:-300}" RUNS="${RUNS:-$RUNS_DEFAULT}" THREADS="${THREADS:-1 2 4 8 12 16}" \
+  SCALE_SAMPLES=6400 timeout "${GPU_LIMIT:-300}" "$ROOT/scripts/device/gpu_figures.sh" "$W/dev" "$W/train" "$OUT/logs/gpu"
 # shellcheck disable=SC2086
-part scaling "$PY" "$ROOT/scripts/device/convert_scaling.py" "$W/w1/w1.tar" --tarmac "$T" \
-  --threads ${THREADS:-1 2 4 8 12 16} --work "$W/scaling"
+part scaling timeout "${SCALING_LIMIT:-200}" "$PY" "$ROOT/scripts/device/convert_scaling.py" "$W/w1/w1.tar" \
+  --tarmac "$T" --threads ${THREADS:-1 2 4 8 12 16} --work "$W/scaling" ${SCALING_ARGS:-}
 tar -cf "$OUT/logs.tar" -C "$OUT" logs && rm -rf "$OUT/logs"
 exit "$status"

@@ -51,15 +51,21 @@ class DeviceScriptTest(unittest.TestCase):
                             "--crop-scale", "1.2", "--square", "--size", "224", "--points", "keypoints2d"],
                            check=True, stdout=subprocess.DEVNULL)
             subprocess.run(["bash", os.path.join(ROOT, "scripts", "bundle-reader.sh"), bundle], check=True)
-            env = dict(os.environ, STEPS="2", WORKERS="0 2", THREADS="1 2", BATCH="8", DEVICE="cpu",
+            runs = ["synthetic:small:batched:0:8", "train:small:batched:0:8", "train:small:batched:2:8",
+                    "train:small:per-sample:2:8", "loader:small:batched:2:8"]
+            env = dict(os.environ, STEPS="3", RUNS=" ".join(runs), THREADS="1 2", DEVICE="cpu",
                        DECODE_SAMPLES="16", PYTHON=sys.executable)
             env.pop("TARMAC_LIB", None)
             r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "device", "gpu_figures.sh"), bundle, data, out],
                                capture_output=True, text=True, env=env, timeout=300)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            for w in (0, 2):
-                with open(os.path.join(out, "train_w%d.log" % w)) as f:
-                    self.assertIn("samples/s", f.read())
+            for run in runs:
+                mode, model, loader, w, batch = run.split(":")
+                with open(os.path.join(out, f"train_{mode}_{model}_{loader}_w{w}_b{batch}.log")) as f:
+                    text = f.read()
+                self.assertIn(f"{mode}, model {model}, {loader} loader, {w} workers, batch {batch}", text)
+                self.assertIn("steady state (steps 3-3)", text)
+                self.assertIn("samples/s", text)
             with open(os.path.join(out, "decode_scaling.txt")) as f:
                 lines = [x for x in f.read().splitlines() if x.startswith("threads")]
             self.assertEqual(len(lines), 2)

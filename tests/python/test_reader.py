@@ -207,6 +207,58 @@ class TorchTest(unittest.TestCase):
             shutil.rmtree(tmp)
 
 
+    def test_batched_loader_matches_per_sample_loader_and_opencv(self):
+        try:
+            import torch
+            import tarmac.torch as tt
+        except ImportError:
+            self.skipTest("torch is not installed")
+        tmp = tempfile.mkdtemp(prefix="tarmac-torch-")
+        try:
+            path = convert(tmp, "ds", "--format", "jpg", "--quality", "90")
+            ds = tt.TarmacDataset(path, fields=["id", "vec", "__affine__"])
+            raw = tarmac.Dataset(path)
+            for workers in (0, 2):
+                sampler = tt.DistributedSampler(len(ds), rank=1, world=2, seed=4)
+                batches = torch.utils.data.BatchSampler(sampler, batch_size=4, drop_last=False)
+                loader = torch.utils.data.DataLoader(ds, batch_size=None, sampler=batches, num_workers=workers)
+                per_sample = torch.utils.data.DataLoader(ds, batch_size=4, sampler=sampler, num_workers=0)
+                count = 0
+                for b, p in zip(loader, per_sample):
+                    self.assertEqual(b["image"].dtype, torch.uint8)
+                    self.assertEqual(tuple(b["image"].shape[1:]), (3, 24, 32))
+                    self.assertTrue(torch.equal(b["image"], p["image"]))
+                    for name in ("id", "vec", "__affine__", "__index__"):
+                        self.assertTrue(torch.equal(b[name], p[name]), name)
+                    self.assertEqual(b["__key__"], list(p["__key__"]))
+                    for k, i in enumerate(b["__index__"].tolist()):  # pixels: OpenCV's decoder
+                        bgr = cv2.imdecode(np.frombuffer(bytes(raw.image(i)), np.uint8), cv2.IMREAD_COLOR)
+                        np.testing.assert_array_equal(b["image"][k].permute(1, 2, 0).numpy(), bgr[:, :, ::-1])
+                    count += len(b["__key__"])
+                self.assertEqual(count, len(sampler))
+        finally:
+            shutil.rmtree(tmp)
+
+    def test_batch_into_caller_array(self):
+        tmp = tempfile.mkdtemp(prefix="tarmac-out-")
+        try:
+            ds = tarmac.Dataset(convert(tmp, "ds", "--format", "jpg"))
+            want, labels = ds.batch([3, 1, 2], fields=["id"])
+            out = np.full((3, 24, 32, 3), 7, np.uint8)
+            got, got_labels = ds.batch([3, 1, 2], fields=["id"], out=out)
+            self.assertIs(got, out)
+            np.testing.assert_array_equal(out, want)
+            np.testing.assert_array_equal(got_labels["id"], labels["id"])
+            for bad in (np.zeros((2, 24, 32, 3), np.uint8), np.zeros((3, 24, 32, 3), np.float32),
+                        np.zeros((3, 32, 24, 3), np.uint8)[:, ::2], np.zeros((3, 24, 32, 3), np.uint8).T):
+                with self.assertRaises(ValueError):
+                    ds.batch([3, 1, 2], out=bad)
+            with self.assertRaises(tarmac.TarmacError):  # a size the images do not have
+                ds.batch([3, 1, 2], out=np.zeros((3, 20, 30, 3), np.uint8))
+        finally:
+            shutil.rmtree(tmp)
+
+
 class BucketBatchesTest(unittest.TestCase):
     """tarmac.bucket_batches and tarmac.torch.BucketBatchSampler on a --resize bucket dataset."""
 
