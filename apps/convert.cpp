@@ -129,27 +129,41 @@ std::string stage_limit(const StageTimes& st) {
   constexpr double kLimit = 0.85;
   const double reader = st.reader_busy(), workers = st.worker_busy(), writer = st.writer_busy();
   if (workers >= kLimit && workers >= reader) return "workers";
+  // Samples wait in the group window until it fills: in a run whose input is not much more
+  // than the window, the workers start late, and the read is all there is to see.
+  if (reader >= kLimit && st.first_release_seconds >= 0.5 * st.reader_seconds) return "window";
   if (reader >= kLimit && reader >= writer) return "reader";
   if (writer >= kLimit) return "writer";
   return "";
 }
 
 void print_stages(const StageTimes& st) {
-  std::printf("  stages: reader busy %.0f%%, workers busy %.0f%% (%d threads), writer busy %.0f%%; "
-              "%.2f s finishing after the last sample\n",
-              100 * st.reader_busy(), 100 * st.worker_busy(), st.threads, 100 * st.writer_busy(),
-              st.finish_seconds);
+  std::printf(
+      "  stages: reader busy %.0f%%, workers busy %.0f%% (%d threads), writer busy %.0f%%; "
+      "%.2f s finishing after the last sample\n",
+      100 * st.reader_busy(), 100 * st.worker_busy(), st.threads, 100 * st.writer_busy(),
+      st.finish_seconds);
   const std::string limit = stage_limit(st);
   if (limit == "workers")
-    std::printf("    the limit: the transform workers (decoding, cropping, encoding); more "
-                "--threads help while cores are free\n");
+    std::printf(
+        "    the limit: the transform workers (decoding, cropping, encoding); more "
+        "--threads help while cores are free\n");
   else if (limit == "reader")
-    std::printf("    the limit: reading the input (one thread reads, decompresses and checksums "
-                "it); more --threads will not help: split the input into parts (--shard I/N, one "
-                "process each) or store it as .tar or .tar.zst instead of .tar.gz\n");
+    std::printf(
+        "    the limit: reading the input (one thread reads, decompresses and checksums "
+        "it); more --threads will not help: split the input into parts (--shard I/N, one "
+        "process each) or store it as .tar or .tar.zst instead of .tar.gz\n");
+  else if (limit == "window")
+    std::printf(
+        "    the limit: the group window; the workers waited %.2f s for their first "
+        "samples, which are held until --group-window bytes are waiting, so a run whose "
+        "input is not much larger than the window is bound by reading it (a smaller "
+        "--group-window starts them sooner when each sample's members are adjacent)\n",
+        st.first_release_seconds);
   else if (limit == "writer")
-    std::printf("    the limit: writing the output (labels and shards, in order); check the "
-                "output disk's speed\n");
+    std::printf(
+        "    the limit: writing the output (labels and shards, in order); check the "
+        "output disk's speed\n");
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -442,6 +456,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
                      {"writer_seconds", st.writer_seconds},
                      {"writer_idle_seconds", st.writer_idle_seconds},
                      {"finish_seconds", st.finish_seconds},
+                     {"first_release_seconds", st.first_release_seconds},
                      {"reader_busy", st.reader_busy()},
                      {"worker_busy", st.worker_busy()},
                      {"writer_busy", st.writer_busy()},

@@ -748,7 +748,9 @@ ConvertResult convert(const ConvertOptions& o,
     std::vector<MemberNotice> notices;
     std::exception_ptr reader_failure;
     uint64_t entries_read = 0;  // written by the reader thread, read after it is joined
-    double reader_seconds = 0;  // written by the reader thread, read after it is joined
+    // Written by the reader thread, read after it is joined.
+    double reader_seconds = 0;
+    double first_release_seconds = 0;
     std::thread reader_thread([&] {
       const auto reader_t0 = Clock::now();
       uint64_t seq = 0;
@@ -763,6 +765,7 @@ ConvertResult convert(const ConvertOptions& o,
         Item batch;
         auto flush_batch = [&] {
           if (batch.entries.empty()) return;
+          if (seq == 0) first_release_seconds = seconds_since(reader_t0);
           batch.seq = seq++;
           if (!pipe.push(std::move(batch))) throw FatalError("cancelled");
           batch = Item{};
@@ -932,6 +935,7 @@ ConvertResult convert(const ConvertOptions& o,
     const Pipeline::Waits waits = pipe.waits();
     result.stages.threads = threads;
     result.stages.reader_seconds = reader_seconds;
+    result.stages.first_release_seconds = first_release_seconds;
     result.stages.reader_blocked_seconds = waits.reader;
     result.stages.worker_seconds = worker_seconds;
     result.stages.worker_idle_seconds = waits.workers;

@@ -76,14 +76,15 @@ struct FieldSummary {
 /// decompressing, checksumming, grouping), the transform workers, the ordered writer. Each
 /// stage's busy fraction is 1 - blocked/total; the stage near 100 % is the limit.
 struct StageTimes {
-  int threads = 0;                      ///< transform workers
-  double reader_seconds = 0;            ///< the reader thread, start to end
-  double reader_blocked_seconds = 0;    ///< of which waiting for room (stages behind it full)
-  double worker_seconds = 0;            ///< summed over the workers, start to end
-  double worker_idle_seconds = 0;       ///< of which waiting for samples (the reader behind)
-  double writer_seconds = 0;            ///< the writer, until the last sample is written
-  double writer_idle_seconds = 0;       ///< of which waiting for the next sample in order
-  double finish_seconds = 0;            ///< after the last sample: labels, manifest, publish
+  int threads = 0;                    ///< transform workers
+  double reader_seconds = 0;          ///< the reader thread, start to end
+  double reader_blocked_seconds = 0;  ///< of which waiting for room (stages behind it full)
+  double worker_seconds = 0;          ///< summed over the workers, start to end
+  double worker_idle_seconds = 0;     ///< of which waiting for samples (the reader behind)
+  double writer_seconds = 0;          ///< the writer, until the last sample is written
+  double writer_idle_seconds = 0;     ///< of which waiting for the next sample in order
+  double finish_seconds = 0;          ///< after the last sample: labels, manifest, publish
+  double first_release_seconds = 0;   ///< reader start to its first samples for the workers
 
   static double busy(double total, double waiting) {
     return total > 0 ? std::clamp(1.0 - waiting / total, 0.0, 1.0) : 0.0;
