@@ -4,7 +4,8 @@
 #     (-DTARMAC_SANITIZE=ON) and the whole CTest suite; the e2e and reliability tests run the
 #     instrumented tarmac binary.
 #  2. build-tsan: ThreadSanitizer (-DTARMAC_TSAN=ON): the tarmac binary, run by the e2e
-#     convert tests (reader, workers, ordered writer), and the CTests labelled `threads` (the
+#     convert and input tests (reader, workers processing ahead, ordered writer), and the
+#     CTests labelled `threads` (the
 #     reader's BatchLoader pool), built alone since nothing else there is multi-threaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,4 +31,5 @@ echo "sanitize: TSan" >&2
 cmake -S . -B build-tsan "${FLAGS[@]}" -DTARMAC_TSAN=ON -DTARMAC_BUILD_TESTS=ON >/dev/null
 cmake --build build-tsan -j2 --target tarmac test_read_dataset
 TARMAC="$PWD/build-tsan/apps/tarmac" /usr/bin/python3 tests/e2e/test_convert.py
+TARMAC="$PWD/build-tsan/apps/tarmac" /usr/bin/python3 tests/e2e/test_inputs.py
 ctest --test-dir build-tsan --output-on-failure -L threads

@@ -10,11 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include "common/error.h"
@@ -41,9 +43,66 @@ constexpr const char* kLabelsFile = "labels.safetensors";
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kCheckpointFile = "checkpoint.json";
 
+// A sample processed ahead of its release from the group window (see the reader thread): queued
+// for an idle worker, and whoever needs it first runs it. It holds the sample's members, lent by
+// the grouper, until its entry is done or the reader takes them back for a late member.
+class AheadJob {
+ public:
+  explicit AheadJob(RawSample raw) : raw_(std::move(raw)), bytes_(raw_.bytes()) {}
+  uint64_t bytes() const { return bytes_; }  ///< the members' bytes, for batching
+  /// Runs the job here unless another thread has claimed it (or it was reclaimed).
+  void try_run(const ConvertOptions& o) {
+    {
+      const std::lock_guard lk(mu_);
+      if (state_ != State::Queued) return;
+      state_ = State::Running;
+    }
+    std::optional<ProcessedSample> result;
+    std::exception_ptr error;
+    try {
+      result = process_sample(raw_, o);
+    } catch (...) {  // kept for whoever takes the result: a reclaimed job's error is never seen
+      error = std::current_exception();
+    }
+    const std::lock_guard lk(mu_);
+    result_ = std::move(result);
+    error_ = error;
+    state_ = State::Done;
+    cv_.notify_all();
+  }
+  /// The result: runs the job here if nobody has started it, waits if somebody has. Once.
+  ProcessedSample take(const ConvertOptions& o) {
+    try_run(o);
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return state_ == State::Done; });
+    if (error_) std::rethrow_exception(error_);
+    return std::move(*result_);
+  }
+  /// Reader, for a member that came late: the members back, the job cancelled (or, if running,
+  /// waited for and its result dropped). take() must not be called afterwards.
+  std::vector<Member> reclaim() {
+    std::unique_lock lk(mu_);
+    if (state_ == State::Queued) state_ = State::Done;
+    cv_.wait(lk, [&] { return state_ == State::Done; });
+    result_.reset();
+    return std::exchange(raw_.members, {});
+  }
+
+ private:
+  enum class State { Queued, Running, Done };
+  RawSample raw_;
+  const uint64_t bytes_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  State state_ = State::Queued;
+  std::optional<ProcessedSample> result_;
+  std::exception_ptr error_;
+};
+
 // A work item travelling from the reader to the workers and on to the writer.
 struct Entry {
   RawSample raw;
+  std::shared_ptr<AheadJob> ahead;  // processed ahead: raw holds no members, the job has them
   std::optional<ProcessedSample> done;
   std::string reader_error;  // a grouping error (late member, duplicate key)
   bool replay = false;       // handled before the checkpoint this run resumes from
@@ -84,18 +143,37 @@ class Pipeline {
   void close_input(uint64_t total) {  // reader, at the end
     std::lock_guard lk(mu_);
     total_ = total;
+    ahead_.clear();  // every job still needed travels with its entry
     cv_todo_.notify_all();
     cv_done_.notify_all();
   }
-  std::optional<Item> take() {  // worker
+  void push_ahead(std::shared_ptr<AheadJob> job) {  // reader; bounded by the group window
+    const std::lock_guard lk(mu_);
+    ahead_.push_back(std::move(job));
+    cv_todo_.notify_one();
+  }
+  /// Worker: the next item, else a job to process ahead; nullopt at the end.
+  struct Work {
+    std::optional<Item> item;
+    std::shared_ptr<AheadJob> ahead;
+  };
+  std::optional<Work> take() {
     std::unique_lock lk(mu_);
     const auto t = Clock::now();
-    cv_todo_.wait(lk, [&] { return !todo_.empty() || total_ || cancelled_; });
+    cv_todo_.wait(lk, [&] { return !todo_.empty() || !ahead_.empty() || total_ || cancelled_; });
     waits_.workers += seconds_since(t);
-    if (cancelled_ || todo_.empty()) return std::nullopt;
-    Item it = std::move(todo_.front());
-    todo_.pop_front();
-    return it;
+    if (cancelled_) return std::nullopt;
+    Work w;
+    if (!todo_.empty()) {
+      w.item = std::move(todo_.front());
+      todo_.pop_front();
+    } else if (!ahead_.empty()) {
+      w.ahead = std::move(ahead_.front());
+      ahead_.pop_front();
+    } else {
+      return std::nullopt;
+    }
+    return w;
   }
   void finish(Item&& it) {  // worker
     std::lock_guard lk(mu_);
@@ -149,6 +227,7 @@ class Pipeline {
   std::mutex mu_;
   std::condition_variable cv_space_, cv_todo_, cv_done_;
   std::deque<Item> todo_;
+  std::deque<std::shared_ptr<AheadJob>> ahead_;
   std::map<uint64_t, Item> done_;
   size_t max_in_flight_;
   size_t in_flight_ = 0;
@@ -759,6 +838,16 @@ ConvertResult convert(const ConvertOptions& o,
       auto in_part = [&] {
         return split != PartSplit::Samples || sample_no++ % o.part_count == o.part_index;
       };
+      // Samples leave the group window for the workers only once it is full (or the input
+      // ends), so at the start of a run the workers would wait for the first --group-window
+      // bytes to be read. Until the first release, each sample that another key has followed
+      // (its members are then probably all read) is processed ahead by idle workers, its
+      // members lent by the grouper; a member that still comes for it takes them back and the
+      // sample is processed when released, as usual. The output is the same either way. Not
+      // when resuming or splitting by sample (those decide at release what a sample becomes).
+      bool ahead_open = !cp && split != PartSplit::Samples;
+      std::unordered_map<std::string, std::shared_ptr<AheadJob>> ahead;
+      std::string last_key;
       try {
         SampleGrouper grouper(grouping);
         std::vector<RawSample> ready;
@@ -777,18 +866,39 @@ ConvertResult convert(const ConvertOptions& o,
             e.replay = true;
             e.raw.members = {};
           }
-          batch.bytes += e.raw.bytes();
+          batch.bytes += e.ahead ? e.ahead->bytes() : e.raw.bytes();
           batch.entries.push_back(std::move(e));
           if (batch.entries.size() >= kBatchSamples || batch.bytes >= kBatchBytes) flush_batch();
         };
         auto push_ready = [&] {
+          if (!ready.empty()) ahead_open = false;
           for (auto& r : ready) {
             if (!in_part()) continue;
             Entry e;
+            if (auto j = ahead.find(r.key); j != ahead.end()) {
+              e.ahead = std::move(j->second);  // unchanged since it went ahead; r has no members
+              ahead.erase(j);
+            }
             e.raw = std::move(r);
             add_entry(std::move(e));
           }
           ready.clear();
+        };
+        // After a member of `key` was added: the sample before it, followed now, goes ahead.
+        auto go_ahead = [&](const std::string& key) {
+          if (ahead_open && !last_key.empty() && key != last_key)
+            if (const RawSample* s = grouper.find_pending(last_key);
+                s && !s->dropped && s->errors.empty() && !s->members.empty() &&
+                !ahead.count(last_key)) {
+              RawSample lent;
+              lent.key = s->key;
+              lent.input = s->input;
+              lent.members = grouper.lend_members(last_key);
+              auto job = std::make_shared<AheadJob>(std::move(lent));
+              ahead.emplace(last_key, job);
+              pipe.push_ahead(std::move(job));
+            }
+          last_key = key;
         };
         InputCallbacks cb;
         cb.on_member = [&](uint32_t input, Member&& m) {
@@ -802,7 +912,12 @@ ConvertResult convert(const ConvertOptions& o,
             return;
           }
           try {
+            if (auto j = ahead.find(key); j != ahead.end()) {  // late for a sample gone ahead
+              grouper.return_members(key, j->second->reclaim());
+              ahead.erase(j);
+            }
             grouper.add(input, std::move(m), key, ready);
+            go_ahead(key);
           } catch (const SampleError& e) {
             if (in_part()) {
               Entry bad;
@@ -825,6 +940,7 @@ ConvertResult convert(const ConvertOptions& o,
           grouper.flush(ready);
           push_ready();
           flush_batch();
+          last_key.clear();
         };
         reader.run(cb);
       } catch (...) {
@@ -846,13 +962,21 @@ ConvertResult convert(const ConvertOptions& o,
       workers.emplace_back([&] {
         const auto worker_t0 = Clock::now();
         try {
-          while (auto it = pipe.take()) {
-            for (Entry& e : it->entries) {
-              if (e.reader_error.empty() && !e.replay && !e.raw.dropped)
-                e.done = process_sample(std::move(e.raw), o);
+          while (auto work = pipe.take()) {
+            if (work->ahead) {
+              work->ahead->try_run(o);
+              continue;
+            }
+            Item& it = *work->item;
+            for (Entry& e : it.entries) {
+              if (e.ahead)
+                e.done = e.ahead->take(o);
+              else if (e.reader_error.empty() && !e.replay && !e.raw.dropped)
+                e.done = process_sample(e.raw, o);
+              e.ahead.reset();
               e.raw.members = {};  // the bytes are no longer needed; key and input are
             }
-            pipe.finish(std::move(*it));
+            pipe.finish(std::move(it));
           }
         } catch (...) {
           {

@@ -143,7 +143,7 @@ std::vector<uint8_t> encode_dense(const cv::Mat& m, const std::string& member) {
 
 }  // namespace
 
-ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& o) {
+ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
   ProcessedSample out;
   out.key = raw.key;
   out.input = raw.input;

@@ -31,6 +31,6 @@ struct ProcessedSample {
 };
 
 /// Processes one sample. Never throws for bad data: the reason goes to `error`.
-ProcessedSample process_sample(RawSample&& raw, const ConvertOptions& options);
+ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& options);
 
 }  // namespace tarmac

@@ -1,6 +1,7 @@
 #include "source/sample_grouper.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/error.h"
 
@@ -64,9 +65,11 @@ void SampleGrouper::add(uint32_t input, Member&& m, const std::string& key,
            "duplicate key '" + key + "': kept the one from " + input_name(*kept) + policy});
     }
     pending_.push_back(std::move(s));
+    pending_sizes_.push_back(0);
     it = pending_index_.emplace(key, base_ + pending_.size() - 1).first;
   }
   RawSample& s = pending_[it->second - base_];
+  uint64_t& size = pending_sizes_[it->second - base_];
   if (s.dropped) return;  // a duplicate left out: its members are not kept
   auto other = std::find_if(s.members.begin(), s.members.end(),
                             [&](const Member& o) { return o.name == m.name; });
@@ -83,18 +86,21 @@ void SampleGrouper::add(uint32_t input, Member&& m, const std::string& key,
         // As if the first were not in the archive: the later one takes its place in order.
         s.duplicates.push_back({m.name, here, twice + ": kept the last" + policy});
         pending_bytes_ -= other->data.size();
+        size -= other->data.size();
         s.members.erase(other);
         break;
     }
   }
   pending_bytes_ += m.data.size();
+  size += m.data.size();
   s.members.push_back(std::move(m));
   while (pending_bytes_ > o_.window_bytes && pending_.size() > 1) release_oldest(ready);
 }
 
 void SampleGrouper::release_oldest(std::vector<RawSample>& ready) {
   RawSample& s = pending_.front();
-  pending_bytes_ -= s.bytes();
+  pending_bytes_ -= pending_sizes_.front();
+  pending_sizes_.pop_front();
   pending_index_.erase(s.key);
   const uint32_t where = o_.first_input + s.input;
   // Never overwrite the entry of a sample kept from another input.
@@ -106,6 +112,17 @@ void SampleGrouper::release_oldest(std::vector<RawSample>& ready) {
   ready.push_back(std::move(s));
   pending_.pop_front();
   ++base_;
+}
+
+std::vector<Member> SampleGrouper::lend_members(const std::string& key) {
+  auto it = pending_index_.find(key);
+  if (it == pending_index_.end()) return {};
+  return std::exchange(pending_[it->second - base_].members, {});
+}
+
+void SampleGrouper::return_members(const std::string& key, std::vector<Member>&& members) {
+  auto it = pending_index_.find(key);
+  if (it != pending_index_.end()) pending_[it->second - base_].members = std::move(members);
 }
 
 void SampleGrouper::flush(std::vector<RawSample>& ready) {

@@ -51,6 +51,17 @@ class SampleGrouper {
   void flush(std::vector<RawSample>& ready);
 
   uint64_t pending_bytes() const { return pending_bytes_; }
+  /// The sample of `key` still waiting in the window, or null (released, or never seen). Valid
+  /// until the next add() or flush().
+  const RawSample* find_pending(const std::string& key) const {
+    auto it = pending_index_.find(key);
+    return it == pending_index_.end() ? nullptr : &pending_[it->second - base_];
+  }
+  /// Moves the members of the waiting sample `key` out (to be processed ahead of its release);
+  /// the window still counts their bytes. Give them back with return_members before adding a
+  /// member to that sample; a sample released while lent comes out without members.
+  std::vector<Member> lend_members(const std::string& key);
+  void return_members(const std::string& key, std::vector<Member>&& members);
   /// Bytes held by the fingerprints of released keys.
   size_t released_memory_bytes() const { return released_.memory_bytes(); }
 
@@ -61,6 +72,7 @@ class SampleGrouper {
   GrouperOptions o_;
   uint64_t pending_bytes_ = 0;
   std::deque<RawSample> pending_;
+  std::deque<uint64_t> pending_sizes_;  // member bytes of each waiting sample, lent or not
   std::unordered_map<std::string, size_t> pending_index_;  // key -> position + base_
   size_t base_ = 0;  // number of samples popped from the front of pending_
   // Keys released so far -> index in input_names of their input, with kDropped set for a

@@ -116,6 +116,33 @@ class InputFormatsTest(fx.TmpCase):
         p = fx.gnu_tar(self.path("spread.tar"), self.root, order)
         self.check([p])
 
+    def test_member_order_never_changes_the_output(self):
+        # Samples followed by another key are processed ahead of their release from the group
+        # window; a member that comes later must still count. Three layouts of the same 60
+        # samples (adjacent; every 7th sample's label 5 samples late; all images, then all
+        # labels) give byte-identical datasets, with real decoding and cropping on 2 threads.
+        keys = [f"o/{i:04d}" for i in range(60)]
+        members = []
+        for i, k in enumerate(keys):
+            members.append((k + ".jpg", fx.jpg(fx.smooth_rgb(96, 64, seed=i), 90)))
+            members.append((k + ".json", fx.js({"id": i, "box": [i % 30, 3, 40, 30]})))
+        late = list(members)
+        for i in range(0, 55, 7):  # move sample i's label after sample i + 5's
+            late.remove(members[2 * i + 1])
+            late.insert(late.index(members[2 * (i + 5) + 1]) + 1, members[2 * i + 1])
+        spread = members[0::2] + members[1::2]
+        outs = []
+        for name, layout in (("adjacent", members), ("late", late), ("spread", spread)):
+            src = fx.write_tar(self.path(f"order-{name}.tar"), layout)
+            _, ds = fx.convert(self, [src], "--crop", "field:box", "--size", "32", "--threads", "2",
+                               out=self.path(f"order-out-{name}"))
+            self.assertEqual(ds.keys, keys, name)
+            self.assertEqual(ds.t["id"].tolist(), list(range(60)), name)
+            files = sorted(f for f in os.listdir(ds.out) if f != "manifest.json")
+            outs.append({f: open(os.path.join(ds.out, f), "rb").read() for f in files})
+        self.assertEqual(outs[0], outs[1])
+        self.assertEqual(outs[0], outs[2])
+
     def test_several_inputs_in_order(self):
         more = sample_members(["other/0009", "other/0005"], seed=50)
         a = fx.write_tar(self.path("multi-a.tar"), self.members)

@@ -329,3 +329,32 @@ TEST_CASE("SampleGrouper: input indexes are global for a --shard part") {
   CHECK_THAT(ready.at(1).errors.at(0),
              Catch::Contains("of 'c.tar'") && Catch::Contains("from 'b.tar'"));
 }
+
+TEST_CASE("SampleGrouper: lent members still count in the window, and come back") {
+  SampleGrouper g(100);
+  std::vector<RawSample> ready;
+  add(g, 0, "a.jpg", 40, ready);
+  add(g, 0, "a.json", 10, ready);
+  add(g, 0, "b.jpg", 30, ready);
+  std::vector<Member> lent = g.lend_members("a");
+  CHECK(names(RawSample{"a", 0, lent, {}, false, {}}) ==
+        std::vector<std::string>{"a.jpg", "a.json"});
+  REQUIRE(g.find_pending("a") != nullptr);
+  CHECK(g.find_pending("a")->members.empty());
+  CHECK(g.pending_bytes() == 80);  // the window counts what is lent
+  CHECK(g.lend_members("zzz").empty());
+  // A late member: the members come back first, then the sample grows as usual.
+  g.return_members("a", std::move(lent));
+  add(g, 0, "a.txt", 5, ready);
+  CHECK(names(*g.find_pending("a")) == std::vector<std::string>{"a.jpg", "a.json", "a.txt"});
+  CHECK(g.pending_bytes() == 85);
+  // Lent again and released while lent: out without members, the window's bytes freed.
+  lent = g.lend_members("a");
+  add(g, 0, "c.jpg", 30, ready);  // 115 > 100: the oldest, a, leaves
+  REQUIRE(keys(ready) == std::vector<std::string>{"a"});
+  CHECK(ready[0].members.empty());
+  CHECK(g.pending_bytes() == 60);
+  CHECK(g.find_pending("a") == nullptr);
+  g.return_members("a", std::move(lent));  // released: nothing to give back to, no effect
+  CHECK(g.pending_bytes() == 60);
+}
