@@ -5,8 +5,8 @@
 #     instrumented tarmac binary.
 #  2. build-tsan: ThreadSanitizer (-DTARMAC_TSAN=ON): the tarmac binary, run by the e2e
 #     convert and input tests (reader, workers processing ahead, ordered writer), and the
-#     CTests labelled `threads` (the
-#     reader's BatchLoader pool), built alone since nothing else there is multi-threaded.
+#     CTests labelled `threads` (the reader's BatchLoader pool), built alone since nothing
+#     else there is multi-threaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Any report fails the test that caused it; a leak at exit is a report too.
