@@ -129,9 +129,11 @@ std::string stage_limit(const StageTimes& st) {
   constexpr double kLimit = 0.85;
   const double reader = st.reader_busy(), workers = st.worker_busy(), writer = st.writer_busy();
   if (workers >= kLimit && workers >= reader) return "workers";
-  // Samples wait in the group window until it fills: in a run whose input is not much more
-  // than the window, the workers start late, and the read is all there is to see.
-  if (reader >= kLimit && st.first_release_seconds >= 0.5 * st.reader_seconds) return "window";
+  // Samples wait in the group window until it fills; where none could be converted ahead
+  // (members not adjacent), the workers of a run not much larger than the window start late.
+  if (reader >= kLimit && st.ahead_samples == 0 &&
+      st.first_release_seconds >= 0.5 * st.reader_seconds)
+    return "window";
   if (reader >= kLimit && reader >= writer) return "reader";
   if (writer >= kLimit) return "writer";
   return "";
@@ -156,9 +158,10 @@ void print_stages(const StageTimes& st) {
   else if (limit == "window")
     std::printf(
         "    the limit: the group window; the workers waited %.2f s for their first "
-        "samples, which are held until --group-window bytes are waiting, so a run whose "
-        "input is not much larger than the window is bound by reading it (a smaller "
-        "--group-window starts them sooner when each sample's members are adjacent)\n",
+        "samples, which are held until --group-window bytes are waiting and could not be "
+        "converted ahead (their members are not adjacent), so a run whose input is not much "
+        "larger than the window is bound by reading it; sort the members by name (tar "
+        "--sort=name) to have them converted while the window fills\n",
         st.first_release_seconds);
   else if (limit == "writer")
     std::printf(
@@ -457,6 +460,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
                      {"writer_idle_seconds", st.writer_idle_seconds},
                      {"finish_seconds", st.finish_seconds},
                      {"first_release_seconds", st.first_release_seconds},
+                     {"ahead_samples", st.ahead_samples},
                      {"reader_busy", st.reader_busy()},
                      {"worker_busy", st.worker_busy()},
                      {"writer_busy", st.writer_busy()},

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -915,6 +916,7 @@ ConvertResult convert(const ConvertOptions& o,
             if (auto j = ahead.find(key); j != ahead.end()) {  // late for a sample gone ahead
               grouper.return_members(key, j->second->reclaim());
               ahead.erase(j);
+              ahead_open = false;  // members are not adjacent here: going ahead would waste work
             }
             grouper.add(input, std::move(m), key, ready);
             go_ahead(key);
@@ -956,6 +958,7 @@ ConvertResult convert(const ConvertOptions& o,
     std::mutex worker_failure_mu;
     std::exception_ptr worker_failure;
     double worker_seconds = 0;  // summed over the workers, under worker_failure_mu
+    std::atomic<uint64_t> ahead_taken{0};
     std::vector<std::thread> workers;
     workers.reserve(static_cast<size_t>(threads));
     for (int i = 0; i < threads; ++i)
@@ -969,9 +972,10 @@ ConvertResult convert(const ConvertOptions& o,
             }
             Item& it = *work->item;
             for (Entry& e : it.entries) {
-              if (e.ahead)
+              if (e.ahead) {
                 e.done = e.ahead->take(o);
-              else if (e.reader_error.empty() && !e.replay && !e.raw.dropped)
+                ahead_taken.fetch_add(1, std::memory_order_relaxed);
+              } else if (e.reader_error.empty() && !e.replay && !e.raw.dropped)
                 e.done = process_sample(e.raw, o);
               e.ahead.reset();
               e.raw.members = {};  // the bytes are no longer needed; key and input are
@@ -1060,6 +1064,7 @@ ConvertResult convert(const ConvertOptions& o,
     result.stages.threads = threads;
     result.stages.reader_seconds = reader_seconds;
     result.stages.first_release_seconds = first_release_seconds;
+    result.stages.ahead_samples = ahead_taken.load();
     result.stages.reader_blocked_seconds = waits.reader;
     result.stages.worker_seconds = worker_seconds;
     result.stages.worker_idle_seconds = waits.workers;

@@ -85,6 +85,7 @@ struct StageTimes {
   double writer_idle_seconds = 0;     ///< of which waiting for the next sample in order
   double finish_seconds = 0;          ///< after the last sample: labels, manifest, publish
   double first_release_seconds = 0;   ///< reader start to its first samples for the workers
+  uint64_t ahead_samples = 0;         ///< converted ahead of their release from the window
 
   static double busy(double total, double waiting) {
     return total > 0 ? std::clamp(1.0 - waiting / total, 0.0, 1.0) : 0.0;

@@ -1,6 +1,7 @@
-"""The summary's `stages` (where a conversion's time went, and which stage limits it) on two runs
-whose limit is known by construction: an input smaller than the group window (the workers
-wait for the whole input to be read) and one slow worker behind a fast reader."""
+"""The summary's `stages` (where a conversion's time went, and which stage limits it) on runs
+whose limit is known by construction: an input smaller than the group window with members
+spread (the workers wait for the whole input to be read) or adjacent (converted ahead while it
+is read), and one slow worker behind a fast reader."""
 import json
 import os
 import sys
@@ -12,7 +13,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixtures as fx  # noqa: E402
 
 KEYS = {"threads", "reader_seconds", "reader_blocked_seconds", "worker_seconds", "worker_idle_seconds",
-        "writer_seconds", "writer_idle_seconds", "finish_seconds", "first_release_seconds", "reader_busy",
+        "writer_seconds", "writer_idle_seconds", "finish_seconds", "first_release_seconds", "ahead_samples",
+        "reader_busy",
         "worker_busy", "writer_busy", "limit"}
 
 
@@ -37,21 +39,28 @@ class StagesTest(fx.TmpCase):
         self.assertLessEqual(st["first_release_seconds"], st["reader_seconds"] + 1e-6)
         return st
 
-    def test_input_inside_the_group_window_is_bound_by_reading_it(self):
-        # 12 samples, each with a 2 MB member that no stage uses (ignored, but read and checksummed):
-        # reading takes far longer than the workers' trivial work.
+    def window_input(self, spread):
+        # 12 samples, each with a 2 MB member that no stage uses (ignored, but read and
+        # checksummed): reading takes far longer than the workers' trivial work.
         members = []
         for i in range(12):
             members += [(f"s/{i:03d}.jpg", fx.jpg(fx.smooth_rgb(64, 48, seed=i))), (f"s/{i:03d}.cls", b"%d" % i),
                         (f"s/{i:03d}.bin", os.urandom(2 << 20))]
-        src = os.path.join(self.tmp, "small.tar")
+        if spread:  # all images, then all labels, then all .bin: no sample complete before the end
+            members = members[0::3] + members[1::3] + members[2::3]
+        src = os.path.join(self.tmp, "spread.tar" if spread else "adjacent.tar")
         fx.write_tar(src, members)
+        return src
+
+    def test_spread_members_inside_the_group_window_leave_the_workers_waiting(self):
+        src = self.window_input(spread=True)
         st = self.stages([src], "--threads", "2")
         self.assertEqual(st["threads"], 2)
-        # Nothing leaves the 64 MB window before the input ends: the reader never waits, and the
-        # workers' first samples come when it has read everything.
+        # Nothing leaves the 64 MB window before the input ends and nothing could be converted
+        # ahead: the reader never waits, and the workers' first samples come at the end.
         self.assertLess(st["reader_blocked_seconds"], 0.001)
         self.assertGreater(st["reader_busy"], 0.99)
+        self.assertEqual(st["ahead_samples"], 0)
         self.assertGreaterEqual(st["first_release_seconds"], 0.5 * st["reader_seconds"])
         self.assertEqual(st["limit"], "window")
         p, _ = fx.convert(self, [src], "--threads", "2")
@@ -59,6 +68,14 @@ class StagesTest(fx.TmpCase):
         self.assertIn("stages: reader busy 100%", text)
         self.assertIn("(2 threads)", text)
         self.assertIn("the limit: the group window", text)
+
+    def test_adjacent_members_are_converted_while_the_window_fills(self):
+        st = self.stages([self.window_input(spread=False)], "--threads", "2")
+        # Every sample but the last is followed by another key before the input ends: converted
+        # ahead of the release; what is left is reading the input.
+        self.assertEqual(st["ahead_samples"], 11)
+        self.assertGreater(st["reader_busy"], 0.99)
+        self.assertEqual(st["limit"], "reader")
 
     def test_one_slow_worker_behind_a_fast_reader_is_the_limit(self):
         # 40 large, busy JPEGs downscaled on one worker thread; with a 1-byte group window each
