@@ -117,6 +117,9 @@ struct Item {
   uint64_t bytes = 0;
 };
 constexpr size_t kBatchSamples = 64;
+// Samples smaller than this are not converted ahead: their work (labels, a thumbnail) costs
+// less than a hand-off of its own, and a window of them holds tens of thousands.
+constexpr uint64_t kAheadMinBytes = 32 << 10;
 constexpr uint64_t kBatchBytes = 1 << 20;
 
 using Clock = std::chrono::steady_clock;
@@ -889,7 +892,7 @@ ConvertResult convert(const ConvertOptions& o,
         auto go_ahead = [&](const std::string& key) {
           if (ahead_open && !last_key.empty() && key != last_key)
             if (const RawSample* s = grouper.find_pending(last_key);
-                s && !s->dropped && s->errors.empty() && !s->members.empty() &&
+                s && !s->dropped && s->errors.empty() && s->bytes() >= kAheadMinBytes &&
                 !ahead.count(last_key)) {
               RawSample lent;
               lent.key = s->key;

@@ -121,21 +121,29 @@ class InputFormatsTest(fx.TmpCase):
         # window; a member that comes later must still count. Three layouts of the same 60
         # samples (adjacent; every 7th sample's label 5 samples late; all images, then all
         # labels) give byte-identical datasets, with real decoding and cropping on 2 threads.
+        # (A 40 KB member no stage uses makes each sample big enough to be converted ahead.)
         keys = [f"o/{i:04d}" for i in range(60)]
+        rng = np.random.default_rng(5)
         members = []
         for i, k in enumerate(keys):
             members.append((k + ".jpg", fx.jpg(fx.smooth_rgb(96, 64, seed=i), 90)))
+            members.append((k + ".pad", rng.integers(0, 256, 40000, np.uint8).tobytes()))
             members.append((k + ".json", fx.js({"id": i, "box": [i % 30, 3, 40, 30]})))
         late = list(members)
         for i in range(0, 55, 7):  # move sample i's label after sample i + 5's
-            late.remove(members[2 * i + 1])
-            late.insert(late.index(members[2 * (i + 5) + 1]) + 1, members[2 * i + 1])
-        spread = members[0::2] + members[1::2]
+            late.remove(members[3 * i + 2])
+            late.insert(late.index(members[3 * (i + 5) + 2]) + 1, members[3 * i + 2])
+        spread = members[0::3] + members[1::3] + members[2::3]
         outs = []
         for name, layout in (("adjacent", members), ("late", late), ("spread", spread)):
             src = fx.write_tar(self.path(f"order-{name}.tar"), layout)
-            _, ds = fx.convert(self, [src], "--crop", "field:box", "--size", "32", "--threads", "2",
+            p, ds = fx.convert(self, [src], "--crop", "field:box", "--size", "32", "--threads", "2", "--json",
                                out=self.path(f"order-out-{name}"))
+            ahead = fx.json.loads(p.stdout)["stages"]["ahead_samples"]
+            if name == "adjacent":
+                self.assertEqual(ahead, 59)  # every sample but the last went ahead
+            else:
+                self.assertLess(ahead, 59)  # a late member stops it
             self.assertEqual(ds.keys, keys, name)
             self.assertEqual(ds.t["id"].tolist(), list(range(60)), name)
             files = sorted(f for f in os.listdir(ds.out) if f != "manifest.json")

@@ -46,8 +46,8 @@ class StagesTest(fx.TmpCase):
         for i in range(12):
             members += [(f"s/{i:03d}.jpg", fx.jpg(fx.smooth_rgb(64, 48, seed=i))), (f"s/{i:03d}.cls", b"%d" % i),
                         (f"s/{i:03d}.bin", os.urandom(2 << 20))]
-        if spread:  # all images, then all labels, then all .bin: no sample complete before the end
-            members = members[0::3] + members[1::3] + members[2::3]
+        if spread:  # all .bin, then all images, then all labels: no sample complete before the end
+            members = members[2::3] + members[0::3] + members[1::3]
         src = os.path.join(self.tmp, "spread.tar" if spread else "adjacent.tar")
         fx.write_tar(src, members)
         return src
