@@ -15,13 +15,15 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "common/utf8.h"
+#include "source/gzip_inflater.h"
 
 namespace tarmac {
 namespace fs = std::filesystem;
 
 constexpr size_t kReadBlock = 1 << 20;
 
-// Feeds libarchive from a file descriptor, checksumming every byte on the way.
+// Feeds libarchive from a file descriptor, checksumming every byte on the way. A gzip stream
+// is decompressed here with ISA-L (gzip_inflater.h) rather than by libarchive's zlib filter.
 struct FdSource {
   int fd = -1;
   bool owned = false;
@@ -29,13 +31,17 @@ struct FdSource {
   std::atomic<uint64_t>* total = nullptr;
   std::vector<uint8_t> buffer = std::vector<uint8_t>(kReadBlock);
   std::string read_error;
-  bool seeked = false;  // libarchive jumped (zip central directory, skipped data)
+  bool seeked = false;   // libarchive jumped (zip central directory, skipped data)
+  bool sniffed = false;  // the first bytes were looked at for gzip
+  std::unique_ptr<GzipInflater> gzip;
+  std::vector<uint8_t> inflated;  // gzip: what libarchive is handed
+  bool raw_end = false;           // gzip: the input is read to its end
 };
 
 namespace {
 
-la_ssize_t read_cb(struct archive*, void* client, const void** out) {
-  auto* src = static_cast<FdSource*>(client);
+// The next bytes of the input into src->buffer, checksummed and counted; -1 on error.
+ssize_t read_raw(FdSource* src) {
   ssize_t n;
   do {
     n = ::read(src->fd, src->buffer.data(), src->buffer.size());
@@ -47,8 +53,54 @@ la_ssize_t read_cb(struct archive*, void* client, const void** out) {
   src->info->crc32 = crc32_update(src->info->crc32, src->buffer.data(), static_cast<size_t>(n));
   src->info->bytes_read += static_cast<uint64_t>(n);
   src->total->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-  *out = src->buffer.data();
   return n;
+}
+
+la_ssize_t read_cb(struct archive*, void* client, const void** out) {
+  auto* src = static_cast<FdSource*>(client);
+  if (!src->sniffed) {
+    src->sniffed = true;
+    const ssize_t n = read_raw(src);
+    if (n < 0) return -1;
+    if (!GzipInflater::starts_gzip(src->buffer.data(), static_cast<size_t>(n))) {
+      *out = src->buffer.data();
+      return n;
+    }
+    src->gzip = std::make_unique<GzipInflater>();
+    src->inflated.resize(kReadBlock);
+    src->gzip->feed(src->buffer.data(), static_cast<size_t>(n));
+  }
+  if (!src->gzip) {
+    const ssize_t n = read_raw(src);
+    *out = src->buffer.data();
+    return n;
+  }
+  try {
+    while (true) {
+      const size_t got = src->gzip->read(src->inflated.data(), src->inflated.size(), src->raw_end);
+      if (got > 0) {
+        *out = src->inflated.data();
+        return static_cast<la_ssize_t>(got);
+      }
+      if (src->raw_end) return 0;
+      const ssize_t n = read_raw(src);  // read() consumed the buffer before asking for more
+      if (n < 0) return -1;
+      if (n == 0)
+        src->raw_end = true;
+      else
+        src->gzip->feed(src->buffer.data(), static_cast<size_t>(n));
+    }
+  } catch (const ParseError& e) {
+    src->read_error = e.what();
+    return -1;
+  }
+}
+
+// True when the file at `fd` starts with a gzip header (read without moving the offset).
+bool file_starts_gzip(int fd) {
+  uint8_t head[3];
+  return ::pread(fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
+         GzipInflater::starts_gzip(head, sizeof head);
 }
 
 la_int64_t seek_cb(struct archive*, void* client, la_int64_t offset, int whence) {
@@ -182,12 +234,15 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
   archive_read_support_filter_all(a.get());
   archive_read_support_format_all(a.get());
   // Seeking lets the zip reader use the central directory (the only reliable record of
-  // symlinks and sizes); stdin and pipes are read as streams.
+  // symlinks and sizes); stdin, pipes and gzip (decompressed in read_cb) are read as streams.
   struct stat st {};
-  if (src.owned && ::fstat(src.fd, &st) == 0 && S_ISREG(st.st_mode))
+  if (src.owned && ::fstat(src.fd, &st) == 0 && S_ISREG(st.st_mode) && !file_starts_gzip(src.fd))
     archive_read_set_seek_callback(a.get(), seek_cb);
   if (archive_read_open(a.get(), &src, nullptr, read_cb, close_cb) != ARCHIVE_OK) {
-    std::string msg = where + " is not an archive tarmac can read: " + archive_error(a.get());
+    // A read or gzip error while libarchive looked at the first blocks says more than its own.
+    std::string msg = src.read_error.empty()
+                          ? where + " is not an archive tarmac can read: " + archive_error(a.get())
+                          : where + " cannot be read: " + src.read_error;
     if (!options_.skip_errors) throw FatalError(msg);
     info.error = msg;
     return;

@@ -378,6 +378,34 @@ TEST_CASE("InputReader: a truncated .tar.gz is fatal and names the archive") {
   }
 }
 
+TEST_CASE("InputReader: a corrupted .tar.gz is fatal, names the archive and says why") {
+  TempDir dir;
+  const std::string path = dir.file("bad.tar.gz");
+  std::vector<Entry> entries;
+  for (int i = 0; i < 4; ++i)
+    entries.push_back({std::to_string(1000 + i) + ".bin", noise(100000, i), Kind::File, ""});
+  write_archive(path, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_GZIP, entries);
+  auto bytes = read_file(path);
+  bytes[bytes.size() * 3 / 4] ^= 0x5a;  // in the deflate data of a later member's bytes
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  }
+  InputReader reader({path}, {});
+  Collected c;
+  try {
+    reader.run(c.callbacks());
+    FAIL("expected FatalError");
+  } catch (const FatalError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains(path));
+    CHECK_THAT(std::string(e.what()), Catch::Contains("gzip data is corrupt"));
+  }
+  // Whatever was handed on before the damage is intact.
+  for (const auto& [i, m] : c.members)
+    CHECK(std::string(m.data.begin(), m.data.end()) ==
+          noise(100000, std::stoi(m.name.substr(0, 4)) - 1000));
+}
 TEST_CASE("InputReader: a file that is no archive is fatal, or recorded under skip") {
   TempDir dir;
   const std::string path = dir.file("notes.tar");
