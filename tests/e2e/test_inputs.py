@@ -151,6 +151,18 @@ class InputFormatsTest(fx.TmpCase):
         self.assertEqual(outs[0], outs[1])
         self.assertEqual(outs[0], outs[2])
 
+    def test_gzip_of_several_members_and_padding(self):
+        # bgzip and pigz -i write a .gz as many gzip members; tape copies add zero padding.
+        import gzip
+        raw = open(fx.write_tar(self.path("members.tar"), self.members), "rb").read()
+        third = len(raw) // 3
+        data = b"".join(gzip.compress(raw[i:i + third]) for i in range(0, len(raw), third)) + bytes(512)
+        p = self.path("members.tar.gz")
+        with open(p, "wb") as f:
+            f.write(data)
+        ds = self.check([p])
+        self.check_manifest_input(ds, p)
+
     def test_several_inputs_in_order(self):
         more = sample_members(["other/0009", "other/0005"], seed=50)
         a = fx.write_tar(self.path("multi-a.tar"), self.members)
