@@ -719,8 +719,7 @@ PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_in
 
 ConvertResult convert(const ConvertOptions& o,
                       const std::function<void(const Progress&)>& progress) {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
+  const auto t0 = Clock::now();
   if (o.format == OutputFormat::Keep &&
       (o.geometry.crop != CropMode::None || o.geometry.resize != ResizeMode::None))
     throw FatalError(
@@ -764,7 +763,7 @@ ConvertResult convert(const ConvertOptions& o,
       result.duplicates = cp->at("counts").at(2).get<uint64_t>();
     }
     uint64_t entries_done = resume_entries;  // entries the writer has handled, in order
-    auto last_checkpoint = clock::now();
+    auto last_checkpoint = Clock::now();
     const auto checkpoint_interval = std::chrono::duration<double>(o.checkpoint_seconds);
     auto write_checkpoint = [&] {
       json c;
@@ -775,12 +774,12 @@ ConvertResult convert(const ConvertOptions& o,
       c["logs"] = {skipped_log.checkpoint(), ignored_log.checkpoint(), duplicates_log.checkpoint()};
       c["counts"] = {result.skipped_samples, result.ignored_members, result.duplicates};
       write_file_atomic((staging / kCheckpointFile).string(), c.dump());
-      last_checkpoint = clock::now();
+      last_checkpoint = Clock::now();
     };
     // After each entry the writer handles: a checkpoint when a shard was closed, or when due.
     auto entry_done = [&] {
       ++entries_done;
-      if (writer.take_shard_closed() || clock::now() - last_checkpoint >= checkpoint_interval)
+      if (writer.take_shard_closed() || Clock::now() - last_checkpoint >= checkpoint_interval)
         write_checkpoint();
     };
 
@@ -806,17 +805,17 @@ ConvertResult convert(const ConvertOptions& o,
           std::vector<std::string>(begin, last ? o.inputs.end() : begin + grouping.first_input),
           ro);
       // Progress at most four times a second: the pre-pass reads every archive once more.
-      auto last_report = clock::now();
+      auto last_report = Clock::now();
       const char* phase = last ? "finding each key's last input (--on-duplicate last)"
                                : "reading the keys of earlier parts (--on-duplicate first)";
       kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, [&] {
-        if (!progress || clock::now() - last_report < std::chrono::milliseconds(250)) return;
-        last_report = clock::now();
+        if (!progress || Clock::now() - last_report < std::chrono::milliseconds(250)) return;
+        last_report = Clock::now();
         Progress p;
         p.phase = phase;
         p.bytes_read = scan.bytes_read();
         p.total_bytes = scan.total_size();
-        p.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+        p.seconds = seconds_since(t0);
         progress(p);
       });
       grouping.kept = &kept;
@@ -1003,7 +1002,7 @@ ConvertResult convert(const ConvertOptions& o,
       p.skipped = result.skipped_samples;
       p.bytes_read = reader.bytes_read();
       p.total_bytes = reader.total_size();
-      p.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+      p.seconds = seconds_since(t0);
       p.final = final;
       progress(p);
     };
@@ -1169,7 +1168,7 @@ ConvertResult convert(const ConvertOptions& o,
     }
     publish(out, staging, writer.shard_names(), o.overwrite);
     result.stages.finish_seconds = seconds_since(finish_t0);
-    result.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    result.seconds = seconds_since(t0);
     report(true);
   } catch (...) {
     std::error_code ec;

@@ -41,16 +41,10 @@ def timed(cmd, clean, repeat):
 
 
 def decode_floor(archive):
-    """Source images decoded per CPU-second, one thread, libjpeg-turbo through OpenCV."""
-    import cv2
-    import numpy as np
-    cv2.setNumThreads(1)
-    with tarfile.open(archive) as tar:
-        blobs = [tar.extractfile(m).read() for m in tar if m.name.endswith(".jpg")]
-    t0 = time.process_time()
-    for b in blobs:
-        cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR)
-    return len(blobs) / (time.process_time() - t0)
+    """Source images decoded per CPU-second, one thread (scripts/bench/decode_floor.py)."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench", "decode_floor.py"), archive],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    return float(out.split()[-1])
 
 
 def main():
@@ -68,7 +62,7 @@ def main():
     out = os.path.join(a.work, "out")
     floor = decode_floor(a.archive)
     print(f"{a.archive}: {n} samples, {os.path.getsize(a.archive) / 1e6:.0f} MB; {os.cpu_count()} CPUs; "
-          f"decode floor {floor:.1f} images/s per core (libjpeg-turbo via OpenCV {__import__('cv2').__version__})")
+          f"decode floor {floor:.1f} images/s per core (libjpeg-turbo via OpenCV, scripts/bench/decode_floor.py)")
     print()
     print("| pipeline | threads | samples/s | speed-up vs 1 thread | ÷ (threads × 1-thread rate) "
           "| ÷ (threads × decode floor) | CPU s | busy: reader / workers / writer | finishing s |")

@@ -31,9 +31,9 @@ DEVICE_ARGS=()
 } > "$OUT/env.txt" 2>&1
 # Training runs, each MODE:MODEL:LOADER:WORKERS:BATCH[:amp] (examples/train_keypoints.py):
 # "synthetic" is the GPU's ceiling (no loader), "loader" the loader's (no model), "train" both.
-DEFAULT_RUNS="synthetic:small:batched:0:64"
-for w in ${WORKERS:-0 2 4 8}; do DEFAULT_RUNS+=" train:small:batched:$w:64"; done
 WORKERS="${WORKERS:-0 2 4 8}"
+DEFAULT_RUNS="synthetic:small:batched:0:64"
+for w in $WORKERS; do DEFAULT_RUNS+=" train:small:batched:$w:64"; done
 DEFAULT_RUNS+=" train:small:per-sample:${WORKERS##* }:64"
 for run in ${RUNS:-$DEFAULT_RUNS}; do
   IFS=: read -r mode model loader w batch amp <<< "$run"

@@ -196,6 +196,16 @@ void check_tricky(const Collected& c, bool with_hardlink, bool with_symlink = tr
   CHECK(c.ends == std::vector<uint32_t>{0});
 }
 
+// A pax .tar.gz of `n` members "1000.bin", "1001.bin", ... of 100,000 noise bytes each
+// (noise(100000, k) for member 1000 + k); returns the entries written.
+std::vector<Entry> write_noise_tar_gz(const std::string& path, int n) {
+  std::vector<Entry> entries;
+  for (int i = 0; i < n; ++i)
+    entries.push_back({std::to_string(1000 + i) + ".bin", noise(100000, i), Kind::File, ""});
+  write_archive(path, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_GZIP, entries);
+  return entries;
+}
+
 }  // namespace
 
 TEST_CASE("InputReader: every tar format and filter yields the same members and notices") {
@@ -331,10 +341,7 @@ TEST_CASE("InputReader: several inputs are read in order with their own indices"
 TEST_CASE("InputReader: a truncated .tar.gz is fatal and names the archive") {
   TempDir dir;
   const std::string path = dir.file("cut.tar.gz");
-  std::vector<Entry> entries;
-  for (int i = 0; i < 6; ++i)
-    entries.push_back({std::to_string(1000 + i) + ".bin", noise(100000, i), Kind::File, ""});
-  write_archive(path, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_GZIP, entries);
+  const auto entries = write_noise_tar_gz(path, 6);
   const auto full = read_file(path);
   REQUIRE(full.size() > 500000);
   fs::resize_file(path, full.size() / 2);
@@ -381,10 +388,7 @@ TEST_CASE("InputReader: a truncated .tar.gz is fatal and names the archive") {
 TEST_CASE("InputReader: a corrupted .tar.gz is fatal, names the archive and says why") {
   TempDir dir;
   const std::string path = dir.file("bad.tar.gz");
-  std::vector<Entry> entries;
-  for (int i = 0; i < 4; ++i)
-    entries.push_back({std::to_string(1000 + i) + ".bin", noise(100000, i), Kind::File, ""});
-  write_archive(path, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_GZIP, entries);
+  write_noise_tar_gz(path, 4);
   auto bytes = read_file(path);
   bytes[bytes.size() * 3 / 4] ^= 0x5a;  // in the deflate data of a later member's bytes
   {
