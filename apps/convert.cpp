@@ -169,12 +169,6 @@ void print_stages(const StageTimes& st) {
         "output disk's speed\n");
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // "--shard I/N" -> part I of N (0 <= I < N).
 void parse_part(const std::string& text, ConvertOptions& o) {
   const size_t slash = text.find('/');
@@ -443,8 +437,8 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       j["samples_per_second"] = r.seconds > 0 ? r.samples / r.seconds : 0;
       nlohmann::ordered_json fields = nlohmann::ordered_json::object();
       for (const auto& fs : r.schema)
-        fields[fs.name] = {{"kind", fs.kind},
-                           {"dtype", fs.dtype},
+        fields[fs.name] = {{"kind", std::string(kind_name(fs.kind))},
+                           {"dtype", std::string(dtype_name(fs.dtype))},
                            {"shape", fs.shape},
                            {"ragged", fs.ragged},
                            {"source", fs.source}};
@@ -495,9 +489,10 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
         std::printf("  buckets: %s\n", sizes_text(summarize_dataset(o->output, true)).c_str());
       std::printf("  schema:\n");
       for (const auto& fs : r.schema)
-        std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", fs.name.c_str(), fs.kind.c_str(),
-                    fs.dtype.c_str(), shape_text(fs.shape).c_str(), fs.ragged ? " ragged" : "",
-                    fs.source.c_str());
+        std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", fs.name.c_str(),
+                    std::string(kind_name(fs.kind)).c_str(),
+                    std::string(dtype_name(fs.dtype)).c_str(), shape_text(fs.shape).c_str(),
+                    fs.ragged ? " ragged" : "", fs.source.c_str());
     }
     return kOk;
   };

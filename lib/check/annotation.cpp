@@ -16,13 +16,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-constexpr const char* kLabels = "labels.safetensors";
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
+constexpr const char* kLabels = format::kLabelsFile;
 
 double half_to_double(uint16_t h) {
   const int exp = (h >> 10) & 0x1f;
@@ -108,27 +102,6 @@ T Annotation::at(const TensorInfo* t, uint64_t i) const {
   return v;
 }
 
-const TensorInfo* Annotation::need(const std::string& name, DType dtype,
-                                   const std::vector<int64_t>& shape,
-                                   std::vector<Problem>& problems) const {
-  const TensorInfo* t = header_.find(name);
-  auto fail = [&](const std::string& why) {
-    problems.push_back({kLabels, "", "tensor '" + name + "' " + why});
-    return nullptr;
-  };
-  if (!t) return fail("is missing");
-  if (t->dtype != dtype)
-    return fail("has dtype " + std::string(dtype_name(t->dtype)) + ", expected " +
-                std::string(dtype_name(dtype)));
-  bool match = t->shape.size() == shape.size();
-  for (size_t i = 0; match && i < shape.size(); ++i)
-    match = shape[i] < 0 || shape[i] == t->shape[i];
-  if (!match) return fail("has shape " + shape_text(t->shape) + ", expected " + shape_text(shape));
-  if ((t->begin - header_.data_start) % dtype_size(dtype) != 0 || t->begin % dtype_size(dtype) != 0)
-    return fail("is not aligned to its element size");
-  return t;
-}
-
 bool Annotation::check_offsets(const TensorInfo* offsets, uint64_t total, const std::string& column,
                                std::vector<Problem>& problems) const {
   int64_t prev = at<int64_t>(offsets, 0);
@@ -140,7 +113,7 @@ bool Annotation::check_offsets(const TensorInfo* offsets, uint64_t total, const 
   for (uint64_t i = 0; i < n_; ++i) {
     const int64_t next = at<int64_t>(offsets, i + 1);
     if (next < prev || static_cast<uint64_t>(next) > total) {
-      problems.push_back({kLabels, column == "__key__" ? "#" + std::to_string(i) : key(i),
+      problems.push_back({kLabels, column == format::kKeyColumn ? "#" + std::to_string(i) : key(i),
                           "'" + column + ".offsets' goes from " + std::to_string(prev) + " to " +
                               std::to_string(next) + " (must not decrease nor pass " +
                               std::to_string(total) + ")"});
@@ -182,134 +155,19 @@ bool Annotation::open(const std::string& dir, bool deep, std::vector<Problem>& p
       break;
     }
 
-  auto meta = [&](const char* k) -> const std::string* {
-    auto it = header_.metadata.find(k);
-    if (it != header_.metadata.end()) return &it->second;
-    problems.push_back({kLabels, "", std::string("metadata entry '") + k + "' is missing"});
-    return nullptr;
-  };
-  const std::string* format = meta("format");
-  if (format && *format != "tarmac/1")
-    problems.push_back({kLabels, "", "format is '" + *format + "', expected 'tarmac/1'"});
-  meta("tool");
-  const std::string* num = meta("num_samples");
-  if (!num) return false;
-  if (num->empty() || num->size() > 19 ||
-      !std::all_of(num->begin(), num->end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    problems.push_back({kLabels, "", "num_samples '" + *num + "' is not a decimal number"});
-    return false;
-  }
-  n_ = std::stoull(*num);
-  const int64_t n = static_cast<int64_t>(n_);
-
-  std::set<std::string> expected;
-  auto expect = [&](const std::string& name) { expected.insert(name); };
-  key_values_ = need("__key__.values", DType::U8, {-1}, problems);
-  key_offsets_ = need("__key__.offsets", DType::I64, {n + 1}, problems);
-  expect("__key__.values");
-  expect("__key__.offsets");
-  if (!key_values_ || !key_offsets_) return false;
-  keys_ok_ = check_offsets(key_offsets_, static_cast<uint64_t>(key_values_->shape[0]), "__key__",
-                           problems);
-
-  try {
-    const std::string* shards = meta("shards");
-    const std::string* blobs = meta("blobs");
-    if (!shards || !blobs) return false;
-    std::set<std::string> seen;
-    for (const auto& s : json::parse(*shards)) {
-      const std::string name = s.get<std::string>();
-      if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' ||
-          !seen.insert(name).second)
-        problems.push_back(
-            {kLabels, "", "shard name '" + name + "' is empty, a path, hidden or repeated"});
-      shards_.push_back(name);
-    }
-    for (const auto& b : json::parse(*blobs)) blob_kinds_.push_back(b.get<std::string>());
-  } catch (const json::exception& e) {
-    problems.push_back(
-        {kLabels, "",
-         std::string("shards or blobs metadata is not a JSON array of strings: ") + e.what()});
-    return false;
-  }
-  if (!blob_kinds_.empty() && blob_kinds_[0] != "__image__")
-    problems.push_back(
-        {kLabels, "", "the first stored blob kind is '" + blob_kinds_[0] + "', not '__image__'"});
-  for (const auto& kind : blob_kinds_) {
-    BlobTensors b{};
-    auto col = [&](const char* what, DType t) {
-      expect(kind + "." + what);
-      return need(kind + "." + what, t, {n}, problems);
-    };
-    b.shard = col("shard", DType::I32);
-    b.offset = col("offset", DType::I64);
-    b.size = col("size", DType::I64);
-    b.crc32 = col("crc32", DType::U32);
-    b.width = col("width", DType::I32);
-    b.height = col("height", DType::I32);
-    if (!b.shard || !b.offset || !b.size || !b.crc32 || !b.width || !b.height) return false;
-    blobs_.push_back(b);
-  }
-  if (!blob_kinds_.empty()) {
-    expect("__affine__");
-    affine_ = need("__affine__", DType::F64, {n, 2, 3}, problems);
-  }
-
-  const std::string* schema = meta("schema");
-  if (schema) {
-    const json s = json::parse(*schema, nullptr, false);
-    if (!s.is_object())
-      problems.push_back({kLabels, "", "schema metadata is not a JSON object"});
-    else
-      for (const auto& [name, f] : s.items()) {
-        FieldInfo fi;
-        fi.name = name;
-        try {
-          fi.kind = f.at("kind").get<std::string>();
-          fi.source = f.at("source").get<std::string>();
-          fi.ragged = f.at("ragged").get<bool>();
-          fi.shape = f.at("shape").get<std::vector<int64_t>>();
-          const auto dt = dtype_from_name(f.at("dtype").get<std::string>());
-          if (!dt) throw std::invalid_argument("unknown dtype");
-          fi.dtype = *dt;
-        } catch (const std::exception& e) {
-          problems.push_back(
-              {kLabels, "", "schema entry of field '" + name + "' is invalid: " + e.what()});
-          continue;
-        }
-        const bool text = fi.kind == "string" || fi.kind == "json";
-        if ((fi.kind != "numeric" && !text) || (text && (fi.dtype != DType::U8 || !fi.ragged)) ||
-            (fi.ragged && (fi.shape.empty() || fi.shape[0] != -1)) ||
-            std::any_of(fi.shape.begin() + (fi.ragged ? 1 : 0), fi.shape.end(),
-                        [](int64_t d) { return d < 0; })) {
-          problems.push_back(
-              {kLabels, "", "schema entry of field '" + name + "' is inconsistent: " + f.dump()});
-          continue;
-        }
-        std::vector<int64_t> full = fi.shape;
-        if (fi.ragged) {
-          full[0] = -1;
-          expect(name + ".values");
-          expect(name + ".offsets");
-          fi.values = need(name + ".values", fi.dtype, full, problems);
-          fi.offsets = need(name + ".offsets", DType::I64, {n + 1}, problems);
-          if (fi.values && fi.offsets &&
-              !check_offsets(fi.offsets, static_cast<uint64_t>(fi.values->shape[0]), name,
-                             problems))
-            fi.offsets = nullptr;
-        } else {
-          full.insert(full.begin(), n);
-          expect(name);
-          fi.values = need(name, fi.dtype, full, problems);
-        }
-        fields_.push_back(std::move(fi));
-      }
-  }
-  for (const auto& t : header_.tensors)
-    if (!expected.count(t.name))
-      problems.push_back(
-          {kLabels, "",
-           "tensor '" + t.name + "' is neither a key, blob, affine nor schema column"});
+  std::vector<std::string> layout_problems;
+  std::optional<DatasetLayout> layout = read_layout(header_, layout_problems);
+  for (auto& what : layout_problems) problems.push_back({kLabels, "", std::move(what)});
+  if (!layout) return false;
+  layout_ = std::move(*layout);
+  n_ = layout_.num_samples;
+  for (const auto& b : layout_.blobs) blob_kinds_.push_back(b.kind);
+  keys_ok_ = check_offsets(layout_.key_offsets, static_cast<uint64_t>(layout_.key_values->shape[0]),
+                           format::kKeyColumn, problems);
+  for (FieldLayout& f : layout_.fields)
+    if (f.values && f.offsets &&
+        !check_offsets(f.offsets, static_cast<uint64_t>(f.values->shape[0]), f.spec.name, problems))
+      f.offsets = nullptr;
   if (deep) deep_checks(problems);
   return true;
 }
@@ -333,11 +191,11 @@ void Annotation::deep_checks(std::vector<Problem>& problems) const {
                             "key is not unique: samples #" + std::to_string(hashes[j - 1].second) +
                                 " and #" + std::to_string(hashes[j].second)});
   }
-  for (size_t k = 0; k < blobs_.size(); ++k)
+  for (size_t k = 0; k < layout_.blobs.size(); ++k)
     for (uint64_t i = 0; i < n_; ++i) {
       const BlobRef b = blob(k, i);
       std::string why;
-      if (b.shard < 0 || static_cast<size_t>(b.shard) >= shards_.size())
+      if (b.shard < 0 || static_cast<size_t>(b.shard) >= layout_.shards.size())
         why = "shard index " + std::to_string(b.shard) + " is out of range";
       else if (b.offset < 512 || b.size < 0)
         why = "offset " + std::to_string(b.offset) + " / size " + std::to_string(b.size) +
@@ -347,30 +205,30 @@ void Annotation::deep_checks(std::vector<Problem>& problems) const {
               " is not positive";
       if (!why.empty()) problems.push_back({kLabels, key(i), blob_kinds_[k] + ": " + why});
     }
-  if (affine_)
+  if (layout_.affine)
     for (uint64_t i = 0; i < n_; ++i) {
       const auto m = *affine(i);
       if (!std::all_of(m.begin(), m.end(), [](double v) { return std::isfinite(v); }) ||
           m[1] != 0 || m[3] != 0 || !(m[0] > 0) || !(m[4] > 0))
         problems.push_back({kLabels, key(i), "__affine__ is not a finite scale-and-translate map"});
     }
-  for (const auto& f : fields_) {
-    if (f.kind == "numeric" || !f.values || !f.offsets) continue;
+  for (const auto& f : layout_.fields) {
+    if (f.spec.kind == FieldKind::Numeric || !f.values || !f.offsets) continue;
     for (uint64_t i = 0; i < n_; ++i) {
       const auto b = static_cast<uint64_t>(at<int64_t>(f.offsets, i));
       const auto e = static_cast<uint64_t>(at<int64_t>(f.offsets, i + 1));
       if (!is_valid_utf8(file_.bytes().subspan(f.values->begin + b, e - b)))
-        problems.push_back({kLabels, key(i), "field '" + f.name + "' is not valid UTF-8"});
+        problems.push_back({kLabels, key(i), "field '" + f.spec.name + "' is not valid UTF-8"});
     }
   }
 }
 
 std::string Annotation::key(uint64_t i) const {
   if (!keys_ok_ || i >= n_) return "#" + std::to_string(i);
-  const auto b = static_cast<uint64_t>(at<int64_t>(key_offsets_, i));
-  const auto e = static_cast<uint64_t>(at<int64_t>(key_offsets_, i + 1));
-  return std::string(reinterpret_cast<const char*>(file_.bytes().data() + key_values_->begin + b),
-                     e - b);
+  const auto b = static_cast<uint64_t>(at<int64_t>(layout_.key_offsets, i));
+  const auto e = static_cast<uint64_t>(at<int64_t>(layout_.key_offsets, i + 1));
+  return std::string(
+      reinterpret_cast<const char*>(file_.bytes().data() + layout_.key_values->begin + b), e - b);
 }
 
 std::optional<uint64_t> Annotation::find(std::string_view k) const {
@@ -386,29 +244,32 @@ std::optional<uint64_t> Annotation::find(std::string_view k) const {
 }
 
 BlobRef Annotation::blob(size_t kind, uint64_t i) const {
-  const BlobTensors& t = blobs_.at(kind);
-  return {at<int32_t>(t.shard, i),  at<int64_t>(t.offset, i), at<int64_t>(t.size, i),
-          at<uint32_t>(t.crc32, i), at<int32_t>(t.width, i),  at<int32_t>(t.height, i)};
+  using namespace format;
+  const auto& c = layout_.blobs.at(kind).columns;
+  return {at<int32_t>(c[kBlobShard], i), at<int64_t>(c[kBlobOffset], i),
+          at<int64_t>(c[kBlobSize], i),  at<uint32_t>(c[kBlobCrc32], i),
+          at<int32_t>(c[kBlobWidth], i), at<int32_t>(c[kBlobHeight], i)};
 }
 
 std::optional<std::array<double, 6>> Annotation::affine(uint64_t i) const {
-  if (!affine_) return std::nullopt;
+  if (!layout_.affine) return std::nullopt;
   std::array<double, 6> m;
-  for (int j = 0; j < 6; ++j) m[j] = at<double>(affine_, i * 6 + j);
+  for (int j = 0; j < 6; ++j) m[j] = at<double>(layout_.affine, i * 6 + j);
   return m;
 }
 
 json Annotation::labels_json(uint64_t i) const {
   json out = json::object();
-  for (const auto& f : fields_) {
-    if (!f.values || (f.ragged && !f.offsets))
+  for (const auto& fl : layout_.fields) {
+    const FieldSpec& f = fl.spec;
+    if (!fl.values || (f.ragged && !fl.offsets))
       throw ParseError("field '" + f.name + "' is unusable");
     const uint64_t row = product(f.shape, 1) * dtype_size(f.dtype);
     uint64_t b = 0, e = 0;
     std::vector<int64_t> shape = f.shape;
     if (f.ragged) {
-      b = static_cast<uint64_t>(at<int64_t>(f.offsets, i));
-      e = static_cast<uint64_t>(at<int64_t>(f.offsets, i + 1));
+      b = static_cast<uint64_t>(at<int64_t>(fl.offsets, i));
+      e = static_cast<uint64_t>(at<int64_t>(fl.offsets, i + 1));
       shape[0] = static_cast<int64_t>(e - b);
       b *= row;
       e *= row;
@@ -416,13 +277,13 @@ json Annotation::labels_json(uint64_t i) const {
       b = i * product(f.shape, 0) * dtype_size(f.dtype);
       e = b + product(f.shape, 0) * dtype_size(f.dtype);
     }
-    if (e < b || e > f.values->end - f.values->begin)
+    if (e < b || e > fl.values->end - fl.values->begin)
       throw ParseError("field '" + f.name + "' of sample #" + std::to_string(i) +
                        " is out of bounds");
-    const uint8_t* p = file_.bytes().data() + f.values->begin + b;
-    if (f.kind == "string") {
+    const uint8_t* p = file_.bytes().data() + fl.values->begin + b;
+    if (f.kind == FieldKind::String) {
       out[f.name] = std::string(reinterpret_cast<const char*>(p), e - b);
-    } else if (f.kind == "json") {
+    } else if (f.kind == FieldKind::Json) {
       out[f.name] = json::parse(p, p + (e - b), nullptr, false);
     } else {
       out[f.name] = array_json(f.dtype, p, shape, 0);

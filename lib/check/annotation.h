@@ -9,8 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "format/layout.h"
+#include "format/safetensors.h"
 #include "read/mapped_file.h"
-#include "read/safetensors_file.h"
 
 namespace tarmac::check {
 
@@ -27,16 +28,6 @@ struct BlobRef {
   int64_t offset = 0, size = 0;
   uint32_t crc32 = 0;
   int32_t width = 0, height = 0;
-};
-
-/// A label field as the schema metadata describes it.
-struct FieldInfo {
-  std::string name, kind, source;
-  DType dtype = DType::U8;
-  std::vector<int64_t> shape;  ///< per sample; shape[0] is -1 when ragged
-  bool ragged = false;
-  const TensorInfo* values = nullptr;   ///< NAME, or NAME.values when ragged
-  const TensorInfo* offsets = nullptr;  ///< NAME.offsets when ragged
 };
 
 /// A checked, read-only view of an annotation file. Every accessor is bounds-checked, so a
@@ -56,11 +47,13 @@ class Annotation {
   /// The sample whose key is `key_or_index`, or `#I` for index I; nullopt if none. Linear.
   std::optional<uint64_t> find(std::string_view key_or_index) const;
 
-  const std::vector<std::string>& shards() const { return shards_; }
+  const std::vector<std::string>& shards() const { return layout_.shards; }
   /// Stored blob kinds: "__image__", then "__NAME__" per dense map.
   const std::vector<std::string>& blob_kinds() const { return blob_kinds_; }
+  const DatasetLayout& layout() const { return layout_; }
   BlobRef blob(size_t kind, uint64_t i) const;
-  const std::vector<FieldInfo>& fields() const { return fields_; }
+  /// The label fields; a field whose tensors are unusable has null tensor pointers.
+  const std::vector<FieldLayout>& fields() const { return layout_.fields; }
   /// Sample i's labels: {field: value} (strings as strings, `json` fields parsed, numbers as
   /// nested arrays). Throws ParseError when a stored value is out of bounds.
   nlohmann::ordered_json labels_json(uint64_t i) const;
@@ -72,8 +65,6 @@ class Annotation {
   const std::string& dir() const { return dir_; }
 
  private:
-  const TensorInfo* need(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
-                         std::vector<Problem>& problems) const;
   bool check_offsets(const TensorInfo* offsets, uint64_t total, const std::string& column,
                      std::vector<Problem>& problems) const;
   void deep_checks(std::vector<Problem>& problems) const;
@@ -84,17 +75,9 @@ class Annotation {
   MappedFile file_;
   SafetensorsHeader header_;
   uint64_t n_ = 0;
-  std::vector<std::string> shards_;
+  DatasetLayout layout_;
   std::vector<std::string> blob_kinds_;
-  struct BlobTensors {
-    const TensorInfo *shard, *offset, *size, *crc32, *width, *height;
-  };
-  std::vector<BlobTensors> blobs_;
-  const TensorInfo* affine_ = nullptr;
-  const TensorInfo* key_values_ = nullptr;
-  const TensorInfo* key_offsets_ = nullptr;
   bool keys_ok_ = false;
-  std::vector<FieldInfo> fields_;
 };
 
 }  // namespace tarmac::check

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "common/version.h"
 #include "convert/sample_processor.h"
+#include "format/layout.h"
 #include "labels/schema.h"
 #include "source/input_reader.h"
 #include "source/key_scan.h"
@@ -39,10 +40,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-constexpr const char* kStagingDir = ".tarmac-partial";
-constexpr const char* kLabelsFile = "labels.safetensors";
-constexpr const char* kManifestFile = "manifest.json";
-constexpr const char* kCheckpointFile = "checkpoint.json";
+using namespace format;
 
 // A sample processed ahead of its release from the group window (see the reader thread): queued
 // for an idle worker, and whoever needs it first runs it. It holds the sample's members, lent by
@@ -339,9 +337,21 @@ struct BlobColumns {
   }
 };
 
-std::string dense_name(const std::string& suffix) {
-  const size_t dot = suffix.rfind('.');
-  return dot == std::string::npos ? suffix : suffix.substr(0, dot);
+// How the image of every sample is stored under --format.
+StoredEncoding image_encoding(OutputFormat f) {
+  switch (f) {
+    case OutputFormat::Jpeg:
+      return StoredEncoding::Jpeg;
+    case OutputFormat::Png:
+      return StoredEncoding::Png;
+    case OutputFormat::Webp:
+      return StoredEncoding::Webp;
+    case OutputFormat::Raw:
+      return StoredEncoding::Raw;
+    case OutputFormat::Keep:
+      break;
+  }
+  return StoredEncoding::Source;
 }
 
 // Writes samples, in order, to shards and column spill files, inside the staging directory.
@@ -353,13 +363,12 @@ class DatasetWriter {
       : o_(o),
         staging_(std::move(staging)),
         schema_(o.ragged),
-        keys_(open_column("__key__", staging_, "key.col", resume)),
-        affine_(open_column("__affine__", staging_, "affine.col", resume)) {
+        keys_(open_column(kKeyColumn, staging_, "key.col", resume)),
+        affine_(open_column(kAffineColumn, staging_, "affine.col", resume)) {
     if (!o.no_images) {
-      blobs_.emplace_back("__image__", staging_, 0, resume);
+      blobs_.emplace_back(kImageBlob, staging_, 0, resume);
       for (size_t i = 0; i < o.dense.size(); ++i)
-        blobs_.emplace_back("__" + dense_name(o.dense[i]) + "__", staging_, static_cast<int>(i + 1),
-                            resume);
+        blobs_.emplace_back(dense_blob_kind(o.dense[i]), staging_, static_cast<int>(i + 1), resume);
     }
     if (!resume) return;
     schema_.restore(resume->at("schema").get<std::string>());
@@ -430,7 +439,7 @@ class DatasetWriter {
   }
 
   /// Closes the last shard and writes the annotation file; returns its path.
-  fs::path finish(const std::map<std::string, std::string>& extra_meta) {
+  fs::path finish(const std::string& tool) {
     if (tar_) close_shard();
     keys_->close();
     affine_->close();
@@ -454,19 +463,18 @@ class DatasetWriter {
         t.push_back(label_cols_[i]->fixed_tensor(f.dtype, f.shape, n));
       }
     }
-    std::map<std::string, std::string> meta = extra_meta;
-    meta["format"] = "tarmac/1";
-    meta["num_samples"] = std::to_string(n);
-    meta["schema"] = schema_.to_json();
-    json shards = json::array();
-    for (const auto& s : shard_names_) shards.push_back(s);
-    meta["shards"] = shards.dump();
-    json blobs = json::array();
+    LayoutMetadata lm;
+    lm.num_samples = n;
+    lm.fields = schema_.specs();
+    lm.shards = shard_names_;
+    lm.tool = tool;
     if (!o_.no_images) {
-      blobs.push_back("__image__");
-      for (const auto& d : o_.dense) blobs.push_back("__" + dense_name(d) + "__");
+      lm.blobs.emplace_back(kImageBlob, image_encoding(o_.format));
+      // A dense map is re-encoded as PNG when transformed, else kept as the source's bytes.
+      for (const auto& d : o_.dense)
+        lm.blobs.emplace_back(dense_blob_kind(d), StoredEncoding::Source);
     }
-    meta["blobs"] = blobs.dump();
+    const std::map<std::string, std::string> meta = layout_metadata(lm);
     fs::path path = staging_ / kLabelsFile;
     write_safetensors(path.string(), std::move(t), meta);
     return path;
@@ -504,10 +512,8 @@ class DatasetWriter {
       if (tar_->size() > 0 && tar_->size() + need + 1024 > o_.shard_size) close_shard();
     }
     if (!tar_) {
-      char name[32];
-      std::snprintf(name, sizeof name, "shard-%06zu.tar", shard_names_.size());
-      shard_names_.push_back(name);
-      tar_ = std::make_unique<TarWriter>((staging_ / name).string());
+      shard_names_.push_back(shard_name(shard_names_.size()));
+      tar_ = std::make_unique<TarWriter>((staging_ / shard_names_.back()).string());
     }
     const int32_t shard = static_cast<int32_t>(shard_names_.size() - 1);
     for (size_t i = 0; i < items.size(); ++i) {
@@ -532,13 +538,6 @@ class DatasetWriter {
   uint64_t key_bytes_ = 0;
   bool shard_closed_ = false;
 };
-
-// "shard-NNNNNN.tar" (six or more digits), as DatasetWriter names its shards.
-bool is_shard_name(const std::string& name) {
-  return name.size() >= 16 && name.rfind("shard-", 0) == 0 &&
-         name.compare(name.size() - 4, 4, ".tar") == 0 &&
-         name.find_first_not_of("0123456789", 6) == name.size() - 4;
-}
 
 json load_checkpoint(const fs::path& path) {
   std::ifstream in(path);
@@ -687,7 +686,7 @@ void publish(const fs::path& out, const fs::path& staging, const std::vector<std
     fs::remove(out / kLabelsFile, ec);
     fs::remove(out / kManifestFile, ec);
     for (const auto& e : fs::directory_iterator(out, ec))
-      if (e.path().filename().string().rfind("shard-", 0) == 0) fs::remove(e.path(), ec);
+      if (is_shard_name(e.path().filename().string())) fs::remove(e.path(), ec);
   }
   for (const auto& s : shards) atomic_rename((staging / s).string(), (out / s).string());
   atomic_rename((staging / kManifestFile).string(), (out / kManifestFile).string());
@@ -1131,7 +1130,7 @@ ConvertResult convert(const ConvertOptions& o,
                           {"split", split == PartSplit::Inputs ? "inputs" : "samples"},
                           {"all_inputs", o.inputs.size()}};
 
-    const fs::path labels = writer.finish({{"tool", std::string("tarmac ") + kVersion}});
+    const fs::path labels = writer.finish(std::string("tarmac ") + kVersion);
     result.samples = writer.samples();
     result.shards = writer.shard_names().size();
     result.image_bytes = writer.blob_bytes();
@@ -1154,18 +1153,13 @@ ConvertResult convert(const ConvertOptions& o,
     manifest["shards"] = shards;
     manifest["annotation"] = {{"name", kLabelsFile}, {"size", result.annotation_bytes}};
     manifest["labels_crc32"] = crc32_hex(file_crc32(labels.string()));
-    manifest["schema"] = json::parse(writer.schema().to_json());
+    manifest["schema"] = json::parse(schema_to_json(writer.schema().specs()));
     manifest["skipped"] = skipped_json;
     manifest["ignored"] = ignored_json;
     manifest["duplicates"] = duplicates_json;
     write_file_atomic((staging / kManifestFile).string(),
                       sealed_manifest_text(std::move(manifest)));
-    for (const auto& f : writer.schema().fields()) {
-      std::vector<int64_t> shape = f.shape;
-      if (f.ragged && !shape.empty()) shape[0] = -1;
-      result.schema.push_back(
-          {f.name, kind_name(f.kind), std::string(dtype_name(f.dtype)), f.source, shape, f.ragged});
-    }
+    result.schema = writer.schema().specs();
     publish(out, staging, writer.shard_names(), o.overwrite);
     result.stages.finish_seconds = seconds_since(finish_t0);
     result.seconds = seconds_since(t0);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "format/field_spec.h"
 #include "source/sample_grouper.h"
 #include "transform/geometry.h"
 #include "transform/image_codec.h"
@@ -66,12 +67,6 @@ struct Skipped {
   std::string reason;
 };
 
-struct FieldSummary {
-  std::string name, kind, dtype, source;
-  std::vector<int64_t> shape;  ///< per-sample; -1 for a ragged first axis
-  bool ragged = false;
-};
-
 /// Where a run's time went, to tell which stage limits it: the reader thread (reading,
 /// decompressing, checksumming, grouping), the transform workers, the ordered writer. Each
 /// stage's busy fraction is 1 - blocked/total; the stage near 100 % is the limit.
@@ -106,7 +101,7 @@ struct ConvertResult {
   uint64_t annotation_bytes = 0;
   uint64_t input_bytes = 0;
   double seconds = 0;
-  std::vector<FieldSummary> schema;
+  std::vector<FieldSpec> schema;
   std::vector<Skipped> skipped;           ///< first 20, for the summary; all are in the manifest
   std::vector<std::string> input_errors;  ///< inputs not read to their end (under skip)
   bool resumed = false;                   ///< went on from an interrupted run's checkpoint

@@ -101,7 +101,7 @@ void transform_points(SampleField& f, const Affine& m) {
   const auto& shape = f.value.shape;
   if (shape.empty() || shape.back() < 2)
     throw SampleError("points field '" + f.name + "' (member '" + f.member + "') has shape " +
-                      shape_string(shape) + "; its last axis must hold x, y (at least 2 values)");
+                      shape_text(shape) + "; its last axis must hold x, y (at least 2 values)");
   std::vector<double> d = as_doubles(f.value);
   const size_t stride = static_cast<size_t>(shape.back());
   for (size_t i = 0; i + stride <= d.size(); i += stride)
@@ -113,7 +113,7 @@ void transform_boxes(SampleField& f, bool xyxy, const Affine& m) {
   const auto& shape = f.value.shape;
   if (shape.empty() || shape.back() != 4)
     throw SampleError("boxes field '" + f.name + "' (member '" + f.member + "') has shape " +
-                      shape_string(shape) + "; its last axis must hold 4 values");
+                      shape_text(shape) + "; its last axis must hold 4 values");
   std::vector<double> d = as_doubles(f.value);
   for (size_t i = 0; i + 4 <= d.size(); i += 4) {
     double x0 = d[i], y0 = d[i + 1], x1 = xyxy ? d[i + 2] : d[i] + d[i + 2],
@@ -222,7 +222,7 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
       SampleField& f = numeric_field(out.fields, o.crop_field, "crop box");
       if (f.value.num_elements() != 4)
         throw SampleError("crop box field '" + o.crop_field + "' (member '" + f.member +
-                          "') has shape " + shape_string(f.value.shape) + "; it needs 4 numbers");
+                          "') has shape " + shape_text(f.value.shape) + "; it needs 4 numbers");
       const std::vector<double> b = as_doubles(f.value);
       field_box = region_from_box(b.data(), o.crop_field_xyxy);
     }

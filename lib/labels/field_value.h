@@ -6,19 +6,18 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "format/field_spec.h"
 
 namespace tarmac {
 
 struct FieldValue {
-  enum class Kind : uint8_t {
-    Numeric,   ///< a tensor: dtype + shape + little-endian C-order bytes
-    String,    ///< UTF-8 text; dtype U8, shape {byte length}
-    JsonText,  ///< a value that fits no column type, kept as its JSON text (UTF-8)
-  };
+  /// Numeric: a tensor, dtype + shape + little-endian C-order bytes. String: UTF-8 text, dtype
+  /// U8, shape {byte length}. Json: a value that fits no column type, kept as its JSON text.
+  using Kind = FieldKind;
   Kind kind = Kind::Numeric;
   DType dtype = DType::F64;
   std::vector<int64_t> shape;  ///< per-sample shape; {} for a scalar
-  std::vector<uint8_t> data;   ///< element bytes (Numeric) or UTF-8 bytes (String, JsonText)
+  std::vector<uint8_t> data;   ///< element bytes (Numeric) or UTF-8 bytes (String, Json)
 
   int64_t num_elements() const {
     int64_t n = 1;

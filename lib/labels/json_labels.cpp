@@ -148,9 +148,9 @@ FieldValue convert(const Json& value) {
       return text_field(FieldValue::Kind::String, value.get_ref<const std::string&>());
     case Json::value_t::array:
       if (auto tensor = numeric_tensor(value)) return std::move(*tensor);
-      return text_field(FieldValue::Kind::JsonText, value.dump());
+      return text_field(FieldValue::Kind::Json, value.dump());
     default:  // null, an empty object
-      return text_field(FieldValue::Kind::JsonText, value.dump());
+      return text_field(FieldValue::Kind::Json, value.dump());
   }
 }
 

@@ -265,7 +265,8 @@ Descr parse_descr(const std::string& s) {
   return d;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
+// Python tuple notation, as numpy prints shapes: "(3,)", "(2, 3)".
+std::string numpy_shape_text(const std::vector<int64_t>& shape) {
   std::string out = "(";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) out += ", ";
@@ -391,14 +392,14 @@ FieldValue text_value(const Descr& d, const std::vector<uint8_t>& data,
       if (dim == 0) break;
       lists *= static_cast<uint64_t>(dim);
       if (lists > input_size)
-        throw ParseError("the .npy shape " + shape_text(shape) +
+        throw ParseError("the .npy shape " + numpy_shape_text(shape) +
                          " is too large for an empty string array");
     }
   }
   std::string text;
   size_t next = 0;
   append_json_lists(text, items, shape, 0, next);
-  v.kind = FieldValue::Kind::JsonText;
+  v.kind = FieldValue::Kind::Json;
   v.dtype = DType::U8;
   v.shape = {static_cast<int64_t>(text.size())};
   v.data.assign(text.begin(), text.end());
@@ -473,15 +474,16 @@ FieldValue parse_npy(std::span<const uint8_t> bytes) {
     // Checked at every step, so that FieldValue::num_elements() can never overflow either.
     if (__builtin_mul_overflow(count, dim.magnitude, &count) ||
         count > static_cast<uint64_t>(INT64_MAX))
-      throw ParseError("the .npy shape " + shape_text(shape) +
+      throw ParseError("the .npy shape " + numpy_shape_text(shape) +
                        "... has more elements than can be counted");
   }
   uint64_t need = 0;
   if (__builtin_mul_overflow(count, uint64_t{d.itemsize}, &need))
-    throw ParseError("the .npy shape " + shape_text(shape) + " is too large to hold in memory");
+    throw ParseError("the .npy shape " + numpy_shape_text(shape) +
+                     " is too large to hold in memory");
   const size_t have = bytes.size() - header_at - header_len;
   if (need > have)
-    throw ParseError("the .npy data is truncated: shape " + shape_text(shape) + " of '" +
+    throw ParseError("the .npy data is truncated: shape " + numpy_shape_text(shape) + " of '" +
                      descr->str + "' needs " + std::to_string(need) + " bytes but only " +
                      std::to_string(have) + " follow the header");
   if (need < have)

@@ -8,7 +8,7 @@
 namespace tarmac {
 
 /// Returns the array as a Numeric tensor (little-endian, C order); a one-element unicode/bytes
-/// array as Kind::String, a larger one as Kind::JsonText (nested JSON lists of strings).
+/// array as Kind::String, a larger one as Kind::Json (nested JSON lists of strings).
 /// Throws ParseError for malformed files and unsupported dtypes (object, structured, complex, ...).
 FieldValue parse_npy(std::span<const uint8_t> bytes);
 

@@ -8,54 +8,6 @@
 
 namespace tarmac {
 
-std::string kind_name(FieldValue::Kind k) {
-  switch (k) {
-    case FieldValue::Kind::Numeric:
-      return "numeric";
-    case FieldValue::Kind::String:
-      return "string";
-    case FieldValue::Kind::JsonText:
-      return "json";
-  }
-  return "?";
-}
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-DType promote(DType a, DType b) {
-  if (a == b) return a;
-  if (a == DType::BOOL) return b;
-  if (b == DType::BOOL) return a;
-  const bool fa = dtype_is_float(a), fb = dtype_is_float(b);
-  if (fa && fb) {
-    if (dtype_size(a) != dtype_size(b)) return dtype_size(a) > dtype_size(b) ? a : b;
-    return DType::F32;  // F16 with BF16
-  }
-  if (fa || fb) {
-    const DType f = fa ? a : b, i = fa ? b : a;
-    if (dtype_size(i) <= 2 && dtype_size(f) >= 4) return f;
-    return DType::F64;
-  }
-  const bool sa = dtype_is_signed_int(a), sb = dtype_is_signed_int(b);
-  if (sa == sb) return dtype_size(a) >= dtype_size(b) ? a : b;
-  const DType s = sa ? a : b, u = sa ? b : a;
-  if (dtype_size(s) > dtype_size(u)) return s;
-  switch (dtype_size(u)) {
-    case 1:
-      return DType::I16;
-    case 2:
-      return DType::I32;
-    case 4:
-      return DType::I64;
-    default:
-      return DType::F64;
-  }
-}
-
 void Schema::observe(const std::vector<SampleField>& fields) {
   if (samples_ == 0) {
     std::vector<FieldSchema> first;
@@ -96,29 +48,28 @@ void Schema::observe(const std::vector<SampleField>& fields) {
     const FieldValue& v = f.value;
     const std::string where = "member '" + f.member + "', field '" + f.name + "': ";
     if (v.kind != s.kind)
-      throw SampleError(where + "is " + kind_name(v.kind) + " here but " + kind_name(s.kind) +
-                        " in earlier samples");
+      throw SampleError(where + "is " + std::string(kind_name(v.kind)) + " here but " +
+                        std::string(kind_name(s.kind)) + " in earlier samples");
     if (v.kind == FieldValue::Kind::Numeric) {
       if (v.num_elements() > 0) {
         s.dtype = s.dtype_known ? promote(s.dtype, v.dtype) : v.dtype;
         s.dtype_known = true;
       }
       if (v.shape.size() != s.shape.size())
-        throw SampleError(where + "shape " + shape_string(v.shape) + " here but " +
-                          shape_string(s.shape) +
+        throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
+                          shape_text(s.shape) +
                           " in earlier samples (a different number of "
                           "dimensions)");
       const bool inner_same = std::equal(v.shape.begin() + (v.shape.empty() ? 0 : 1), v.shape.end(),
                                          s.shape.begin() + (s.shape.empty() ? 0 : 1));
       if (!inner_same)
-        throw SampleError(where + "shape " + shape_string(v.shape) + " here but " +
-                          shape_string(s.shape) +
+        throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
+                          shape_text(s.shape) +
                           " in earlier samples; only the first axis may vary between samples");
       if (!s.ragged && !v.shape.empty() && v.shape[0] != s.shape[0]) {
-        const bool from_json = s.source == "json" || s.source.ends_with(".json");
-        if (!from_json && !declared_ragged_.count(s.name))
-          throw SampleError(where + "shape " + shape_string(v.shape) + " here but " +
-                            shape_string(s.shape) +
+        if (!ragged_by_source(s.source) && !declared_ragged_.count(s.name))
+          throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
+                            shape_text(s.shape) +
                             " in earlier samples; declare the field with --ragged " + s.name +
                             " if its first axis may vary");
         s.ragged = true;
@@ -131,20 +82,14 @@ void Schema::observe(const std::vector<SampleField>& fields) {
   ++samples_;
 }
 
-std::string Schema::to_json() const {
-  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
+std::vector<FieldSpec> Schema::specs() const {
+  std::vector<FieldSpec> out;
   for (const auto& s : fields_) {
-    nlohmann::ordered_json f;
-    f["kind"] = kind_name(s.kind);
-    f["dtype"] = std::string(dtype_name(s.dtype));
-    std::vector<int64_t> shape = s.shape;
-    if (s.ragged && !shape.empty()) shape[0] = -1;
-    f["shape"] = shape;
-    f["ragged"] = s.ragged;
-    f["source"] = s.source;
-    fields[s.name] = f;
+    FieldSpec f{s.name, s.kind, s.dtype, s.shape, s.ragged, s.source};
+    if (f.ragged && !f.shape.empty()) f.shape[0] = -1;
+    out.push_back(std::move(f));
   }
-  return fields.dump();
+  return out;
 }
 
 std::string Schema::checkpoint() const {
@@ -170,7 +115,7 @@ void Schema::restore(const std::string& text) {
       s.name = f.at("name").get<std::string>();
       s.source = f.at("source").get<std::string>();
       const int kind = f.at("kind").get<int>();
-      if (kind < 0 || kind > static_cast<int>(FieldValue::Kind::JsonText))
+      if (kind < 0 || kind > static_cast<int>(FieldValue::Kind::Json))
         throw FatalError("unknown field kind " + std::to_string(kind));
       s.kind = static_cast<FieldValue::Kind>(kind);
       const auto dtype = dtype_from_name(f.at("dtype").get<std::string>());

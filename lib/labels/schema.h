@@ -31,9 +31,6 @@ struct FieldSchema {
   uint64_t total_first_axis = 0;  ///< sum over samples of shape[0] (ragged fields)
 };
 
-/// The common dtype of two numeric dtypes.
-DType promote(DType a, DType b);
-
 class Schema {
  public:
   explicit Schema(std::set<std::string> declared_ragged)
@@ -45,8 +42,8 @@ class Schema {
 
   const std::vector<FieldSchema>& fields() const { return fields_; }
   uint64_t samples() const { return samples_; }
-  /// The schema as JSON text (the safetensors "schema" metadata entry).
-  std::string to_json() const;
+  /// The schema as the format describes it (ragged first axes as -1).
+  std::vector<FieldSpec> specs() const;
 
   /// Its whole state as JSON text, for a conversion checkpoint, and back (convert --resume).
   /// restore() throws FatalError for text that checkpoint() did not write.
@@ -58,8 +55,5 @@ class Schema {
   std::vector<FieldSchema> fields_;
   uint64_t samples_ = 0;
 };
-
-std::string kind_name(FieldValue::Kind k);
-std::string shape_string(const std::vector<int64_t>& shape);
 
 }  // namespace tarmac

@@ -14,7 +14,7 @@
 #include "check/annotation.h"
 #include "common/error.h"
 #include "common/version.h"
-#include "labels/schema.h"
+#include "format/layout.h"
 #include "write/column_store.h"
 #include "write/file_util.h"
 #include "write/manifest_file.h"
@@ -24,35 +24,18 @@ namespace tarmac {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 using check::Annotation;
-using check::FieldInfo;
+using namespace format;
 
 namespace {
 
-constexpr const char* kStagingDir = ".tarmac-partial";
-constexpr const char* kLabelsFile = "labels.safetensors";
-constexpr const char* kManifestFile = "manifest.json";
 constexpr uint64_t kChunk = 1 << 16;  // elements converted at a time
 
 struct Part {  // NOLINT(bugprone-exception-escape): moved only while parts are read
   std::string path;
   Annotation a;
   json manifest;  // {} when the part has none
-  std::map<std::string, const FieldInfo*> fields;
+  std::map<std::string, const FieldLayout*> fields;
 };
-
-// A column of the output and where it comes from in each part.
-struct OutField {
-  std::string name, kind, source;
-  DType dtype = DType::U8;
-  std::vector<int64_t> shape;  // per sample; [0] is -1 when ragged
-  bool ragged = false;
-};
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 std::span<const uint8_t> tensor_bytes(const Part& p, const TensorInfo* t) {
   return p.a.file().bytes().subspan(t->begin, t->end - t->begin);
@@ -118,7 +101,7 @@ std::vector<std::unique_ptr<Part>> open_parts(const std::vector<std::string>& pa
                        " (run 'tarmac verify " + path + "')");
     }
     p->manifest = read_json_file(fs::path(path) / kManifestFile);
-    for (const auto& f : p->a.fields()) p->fields[f.name] = &f;
+    for (const auto& f : p->a.fields()) p->fields[f.spec.name] = &f;
     parts.push_back(std::move(p));
   }
   return parts;
@@ -127,39 +110,42 @@ std::vector<std::unique_ptr<Part>> open_parts(const std::vector<std::string>& pa
 // The output schema: the same fields in every part; dtypes promoted; a field that is ragged
 // in one part, or whose first axis differs between parts, becomes ragged (as convert would
 // make it when the field comes from JSON or is ragged anyway).
-std::vector<OutField> reconcile(const std::vector<const Part*>& parts) {
+std::vector<FieldSpec> reconcile(const std::vector<const Part*>& parts) {
   const Part& first = *parts[0];
-  std::vector<OutField> out;
+  std::vector<FieldSpec> out;
   for (const auto& p : parts) {
     for (const auto& f : p->a.fields())
-      if (!first.fields.count(f.name))
-        throw FatalError("field '" + f.name + "' is in part '" + p->path + "' but not in part '" +
-                         first.path + "': the parts were converted from different kinds of data");
+      if (!first.fields.count(f.spec.name))
+        throw FatalError("field '" + f.spec.name + "' is in part '" + p->path +
+                         "' but not in part '" + first.path +
+                         "': the parts were converted from different kinds of data");
     for (const auto& f : first.a.fields())
-      if (!p->fields.count(f.name))
-        throw FatalError("field '" + f.name + "' is in part '" + first.path +
+      if (!p->fields.count(f.spec.name))
+        throw FatalError("field '" + f.spec.name + "' is in part '" + first.path +
                          "' but not in part '" + p->path +
                          "': the parts were converted from different kinds of data");
   }
-  for (const auto& f0 : first.a.fields()) {
-    OutField o{f0.name, f0.kind, f0.source, f0.dtype, f0.shape, f0.ragged};
+  for (const auto& fl0 : first.a.fields()) {
+    const FieldSpec& f0 = fl0.spec;
+    FieldSpec o = f0;
     const Part* shaped_by = &first;
     for (const auto& p : parts) {
-      const FieldInfo& f = *p->fields.at(f0.name);
+      const FieldSpec& f = p->fields.at(f0.name)->spec;
       auto incompatible = [&](const std::string& here, const std::string& there) {
         return FatalError("field '" + f0.name + "' is " + here + " in part '" + shaped_by->path +
                           "' but " + there + " in part '" + p->path +
                           "'; the parts cannot be merged");
       };
-      if (f.kind != o.kind) throw incompatible("of kind " + o.kind, "of kind " + f.kind);
-      if (o.kind == "numeric") o.dtype = promote(o.dtype, f.dtype);
+      if (f.kind != o.kind)
+        throw incompatible("of kind " + std::string(kind_name(o.kind)),
+                           "of kind " + std::string(kind_name(f.kind)));
+      if (o.kind == FieldKind::Numeric) o.dtype = promote(o.dtype, f.dtype);
       if (f.shape.size() != o.shape.size() ||
           !std::equal(f.shape.begin() + (f.shape.empty() ? 0 : 1), f.shape.end(),
                       o.shape.begin() + (o.shape.empty() ? 0 : 1)))
         throw incompatible("of shape " + shape_text(o.shape), "of shape " + shape_text(f.shape));
       if (!o.shape.empty() && (f.ragged || o.ragged || f.shape[0] != o.shape[0])) {
-        const bool from_json = o.source == "json" || o.source.ends_with(".json");
-        if (!o.ragged && !f.ragged && !from_json)
+        if (!o.ragged && !f.ragged && !ragged_by_source(o.source))
           throw FatalError("field '" + f0.name + "' has shape " + shape_text(o.shape) +
                            " in part '" + shaped_by->path + "' but " + shape_text(f.shape) +
                            " in part '" + p->path + "'; convert every part with --ragged " +
@@ -202,7 +188,7 @@ void check_unique_keys(const std::vector<const Part*>& parts) {
 
 // The tensors of the merged annotation file, filled from the parts' memory maps.
 std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
-                                       const std::vector<OutField>& fields,
+                                       const std::vector<FieldSpec>& fields,
                                        const std::vector<int32_t>& shard_base, uint64_t n) {
   std::vector<TensorSpec> t;
   const auto n64 = static_cast<int64_t>(n);
@@ -223,7 +209,7 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
     }
     std::vector<int64_t> shape{total};
     shape.insert(shape.end(), inner.begin(), inner.end());
-    t.push_back({name + ".values", dtype, shape, [&parts, source, dtype](ByteSink& sink) {
+    t.push_back({values_tensor(name), dtype, shape, [&parts, source, dtype](ByteSink& sink) {
                    for (const auto& p : parts) {
                      const Source s = source(*p);
                      const auto b = tensor_bytes(*p, s.values);
@@ -231,7 +217,7 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
                                      b.size() / dtype_size(s.values->dtype), dtype);
                    }
                  }});
-    t.push_back({name + ".offsets", DType::I64, {n64 + 1}, [&parts, source](ByteSink& sink) {
+    t.push_back({offsets_tensor(name), DType::I64, {n64 + 1}, [&parts, source](ByteSink& sink) {
                    int64_t base = 0;
                    const int64_t zero = 0;
                    sink.write({reinterpret_cast<const uint8_t*>(&zero), 8});
@@ -262,26 +248,23 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
                  }});
   };
 
-  ragged("__key__", DType::U8, {}, [](const Part& p) {
-    return Source{p.a.header().find("__key__.values"), p.a.header().find("__key__.offsets"), 0};
+  ragged(kKeyColumn, DType::U8, {}, [](const Part& p) {
+    return Source{p.a.layout().key_values, p.a.layout().key_offsets, 0};
   });
   const auto& kinds = parts[0]->a.blob_kinds();
   if (!kinds.empty()) {
-    fixed("__affine__", DType::F64, {2, 3},
-          [](const Part& p) { return p.a.header().find("__affine__"); });
-    for (const auto& kind : kinds) {
-      for (const char* col : {"offset", "size", "crc32", "width", "height"}) {
-        const std::string name = kind + "." + col;
-        const DType dt = std::string(col) == "crc32"                                  ? DType::U32
-                         : std::string(col) == "offset" || std::string(col) == "size" ? DType::I64
-                                                                                      : DType::I32;
-        fixed(name, dt, {}, [name](const Part& p) { return p.a.header().find(name); });
-      }
+    fixed(kAffineColumn, DType::F64, {2, 3}, [](const Part& p) { return p.a.layout().affine; });
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      for (size_t c = kBlobShard + 1; c < kNumBlobColumns; ++c)
+        fixed(blob_tensor(kinds[k], BlobColumn(c)), kBlobColumns[c].dtype, {},
+              [k, c](const Part& p) { return p.a.layout().blobs[k].columns[c]; });
       // Shard indices are renumbered: part p's shard s becomes shard_base[p] + s.
-      const std::string name = kind + ".shard";
-      t.push_back({name, DType::I32, {n64}, [&parts, &shard_base, name](ByteSink& sink) {
+      t.push_back({blob_tensor(kinds[k], kBlobShard),
+                   DType::I32,
+                   {n64},
+                   [&parts, &shard_base, k](ByteSink& sink) {
                      for (size_t p = 0; p < parts.size(); ++p) {
-                       const TensorInfo* ti = parts[p]->a.header().find(name);
+                       const TensorInfo* ti = parts[p]->a.layout().blobs[k].columns[kBlobShard];
                        const uint8_t* base = parts[p]->a.file().bytes().data() + ti->begin;
                        write_generated<int32_t>(sink, parts[p]->a.size(), [&](uint64_t i) {
                          int32_t v;
@@ -295,12 +278,12 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
   for (const auto& f : fields) {
     if (f.ragged) {
       const std::string name = f.name;
-      ragged(
-          name, f.dtype, std::vector<int64_t>(f.shape.begin() + 1, f.shape.end()),
-          [name](const Part& p) {
-            const FieldInfo& fi = *p.fields.at(name);
-            return Source{fi.values, fi.ragged ? fi.offsets : nullptr, fi.ragged ? 0 : fi.shape[0]};
-          });
+      ragged(name, f.dtype, std::vector<int64_t>(f.shape.begin() + 1, f.shape.end()),
+             [name](const Part& p) {
+               const FieldLayout& fi = *p.fields.at(name);
+               return Source{fi.values, fi.spec.ragged ? fi.offsets : nullptr,
+                             fi.spec.ragged ? 0 : fi.spec.shape[0]};
+             });
     } else {
       const std::string name = f.name;
       fixed(name, f.dtype, f.shape, [name](const Part& p) { return p.fields.at(name)->values; });
@@ -332,6 +315,26 @@ json comparable_options(const json& manifest) {
   return o;
 }
 
+// The encoding of blob kind k over all parts: theirs when they agree; otherwise "source" (magic
+// bytes tell JPEG, PNG and WebP apart), which raw pixels cannot join; unknown when any part was
+// written before blob_encodings existed.
+std::optional<StoredEncoding> merged_encoding(const std::vector<const Part*>& parts, size_t k) {
+  std::optional<StoredEncoding> e = parts[0]->a.layout().blobs[k].encoding;
+  for (const auto& p : parts) {
+    const auto pe = p->a.layout().blobs[k].encoding;
+    if (!pe || !e) return std::nullopt;
+    if (*pe == *e) continue;
+    if (*pe == StoredEncoding::Raw || *e == StoredEncoding::Raw)
+      throw FatalError("part '" + p->path + "' stores " + parts[0]->a.blob_kinds()[k] + " as " +
+                       std::string(encoding_name(*pe)) + ", part '" + parts[0]->path + "' as " +
+                       std::string(encoding_name(*e)) +
+                       ": raw pixels cannot be merged with encoded images; convert the parts "
+                       "with the same --format");
+    e = StoredEncoding::Source;
+  }
+  return e;
+}
+
 }  // namespace
 
 MergeResult merge_datasets(const MergeOptions& o) {
@@ -352,7 +355,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
       throw FatalError("part '" + p->path +
                        "' stores different blobs (images, dense maps) than part '" +
                        parts[0]->path + "'; the parts cannot be merged");
-  const std::vector<OutField> fields = reconcile(parts);
+  const std::vector<FieldSpec> fields = reconcile(parts);
   check_unique_keys(parts);
   for (const auto& p : parts)
     if (comparable_options(p->manifest) != comparable_options(parts[0]->manifest))
@@ -380,8 +383,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
         shard_base.push_back(static_cast<int32_t>(shard_names.size()));
       const json& mshards = p->manifest.contains("shards") ? p->manifest["shards"] : json::array();
       for (size_t s = 0; s < p->a.shards().size(); ++s) {
-        char name[32];
-        std::snprintf(name, sizeof name, "shard-%06zu.tar", shard_names.size());
+        const std::string name = shard_name(shard_names.size());
         const fs::path from = fs::path(p->path) / p->a.shards()[s];
         if (place_shard(from, staging / name, o.copy))
           ++result.linked;
@@ -426,20 +428,14 @@ MergeResult merge_datasets(const MergeOptions& o) {
     }
     result.shards = shard_names.size();
 
-    json schema = json::object();
-    for (const auto& f : fields)
-      schema[f.name] = {{"kind", f.kind},
-                        {"dtype", std::string(dtype_name(f.dtype))},
-                        {"shape", f.shape},
-                        {"ragged", f.ragged},
-                        {"source", f.source}};
-    json shard_list = json::array(), blob_list = json::array();
-    for (const auto& s : shard_names) shard_list.push_back(s);
-    for (const auto& k : kinds) blob_list.push_back(k);
-    const std::map<std::string, std::string> meta = {
-        {"format", "tarmac/1"},      {"num_samples", std::to_string(result.samples)},
-        {"schema", schema.dump()},   {"shards", shard_list.dump()},
-        {"blobs", blob_list.dump()}, {"tool", std::string("tarmac ") + kVersion}};
+    LayoutMetadata lm;
+    lm.num_samples = result.samples;
+    lm.fields = fields;
+    lm.shards = shard_names;
+    lm.tool = std::string("tarmac ") + kVersion;
+    for (size_t k = 0; k < kinds.size(); ++k)
+      lm.blobs.emplace_back(kinds[k], merged_encoding(parts, k));
+    const std::map<std::string, std::string> meta = layout_metadata(lm);
     const fs::path labels = staging / kLabelsFile;
     write_safetensors(labels.string(), merged_tensors(parts, fields, shard_base, result.samples),
                       meta);
@@ -463,7 +459,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
     manifest["shards"] = shards;
     manifest["annotation"] = {{"name", kLabelsFile}, {"size", result.annotation_bytes}};
     manifest["labels_crc32"] = crc32_hex(file_crc32(labels.string()));
-    manifest["schema"] = schema;
+    manifest["schema"] = json::parse(meta.at(kMetaSchema));
     manifest["skipped"] = skipped;
     manifest["ignored"] = ignored;
     manifest["duplicates"] = duplicates;

@@ -13,7 +13,7 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
   if (opt_.width > 0 && !ds.has_images())
     throw std::invalid_argument("dataset '" + ds.path() + "' has no images to batch");
   for (const std::string& name : opt_.fields) {
-    const FieldInfo* f = ds.find_field(name);
+    const FieldSpec* f = ds.find_field(name);
     if (!f) throw std::invalid_argument("dataset '" + ds.path() + "' has no field '" + name + "'");
     if (f->ragged)
       throw std::invalid_argument("field '" + name +
@@ -44,10 +44,10 @@ void BatchLoader::start(std::vector<int64_t> indices, BatchBuffers out) {
   if (out.labels.size() != fields_.size())
     throw std::invalid_argument("batch needs one label buffer per field");
   for (size_t k = 0; k < fields_.size(); ++k)
-    if (out.labels[k].size() != n * fields_[k]->sample_bytes)
+    if (out.labels[k].size() != n * fields_[k]->sample_bytes())
       throw std::invalid_argument("batch buffer of field '" + fields_[k]->name + "' holds " +
                                   std::to_string(out.labels[k].size()) + " bytes, " +
-                                  std::to_string(n * fields_[k]->sample_bytes) + " needed");
+                                  std::to_string(n * fields_[k]->sample_bytes()) + " needed");
   for (int64_t i : indices)
     if (i < 0 || uint64_t(i) >= ds_.size())
       throw std::out_of_range("batch index " + std::to_string(i) + " is out of range for " +

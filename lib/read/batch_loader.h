@@ -56,7 +56,7 @@ class BatchLoader {
 
   const BatchOptions& options() const { return opt_; }
   /// Bytes of one sample's value of fields[k].
-  uint64_t field_bytes(size_t k) const { return fields_[k]->sample_bytes; }
+  uint64_t field_bytes(size_t k) const { return fields_[k]->sample_bytes(); }
 
  private:
   void work();
@@ -64,7 +64,7 @@ class BatchLoader {
 
   const Dataset& ds_;
   BatchOptions opt_;
-  std::vector<const FieldInfo*> fields_;
+  std::vector<const FieldSpec*> fields_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable wake_, done_;

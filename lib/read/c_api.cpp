@@ -120,15 +120,15 @@ int tarmac_field_info(const tarmac_dataset* ds, int64_t k, tarmac_field* out) {
     const auto& fields = ds->ds.fields();
     if (k < 0 || static_cast<size_t>(k) >= fields.size())
       throw std::out_of_range("field index out of range");
-    const tarmac::FieldInfo& f = fields[static_cast<size_t>(k)];
+    const tarmac::FieldSpec& f = fields[static_cast<size_t>(k)];
     *out = {};
     out->name = f.name.c_str();
     out->kind = static_cast<int32_t>(f.kind);
     out->dtype = static_cast<int32_t>(f.dtype);
     out->ragged = f.ragged;
-    out->ndim = static_cast<int32_t>(f.sample_shape.size());
-    for (size_t d = 0; d < f.sample_shape.size(); ++d) out->shape[d] = f.sample_shape[d];
-    out->sample_bytes = f.sample_bytes;
+    out->ndim = static_cast<int32_t>(f.shape.size());
+    for (size_t d = 0; d < f.shape.size(); ++d) out->shape[d] = f.shape[d];
+    out->sample_bytes = f.sample_bytes();
   });
 }
 

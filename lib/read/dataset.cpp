@@ -8,10 +8,12 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
+#include <optional>
 #include <unordered_map>
 
+#include "format/layout.h"
+#include "format/safetensors.h"
 #include "read/mapped_file.h"
-#include "read/safetensors_file.h"
 #include "transform/image_codec.h"
 
 static_assert(std::endian::native == std::endian::little,
@@ -23,16 +25,6 @@ namespace {
 
 // Decoding at read time refuses images larger than this many pixels (1 gigapixel).
 constexpr uint64_t kMaxDecodePixels = uint64_t{1} << 30;
-
-[[noreturn]] void bad_file(const std::string& reason) {
-  throw ParseError("labels.safetensors: " + reason);
-}
-
-std::string shape_text(std::span<const int64_t> s) {
-  std::string out = "[";
-  for (size_t k = 0; k < s.size(); ++k) out += (k ? ", " : "") + std::to_string(s[k]);
-  return out + "]";
-}
 
 struct TjHandle {
   tjhandle h = tjInitDecompress();
@@ -81,13 +73,20 @@ struct Dataset::Tensor {
   TensorView view() const { return {dtype, shape, {data, static_cast<size_t>(bytes)}}; }
 };
 
+struct Dataset::BlobState {
+  std::array<const Tensor*, format::kNumBlobColumns> columns;
+  std::optional<format::StoredEncoding> encoding;
+};
+
 struct Dataset::State {
   std::map<std::string, std::string> metadata;
   std::unordered_map<std::string, Tensor> tensors;
-  struct Blob {
-    const Tensor *shard, *offset, *size, *crc32, *width, *height;
+  std::vector<BlobState> blobs;  ///< parallel to blob_kinds_
+  /// Per field (schema order, then __affine__): values and, when ragged, offsets.
+  struct FieldTensors {
+    const Tensor *values, *offsets;
   };
-  std::unordered_map<std::string, Blob> blobs;
+  std::vector<FieldTensors> fields;
   const Tensor* key_values = nullptr;
   const Tensor* key_offsets = nullptr;
   const Tensor* affine = nullptr;
@@ -101,21 +100,18 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
   const fs::path root(dir);
   std::error_code ec;
   if (!fs::is_directory(root, ec)) throw FatalError("'" + dir + "' is not a directory");
-  const fs::path labels = root / "labels.safetensors";
+  const fs::path labels = root / format::kLabelsFile;
   if (!fs::exists(labels, ec))
-    throw FatalError(
-        "'" + dir + "' is not a tarmac dataset: no labels.safetensors" +
-        (fs::exists(root / ".tarmac-partial", ec) ? " (a conversion into it did not finish)" : ""));
+    throw FatalError("'" + dir + "' is not a tarmac dataset: no " + format::kLabelsFile +
+                     (fs::exists(root / format::kStagingDir, ec)
+                          ? " (a conversion into it did not finish)"
+                          : ""));
   labels_ = std::make_unique<MappedFile>(labels.string());
   const auto file = labels_->bytes();
   SafetensorsHeader h = parse_safetensors(file);
-  st_->metadata = std::move(h.metadata);
+  const DatasetLayout layout = read_layout(h);  // everything later accesses trust
+  n_ = layout.num_samples;
   for (const TensorInfo& t : h.tensors) {
-    if (t.shape.size() > kMaxDims)
-      bad_file("tensor '" + t.name + "' has " + std::to_string(t.shape.size()) +
-               " dimensions, more than the " + std::to_string(kMaxDims) + " tarmac reads");
-    if (t.begin % dtype_size(t.dtype) != 0)
-      bad_file("tensor '" + t.name + "' is not aligned to its element size");
     Tensor x;
     x.name = t.name;
     x.dtype = t.dtype;
@@ -125,117 +121,30 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
     x.bytes = t.end - t.begin;
     st_->tensors.emplace(t.name, std::move(x));
   }
-
-  auto meta = [&](const char* k) -> const std::string& {
-    auto it = st_->metadata.find(k);
-    if (it == st_->metadata.end()) bad_file(std::string("no '") + k + "' metadata entry");
-    return it->second;
-  };
-  if (meta("format") != "tarmac/1")
-    bad_file("format is '" + meta("format") + "', this reader reads 'tarmac/1'");
-  const std::string& ns = meta("num_samples");
-  if (ns.empty() || ns.size() > 18 || ns.find_first_not_of("0123456789") != std::string::npos)
-    bad_file("num_samples '" + ns + "' is not a decimal count");
-  n_ = static_cast<size_t>(std::stoull(ns));
-  const auto n = static_cast<int64_t>(n_);
-
-  // Every tensor later accesses index is checked here for presence, dtype and shape.
-  auto require = [&](const std::string& name, DType dtype, std::vector<int64_t> shape_prefix,
-                     size_t ndim) -> const Tensor* {
-    auto it = st_->tensors.find(name);
-    if (it == st_->tensors.end()) bad_file("required tensor '" + name + "' is missing");
-    const Tensor& t = it->second;
-    if (t.dtype != dtype)
-      bad_file("tensor '" + name + "' has dtype " + std::string(dtype_name(t.dtype)) +
-               ", expected " + std::string(dtype_name(dtype)));
-    bool ok = t.shape.ndim == ndim;
-    for (size_t k = 0; ok && k < shape_prefix.size(); ++k) ok = t.shape[k] == shape_prefix[k];
-    if (!ok)
-      bad_file("tensor '" + name + "' has shape " + shape_text(t.shape.span()) + ", expected " +
-               shape_text(shape_prefix) + (ndim > shape_prefix.size() ? " + more dims" : "") +
-               " for " + std::to_string(n) + " samples");
-    return &t;
-  };
-  st_->key_values = require("__key__.values", DType::U8, {}, 1);
-  st_->key_offsets = require("__key__.offsets", DType::I64, {n + 1}, 1);
-
-  try {
-    const auto blobs = nlohmann::json::parse(meta("blobs"));
-    const auto shards = nlohmann::json::parse(meta("shards"));
-    if (!blobs.is_array() || !shards.is_array())
-      bad_file("'blobs' and 'shards' metadata must be arrays");
-    for (const auto& b : blobs) blob_kinds_.push_back(b.get<std::string>());
-    for (const auto& s : shards) shard_names_.push_back(s.get<std::string>());
-  } catch (const nlohmann::json::exception& e) {
-    bad_file(std::string("'blobs' or 'shards' metadata is not a JSON array of strings: ") +
-             e.what());
-  }
-  for (const std::string& kind : blob_kinds_) {
-    State::Blob b{};
-    b.shard = require(kind + ".shard", DType::I32, {n}, 1);
-    b.offset = require(kind + ".offset", DType::I64, {n}, 1);
-    b.size = require(kind + ".size", DType::I64, {n}, 1);
-    b.crc32 = require(kind + ".crc32", DType::U32, {n}, 1);
-    b.width = require(kind + ".width", DType::I32, {n}, 1);
-    b.height = require(kind + ".height", DType::I32, {n}, 1);
-    st_->blobs.emplace(kind, b);
+  st_->metadata = std::move(h.metadata);
+  auto mine = [&](const TensorInfo* t) { return t ? &st_->tensors.at(t->name) : nullptr; };
+  st_->key_values = mine(layout.key_values);
+  st_->key_offsets = mine(layout.key_offsets);
+  for (const BlobLayout& b : layout.blobs) {
+    blob_kinds_.push_back(b.kind);
+    BlobState sb{};
+    for (size_t c = 0; c < format::kNumBlobColumns; ++c) sb.columns[c] = mine(b.columns[c]);
+    sb.encoding = b.encoding;
+    st_->blobs.push_back(sb);
   }
   if (has_images()) {
-    if (blob_kinds_.front() != "__image__") bad_file("the first blob kind must be '__image__'");
-    st_->affine = require("__affine__", DType::F64, {n, 2, 3}, 3);
-    affine_field_ = {"__affine__", FieldKind::Numeric, DType::F64, false, {2, 3}, "", 48};
+    st_->affine = mine(layout.affine);
+    affine_field_ = {format::kAffineColumn, FieldKind::Numeric, DType::F64, {2, 3}, false, ""};
   }
-
-  try {
-    const auto schema = nlohmann::ordered_json::parse(meta("schema"));
-    if (!schema.is_object()) bad_file("'schema' metadata is not a JSON object");
-    for (const auto& [name, f] : schema.items()) {
-      FieldInfo fi;
-      fi.name = name;
-      const std::string kind = f.at("kind").get<std::string>();
-      fi.kind = kind == "string" ? FieldKind::String
-                : kind == "json" ? FieldKind::Json
-                                 : FieldKind::Numeric;
-      if (kind != "numeric" && kind != "string" && kind != "json")
-        bad_file("field '" + name + "' has unknown kind '" + kind + "'");
-      const auto dt = dtype_from_name(f.at("dtype").get<std::string>());
-      if (!dt) bad_file("field '" + name + "' has unknown dtype " + f.at("dtype").dump());
-      fi.dtype = *dt;
-      fi.ragged = f.at("ragged").get<bool>();
-      fi.sample_shape = f.at("shape").get<std::vector<int64_t>>();
-      fi.source = f.value("source", "");
-      if (fi.sample_shape.size() + 1 > kMaxDims)
-        bad_file("field '" + name + "' has too many dimensions");
-      if (fi.kind != FieldKind::Numeric && (!fi.ragged || fi.dtype != DType::U8))
-        bad_file("field '" + name + "' of kind " + kind + " must be ragged U8");
-      for (size_t k = fi.ragged ? 1 : 0; k < fi.sample_shape.size(); ++k)
-        if (fi.sample_shape[k] < 0) bad_file("field '" + name + "' has a negative dimension");
-      if (fi.ragged) {
-        if (fi.sample_shape.empty()) bad_file("ragged field '" + name + "' has an empty shape");
-        std::vector<int64_t> inner(fi.sample_shape.begin() + 1, fi.sample_shape.end());
-        const Tensor* v = require(name + ".values", fi.dtype, {}, fi.sample_shape.size());
-        for (size_t k = 0; k < inner.size(); ++k)
-          if (v->shape[k + 1] != inner[k])
-            bad_file("tensor '" + name + ".values' has shape " + shape_text(v->shape.span()) +
-                     ", the schema says [*, " + shape_text(inner).substr(1));
-        require(name + ".offsets", DType::I64, {n + 1}, 1);
-      } else {
-        std::vector<int64_t> full{n};
-        full.insert(full.end(), fi.sample_shape.begin(), fi.sample_shape.end());
-        require(name, fi.dtype, full, full.size());
-        fi.sample_bytes = dtype_size(fi.dtype);
-        for (int64_t d : fi.sample_shape) fi.sample_bytes *= static_cast<uint64_t>(d);
-      }
-      fields_.push_back(std::move(fi));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    bad_file(std::string("'schema' metadata is malformed: ") + e.what());
+  for (const FieldLayout& f : layout.fields) {
+    fields_.push_back(f.spec);
+    st_->fields.push_back({mine(f.values), mine(f.offsets)});
   }
+  st_->fields.push_back({st_->affine, nullptr});
 
+  shard_names_ = layout.shards;
   shards_.reserve(shard_names_.size());
   for (const std::string& s : shard_names_) {
-    if (s.empty() || s.find('/') != std::string::npos || s == "." || s == "..")
-      bad_file("shard name '" + s + "' is not a plain file name");
     if (!fs::exists(root / s, ec))
       throw FatalError("dataset '" + dir + "' is incomplete: shard '" + s + "' is missing");
     shards_.emplace_back((root / s).string());
@@ -246,11 +155,16 @@ const std::map<std::string, std::string>& Dataset::metadata() const {
   return st_->metadata;
 }
 
-const FieldInfo* Dataset::find_field(std::string_view name) const {
-  for (const FieldInfo& f : fields_)
-    if (f.name == name) return &f;
-  if (has_images() && name == "__affine__") return &affine_field_;
-  return nullptr;
+size_t Dataset::field_index(std::string_view name) const {
+  for (size_t k = 0; k < fields_.size(); ++k)
+    if (fields_[k].name == name) return k;
+  if (has_images() && name == format::kAffineColumn) return fields_.size();
+  return fields_.size() + 1;
+}
+
+const FieldSpec* Dataset::find_field(std::string_view name) const {
+  const size_t k = field_index(name);
+  return k < fields_.size() ? &fields_[k] : k == fields_.size() ? &affine_field_ : nullptr;
 }
 
 const Dataset::Tensor* Dataset::find_tensor(std::string_view name) const {
@@ -297,21 +211,23 @@ std::string_view Dataset::key(size_t i) const {
 }
 
 TensorView Dataset::value(std::string_view name, size_t i) const {
-  const FieldInfo* f = find_field(name);
-  if (!f)
+  // The hot path: no string is built and nothing is hashed per access.
+  const size_t k = field_index(name);
+  if (k > fields_.size())
     throw std::invalid_argument("dataset '" + dir_ + "' has no field '" + std::string(name) + "'");
+  const FieldSpec& f = k < fields_.size() ? fields_[k] : affine_field_;
+  const State::FieldTensors& t = st_->fields[k];
   check_index(i);
-  if (!f->ragged) {
-    TensorView v = tensor(name).view();
+  TensorView v = t.values->view();
+  if (!f.ragged) {
+    const uint64_t row = f.sample_bytes();
     v.shape.ndim -= 1;
     std::copy(v.shape.dims.begin() + 1, v.shape.dims.end(), v.shape.dims.begin());
-    v.bytes = v.bytes.subspan(i * f->sample_bytes, f->sample_bytes);
+    v.bytes = v.bytes.subspan(i * row, row);
     return v;
   }
-  const std::string n(name);
-  const Tensor& values = tensor(n + ".values");
-  const auto [b, e] = ragged_range(tensor(n + ".offsets"), values.shape[0], i, name);
-  TensorView v = values.view();
+  const Tensor& values = *t.values;
+  const auto [b, e] = ragged_range(*t.offsets, values.shape[0], i, name);
   const uint64_t row = values.shape[0] ? values.bytes / static_cast<uint64_t>(values.shape[0]) : 0;
   v.shape.dims[0] = e - b;
   v.bytes = v.bytes.subspan(static_cast<size_t>(b) * row, static_cast<size_t>(e - b) * row);
@@ -319,12 +235,13 @@ TensorView Dataset::value(std::string_view name, size_t i) const {
 }
 
 Column Dataset::column(std::string_view name) const {
-  const FieldInfo* f = find_field(name);
-  if (f && f->ragged) {
-    const std::string n(name);
-    const Tensor& off = tensor(n + ".offsets");
-    return {tensor(n + ".values").view(),
-            {reinterpret_cast<const int64_t*>(off.data), static_cast<size_t>(off.shape[0])}};
+  const size_t k = field_index(name);
+  if (k <= fields_.size()) {
+    const State::FieldTensors& t = st_->fields[k];
+    if (!t.offsets) return {t.values->view(), {}};
+    return {t.values->view(),
+            {reinterpret_cast<const int64_t*>(t.offsets->data),
+             static_cast<size_t>(t.offsets->shape[0])}};
   }
   return {tensor(name).view(), {}};
 }
@@ -336,16 +253,21 @@ std::span<const double, 6> Dataset::affine(size_t i) const {
   return std::span<const double, 6>(reinterpret_cast<const double*>(st_->affine->data) + 6 * i, 6);
 }
 
+const Dataset::BlobState& Dataset::blob_state(std::string_view kind) const {
+  for (size_t k = 0; k < blob_kinds_.size(); ++k)
+    if (blob_kinds_[k] == kind) return st_->blobs[k];
+  throw std::invalid_argument("dataset '" + dir_ + "' stores no blob kind '" + std::string(kind) +
+                              "'");
+}
+
 BlobRef Dataset::blob_ref(size_t i, std::string_view kind) const {
-  auto it = st_->blobs.find(std::string(kind));
-  if (it == st_->blobs.end())
-    throw std::invalid_argument("dataset '" + dir_ + "' stores no blob kind '" + std::string(kind) +
-                                "'");
+  const BlobState& b = blob_state(kind);
   check_index(i);
-  const State::Blob& b = it->second;
-  BlobRef r{scalar<int32_t>(*b.shard, i), scalar<int64_t>(*b.offset, i),
-            scalar<int64_t>(*b.size, i),  scalar<uint32_t>(*b.crc32, i),
-            scalar<int32_t>(*b.width, i), scalar<int32_t>(*b.height, i)};
+  using namespace format;
+  BlobRef r{
+      scalar<int32_t>(*b.columns[kBlobShard], i), scalar<int64_t>(*b.columns[kBlobOffset], i),
+      scalar<int64_t>(*b.columns[kBlobSize], i),  scalar<uint32_t>(*b.columns[kBlobCrc32], i),
+      scalar<int32_t>(*b.columns[kBlobWidth], i), scalar<int32_t>(*b.columns[kBlobHeight], i)};
   auto where = [&] {
     return "dataset '" + dir_ + "': sample " + std::to_string(i) + " " + std::string(kind);
   };
@@ -375,9 +297,22 @@ std::span<const uint8_t> Dataset::blob(size_t i, std::string_view kind) const {
 BlobEncoding Dataset::encoding(size_t i, std::string_view kind) const {
   const BlobRef r = blob_ref(i, kind);
   const auto shard = shards_[static_cast<size_t>(r.shard)].bytes();
-  // The member's ustar header sits in the 512 bytes before the data; its name (or pax
-  // fallback name) ends with the extension. Raw pixels have no magic bytes to sniff.
-  if (r.offset >= 512) {
+  const auto stored = blob_state(kind).encoding;
+  if (stored) switch (*stored) {
+      case format::StoredEncoding::Jpeg:
+        return BlobEncoding::Jpeg;
+      case format::StoredEncoding::Png:
+        return BlobEncoding::Png;
+      case format::StoredEncoding::Webp:
+        return BlobEncoding::Webp;
+      case format::StoredEncoding::Raw:
+        return BlobEncoding::Raw;
+      case format::StoredEncoding::Source:
+        break;  // the magic bytes tell
+    }
+  // Files written before `blob_encodings`: the member's ustar header sits in the 512 bytes
+  // before the data, and its name ends with the extension. Raw pixels have no magic bytes.
+  if (!stored && r.offset >= 512) {
     const uint8_t* hdr = shard.data() + r.offset - 512;
     if (std::memcmp(hdr + 257, "ustar", 5) == 0) {
       const std::string_view name(reinterpret_cast<const char*>(hdr),
@@ -403,7 +338,8 @@ BlobEncoding Dataset::encoding(size_t i, std::string_view kind) const {
     }
   } catch (const ParseError&) {
   }
-  if (r.width > 0 && r.height > 0 && uint64_t(r.size) == uint64_t(r.width) * uint64_t(r.height) * 3)
+  if (!stored && r.width > 0 && r.height > 0 &&
+      uint64_t(r.size) == uint64_t(r.width) * uint64_t(r.height) * 3)
     return BlobEncoding::Raw;
   throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " " + std::string(kind) +
                   " is in no format tarmac decodes");

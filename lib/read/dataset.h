@@ -15,6 +15,8 @@
 
 #include "common/dtype.h"
 #include "common/error.h"
+#include "format/field_spec.h"
+#include "format/names.h"
 
 namespace tarmac {
 
@@ -26,7 +28,7 @@ class DataError : public std::runtime_error {
 };
 
 /// The most dimensions a label tensor may have; Dataset refuses files with more.
-inline constexpr size_t kMaxDims = 8;
+inline constexpr size_t kMaxDims = format::kMaxDims;
 
 /// A tensor shape held inline (no allocation per access).
 struct Shape {
@@ -59,19 +61,6 @@ struct TensorView {
   std::string_view text() const {
     return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
   }
-};
-
-enum class FieldKind { Numeric, String, Json };
-
-/// One label column, as the schema metadata describes it.
-struct FieldInfo {
-  std::string name;
-  FieldKind kind = FieldKind::Numeric;
-  DType dtype = DType::U8;
-  bool ragged = false;
-  std::vector<int64_t> sample_shape;  ///< per-sample shape; -1 first when ragged
-  std::string source;                 ///< member extension it came from ("json", "smpl.npz")
-  uint64_t sample_bytes = 0;          ///< bytes of one sample's value; 0 when ragged
 };
 
 /// A whole column: fixed fields have `values` of shape [N, ...] and empty `offsets`;
@@ -123,9 +112,9 @@ class Dataset {
   /// The `__metadata__` map of the annotation file.
   const std::map<std::string, std::string>& metadata() const;
   /// The label fields, in the schema's order.
-  const std::vector<FieldInfo>& fields() const { return fields_; }
+  const std::vector<FieldSpec>& fields() const { return fields_; }
   /// The field called `name` (a schema field or "__affine__"), or nullptr.
-  const FieldInfo* find_field(std::string_view name) const;
+  const FieldSpec* find_field(std::string_view name) const;
   /// Stored blob kinds: "__image__", then "__NAME__" per dense map; empty without images.
   const std::vector<std::string>& blob_kinds() const { return blob_kinds_; }
   const std::vector<std::string>& shard_names() const { return shard_names_; }
@@ -148,7 +137,9 @@ class Dataset {
   /// The stored bytes of sample i's blob (no copy, no decoding).
   std::span<const uint8_t> blob(size_t i, std::string_view kind = "__image__") const;
   std::span<const uint8_t> image(size_t i) const { return blob(i); }
-  /// The encoding of sample i's blob, from its tar member's name or its magic bytes.
+  /// The encoding of sample i's blob: from the `blob_encodings` metadata, and for blobs stored
+  /// as source files from their magic bytes (files written before that entry existed: from
+  /// the tar member's name).
   BlobEncoding encoding(size_t i, std::string_view kind = "__image__") const;
 
   /// Width and height of sample i's image as decode() returns it (EXIF orientation applied),
@@ -166,6 +157,10 @@ class Dataset {
   struct Tensor;
   const Tensor& tensor(std::string_view name) const;
   const Tensor* find_tensor(std::string_view name) const;
+  /// Index into fields_; fields_.size() for __affine__, fields_.size() + 1 when unknown.
+  size_t field_index(std::string_view name) const;
+  struct BlobState;
+  const BlobState& blob_state(std::string_view kind) const;
   template <class T>
   T scalar(const Tensor& t, size_t i) const;
   void check_index(size_t i) const;
@@ -178,8 +173,8 @@ class Dataset {
   std::vector<MappedFile> shards_;
   std::vector<std::string> shard_names_;
   std::vector<std::string> blob_kinds_;
-  std::vector<FieldInfo> fields_;
-  FieldInfo affine_field_;
+  std::vector<FieldSpec> fields_;
+  FieldSpec affine_field_;
   struct State;
   std::unique_ptr<State> st_;
 };

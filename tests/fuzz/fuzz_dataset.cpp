@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "format/safetensors.h"
 #include "read/c_api.h"
-#include "read/safetensors_file.h"
 
 namespace fs = std::filesystem;
 

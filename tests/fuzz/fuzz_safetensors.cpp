@@ -4,7 +4,7 @@
 #include <span>
 
 #include "common/error.h"
-#include "read/safetensors_file.h"
+#include "format/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -45,9 +45,9 @@ std::vector<T> values_of(const FieldValue& v) {
 TEST_CASE("json: top-level members become fields in document order, nested objects flattened") {
   const Fields f = parse(R"({"z": 1, "a": {"b": 2, "c": {"d": true}}, "e": {}, "m": null})", "p.");
   CHECK(names(f) == std::vector<std::string>{"p.z", "p.a.b", "p.a.c.d", "p.e", "p.m"});
-  CHECK(f[3].second.kind == Kind::JsonText);
+  CHECK(f[3].second.kind == Kind::Json);
   CHECK(text_of(f[3].second) == "{}");
-  CHECK(f[4].second.kind == Kind::JsonText);
+  CHECK(f[4].second.kind == Kind::Json);
   CHECK(text_of(f[4].second) == "null");
 }
 
@@ -121,7 +121,7 @@ TEST_CASE("json: other arrays are kept as compact JSON text") {
   CHECK(text_of(f[4].second) == "[1,[2]]");
   CHECK(text_of(f[5].second) == "[[],[1]]");
   CHECK(text_of(f[6].second) == "[[1],[[2]]]");
-  for (const auto& field : f) CHECK(field.second.kind == Kind::JsonText);
+  for (const auto& field : f) CHECK(field.second.kind == Kind::Json);
 }
 
 TEST_CASE("json: keys colliding after flattening are refused, naming the field") {

@@ -227,7 +227,7 @@ TEST_CASE("npy: empty arrays") {
   CHECK(v.shape == std::vector<int64_t>{0, 5});
   CHECK(v.data.empty());
   const FieldValue s = tarmac::parse_npy(npy(dict("<U3", "(2, 0)"), {}));
-  CHECK(s.kind == FieldValue::Kind::JsonText);
+  CHECK(s.kind == FieldValue::Kind::Json);
   CHECK(text_of(s) == "[[],[]]");
 }
 
@@ -309,7 +309,7 @@ TEST_CASE("npy: a unicode array with several elements becomes a JSON list follow
     return out;
   }();
   const FieldValue v = tarmac::parse_npy(npy(dict("<U2", "(2, 2)"), elems));
-  CHECK(v.kind == FieldValue::Kind::JsonText);
+  CHECK(v.kind == FieldValue::Kind::Json);
   CHECK(text_of(v) == "[[\"a\",\"b\\\"\"],[\"\",\"\xC3\xA9\"]]");
   const FieldValue f = tarmac::parse_npy(npy(dict("<U2", "(2, 2)", true), elems));
   CHECK(text_of(f) == "[[\"a\",\"\"],[\"b\\\"\",\"\xC3\xA9\"]]");
@@ -318,7 +318,7 @@ TEST_CASE("npy: a unicode array with several elements becomes a JSON list follow
 TEST_CASE("npy: bytes arrays are treated like unicode and must be UTF-8") {
   CHECK(text_of(tarmac::parse_npy(npy(dict("|S4", "()"), {'c', 'a', 't', 0}))) == "cat");
   const FieldValue list = tarmac::parse_npy(npy(dict("|S2", "(2,)"), {'x', 0, 0xC3, 0xA9}));
-  CHECK(list.kind == FieldValue::Kind::JsonText);
+  CHECK(list.kind == FieldValue::Kind::Json);
   CHECK(text_of(list) == "[\"x\",\"\xC3\xA9\"]");
   CHECK_THROWS_WITH(tarmac::parse_npy(npy(dict("|S2", "()"), {0xC3, 0x28})), Contains("UTF-8"));
 }
@@ -354,7 +354,7 @@ TEST_CASE("npy fixtures written by numpy") {
   }
   SECTION("<U3 [2,2]") {
     const FieldValue v = tarmac::parse_npy(read_fixture("u_list.npy"));
-    CHECK(v.kind == FieldValue::Kind::JsonText);
+    CHECK(v.kind == FieldValue::Kind::Json);
     CHECK(text_of(v) == "[[\"a\",\"bc\"],[\"d\\\"e\",\"\xE2\x82\xAC\"]]");
   }
   SECTION("bool [3]") {

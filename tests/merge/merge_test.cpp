@@ -32,9 +32,9 @@ check::Annotation open(const std::string& dir) {
   return a;
 }
 
-const check::FieldInfo& field(const check::Annotation& a, const std::string& name) {
+const FieldSpec& field(const check::Annotation& a, const std::string& name) {
   for (const auto& f : a.fields())
-    if (f.name == name) return f;
+    if (f.spec.name == name) return f.spec;
   FAIL("no field " << name);
   throw;
 }

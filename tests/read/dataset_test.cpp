@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "dataset_fixture.h"
+#include "format/safetensors.h"
 #include "read/mapped_file.h"
-#include "read/safetensors_file.h"
 
 using namespace tarmac;
 using namespace tarmac::test;

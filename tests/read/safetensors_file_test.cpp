@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "read/safetensors_file.h"
+#include "format/safetensors.h"
 
 using tarmac::DType;
 using tarmac::parse_safetensors;

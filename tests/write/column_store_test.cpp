@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "read/safetensors_file.h"
+#include "format/safetensors.h"
 #include "test_util.h"
 #include "write/column_store.h"
 #include "write/safetensors_writer.h"

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "format/safetensors.h"
 #include "read/mapped_file.h"
-#include "read/safetensors_file.h"
 #include "test_util.h"
 #include "write/safetensors_writer.h"
 

@@ -1,6 +1,6 @@
 #pragma once
-// A strict validating parser of safetensors headers. The format is the contract
-// with write/ (docs/format.md); nothing here includes write/.
+// A strict validating parser of safetensors headers: the container of the annotation file.
+// format/layout.h reads tarmac's layout on top of it.
 #include <cstdint>
 #include <map>
 #include <span>

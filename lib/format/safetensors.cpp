@@ -1,4 +1,4 @@
-#include "read/safetensors_file.h"
+#include "format/safetensors.h"
 
 #include <algorithm>
 #include <limits>
