@@ -128,6 +128,9 @@ def datasets():
             data = pack_dataset(out)
             assert len(data) < 50_000, (name, len(data))
             save("fuzz_dataset", name, data)
+            # The annotation file alone: a whole tarmac layout for fuzz_safetensors to mutate.
+            with open(os.path.join(out, "labels.safetensors"), "rb") as f:
+                save("fuzz_safetensors", "layout_" + name, f.read())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,69 @@
+#include "format/field_spec.h"
+
+#include <catch2/catch.hpp>
+
+#include "common/error.h"
+
+using namespace tarmac;
+using Catch::Matchers::Contains;
+
+TEST_CASE("schema JSON: written and read back, in order") {
+  const std::vector<FieldSpec> fields = {
+      {"zeta", FieldKind::Numeric, DType::F32, {17, 3}, false, "json"},
+      {"pts", FieldKind::Numeric, DType::I64, {-1, 2}, true, "smpl.npz"},
+      {"caption", FieldKind::String, DType::U8, {-1}, true, "txt"},
+      {"tags", FieldKind::Json, DType::U8, {-1}, true, "json"},
+  };
+  const std::string text = schema_to_json(fields);
+  CHECK(text.find("\"zeta\"") < text.find("\"pts\""));  // the order of the fields is kept
+  CHECK(
+      text ==
+      R"({"zeta":{"kind":"numeric","dtype":"F32","shape":[17,3],"ragged":false,"source":"json"},)"
+      R"("pts":{"kind":"numeric","dtype":"I64","shape":[-1,2],"ragged":true,"source":"smpl.npz"},)"
+      R"("caption":{"kind":"string","dtype":"U8","shape":[-1],"ragged":true,"source":"txt"},)"
+      R"("tags":{"kind":"json","dtype":"U8","shape":[-1],"ragged":true,"source":"json"}})");
+  CHECK(schema_from_json(text) == fields);
+  CHECK(fields[0].sample_bytes() == 17 * 3 * 4);
+  CHECK(fields[1].sample_bytes() == 0);
+  CHECK(fields[1].inner_shape() == std::vector<int64_t>{2});
+}
+
+TEST_CASE("schema JSON: 'source' is informative, everything else is checked") {
+  CHECK(schema_from_json(R"({"a":{"kind":"numeric","dtype":"U8","shape":[],"ragged":false}})")[0]
+            .source.empty());
+  auto refused = [](const std::string& text, const std::string& why) {
+    INFO(text);
+    CHECK_THROWS_WITH(schema_from_json(text), Contains(why));
+  };
+  refused("[]", "not a JSON object");
+  refused("{", "not a JSON object");
+  refused(R"({"a":1})", "field 'a' is not a JSON object");
+  refused(R"({"a":{"dtype":"U8","shape":[],"ragged":false}})", "has no 'kind'");
+  refused(R"({"a":{"kind":"tensor","dtype":"U8","shape":[],"ragged":false}})", "unknown kind");
+  refused(R"({"a":{"kind":"numeric","dtype":"F128","shape":[],"ragged":false}})", "unknown dtype");
+  refused(R"({"a":{"kind":"numeric","dtype":"U8","shape":[1.5],"ragged":false}})",
+          "non-integer dimension");
+  refused(R"({"a":{"kind":"numeric","dtype":"U8","shape":[1,2,3,4,5,6,7,8],"ragged":false}})",
+          "at most 7 dimensions");
+  refused(R"({"a":{"kind":"numeric","dtype":"U8","shape":[2],"ragged":1}})", "'ragged'");
+  refused(R"({"a":{"kind":"string","dtype":"U8","shape":[-1],"ragged":false}})", "not ragged U8");
+  refused(R"({"a":{"kind":"json","dtype":"I8","shape":[-1],"ragged":true}})", "not ragged U8");
+  refused(R"({"a":{"kind":"numeric","dtype":"U8","shape":[3],"ragged":true}})",
+          "does not start with -1");
+  refused(R"({"a":{"kind":"numeric","dtype":"U8","shape":[-1,-1],"ragged":true}})",
+          "negative dimension");
+  refused(R"({"a":{"kind":"numeric","dtype":"U8","shape":[2],"ragged":false,"source":3}})",
+          "'source'");
+}
+
+TEST_CASE("kinds by name; the ragged-by-source rule; shape text") {
+  for (auto k : {FieldKind::Numeric, FieldKind::String, FieldKind::Json})
+    CHECK(kind_from_name(kind_name(k)) == k);
+  CHECK_FALSE(kind_from_name("JSON"));
+  CHECK(ragged_by_source("json"));
+  CHECK(ragged_by_source("meta.json"));
+  CHECK_FALSE(ragged_by_source("npz"));
+  CHECK_FALSE(ragged_by_source("jsonl"));
+  CHECK(shape_text({}) == "[]");
+  CHECK(shape_text({2, 0, 5}) == "[2, 0, 5]");
+}
