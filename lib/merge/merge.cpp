@@ -19,6 +19,7 @@
 #include "write/file_util.h"
 #include "write/manifest_file.h"
 #include "write/safetensors_writer.h"
+#include "write/staging.h"
 
 namespace tarmac {
 namespace fs = std::filesystem;
@@ -466,10 +467,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
     write_file_atomic((staging / kManifestFile).string(),
                       sealed_manifest_text(std::move(manifest)));
 
-    for (const auto& s : shard_names) atomic_rename((staging / s).string(), (out / s).string());
-    atomic_rename((staging / kManifestFile).string(), (out / kManifestFile).string());
-    atomic_rename(labels.string(), (out / kLabelsFile).string());
-    fs::remove_all(staging, ec);
+    publish_dataset(out, staging, shard_names, /*overwrite=*/false);
   } catch (...) {
     fs::remove_all(staging, ec);
     throw;

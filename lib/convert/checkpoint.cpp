@@ -1,0 +1,160 @@
+#include "convert/checkpoint.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/version.h"
+#include "format/names.h"
+#include "write/file_util.h"
+
+namespace tarmac {
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+using namespace format;
+
+namespace {
+
+json load_checkpoint(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    json cp = json::parse(text.str());
+    if (cp.at("tarmac_checkpoint").get<int>() != 1) throw FatalError("unknown version");
+    return cp;
+  } catch (const std::exception& e) {
+    throw FatalError("cannot resume from '" + path.string() + "': " + e.what() +
+                     "; run again without --resume");
+  }
+}
+
+}  // namespace
+
+// Gets the output directory ready. Returns the checkpoint to resume from (--resume, when an
+// interrupted run left one), with every file the checkpoint names back in the staging
+// directory; sets `complete` when --resume finds a finished dataset and nothing to do.
+std::optional<json> prepare_output(const ConvertOptions& o, const fs::path& out,
+                                   const fs::path& staging, bool& complete) {
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    if (!fs::is_directory(out, ec))
+      throw FatalError("output '" + out.string() + "' exists and is not a directory");
+    const bool has_labels = fs::exists(out / kLabelsFile, ec);
+    if (o.resume && fs::exists(staging / kCheckpointFile, ec) && (!has_labels || o.overwrite)) {
+      json cp = load_checkpoint(staging / kCheckpointFile);
+      // Killed while publishing: the shards already moved out go back in (publish() removes
+      // an old dataset's shards before it moves any new one, so these are the run's own).
+      std::vector<std::string> names = cp.at("writer").at("shards").get<std::vector<std::string>>();
+      for (const auto& n : names)
+        if (!fs::exists(staging / n, ec) && fs::exists(out / n, ec))
+          atomic_rename((out / n).string(), (staging / n).string());
+      if (!has_labels) fs::remove(out / kManifestFile, ec);
+      return cp;
+    }
+    if (o.resume && has_labels) {
+      complete = true;
+      return std::nullopt;
+    }
+    // A staging directory without the annotation file is a killed run. It may have got as far
+    // as publishing some shards and the manifest: those are its files too (format.md).
+    if (fs::exists(staging, ec) && !has_labels) {
+      std::vector<fs::path> published{out / kManifestFile};
+      for (const auto& e : fs::directory_iterator(out, ec))
+        if (is_shard_name(e.path().filename().string())) published.push_back(e.path());
+      for (const auto& p : published) fs::remove(p, ec);
+    }
+    fs::remove_all(staging, ec);  // never a dataset
+    bool empty = fs::is_empty(out, ec);
+    if (!empty && !o.overwrite)
+      throw FatalError("output directory '" + out.string() +
+                       "' is not empty; choose a new directory or pass --overwrite");
+  }
+  fs::create_directories(staging, ec);
+  if (ec)
+    throw FatalError("cannot create output directory '" + staging.string() + "': " + ec.message());
+  return std::nullopt;
+}
+
+// What must not change between an interrupted run and its --resume: every option that shapes
+// the output (not -j, --overwrite or --resume), the part, and each input file's size and
+// modification time.
+json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& inputs) {
+  json opts = o.options_json.empty() ? json::object() : json::parse(o.options_json);
+  for (const char* k : {"threads", "--overwrite", "--resume", "--checkpoint-every", "--output"})
+    opts.erase(k);
+  json ins = json::array();
+  for (const auto& in : inputs) {
+    json j = {{"path", in}};
+    std::error_code ec;
+    if (fs::is_regular_file(in, ec)) {
+      j["size"] = fs::file_size(in, ec);
+      j["mtime_ns"] = static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                               fs::last_write_time(in, ec).time_since_epoch())
+                                               .count());
+    }
+    ins.push_back(j);
+  }
+  return {{"version", kVersion},
+          {"options", opts},
+          {"part", {o.part_index, o.part_count}},
+          {"inputs", ins}};
+}
+
+// Refuses to resume a run whose options or inputs differ from the interrupted one's, naming
+// the first difference; then removes from staging whatever came after the checkpoint.
+void check_resumable(const json& cp, const json& now, const fs::path& staging) {
+  const json& then = cp.at("run");
+  std::string diff;
+  if (then.at("version") != now.at("version")) {
+    diff = "it was written by tarmac " + then.at("version").get<std::string>();
+  } else if (then.at("part") != now.at("part")) {
+    diff = "--shard differs";
+  } else if (then.at("inputs").size() != now.at("inputs").size()) {
+    diff = "the number of inputs differs";
+  } else {
+    for (size_t i = 0; i < now.at("inputs").size() && diff.empty(); ++i)
+      if (then["inputs"][i] != now["inputs"][i])
+        diff = "input '" + now["inputs"][i].at("path").get<std::string>() +
+               "' is not the same file (path, size or modification time) as before";
+    for (const auto& [k, v] : now.at("options").items())
+      if (diff.empty() && (!then["options"].contains(k) || then["options"][k] != v))
+        diff = "option " + k + " was " +
+               (then["options"].contains(k) ? then["options"][k].dump() : "not given") + ", now " +
+               v.dump();
+    for (const auto& [k, v] : then.at("options").items())
+      if (diff.empty() && !now["options"].contains(k))
+        diff = "option " + k + " was " + v.dump() + ", now not given";
+  }
+  if (!diff.empty())
+    throw FatalError("cannot resume the interrupted run in '" + staging.parent_path().string() +
+                     "': " + diff +
+                     ". Resume with the same inputs and options, or run without --resume to "
+                     "start again");
+
+  const json& w = cp.at("writer");
+  const auto names = w.at("shards").get<std::vector<std::string>>();
+  const auto sizes = w.at("shard_sizes").get<std::vector<uint64_t>>();
+  std::error_code ec;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const uint64_t have = fs::file_size(staging / names[i], ec);
+    if (ec || have != sizes[i])
+      throw FatalError("cannot resume: shard '" + (staging / names[i]).string() + "' " +
+                       (ec ? std::string("is missing")
+                           : "holds " + std::to_string(have) + " bytes, the checkpoint recorded " +
+                                 std::to_string(sizes[i])) +
+                       "; run again without --resume");
+  }
+  // Shards begun after the checkpoint, and the files of a finish that did not complete.
+  for (const auto& e : fs::directory_iterator(staging, ec)) {
+    const std::string n = e.path().filename().string();
+    const bool listed = std::find(names.begin(), names.end(), n) != names.end();
+    if ((is_shard_name(n) && !listed) || n == kLabelsFile || n == kManifestFile ||
+        n.ends_with(".tmp"))
+      fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace tarmac

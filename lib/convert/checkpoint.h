@@ -1,0 +1,33 @@
+#pragma once
+// Checkpoints and --resume: what an interrupted conversion left in its staging directory,
+// whether a new run may go on from it, and getting the output directory ready either way.
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "convert/convert.h"
+
+namespace tarmac {
+
+/// Gets the output directory ready. Returns the checkpoint to resume from (--resume, when an
+/// interrupted run left one), with every file the checkpoint names back in the staging
+/// directory; sets `complete` when --resume finds a finished dataset and nothing to do.
+/// Throws FatalError.
+std::optional<nlohmann::ordered_json> prepare_output(const ConvertOptions& o,
+                                                     const std::filesystem::path& out,
+                                                     const std::filesystem::path& staging,
+                                                     bool& complete);
+
+/// What must not change between an interrupted run and its --resume: every option that shapes
+/// the output, the part, and each input file's size and modification time.
+nlohmann::ordered_json run_fingerprint(const ConvertOptions& o,
+                                       const std::vector<std::string>& inputs);
+
+/// Refuses (FatalError) to resume a run whose fingerprint differs from the checkpoint's,
+/// naming the first difference; then removes from staging whatever came after the checkpoint.
+void check_resumable(const nlohmann::ordered_json& checkpoint, const nlohmann::ordered_json& now,
+                     const std::filesystem::path& staging);
+
+}  // namespace tarmac

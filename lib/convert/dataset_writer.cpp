@@ -1,0 +1,239 @@
+#include "convert/dataset_writer.h"
+
+#include "common/error.h"
+#include "format/layout.h"
+#include "write/safetensors_writer.h"
+
+namespace tarmac {
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+using namespace format;
+
+namespace {
+
+// A column's spill file `file` in `dir`: new, or cut back to where the checkpoint being
+// resumed from (`resume`, the writer's part of it; null for a fresh run) left it.
+std::unique_ptr<SpillColumn> open_column(std::string name, const fs::path& dir,
+                                         const std::string& file, const json* resume) {
+  const std::string path = (dir / file).string();
+  if (!resume) return std::make_unique<SpillColumn>(std::move(name), path);
+  const json& at = resume->at("columns").at(file);
+  return std::make_unique<SpillColumn>(
+      std::move(name), path, SpillColumn::Mark{at.at(0).get<uint64_t>(), at.at(1).get<uint64_t>()});
+}
+
+// How the image of every sample is stored under --format.
+StoredEncoding image_encoding(OutputFormat f) {
+  switch (f) {
+    case OutputFormat::Jpeg:
+      return StoredEncoding::Jpeg;
+    case OutputFormat::Png:
+      return StoredEncoding::Png;
+    case OutputFormat::Webp:
+      return StoredEncoding::Webp;
+    case OutputFormat::Raw:
+      return StoredEncoding::Raw;
+    case OutputFormat::Keep:
+      break;
+  }
+  return StoredEncoding::Source;
+}
+
+}  // namespace
+
+// The blob columns of one stored kind (the image, or one dense map).
+struct DatasetWriter::BlobColumns {
+  std::unique_ptr<SpillColumn> shard, offset, size, crc32, width, height;
+  BlobColumns(const std::string& prefix, const fs::path& dir, int index, const json* resume) {
+    auto make = [&](const char* what) {
+      return open_column(prefix + "." + what, dir, "blob" + std::to_string(index) + "." + what,
+                         resume);
+    };
+    shard = make("shard");
+    offset = make("offset");
+    size = make("size");
+    crc32 = make("crc32");
+    width = make("width");
+    height = make("height");
+  }
+  template <typename T>
+  static void put(SpillColumn& c, DType t, T v) {
+    c.append(t, {}, {reinterpret_cast<const uint8_t*>(&v), sizeof v});
+  }
+  void add(int32_t shard_index, int64_t off, const Blob& b) {
+    put(*shard, DType::I32, shard_index);
+    put(*offset, DType::I64, off);
+    put(*size, DType::I64, static_cast<int64_t>(b.bytes.size()));
+    put(*crc32, DType::U32, b.crc32);
+    put(*width, DType::I32, static_cast<int32_t>(b.width));
+    put(*height, DType::I32, static_cast<int32_t>(b.height));
+  }
+  std::vector<SpillColumn*> all() const {
+    return {shard.get(), offset.get(), size.get(), crc32.get(), width.get(), height.get()};
+  }
+  void close_all() {
+    for (auto* c : all()) c->close();
+  }
+  void tensors(uint64_t n, std::vector<TensorSpec>& out) const {
+    out.push_back(shard->fixed_tensor(DType::I32, {}, n));
+    out.push_back(offset->fixed_tensor(DType::I64, {}, n));
+    out.push_back(size->fixed_tensor(DType::I64, {}, n));
+    out.push_back(crc32->fixed_tensor(DType::U32, {}, n));
+    out.push_back(width->fixed_tensor(DType::I32, {}, n));
+    out.push_back(height->fixed_tensor(DType::I32, {}, n));
+  }
+};
+
+DatasetWriter::DatasetWriter(const ConvertOptions& o, fs::path staging, const json* resume)
+    : o_(o),
+      staging_(std::move(staging)),
+      schema_(o.ragged),
+      keys_(open_column(kKeyColumn, staging_, "key.col", resume)),
+      affine_(open_column(kAffineColumn, staging_, "affine.col", resume)) {
+  if (!o.no_images) {
+    blobs_.emplace_back(kImageBlob, staging_, 0, resume);
+    for (size_t i = 0; i < o.dense.size(); ++i)
+      blobs_.emplace_back(dense_blob_kind(o.dense[i]), staging_, static_cast<int>(i + 1), resume);
+  }
+  if (!resume) return;
+  schema_.restore(resume->at("schema").get<std::string>());
+  samples_ = resume->at("samples").get<uint64_t>();
+  blob_bytes_ = resume->at("blob_bytes").get<uint64_t>();
+  key_bytes_ = resume->at("key_bytes").get<uint64_t>();
+  shard_names_ = resume->at("shards").get<std::vector<std::string>>();
+  shard_crcs_ = resume->at("shard_crcs").get<std::vector<uint32_t>>();
+  shard_sizes_ = resume->at("shard_sizes").get<std::vector<uint64_t>>();
+  if (!schema_.fields().empty()) open_label_columns(resume);
+  if (const json& open = resume->at("open_shard"); !open.is_null())
+    tar_ = std::make_unique<TarWriter>((staging_ / shard_names_.back()).string(),
+                                       open.at("size").get<uint64_t>(),
+                                       open.at("crc32").get<uint32_t>());
+}
+
+DatasetWriter::~DatasetWriter() = default;
+
+json DatasetWriter::checkpoint() {
+  json j;
+  j["samples"] = samples_;
+  j["blob_bytes"] = blob_bytes_;
+  j["key_bytes"] = key_bytes_;
+  j["shards"] = shard_names_;
+  j["shard_crcs"] = shard_crcs_;
+  j["shard_sizes"] = shard_sizes_;
+  if (tar_) {
+    tar_->sync();
+    j["open_shard"] = {{"size", tar_->size()}, {"crc32", tar_->crc32()}};
+  } else {
+    j["open_shard"] = nullptr;
+  }
+  json cols = json::object();
+  auto mark = [&](SpillColumn& c) {
+    const SpillColumn::Mark m = c.checkpoint();
+    cols[fs::path(c.path()).filename().string()] = {m.bytes, m.count};
+  };
+  mark(*keys_);
+  mark(*affine_);
+  for (auto& b : blobs_)
+    for (SpillColumn* c : b.all()) mark(*c);
+  for (auto& c : label_cols_) mark(*c);
+  j["columns"] = cols;
+  j["schema"] = schema_.checkpoint();
+  return j;
+}
+
+void DatasetWriter::add(ProcessedSample& s) {
+  schema_.observe(s.fields);
+  if (label_cols_.empty()) open_label_columns(nullptr);
+  key_bytes_ += s.key.size();
+  keys_->append(DType::U8, std::vector<int64_t>{static_cast<int64_t>(s.key.size())},
+                {reinterpret_cast<const uint8_t*>(s.key.data()), s.key.size()});
+  for (const auto& f : s.fields) {
+    size_t idx = 0;
+    while (schema_.fields()[idx].name != f.name) ++idx;
+    label_cols_[idx]->append(f.value.dtype, f.value.shape, f.value.data);
+  }
+  if (!o_.no_images) {
+    affine_->append(DType::F64, std::vector<int64_t>{2, 3},
+                    {reinterpret_cast<const uint8_t*>(s.affine.data()), sizeof(double) * 6});
+    write_blobs(s);
+  }
+  ++samples_;
+}
+
+fs::path DatasetWriter::finish(const std::string& tool) {
+  if (tar_) close_shard();
+  keys_->close();
+  affine_->close();
+  for (auto& b : blobs_) b.close_all();
+  for (auto& c : label_cols_) c->close();
+  const uint64_t n = samples_;
+  std::vector<TensorSpec> t;
+  t.push_back(keys_->ragged_tensors(DType::U8, {}, key_bytes_, n)[0]);
+  t.push_back(keys_->ragged_tensors(DType::U8, {}, key_bytes_, n)[1]);
+  if (!o_.no_images) {
+    t.push_back(affine_->fixed_tensor(DType::F64, {2, 3}, n));
+    for (const auto& b : blobs_) b.tensors(n, t);
+  }
+  for (size_t i = 0; i < label_cols_.size(); ++i) {
+    const FieldSchema& f = schema_.fields()[i];
+    if (f.ragged) {
+      std::vector<int64_t> inner(f.shape.begin() + 1, f.shape.end());
+      for (auto& spec : label_cols_[i]->ragged_tensors(f.dtype, inner, f.total_first_axis, n))
+        t.push_back(std::move(spec));
+    } else {
+      t.push_back(label_cols_[i]->fixed_tensor(f.dtype, f.shape, n));
+    }
+  }
+  LayoutMetadata lm;
+  lm.num_samples = n;
+  lm.fields = schema_.specs();
+  lm.shards = shard_names_;
+  lm.tool = tool;
+  if (!o_.no_images) {
+    lm.blobs.emplace_back(kImageBlob, image_encoding(o_.format));
+    // A dense map is re-encoded as PNG when transformed, else kept as the source's bytes.
+    for (const auto& d : o_.dense)
+      lm.blobs.emplace_back(dense_blob_kind(d), StoredEncoding::Source);
+  }
+  const std::map<std::string, std::string> meta = layout_metadata(lm);
+  fs::path path = staging_ / kLabelsFile;
+  write_safetensors(path.string(), std::move(t), meta);
+  return path;
+}
+
+void DatasetWriter::open_label_columns(const json* resume) {
+  for (size_t i = 0; i < schema_.fields().size(); ++i)
+    label_cols_.push_back(open_column(schema_.fields()[i].name, staging_,
+                                      "field" + std::to_string(i) + ".col", resume));
+}
+
+void DatasetWriter::close_shard() {
+  tar_->finish();
+  shard_crcs_.push_back(tar_->crc32());
+  shard_sizes_.push_back(tar_->size());
+  tar_.reset();
+  shard_closed_ = true;
+}
+
+void DatasetWriter::write_blobs(const ProcessedSample& s) {
+  std::vector<std::pair<std::string, const Blob*>> items;
+  items.emplace_back(s.key + "." + s.image.member_suffix, &s.image);
+  for (const auto& d : s.dense) items.emplace_back(s.key + "." + d.member_suffix, &d);
+  if (tar_) {
+    uint64_t need = 0;
+    for (const auto& [name, b] : items) need += tar_->bytes_if_added(name, b->bytes.size());
+    if (tar_->size() > 0 && tar_->size() + need + 1024 > o_.shard_size) close_shard();
+  }
+  if (!tar_) {
+    shard_names_.push_back(shard_name(shard_names_.size()));
+    tar_ = std::make_unique<TarWriter>((staging_ / shard_names_.back()).string());
+  }
+  const int32_t shard = static_cast<int32_t>(shard_names_.size() - 1);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const uint64_t off = tar_->add(items[i].first, items[i].second->bytes);
+    blobs_[i].add(shard, static_cast<int64_t>(off), *items[i].second);
+    blob_bytes_ += items[i].second->bytes.size();
+  }
+}
+
+}  // namespace tarmac

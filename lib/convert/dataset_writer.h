@@ -1,0 +1,68 @@
+#pragma once
+// The dataset writer: samples, in order, to image shards and column spill files inside the
+// staging directory, then the annotation file. checkpoint() syncs everything written so far and
+// describes it; a writer constructed from that description (convert --resume) goes on from
+// there as if never interrupted.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "convert/convert.h"
+#include "convert/sample_processor.h"
+#include "labels/schema.h"
+#include "write/column_store.h"
+#include "write/tar_writer.h"
+
+namespace tarmac {
+
+class DatasetWriter {
+ public:
+  /// A new writer in `staging`, or (resume: the writer's part of a checkpoint) the one that
+  /// checkpoint describes. Throws FatalError.
+  DatasetWriter(const ConvertOptions& o, std::filesystem::path staging,
+                const nlohmann::ordered_json* resume);
+  ~DatasetWriter();
+
+  /// Syncs shards and spill files and returns what a resumed writer needs.
+  nlohmann::ordered_json checkpoint();
+  /// True once after each shard is closed: a natural point for a checkpoint.
+  bool take_shard_closed() { return std::exchange(shard_closed_, false); }
+  /// Checks the sample against the schema and stores it. Throws SampleError (nothing stored).
+  void add(ProcessedSample& s);
+  /// Closes the last shard and writes the annotation file (its `tool` entry says `tool`);
+  /// returns its path.
+  std::filesystem::path finish(const std::string& tool);
+
+  const Schema& schema() const { return schema_; }
+  const std::vector<std::string>& shard_names() const { return shard_names_; }
+  /// CRC-32 of each finished shard file, in shard order.
+  const std::vector<uint32_t>& shard_crcs() const { return shard_crcs_; }
+  uint64_t samples() const { return samples_; }
+  uint64_t blob_bytes() const { return blob_bytes_; }
+
+ private:
+  struct BlobColumns;
+  void open_label_columns(const nlohmann::ordered_json* resume);
+  void close_shard();
+  void write_blobs(const ProcessedSample& s);
+
+  const ConvertOptions& o_;
+  std::filesystem::path staging_;
+  Schema schema_;
+  std::unique_ptr<SpillColumn> keys_, affine_;
+  std::vector<BlobColumns> blobs_;
+  std::vector<std::unique_ptr<SpillColumn>> label_cols_;
+  std::unique_ptr<TarWriter> tar_;
+  std::vector<std::string> shard_names_;
+  std::vector<uint32_t> shard_crcs_;
+  std::vector<uint64_t> shard_sizes_;  // of the closed shards, for checkpoints
+  uint64_t samples_ = 0;
+  uint64_t blob_bytes_ = 0;
+  uint64_t key_bytes_ = 0;
+  bool shard_closed_ = false;
+};
+
+}  // namespace tarmac
