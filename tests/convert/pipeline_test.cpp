@@ -1,0 +1,175 @@
+#include "convert/pipeline.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+using namespace tarmac;
+
+namespace {
+
+RawSample raw(const std::string& key, size_t bytes = 4) {
+  RawSample r;
+  r.key = key;
+  r.members.push_back({key + ".bin", std::vector<uint8_t>(bytes, 7)});
+  return r;
+}
+
+Item item(uint64_t seq, const std::string& key) {
+  Item it;
+  it.seq = seq;
+  Entry e;
+  e.raw = raw(key);
+  it.entries.push_back(std::move(e));
+  return it;
+}
+
+// A fake transform: the output key says which sample it came from and how many bytes it had.
+ProcessedSample fake_work(const RawSample& r) {
+  ProcessedSample s;
+  s.key = r.key + ":" + std::to_string(r.bytes());
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: the writer gets items in order whatever order the workers finish in") {
+  constexpr uint64_t kItems = 200;
+  Pipeline pipe(8);
+  std::thread reader([&] {
+    for (uint64_t k = 0; k < kItems; ++k) REQUIRE(pipe.push(item(k, std::to_string(k))));
+    pipe.close_input(kItems);
+  });
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 3; ++w)
+    workers.emplace_back([&, w] {
+      std::mt19937 rng(static_cast<unsigned>(w));
+      while (auto work = pipe.take()) {
+        Item& it = *work->item;
+        for (Entry& e : it.entries) e.done = fake_work(e.raw);
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+        pipe.finish(std::move(it));
+      }
+    });
+  uint64_t expected = 0;
+  while (auto it = pipe.next(std::chrono::milliseconds(50), [] {})) {
+    REQUIRE(it->seq == expected);
+    CHECK(it->entries.at(0).done->key == std::to_string(expected) + ":4");
+    ++expected;
+  }
+  CHECK(expected == kItems);
+  reader.join();
+  for (auto& w : workers) w.join();
+}
+
+TEST_CASE("pipeline: the reader blocks while max_in_flight items are not retired") {
+  Pipeline pipe(2);
+  REQUIRE(pipe.push(item(0, "a")));
+  REQUIRE(pipe.push(item(1, "b")));
+  std::atomic<bool> pushed{false};
+  std::thread reader([&] { pushed = pipe.push(item(2, "c")); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(pushed);  // blocked: two items in flight
+  auto w = pipe.take();
+  REQUIRE(w);
+  pipe.finish(std::move(*w->item));
+  auto first = pipe.next(std::chrono::milliseconds(10), [] {});
+  REQUIRE(first);
+  CHECK(first->seq == 0);
+  reader.join();  // room for one more: the push went through
+  CHECK(pushed);
+}
+
+TEST_CASE("pipeline: cancel wakes every side and refuses new work") {
+  Pipeline pipe(1);
+  REQUIRE(pipe.push(item(0, "a")));
+  std::atomic<int> woke{0};
+  std::thread blocked_reader([&] {
+    if (!pipe.push(item(1, "b"))) ++woke;
+  });
+  std::thread writer([&] {
+    if (!pipe.next(std::chrono::milliseconds(10), [] {})) ++woke;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  pipe.cancel();
+  blocked_reader.join();
+  writer.join();
+  CHECK(woke == 2);
+  CHECK_FALSE(pipe.take());
+  CHECK_FALSE(pipe.push(item(2, "c")));
+}
+
+TEST_CASE("pipeline: the writer reports while it waits") {
+  Pipeline pipe(4);
+  int ticks = 0;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    pipe.close_input(0);
+  });
+  CHECK_FALSE(pipe.next(std::chrono::milliseconds(5), [&] { ++ticks; }));
+  late.join();
+  CHECK(ticks >= 2);
+}
+
+TEST_CASE("ahead jobs: run once, by whoever comes first; the result is taken once") {
+  std::atomic<int> runs{0};
+  const SampleWork counted = [&](const RawSample& r) {
+    ++runs;
+    return fake_work(r);
+  };
+  AheadJob job(raw("k", 40000));
+  CHECK(job.bytes() == 40000);
+  job.try_run(counted);  // an idle worker
+  job.try_run(counted);  // a second one finds it done
+  CHECK(job.take(counted).key == "k:40000");
+  CHECK(runs == 1);
+
+  AheadJob lazy(raw("m", 10));
+  CHECK(lazy.take(counted).key == "m:10");  // nobody ran it ahead: run by the taker
+  CHECK(runs == 2);
+}
+
+TEST_CASE("ahead jobs: a late member takes the members back; a queued job never runs") {
+  std::atomic<int> runs{0};
+  const SampleWork counted = [&](const RawSample& r) {
+    ++runs;
+    return fake_work(r);
+  };
+  AheadJob queued(raw("k", 100));
+  const std::vector<Member> back = queued.reclaim();
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].name == "k.bin");
+  CHECK(back[0].data.size() == 100);
+  queued.try_run(counted);  // a worker that finds it in the queue later
+  CHECK(runs == 0);
+
+  AheadJob ran(raw("r", 5));
+  ran.try_run(counted);
+  CHECK(ran.reclaim().size() == 1);  // the result is dropped, the members come back
+}
+
+TEST_CASE("ahead jobs: the work's exception reaches whoever takes the result") {
+  const SampleWork failing = [](const RawSample&) -> ProcessedSample {
+    throw std::runtime_error("codec plugin missing");
+  };
+  AheadJob job(raw("k"));
+  job.try_run(failing);  // on a worker: kept, not thrown there
+  CHECK_THROWS_WITH(job.take(failing), "codec plugin missing");
+}
+
+TEST_CASE("pipeline: ahead jobs go to idle workers only when no item waits") {
+  Pipeline pipe(4);
+  auto job = std::make_shared<AheadJob>(raw("ahead"));
+  pipe.push_ahead(job);
+  REQUIRE(pipe.push(item(0, "a")));
+  auto first = pipe.take();
+  REQUIRE(first);
+  CHECK(first->item);  // the item first
+  auto second = pipe.take();
+  REQUIRE(second);
+  CHECK_FALSE(second->item);
+  CHECK(second->ahead == job);
+  pipe.close_input(1);
+}
