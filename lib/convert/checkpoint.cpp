@@ -81,10 +81,42 @@ std::optional<json> prepare_output(const ConvertOptions& o, const fs::path& out,
 // What must not change between an interrupted run and its --resume: every option that shapes
 // the output (not -j, --overwrite or --resume), the part, and each input file's size and
 // modification time.
+json output_options(const ConvertOptions& o) {
+  static constexpr const char* kCrop[] = {"none", "center", "box", "field"};
+  static constexpr const char* kResize[] = {"exact", "shorter", "longer", "fit", "none", "bucket"};
+  const GeometryOptions& g = o.geometry;
+  json crop = {{"mode", kCrop[static_cast<int>(g.crop)]}};
+  if (g.crop == CropMode::Box) crop["box"] = {g.box.x0, g.box.y0, g.box.x1, g.box.y1};
+  if (g.crop == CropMode::Field)
+    crop["field"] = o.crop_field + (o.crop_field_xyxy ? ":xyxy" : ":xywh");
+  json boxes = json::array();
+  for (const auto& [name, xyxy] : o.boxes) boxes.push_back(name + (xyxy ? ":xyxy" : ":xywh"));
+  return {{"--image", o.image_exts},
+          {"--no-images", o.no_images},
+          {"--dense", o.dense},
+          {"--ragged", o.ragged},
+          {"--crop", crop},
+          {"--crop-scale", g.crop_scale},
+          {"--square", g.square},
+          {"--size", {g.width, g.height}},
+          {"--resize", kResize[static_cast<int>(g.resize)]},
+          {"--bucket-step", g.bucket_step},
+          {"--bucket-max-ratio", g.bucket_max_ratio},
+          {"--points", o.points},
+          {"--boxes", boxes},
+          {"--pad-value", o.pad_value},
+          {"--format", o.format == OutputFormat::Keep ? "keep" : format_extension(o.format)},
+          {"--quality", o.quality},
+          {"--max-pixels", o.max_pixels},
+          {"--max-member-size", o.max_member_size},
+          {"--group-window", o.group_window},
+          {"--shard-size", o.shard_size},
+          {"--on-error", o.skip_errors ? "skip" : "fail"},
+          {"--on-duplicate", on_duplicate_name(o.on_duplicate)}};
+}
+
 json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& inputs) {
-  json opts = o.options_json.empty() ? json::object() : json::parse(o.options_json);
-  for (const char* k : {"threads", "--overwrite", "--resume", "--checkpoint-every", "--output"})
-    opts.erase(k);
+  const json opts = output_options(o);
   json ins = json::array();
   for (const auto& in : inputs) {
     json j = {{"path", in}};

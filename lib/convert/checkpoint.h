@@ -20,8 +20,14 @@ std::optional<nlohmann::ordered_json> prepare_output(const ConvertOptions& o,
                                                      const std::filesystem::path& staging,
                                                      bool& complete);
 
-/// What must not change between an interrupted run and its --resume: every option that shapes
-/// the output, the part, and each input file's size and modification time.
+/// Every option that shapes the output, typed, under the name of its flag ("--size": [w, h]):
+/// what resume and merge compare, whoever fills ConvertOptions (the CLI or a library caller).
+/// Leaves out what does not change the output: -j, --overwrite, --resume, --checkpoint-every,
+/// -o, the inputs and --shard (compared on their own).
+nlohmann::ordered_json output_options(const ConvertOptions& o);
+
+/// What must not change between an interrupted run and its --resume: output_options, the
+/// part, and each input file's size and modification time.
 nlohmann::ordered_json run_fingerprint(const ConvertOptions& o,
                                        const std::vector<std::string>& inputs);
 

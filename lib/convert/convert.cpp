@@ -457,6 +457,7 @@ ConvertResult convert(const ConvertOptions& o,
     manifest["tool"] = {{"name", "tarmac"}, {"version", kVersion}};
     manifest["command_line"] = o.command_line;
     manifest["options"] = o.options_json.empty() ? json::object() : json::parse(o.options_json);
+    manifest["output_options"] = output_options(o);  // what merge compares between parts
     json inputs = json::array();
     for (const auto& in : reader.inputs()) {
       json j = {{"path", in.path},

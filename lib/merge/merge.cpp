@@ -307,8 +307,12 @@ bool place_shard(const fs::path& from, const fs::path& to, bool copy) {
   return false;
 }
 
-// The manifest options that must agree between parts for the merge to make sense.
+// The manifest options that must agree between parts for the merge to make sense: the typed
+// options that shape the output (convert's output_options), or, for manifests written before
+// they were recorded, the command line's options less those that do not.
 json comparable_options(const json& manifest) {
+  if (manifest.contains("output_options") && manifest["output_options"].is_object())
+    return manifest["output_options"];
   json o = manifest.contains("options") && manifest["options"].is_object() ? manifest["options"]
                                                                            : json::object();
   for (const char* k : {"inputs", "--output", "--shard", "--overwrite", "threads", "--threads"})
@@ -447,6 +451,8 @@ MergeResult merge_datasets(const MergeOptions& o) {
     manifest["command_line"] = o.command_line;
     manifest["options"] =
         parts[0]->manifest.contains("options") ? parts[0]->manifest["options"] : json::object();
+    if (parts[0]->manifest.contains("output_options"))
+      manifest["output_options"] = parts[0]->manifest["output_options"];
     manifest["merged_from"] = merged_from;
     manifest["inputs"] = inputs;
     manifest["counts"] = {{"samples", result.samples},

@@ -1,0 +1,77 @@
+#include "convert/checkpoint.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "common/error.h"
+
+using namespace tarmac;
+using Catch::Matchers::Contains;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+ConvertOptions base() {
+  ConvertOptions o;
+  o.inputs = {"/nonexistent/a.tar"};
+  o.output = "/nonexistent/out";
+  o.geometry.crop = CropMode::Field;
+  o.crop_field = "bbox";
+  o.geometry.crop_scale = 1.2;
+  o.geometry.width = o.geometry.height = 224;
+  o.geometry.resize = ResizeMode::Exact;
+  return o;
+}
+
+// A checkpoint of a run with options `then`, as the converter writes it (the parts
+// check_resumable reads before it refuses).
+json checkpoint_of(const ConvertOptions& then) {
+  return {{"tarmac_checkpoint", 1},
+          {"run", run_fingerprint(then, then.inputs)},
+          {"writer", {{"shards", json::array()}, {"shard_sizes", json::array()}}}};
+}
+
+}  // namespace
+
+TEST_CASE("the options that shape the output are typed and named after their flags") {
+  const json j = output_options(base());
+  CHECK(j["--crop"] == json({{"mode", "field"}, {"field", "bbox:xywh"}}));
+  CHECK(j["--size"] == json({224, 224}));
+  CHECK(j["--crop-scale"] == 1.2);
+  CHECK(j["--format"] == "jpg");
+  CHECK(j["--on-error"] == "fail");
+  CHECK_FALSE(j.contains("--threads"));
+  CHECK_FALSE(j.contains("--output"));
+}
+
+TEST_CASE("a library caller resuming with other crop options is refused, naming the option") {
+  // The hazard this guards: the fingerprint once came from a JSON string only the CLI filled,
+  // so a library caller could resume with another crop and get a mixed dataset.
+  const std::filesystem::path staging = "/nonexistent/out/.tarmac-partial";
+  ConvertOptions now = base();
+  now.crop_field_xyxy = true;
+  CHECK_THROWS_WITH(
+      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
+      Contains("cannot resume") && Contains("--crop") && Contains("bbox:xyxy"));
+  now = base();
+  now.geometry.crop_scale = 1.25;
+  CHECK_THROWS_WITH(
+      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
+      Contains("--crop-scale"));
+  now = base();
+  now.part_index = 1;
+  now.part_count = 2;
+  CHECK_THROWS_WITH(
+      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
+      Contains("--shard differs"));
+}
+
+TEST_CASE("what does not shape the output may change between a run and its resume") {
+  ConvertOptions now = base();
+  now.threads = 7;
+  now.overwrite = true;
+  now.checkpoint_seconds = 1;
+  now.command_line = {"tarmac", "convert", "--whatever"};
+  now.options_json = R"({"--threads": 7})";
+  CHECK(run_fingerprint(now, now.inputs) == run_fingerprint(base(), base().inputs));
+}
