@@ -9,7 +9,7 @@
 
 #include "check/inspect.h"
 #include "common/error.h"
-#include "make_dataset.h"
+#include "part_fixture.h"
 
 namespace fs = std::filesystem;
 using namespace tarmac;
@@ -41,7 +41,7 @@ bool mentions(const check::VerifyReport& r, const std::string& text) {
 }  // namespace
 
 TEST_CASE("an intact dataset verifies, with and without decoding") {
-  const std::string ds = testing::make_dataset(temp_dir("intact"), "ds", 12);
+  const std::string ds = testing::copy_part(temp_dir("intact"), "ds", "s12");
   for (bool decode : {false, true}) {
     const auto r = run_verify(ds, decode);
     INFO((r.problems.empty() ? "" : r.problems[0].file + ": " + r.problems[0].what));
@@ -53,7 +53,7 @@ TEST_CASE("an intact dataset verifies, with and without decoding") {
 }
 
 TEST_CASE("every one of 300 random byte flips is found") {
-  const std::string ds = testing::make_dataset(temp_dir("flips"), "ds", 10);
+  const std::string ds = testing::copy_part(temp_dir("flips"), "ds", "s10");
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(ds)) files.push_back(e.path());
   std::sort(files.begin(), files.end());
@@ -80,7 +80,7 @@ TEST_CASE("every one of 300 random byte flips is found") {
 
 TEST_CASE("missing, extra and truncated files are reported, never a crash") {
   const fs::path root = temp_dir("files");
-  const std::string ds = testing::make_dataset(root, "ds", 6);
+  const std::string ds = testing::copy_part(root, "ds", "s6");
   SECTION("not a dataset") {
     CHECK(mentions(run_verify((root / "nothing").string()), "not a directory"));
     fs::create_directories(root / "empty");
@@ -105,7 +105,7 @@ TEST_CASE("missing, extra and truncated files are reported, never a crash") {
 }
 
 TEST_CASE("cat's helpers: labels as JSON, blob bytes by key or #index") {
-  const std::string ds = testing::make_dataset(temp_dir("inspect"), "ds", 5);
+  const std::string ds = testing::copy_part(temp_dir("inspect"), "ds", "s5");
   check::Annotation a;
   std::vector<check::Problem> problems;
   REQUIRE(a.open(ds, true, problems));

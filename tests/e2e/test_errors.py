@@ -215,18 +215,17 @@ class ErrorsTest(fx.TmpCase):
         p = self.tar("window.tar", ms)
         self.refuse([p], "--group-window", "2K", says=[p, "g/0.json", "--group-window"])
 
-    # BUG: the worker thread clears `it->raw` (lib/convert/convert.cpp, `it->raw = RawSample{};`)
-    # before the writer reads `it->raw.key` / `it->raw.input`, so reader-side sample errors
-    # (duplicate key, members too far apart) print `sample ''` and always name the FIRST input.
-    # Repro: tarmac convert a.tar b.tar -o out   (a.tar: k/0.jpg k/1.jpg; b.tar: k/1.jpg)
-    #   -> "error: 'a.tar', sample '': duplicate key 'k/1' ..."  (want "'b.tar', sample 'k/1'")
+    # Regression: reader-side sample errors (duplicate key, members too far apart) printed
+    # `sample ''` and named the first input (the worker cleared the sample before the writer
+    # read its key and input); they name the sample and the archive it came from.
     def test_reader_error_names_sample_and_archive(self):
         a = self.tar("dup2-a.tar", good("k/0", 0) + good("k/1", 1))
         b = self.tar("dup2-b.tar", good("k/1", 2))
         self.refuse([a, b], says=[f"'{b}', sample 'k/1'"])
 
-    # BUG: same cause: the text summary of --on-error skip names the first input for a sample
-    # skipped from a later one ("skipped m/0 (a.tar)" where m/0 came from c.tar).
+    # Regression (same cause): the text summary of --on-error skip named the first input for a
+    # sample skipped from a later one ("skipped m/0 (a.tar)" where m/0 came from c.tar); it
+    # names the archive the sample came from, as the manifest does.
     def test_skip_summary_names_right_archive(self):
         a = self.tar("sum-a.tar", good("k/0", 0))
         c = self.tar("sum-c.tar", [("m/0.jpg", self.jpeg[:len(self.jpeg) // 2])])
@@ -234,10 +233,10 @@ class ErrorsTest(fx.TmpCase):
         self.assertEqual(ds.manifest["skipped"][0]["input"], c)  # the manifest is right
         self.assertIn(f"skipped m/0 ({c})", p.stdout.decode())
 
-    # BUG: under --on-error skip an archive that cannot be read at all (here a truncated .tar.gz)
-    # is dropped silently: exit 0, nothing on stderr, counts.skipped_* = 0, "skipped" empty;
-    # only manifest inputs[].error mentions it. The brief: "nothing is silently dropped".
-    # Repro: head -c 50% x.tar.gz > cut.tar.gz; tarmac convert cut.tar.gz -o out --on-error skip
+    # Regression: under --on-error skip an archive that cannot be read to its end (here a
+    # truncated .tar.gz) was dropped silently, mentioned only by the manifest's inputs[].error.
+    # Nothing is silently dropped: it is named on stderr and listed in the manifest's "skipped"
+    # (or the run fails naming it).
     def test_unreadable_archive_under_skip_is_reported(self):
         members = []
         for i in range(8):

@@ -187,10 +187,9 @@ class DatasetFormatTest(fx.TmpCase):
         self.assertEqual(s["image_bytes"], self.ds.manifest["counts"]["image_bytes"])
         self.assertEqual(s["annotation_bytes"], os.path.getsize(os.path.join(self.ds.out, "labels.safetensors")))
 
-    # BUG: `convert --json` prints each field's "shape" as a string ("[4]", "[-1]") while the
-    # annotation file's schema, the manifest and `info --json` give a JSON array ([4], [-1]).
-    # Repro: tarmac convert in.tar -o out --json | jq .schema.id.shape  ->  "[]"  (want [])
-    # Fix: apps/convert.cpp, emit {"shape", json::parse(fs.shape)} (or carry the vector).
+    # Regression: `convert --json` printed each field's "shape" as a string ("[4]", "[-1]");
+    # it is a JSON array ([4], [-1]), as in the annotation file's schema, the manifest and
+    # `info --json`.
     def test_json_summary_schema_matches_metadata(self):
         # the machine-readable summary describes fields exactly as the annotation file does
         self.assertEqual(self.summary["schema"], self.ds.schema)

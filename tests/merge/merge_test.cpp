@@ -5,7 +5,7 @@
 
 #include <unistd.h>
 
-#include "../check/make_dataset.h"
+#include "../check/part_fixture.h"
 #include "check/annotation.h"
 #include "check/verify.h"
 #include "common/error.h"
@@ -43,8 +43,8 @@ const FieldSpec& field(const check::Annotation& a, const std::string& name) {
 
 TEST_CASE("merge concatenates parts, renumbers shards and verifies") {
   const fs::path root = temp_dir("basic");
-  const std::string a = testing::make_dataset(root, "a", 5, "a");
-  const std::string b = testing::make_dataset(root, "b", 4, "b", /*float_scores=*/true);
+  const std::string a = testing::copy_part(root, "a", "a");
+  const std::string b = testing::copy_part(root, "b", "b");  // float scores
   MergeOptions o;
   o.parts = {a, b};
   o.output = (root / "out").string();
@@ -68,9 +68,9 @@ TEST_CASE("merge concatenates parts, renumbers shards and verifies") {
 
 TEST_CASE("a fixed field of different lengths across parts becomes ragged") {
   const fs::path root = temp_dir("ragged");
-  // One sample per part: "pts" is fixed [1, 2] in one part and [2, 2] in the other.
-  const std::string a = testing::make_dataset(root / "x", "a", 1, "a");
-  const std::string b = testing::make_dataset(root / "y", "b", 2, "b");
+  // "pts" is fixed [1, 2] in part a1 (one sample) and ragged in b2 (1 and 2 points).
+  const std::string a = testing::copy_part(root / "x", "a", "a1");
+  const std::string b = testing::copy_part(root / "y", "b", "b2");
   CHECK_FALSE(field(open(a), "pts").ragged);
   MergeOptions o;
   o.parts = {a, b};
@@ -84,10 +84,9 @@ TEST_CASE("a fixed field of different lengths across parts becomes ragged") {
 
 TEST_CASE("merge refuses duplicate keys, other schemas and other blob kinds") {
   const fs::path root = temp_dir("errors");
-  const std::string a = testing::make_dataset(root / "1", "a", 3, "k");
-  const std::string b = testing::make_dataset(root / "2", "b", 3, "k");
-  const std::string labels_only =
-      testing::make_dataset(root / "3", "c", 2, "c", false, 4096, false);
+  const std::string a = testing::copy_part(root / "1", "a", "k1");
+  const std::string b = testing::copy_part(root / "2", "b", "k2");
+  const std::string labels_only = testing::copy_part(root / "3", "c", "c");
   MergeOptions o;
   o.output = (root / "out").string();
   o.parts = {a, b};
@@ -102,8 +101,7 @@ TEST_CASE("merge refuses duplicate keys, other schemas and other blob kinds") {
 TEST_CASE("labels-only parts merge") {
   const fs::path root = temp_dir("labels");
   MergeOptions o;
-  o.parts = {testing::make_dataset(root, "a", 2, "a", false, 4096, false),
-             testing::make_dataset(root, "b", 3, "b", false, 4096, false)};
+  o.parts = {testing::copy_part(root, "a", "la"), testing::copy_part(root, "b", "lb")};
   o.output = (root / "out").string();
   CHECK(merge_datasets(o).samples == 5);
   CHECK(open(o.output).blob_kinds().empty());

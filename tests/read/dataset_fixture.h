@@ -1,11 +1,12 @@
 #pragma once
-// A real converted dataset for the reader tests: tests/read/make_fixture.py writes the
-// archive, the tarmac binary converts it. Made once per test process under a temp dir.
+// The reader tests' dataset: tests/data/datasets/read12, checked in, written by
+// tests/data/datasets/make_datasets.py from docs/format.md (not by tarmac's writer, so that a
+// writer bug and a reader bug cannot cancel out). Copied once per test process under a temp
+// dir, with the same content as tests/read/make_fixture.py's archive converted by
+// `tarmac convert --format png --dense depth.png --shard-size 8K`.
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,18 +16,14 @@ namespace tarmac::test {
 
 inline constexpr int kSamples = 12, kWidth = 32, kHeight = 24;
 
-/// The RGB pixel (x, y) of sample k, as make_fixture.py draws it.
+/// The RGB pixel (x, y) of sample k, as make_fixture.py (and make_datasets.py) draws it.
 inline uint8_t expected_pixel(int k, int x, int y, int c) {
   const int v[3] = {(x * 7 + k * 13) % 256, (y * 11 + k) % 256, (x + y + k * 5) % 256};
   return static_cast<uint8_t>(v[c]);
 }
 
-inline void run(const std::string& cmd) {
-  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("fixture command failed: " + cmd);
-}
-
-/// The fixture dataset's directory (12 samples, 4 shards, PNG images + a 16-bit depth map);
-/// removed with its temp root when the test process exits.
+/// The fixture dataset's directory (12 samples, 4 shards, PNG images + a 16-bit depth map): a
+/// copy of the checked-in one, removed with its temp root when the test process exits.
 inline const std::string& fixture_dataset() {
   struct Fixture {
     std::filesystem::path root;
@@ -36,15 +33,14 @@ inline const std::string& fixture_dataset() {
              ("tarmac-read-test-" + std::to_string(::getpid()));
       std::filesystem::remove_all(root);
       std::filesystem::create_directories(root);
+      dir = (root / "ds").string();
       try {
-        const std::string in = (root / "in.tar").string();
-        dir = (root / "ds").string();
-        run("/usr/bin/python3 " TARMAC_READ_TEST_DIR "/make_fixture.py " + in);
-        // $TARMAC overrides the converter (e.g. a non-sanitized one for a sanitizer run of the
-        // reader).
-        const char* bin = std::getenv("TARMAC");
-        run(std::string(bin && *bin ? bin : TARMAC_BIN) + " convert -q " + in + " -o " + dir +
-            " --format png --dense depth.png --shard-size 8K > /dev/null");
+        std::filesystem::copy(TARMAC_TEST_DATA "/datasets/read12", dir,
+                              std::filesystem::copy_options::recursive);
+        // Writable even from a read-only checkout: copy_fixture's copies are damaged in place.
+        for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+          std::filesystem::permissions(e.path(), std::filesystem::perms::owner_write,
+                                       std::filesystem::perm_options::add);
       } catch (...) {
         std::error_code ec;
         std::filesystem::remove_all(root, ec);

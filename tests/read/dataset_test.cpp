@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
 
 #include "dataset_fixture.h"
 #include "format/safetensors.h"
@@ -214,4 +215,52 @@ TEST_CASE("decoded_size of an image header with no or a huge size is a DataError
     CHECK_THROWS_AS(ds.decode(i), DataError);
   }
   CHECK(ds.decoded_size(3) == std::pair{kWidth, kHeight});
+}
+
+TEST_CASE("blob_encodings says how blobs are stored: raw pixels need no tar header") {
+  // raw3: written by tests/data/datasets/make_datasets.py with blob_encodings {"__image__":
+  // "rgb"}; 3 samples of 4x3 raw RGB, pixel bytes = 5 * (byte index) + 50 * k.
+  const std::filesystem::path src = TARMAC_TEST_DATA "/datasets/raw3";
+  const std::filesystem::path dir = std::filesystem::path(fixture_dataset()).parent_path() / "raw3";
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(src, dir, std::filesystem::copy_options::recursive);
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    std::filesystem::permissions(e.path(), std::filesystem::perms::owner_write,
+                                 std::filesystem::perm_options::add);
+  // Rename every member in the shard's tar headers (name field, bytes 0..99 of each header)
+  // from KEY.rgb to KEY.xyz: a reader that still looked at tar headers would no longer know
+  // these bytes are raw pixels.
+  const std::string shard = (dir / "shard-000000.tar").string();
+  auto bytes = read_all(shard);
+  int renamed = 0;
+  for (size_t h = 0; h + 512 <= bytes.size(); h += 512) {
+    char* name = reinterpret_cast<char*>(bytes.data() + h);
+    const size_t len = strnlen(name, 100);
+    if (std::memcmp(bytes.data() + h + 257, "ustar", 5) == 0 && len > 4 &&
+        std::memcmp(name + len - 4, ".rgb", 4) == 0) {
+      std::memcpy(name + len - 4, ".xyz", 4);
+      ++renamed;
+    }
+  }
+  REQUIRE(renamed == 3);
+  write_all(shard, bytes);
+
+  const Dataset ds(dir.string());
+  REQUIRE(ds.size() == 3);
+  for (size_t k = 0; k < 3; ++k) {
+    CHECK(ds.encoding(k) == BlobEncoding::Raw);
+    const Pixels p = ds.decode(k);
+    REQUIRE(p.width == 4);
+    REQUIRE(p.height == 3);
+    for (size_t b = 0; b < p.data.size(); ++b)
+      CHECK(p.data[b] == static_cast<uint8_t>(5 * b + 50 * k));
+    CHECK(ds.value("v", k).as<float>()[0] == static_cast<float>(k) + 0.25f);
+  }
+}
+
+TEST_CASE("datasets written before blob_encodings still tell their encodings") {
+  const Dataset ds(fixture_dataset());  // read12: no blob_encodings entry
+  CHECK(ds.metadata().count("blob_encodings") == 0);
+  CHECK(ds.encoding(0) == BlobEncoding::Png);
+  CHECK(ds.encoding(0, "__depth__") == BlobEncoding::Png);
 }

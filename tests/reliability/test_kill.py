@@ -8,10 +8,12 @@ the output directory may hold a .tarmac-partial/ and even published shards, but 
 labels.safetensors -- unless the kill came after the final rename, when the dataset must then be
 byte-identical to the reference.
 """
+import ctypes
 import filecmp
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -29,6 +31,58 @@ SAMPLES = 2400      # about 2 s of conversion on two cores, without a sanitizer
 # Kills the moment a file appears in the output directory: inside the publishing renames,
 # a window of milliseconds that random delays rarely hit.
 PUBLISH_KILLS = ["shard-000000.tar", "shard-000003.tar", "manifest.json", "manifest.json"]
+
+
+def _inotify():
+    """libc's inotify_init1 and inotify_add_watch, or None where there are none."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.inotify_init1, libc.inotify_add_watch
+    except (OSError, AttributeError):
+        return None
+
+
+IN_CREATE, IN_MOVED_TO, IN_NONBLOCK, IN_CLOEXEC = 0x100, 0x80, os.O_NONBLOCK, os.O_CLOEXEC
+
+
+def wait_for_file(proc, target, near_end):
+    """Returns as soon as the file `target` exists or `proc` has exited. The window to hit can
+    be shorter than a wake-up from sleep on a loaded machine, so the wait has two phases: it
+    sleeps (woken by inotify as entries appear in target's directory, its parent and its
+    subdirectories in `near_end`) until one of the paths `near_end` exists, which the run
+    creates shortly before `target`; then it polls without sleeping, for that short while only.
+    Without inotify the first phase polls every millisecond."""
+    def near():
+        return proc.poll() is not None or any(os.path.exists(p) for p in near_end + [target])
+
+    dirs = sorted({os.path.dirname(os.path.dirname(target)), os.path.dirname(target)} |
+                  {os.path.dirname(p) for p in near_end})
+    calls = _inotify()
+    fd = calls[0](IN_NONBLOCK | IN_CLOEXEC) if calls else -1
+    if fd < 0:
+        while not near():
+            time.sleep(0.001)
+    else:
+        try:
+            watched = set()
+            while True:
+                for d in dirs:
+                    if d not in watched and os.path.isdir(d):
+                        if calls[1](fd, os.fsencode(d), IN_CREATE | IN_MOVED_TO) >= 0:
+                            watched.add(d)
+                if near():  # checked after adding the watches: no event is missed
+                    break
+                # the timeout only bounds how late the exit of proc is noticed
+                if select.select([fd], [], [], 0.05)[0]:
+                    try:
+                        while os.read(fd, 65536):
+                            pass
+                    except BlockingIOError:
+                        pass
+        finally:
+            os.close(fd)
+    while proc.poll() is None and not os.path.exists(target):
+        pass  # near the end: a wake-up could come after the window
 
 
 class KillTest(fx.TmpCase):
@@ -67,9 +121,13 @@ class KillTest(fx.TmpCase):
         `when` appears in `out`. Returns False when it finished first."""
         proc = subprocess.Popen(self.command(out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if isinstance(when, str):
-            target = os.path.join(out, when)
-            while proc.poll() is None and not os.path.exists(target):
-                pass  # busy wait: the window is a few milliseconds
+            # The window is a few milliseconds. Rather than spin on one of CI's two cores
+            # beside the whole conversion, sleep until it writes its last shard (named as
+            # the reference run's) or its annotation file into the staging directory.
+            staging = os.path.join(out, ".tarmac-partial")
+            wait_for_file(proc, os.path.join(out, when),
+                          [os.path.join(staging, self.last_shard),
+                           os.path.join(staging, "labels.safetensors")])
         else:
             time.sleep(when)
         if proc.poll() is not None:
@@ -83,6 +141,7 @@ class KillTest(fx.TmpCase):
         ref = os.path.join(self.tmp, "ref")
         subprocess.run(self.command(ref), check=True, timeout=600, stdout=subprocess.DEVNULL)
         self.assertGreater(len(self.outputs(ref)), 4, "the reference should have several shards")
+        self.last_shard = [n for n in self.outputs(ref) if n.startswith("shard-")][-1]
 
         rng = random.Random(SEED)
         durations = []  # of every complete run, so the delays follow this machine's speed
