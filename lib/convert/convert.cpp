@@ -256,10 +256,11 @@ ConvertResult convert(const ConvertOptions& o,
           std::string key, ext;
           if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) {
             std::lock_guard lk(notice_mu);
-            notices.push_back({input, m.name,
-                               is_hidden_or_metadata(m.name) ? "hidden or metadata file"
-                                                             : "name has no extension, so no key",
-                               false});
+            const bool hidden = is_hidden_or_metadata(m.name);
+            notices.push_back(
+                {input, m.name,
+                 hidden ? "hidden or metadata file" : "name has no extension, so no key", false,
+                 hidden ? ErrorCode::HiddenFile : ErrorCode::NoExtension});
             return;
           }
           try {
@@ -276,6 +277,7 @@ ConvertResult convert(const ConvertOptions& o,
               bad.raw.key = key;
               bad.raw.input = input;
               bad.reader_error = e.what();
+              bad.reader_error_code = e.code();
               add_entry(std::move(bad));
             }
           }
@@ -369,6 +371,8 @@ ConvertResult convert(const ConvertOptions& o,
             json j = {{"input", input_path}, {"sample", it->raw.key}};
             if (!d.member.empty()) j["member"] = d.member;
             j["kept"] = o.inputs[d.kept_input];
+            j["code"] = error_code_name(d.member.empty() ? ErrorCode::DuplicateKey
+                                                         : ErrorCode::DuplicateMember);
             j["reason"] = d.reason;
             duplicates_log.add(j);
             ++result.duplicates;
@@ -378,11 +382,15 @@ ConvertResult convert(const ConvertOptions& o,
             continue;
           }
           std::string error = it->reader_error;
+          ErrorCode code = it->reader_error_code;
           if (s && error.empty()) {
             error = s->error;
-            for (auto& [member, why] : s->ignored) {
-              ignored_log.add(
-                  {{"input", reader.inputs()[s->input].path}, {"member", member}, {"reason", why}});
+            code = s->error_code;
+            for (const IgnoredMember& m : s->ignored) {
+              ignored_log.add({{"input", reader.inputs()[s->input].path},
+                               {"member", m.member},
+                               {"code", error_code_name(m.code)},
+                               {"reason", m.reason}});
               ++result.ignored_members;
             }
             if (error.empty()) {
@@ -390,6 +398,7 @@ ConvertResult convert(const ConvertOptions& o,
                 writer.add(*s);
               } catch (const SampleError& e) {
                 error = e.what();
+                code = e.code();
               }
             }
           }
@@ -398,7 +407,10 @@ ConvertResult convert(const ConvertOptions& o,
             if (!o.skip_errors)
               throw FatalError("'" + input_path + "', sample '" + key + "': " + error);
             ++result.skipped_samples;
-            skipped_log.add({{"input", input_path}, {"sample", key}, {"reason", error}});
+            skipped_log.add({{"input", input_path},
+                             {"sample", key},
+                             {"code", error_code_name(code)},
+                             {"reason", error}});
           }
           entry_done();
         }
@@ -436,13 +448,15 @@ ConvertResult convert(const ConvertOptions& o,
     json duplicates_json = duplicates_log.read_all();
     for (const auto& j : skipped_json)
       if (result.skipped.size() < 20 && j.contains("sample"))
-        result.skipped.push_back({j.at("input").get<std::string>(),
-                                  j.at("sample").get<std::string>(),
-                                  j.at("reason").get<std::string>()});
+        result.skipped.push_back(
+            {j.at("input").get<std::string>(), j.at("sample").get<std::string>(),
+             j.at("code").get<std::string>(), j.at("reason").get<std::string>()});
 
     for (const auto& n : notices) {
-      json j = {
-          {"input", reader.inputs()[n.input].path}, {"member", n.member}, {"reason", n.reason}};
+      json j = {{"input", reader.inputs()[n.input].path},
+                {"member", n.member},
+                {"code", error_code_name(n.code)},
+                {"reason", n.reason}};
       if (n.is_error) {
         ++result.error_members;
         skipped_json.push_back(j);
@@ -467,7 +481,10 @@ ConvertResult convert(const ConvertOptions& o,
       if (!in.error.empty()) {
         j["error"] = in.error;
         result.input_errors.push_back(in.error);
-        skipped_json.push_back({{"input", in.path}, {"archive", in.path}, {"reason", in.error}});
+        skipped_json.push_back({{"input", in.path},
+                                {"archive", in.path},
+                                {"code", error_code_name(ErrorCode::InputError)},
+                                {"reason", in.error}});
       }
       inputs.push_back(j);
       result.input_bytes += in.bytes_read;

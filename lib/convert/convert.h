@@ -64,6 +64,7 @@ struct ConvertOptions {
 struct Skipped {
   std::string input;  ///< archive path
   std::string what;   ///< sample key or member name
+  std::string code;   ///< error_code_name(): "no_image", "bad_json", ...
   std::string reason;
 };
 

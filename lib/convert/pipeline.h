@@ -86,7 +86,8 @@ struct Entry {
   std::shared_ptr<AheadJob> ahead;  // processed ahead: raw holds no members, the job has them
   std::optional<ProcessedSample> done;
   std::string reader_error;  // a grouping error (late member, duplicate key)
-  bool replay = false;       // handled before the checkpoint this run resumes from
+  ErrorCode reader_error_code = ErrorCode::None;
+  bool replay = false;  // handled before the checkpoint this run resumes from
 };
 
 // Samples travel in small batches, so that tiny samples (labels only) do not pay a

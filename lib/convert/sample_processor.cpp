@@ -46,7 +46,8 @@ void parse_label_member(const Member& m, const std::string& ext, uint64_t max_me
     for (const auto& f : out)
       if (f.name == name)
         throw SampleError("field '" + name + "' comes from both member '" + f.member +
-                          "' and member '" + m.name + "'");
+                              "' and member '" + m.name + "'",
+                          ErrorCode::BadField);
     out.push_back({std::move(name), m.name, ext, std::move(v)});
   };
   if (last == "json") {
@@ -90,10 +91,12 @@ void store_doubles(FieldValue& v, const std::vector<double>& d) {
 SampleField& numeric_field(std::vector<SampleField>& fields, const std::string& name,
                            const char* role) {
   SampleField* f = find_field(fields, name);
-  if (!f) throw SampleError(std::string(role) + " field '" + name + "' is missing");
+  if (!f)
+    throw SampleError(std::string(role) + " field '" + name + "' is missing", ErrorCode::BadField);
   if (f->value.kind != FieldValue::Kind::Numeric)
-    throw SampleError(std::string(role) + " field '" + name + "' (member '" + f->member +
-                      "') is not numeric");
+    throw SampleError(
+        std::string(role) + " field '" + name + "' (member '" + f->member + "') is not numeric",
+        ErrorCode::BadField);
   return *f;
 }
 
@@ -101,7 +104,8 @@ void transform_points(SampleField& f, const Affine& m) {
   const auto& shape = f.value.shape;
   if (shape.empty() || shape.back() < 2)
     throw SampleError("points field '" + f.name + "' (member '" + f.member + "') has shape " +
-                      shape_text(shape) + "; its last axis must hold x, y (at least 2 values)");
+                          shape_text(shape) + "; its last axis must hold x, y (at least 2 values)",
+                      ErrorCode::BadField);
   std::vector<double> d = as_doubles(f.value);
   const size_t stride = static_cast<size_t>(shape.back());
   for (size_t i = 0; i + stride <= d.size(); i += stride)
@@ -113,7 +117,8 @@ void transform_boxes(SampleField& f, bool xyxy, const Affine& m) {
   const auto& shape = f.value.shape;
   if (shape.empty() || shape.back() != 4)
     throw SampleError("boxes field '" + f.name + "' (member '" + f.member + "') has shape " +
-                      shape_text(shape) + "; its last axis must hold 4 values");
+                          shape_text(shape) + "; its last axis must hold 4 values",
+                      ErrorCode::BadField);
   std::vector<double> d = as_doubles(f.value);
   for (size_t i = 0; i + 4 <= d.size(); i += 4) {
     double x0 = d[i], y0 = d[i + 1], x1 = xyxy ? d[i + 2] : d[i] + d[i + 2],
@@ -128,6 +133,15 @@ void transform_boxes(SampleField& f, bool xyxy, const Affine& m) {
   store_doubles(f.value, d);
 }
 
+// The code of a label member that does not parse, by its extension ("json", "smpl.npz").
+ErrorCode label_error_code(const std::string& ext) {
+  const std::string last = last_component(ext);
+  if (last == "json") return ErrorCode::BadJson;
+  if (last == "npy") return ErrorCode::BadNpy;
+  if (last == "npz") return ErrorCode::BadNpz;
+  return ErrorCode::BadText;
+}
+
 uint32_t crc_of(const std::vector<uint8_t>& b) {
   return crc32_of(b);
 }
@@ -136,8 +150,9 @@ std::vector<uint8_t> encode_dense(const cv::Mat& m, const std::string& member) {
   const int depth = m.depth();
   if (depth != CV_8U && depth != CV_16U)
     throw SampleError("dense map '" + member +
-                      "' has a pixel type tarmac cannot store losslessly as PNG (only 8- and "
-                      "16-bit maps are supported)");
+                          "' has a pixel type tarmac cannot store losslessly as PNG (only 8- and "
+                          "16-bit maps are supported)",
+                      ErrorCode::BadDenseMap);
   return encode_image(m, OutputFormat::Png, 0);
 }
 
@@ -148,8 +163,10 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
   out.key = raw.key;
   out.input = raw.input;
   const std::string* current_member = nullptr;
+  // What a ParseError (or OpenCV's failure) from the current member means for the sample.
+  ErrorCode parse_code = ErrorCode::BadSample;
   try {
-    if (!raw.errors.empty()) throw SampleError(raw.errors.front());
+    if (!raw.errors.empty()) throw SampleError(raw.errors.front(), raw.error_code);
     const Member* image = nullptr;
     size_t image_rank = o.image_exts.size();
     std::vector<const Member*> dense(o.dense.size(), nullptr);
@@ -167,13 +184,15 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
         const size_t rank = static_cast<size_t>(im - o.image_exts.begin());
         if (rank < image_rank) {
           if (image)
-            out.ignored.emplace_back(
-                image->name, "a second image member of the sample; '" + m.name + "' is used");
+            out.ignored.push_back(
+                {image->name, ErrorCode::SecondImage,
+                 "a second image member of the sample; '" + m.name + "' is used"});
           image = &m;
           image_rank = rank;
         } else {
-          out.ignored.emplace_back(
-              m.name, "a second image member of the sample; '" + image->name + "' is used");
+          out.ignored.push_back(
+              {m.name, ErrorCode::SecondImage,
+               "a second image member of the sample; '" + image->name + "' is used"});
         }
         continue;
       }
@@ -181,12 +200,14 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
         labels.emplace_back(&m, ext);
         continue;
       }
-      out.ignored.emplace_back(
-          m.name, "extension '." + ext + "' is neither an image, a dense map nor a label");
+      out.ignored.push_back(
+          {m.name, ErrorCode::UnusedMember,
+           "extension '." + ext + "' is neither an image, a dense map nor a label"});
     }
 
     for (const auto& [m, ext] : labels) {
       current_member = &m->name;
+      parse_code = label_error_code(ext);
       parse_label_member(*m, ext, o.max_member_size, out.fields);
     }
     current_member = nullptr;
@@ -195,12 +216,16 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
     if (!image) {
       std::string looked;
       for (const auto& e : o.image_exts) looked += (looked.empty() ? "." : ", .") + e;
-      throw SampleError("sample has no image member (looked for " + looked + ")");
+      throw SampleError("sample has no image member (looked for " + looked + ")",
+                        ErrorCode::NoImage);
     }
     for (size_t i = 0; i < dense.size(); ++i)
-      if (!dense[i]) throw SampleError("sample has no dense map member '." + o.dense[i] + "'");
+      if (!dense[i])
+        throw SampleError("sample has no dense map member '." + o.dense[i] + "'",
+                          ErrorCode::NoDenseMap);
 
     current_member = &image->name;
+    parse_code = ErrorCode::BadImage;
     // JPEGs in stored orientation are decoded after the geometry is known, and only as far
     // as the crop needs (jpeg_region.h); everything else is decoded whole first.
     const ImageHeader hdr = probe_image(image->data);
@@ -222,7 +247,8 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
       SampleField& f = numeric_field(out.fields, o.crop_field, "crop box");
       if (f.value.num_elements() != 4)
         throw SampleError("crop box field '" + o.crop_field + "' (member '" + f.member +
-                          "') has shape " + shape_text(f.value.shape) + "; it needs 4 numbers");
+                              "') has shape " + shape_text(f.value.shape) + "; it needs 4 numbers",
+                          ErrorCode::BadField);
       const std::vector<double> b = as_doubles(f.value);
       field_box = region_from_box(b.data(), o.crop_field_xyxy);
     }
@@ -260,6 +286,7 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
 
     for (size_t i = 0; i < dense.size(); ++i) {
       current_member = &dense[i]->name;
+      parse_code = ErrorCode::BadDenseMap;
       Blob b;
       b.member_suffix = o.dense[i];
       b.width = g.out_width;
@@ -286,14 +313,18 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
       transform_boxes(numeric_field(out.fields, name, "boxes"), xyxy, g.m);
   } catch (const ParseError& e) {
     out.error = (current_member ? "member '" + *current_member + "': " : "") + e.what();
+    out.error_code = parse_code;
   } catch (const SampleError& e) {
     out.error = (current_member ? "member '" + *current_member + "': " : "") + e.what();
+    out.error_code = e.code();
   } catch (const cv::Exception& e) {
     out.error =
         (current_member ? "member '" + *current_member + "': " : "") + "OpenCV failed: " + e.what();
+    out.error_code = parse_code;
   } catch (const std::bad_alloc&) {
     out.error = (current_member ? "member '" + *current_member + "': " : "") +
                 "out of memory while converting this sample";
+    out.error_code = ErrorCode::OutOfMemory;
   }
   return out;
 }

@@ -19,15 +19,23 @@ struct Blob {
   uint32_t crc32 = 0;
 };
 
+/// A member of the sample that was not used, and why.
+struct IgnoredMember {
+  std::string member;
+  ErrorCode code = ErrorCode::UnusedMember;
+  std::string reason;
+};
+
 struct ProcessedSample {
   std::string key;
   uint32_t input = 0;
   std::string error;  ///< non-empty: the sample is bad (the reason, naming the member)
+  ErrorCode error_code = ErrorCode::None;
   std::vector<SampleField> fields;
   Blob image;
   std::vector<Blob> dense;  ///< in the order of ConvertOptions::dense
   Affine affine{1, 0, 0, 0, 1, 0};
-  std::vector<std::pair<std::string, std::string>> ignored;  ///< member, reason
+  std::vector<IgnoredMember> ignored;
 };
 
 /// Processes one sample. Never throws for bad data: the reason goes to `error`.

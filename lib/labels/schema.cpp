@@ -21,8 +21,9 @@ void Schema::observe(const std::vector<SampleField>& fields) {
       s.shape = f.value.shape;
       s.ragged = f.value.kind != FieldValue::Kind::Numeric || declared_ragged_.count(f.name) > 0;
       if (s.ragged && s.shape.empty())
-        throw SampleError("field '" + f.name + "' (member '" + f.member +
-                          "') is a scalar and cannot be --ragged");
+        throw SampleError(
+            "field '" + f.name + "' (member '" + f.member + "') is a scalar and cannot be --ragged",
+            ErrorCode::BadField);
       if (s.ragged) s.total_first_axis = static_cast<uint64_t>(s.shape[0]);
       first.push_back(std::move(s));
     }
@@ -35,21 +36,24 @@ void Schema::observe(const std::vector<SampleField>& fields) {
   for (const auto& f : fields) by_name[f.name] = &f;
   for (const auto& s : fields_)
     if (!by_name.count(s.name))
-      throw SampleError("field '" + s.name + "' is missing (earlier samples have it, from ." +
-                        s.source + ")");
+      throw SampleError(
+          "field '" + s.name + "' is missing (earlier samples have it, from ." + s.source + ")",
+          ErrorCode::SchemaMismatch);
   std::vector<FieldSchema> next = fields_;
   for (const auto& f : fields) {
     auto it = std::find_if(next.begin(), next.end(),
                            [&](const FieldSchema& s) { return s.name == f.name; });
     if (it == next.end())
-      throw SampleError("field '" + f.name + "' from member '" + f.member +
-                        "' is not in earlier samples");
+      throw SampleError(
+          "field '" + f.name + "' from member '" + f.member + "' is not in earlier samples",
+          ErrorCode::SchemaMismatch);
     FieldSchema& s = *it;
     const FieldValue& v = f.value;
     const std::string where = "member '" + f.member + "', field '" + f.name + "': ";
     if (v.kind != s.kind)
       throw SampleError(where + "is " + std::string(kind_name(v.kind)) + " here but " +
-                        std::string(kind_name(s.kind)) + " in earlier samples");
+                            std::string(kind_name(s.kind)) + " in earlier samples",
+                        ErrorCode::SchemaMismatch);
     if (v.kind == FieldValue::Kind::Numeric) {
       if (v.num_elements() > 0) {
         s.dtype = s.dtype_known ? promote(s.dtype, v.dtype) : v.dtype;
@@ -57,21 +61,24 @@ void Schema::observe(const std::vector<SampleField>& fields) {
       }
       if (v.shape.size() != s.shape.size())
         throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
-                          shape_text(s.shape) +
-                          " in earlier samples (a different number of "
-                          "dimensions)");
+                              shape_text(s.shape) +
+                              " in earlier samples (a different number of "
+                              "dimensions)",
+                          ErrorCode::SchemaMismatch);
       const bool inner_same = std::equal(v.shape.begin() + (v.shape.empty() ? 0 : 1), v.shape.end(),
                                          s.shape.begin() + (s.shape.empty() ? 0 : 1));
       if (!inner_same)
         throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
-                          shape_text(s.shape) +
-                          " in earlier samples; only the first axis may vary between samples");
+                              shape_text(s.shape) +
+                              " in earlier samples; only the first axis may vary between samples",
+                          ErrorCode::SchemaMismatch);
       if (!s.ragged && !v.shape.empty() && v.shape[0] != s.shape[0]) {
         if (!ragged_by_source(s.source) && !declared_ragged_.count(s.name))
           throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
-                            shape_text(s.shape) +
-                            " in earlier samples; declare the field with --ragged " + s.name +
-                            " if its first axis may vary");
+                                shape_text(s.shape) +
+                                " in earlier samples; declare the field with --ragged " + s.name +
+                                " if its first axis may vary",
+                            ErrorCode::SchemaMismatch);
         s.ragged = true;
         s.total_first_axis = static_cast<uint64_t>(s.shape[0]) * samples_;
       }

@@ -9,14 +9,14 @@ namespace tarmac {
 BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
     : ds_(ds), opt_(std::move(options)) {
   if (opt_.width < 0 || opt_.height < 0 || (opt_.width == 0) != (opt_.height == 0))
-    throw std::invalid_argument("batch image size must be positive (or 0x0 for no images)");
+    throw ArgumentError("batch image size must be positive (or 0x0 for no images)");
   if (opt_.width > 0 && !ds.has_images())
-    throw std::invalid_argument("dataset '" + ds.path() + "' has no images to batch");
+    throw ArgumentError("dataset '" + ds.path() + "' has no images to batch");
   for (const std::string& name : opt_.fields) {
     const FieldSpec* f = ds.find_field(name);
-    if (!f) throw std::invalid_argument("dataset '" + ds.path() + "' has no field '" + name + "'");
+    if (!f) throw ArgumentError("dataset '" + ds.path() + "' has no field '" + name + "'");
     if (f->ragged)
-      throw std::invalid_argument("field '" + name +
+      throw ArgumentError("field '" + name +
                                   "' is ragged; only fixed-shape fields can be batched");
     fields_.push_back(f);
   }
@@ -39,18 +39,18 @@ void BatchLoader::start(std::vector<int64_t> indices, BatchBuffers out) {
   const size_t n = indices.size();
   const size_t image_bytes = size_t(opt_.width) * size_t(opt_.height) * 3;
   if (out.images.size() != n * image_bytes)
-    throw std::invalid_argument("batch image buffer holds " + std::to_string(out.images.size()) +
+    throw ArgumentError("batch image buffer holds " + std::to_string(out.images.size()) +
                                 " bytes, " + std::to_string(n * image_bytes) + " needed");
   if (out.labels.size() != fields_.size())
-    throw std::invalid_argument("batch needs one label buffer per field");
+    throw ArgumentError("batch needs one label buffer per field");
   for (size_t k = 0; k < fields_.size(); ++k)
     if (out.labels[k].size() != n * fields_[k]->sample_bytes())
-      throw std::invalid_argument("batch buffer of field '" + fields_[k]->name + "' holds " +
+      throw ArgumentError("batch buffer of field '" + fields_[k]->name + "' holds " +
                                   std::to_string(out.labels[k].size()) + " bytes, " +
                                   std::to_string(n * fields_[k]->sample_bytes()) + " needed");
   for (int64_t i : indices)
     if (i < 0 || uint64_t(i) >= ds_.size())
-      throw std::out_of_range("batch index " + std::to_string(i) + " is out of range for " +
+      throw IndexError("batch index " + std::to_string(i) + " is out of range for " +
                               std::to_string(ds_.size()) + " samples");
   std::unique_lock lock(mu_);
   done_.wait(lock, [&] { return !busy_; });

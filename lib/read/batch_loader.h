@@ -39,15 +39,15 @@ struct BatchBuffers {
 /// a child process must make its own loader (the Dataset itself is fine after fork).
 class BatchLoader {
  public:
-  /// Throws std::invalid_argument for an unknown or ragged field or a bad size.
+  /// Throws ArgumentError for an unknown or ragged field or a bad size.
   BatchLoader(const Dataset& ds, BatchOptions options);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   /// Starts loading `indices` into `out` in the background and returns at once. Waits for
-  /// the batch in flight first. Throws std::invalid_argument for wrong buffer sizes and
-  /// std::out_of_range for an index >= size() before anything starts.
+  /// the batch in flight first. Throws ArgumentError for wrong buffer sizes and
+  /// IndexError for an index >= size() before anything starts.
   void start(std::vector<int64_t> indices, BatchBuffers out);
   /// Waits for the batch in flight; rethrows the first error of any sample (DataError...).
   void wait();

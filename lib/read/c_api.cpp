@@ -20,6 +20,30 @@ struct tarmac_loader {
 
 namespace {
 
+using tarmac::ArgumentError;
+using tarmac::IndexError;
+using tarmac::ReadErrorCode;
+
+// The C ABI's codes are the library's, one to one.
+static_assert(TARMAC_E_INVALID == static_cast<int>(ReadErrorCode::Invalid));
+static_assert(TARMAC_E_RANGE == static_cast<int>(ReadErrorCode::Range));
+static_assert(TARMAC_E_IO == static_cast<int>(ReadErrorCode::Io));
+static_assert(TARMAC_E_PARSE == static_cast<int>(ReadErrorCode::Parse));
+static_assert(TARMAC_E_DATA == static_cast<int>(ReadErrorCode::Data));
+static_assert(TARMAC_E_INTERNAL == static_cast<int>(ReadErrorCode::Internal));
+static_assert(TARMAC_NUMERIC == static_cast<int>(tarmac::FieldKind::Numeric));
+static_assert(TARMAC_STRING == static_cast<int>(tarmac::FieldKind::String));
+static_assert(TARMAC_JSON == static_cast<int>(tarmac::FieldKind::Json));
+// dtype codes: BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 (0..12), as c_api.h says.
+static_assert(
+    static_cast<int>(tarmac::DType::BOOL) == 0 && static_cast<int>(tarmac::DType::U8) == 1 &&
+    static_cast<int>(tarmac::DType::I8) == 2 && static_cast<int>(tarmac::DType::U16) == 3 &&
+    static_cast<int>(tarmac::DType::I16) == 4 && static_cast<int>(tarmac::DType::U32) == 5 &&
+    static_cast<int>(tarmac::DType::I32) == 6 && static_cast<int>(tarmac::DType::U64) == 7 &&
+    static_cast<int>(tarmac::DType::I64) == 8 && static_cast<int>(tarmac::DType::F16) == 9 &&
+    static_cast<int>(tarmac::DType::BF16) == 10 && static_cast<int>(tarmac::DType::F32) == 11 &&
+    static_cast<int>(tarmac::DType::F64) == 12);
+
 thread_local std::string g_error;
 
 int set_error(int code, const char* what) {
@@ -33,7 +57,11 @@ int guarded(F&& f) {
     f();
     g_error.clear();
     return TARMAC_OK;
-  } catch (const std::out_of_range& e) {
+  } catch (const IndexError& e) {
+    return set_error(TARMAC_E_RANGE, e.what());
+  } catch (const ArgumentError& e) {
+    return set_error(TARMAC_E_INVALID, e.what());
+  } catch (const std::out_of_range& e) {  // from the standard library: an index all the same
     return set_error(TARMAC_E_RANGE, e.what());
   } catch (const std::invalid_argument& e) {
     return set_error(TARMAC_E_INVALID, e.what());
@@ -51,11 +79,11 @@ int guarded(F&& f) {
 }
 
 void need(const void* p, const char* what) {
-  if (p == nullptr) throw std::invalid_argument(std::string(what) + " must not be NULL");
+  if (p == nullptr) throw ArgumentError(std::string(what) + " must not be NULL");
 }
 
 size_t index(int64_t i) {
-  if (i < 0) throw std::out_of_range("sample index " + std::to_string(i) + " is negative");
+  if (i < 0) throw IndexError("sample index " + std::to_string(i) + " is negative");
   return static_cast<size_t>(i);
 }
 
@@ -119,7 +147,7 @@ int tarmac_field_info(const tarmac_dataset* ds, int64_t k, tarmac_field* out) {
     need(out, "out");
     const auto& fields = ds->ds.fields();
     if (k < 0 || static_cast<size_t>(k) >= fields.size())
-      throw std::out_of_range("field index out of range");
+      throw IndexError("field index out of range");
     const tarmac::FieldSpec& f = fields[static_cast<size_t>(k)];
     *out = {};
     out->name = f.name.c_str();
@@ -146,7 +174,7 @@ int tarmac_blob_kind(const tarmac_dataset* ds, int64_t k, const char** out) {
     need(out, "out");
     const auto& kinds = ds->ds.blob_kinds();
     if (k < 0 || static_cast<size_t>(k) >= kinds.size())
-      throw std::out_of_range("blob kind index out of range");
+      throw IndexError("blob kind index out of range");
     *out = kinds[static_cast<size_t>(k)].c_str();
   });
 }
@@ -188,8 +216,8 @@ int tarmac_shard(const tarmac_dataset* ds, int64_t k, const uint8_t** data, size
     need(data, "data");
     need(size, "size");
     if (k < 0 || static_cast<uint64_t>(k) >= ds->ds.shard_names().size())
-      throw std::out_of_range("shard " + std::to_string(k) + " out of range for " +
-                              std::to_string(ds->ds.shard_names().size()) + " shards");
+      throw IndexError("shard " + std::to_string(k) + " out of range for " +
+                       std::to_string(ds->ds.shard_names().size()) + " shards");
     const auto b = ds->ds.shard_bytes(static_cast<size_t>(k));
     *data = b.data();
     *size = b.size();
@@ -267,8 +295,8 @@ int tarmac_indices(uint64_t n, uint64_t rank, uint64_t world, uint64_t seed, uin
     const tarmac::PartitionOptions o{rank, world, seed, epoch, shuffle != 0, drop_last != 0};
     const auto idx = tarmac::partition_indices(n, o);
     if (capacity < idx.size())
-      throw std::invalid_argument("indices buffer holds " + std::to_string(capacity) + ", " +
-                                  std::to_string(idx.size()) + " needed");
+      throw ArgumentError("indices buffer holds " + std::to_string(capacity) + ", " +
+                          std::to_string(idx.size()) + " needed");
     if (!idx.empty()) {
       need(out, "out");
       std::memcpy(out, idx.data(), idx.size() * sizeof(int64_t));

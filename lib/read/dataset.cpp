@@ -175,14 +175,14 @@ const Dataset::Tensor* Dataset::find_tensor(std::string_view name) const {
 const Dataset::Tensor& Dataset::tensor(std::string_view name) const {
   const Tensor* t = find_tensor(name);
   if (!t)
-    throw std::invalid_argument("dataset '" + dir_ + "' has no field or tensor '" +
+    throw ArgumentError("dataset '" + dir_ + "' has no field or tensor '" +
                                 std::string(name) + "'");
   return *t;
 }
 
 void Dataset::check_index(size_t i) const {
   if (i >= n_)
-    throw std::out_of_range("sample index " + std::to_string(i) + " is out of range for " +
+    throw IndexError("sample index " + std::to_string(i) + " is out of range for " +
                             std::to_string(n_) + " samples");
 }
 
@@ -214,7 +214,7 @@ TensorView Dataset::value(std::string_view name, size_t i) const {
   // The hot path: no string is built and nothing is hashed per access.
   const size_t k = field_index(name);
   if (k > fields_.size())
-    throw std::invalid_argument("dataset '" + dir_ + "' has no field '" + std::string(name) + "'");
+    throw ArgumentError("dataset '" + dir_ + "' has no field '" + std::string(name) + "'");
   const FieldSpec& f = k < fields_.size() ? fields_[k] : affine_field_;
   const State::FieldTensors& t = st_->fields[k];
   check_index(i);
@@ -248,7 +248,7 @@ Column Dataset::column(std::string_view name) const {
 
 std::span<const double, 6> Dataset::affine(size_t i) const {
   if (!st_->affine)
-    throw std::invalid_argument("dataset '" + dir_ + "' has no images, hence no affine");
+    throw ArgumentError("dataset '" + dir_ + "' has no images, hence no affine");
   check_index(i);
   return std::span<const double, 6>(reinterpret_cast<const double*>(st_->affine->data) + 6 * i, 6);
 }
@@ -256,7 +256,7 @@ std::span<const double, 6> Dataset::affine(size_t i) const {
 const Dataset::BlobState& Dataset::blob_state(std::string_view kind) const {
   for (size_t k = 0; k < blob_kinds_.size(); ++k)
     if (blob_kinds_[k] == kind) return st_->blobs[k];
-  throw std::invalid_argument("dataset '" + dir_ + "' stores no blob kind '" + std::string(kind) +
+  throw ArgumentError("dataset '" + dir_ + "' stores no blob kind '" + std::string(kind) +
                               "'");
 }
 
@@ -375,7 +375,7 @@ std::pair<int, int> Dataset::decoded_size(size_t i) const {
 void Dataset::decode_into(size_t i, std::span<uint8_t> out, int width, int height,
                           bool resize) const {
   if (width <= 0 || height <= 0 || out.size() != size_t(width) * size_t(height) * 3)
-    throw std::invalid_argument("decode_into: the buffer must hold height*width*3 bytes");
+    throw ArgumentError("decode_into: the buffer must hold height*width*3 bytes");
   const auto bytes = image(i);
   auto where = [&] {
     return "dataset '" + dir_ + "': sample " + std::to_string(i) + " (" + std::string(key(i)) +

@@ -48,11 +48,11 @@ struct TensorView {
   Shape shape;
   std::span<const uint8_t> bytes;
 
-  /// The elements as T; throws std::invalid_argument when sizeof(T) differs from the dtype's.
+  /// The elements as T; throws ArgumentError when sizeof(T) differs from the dtype's.
   template <class T>
   std::span<const T> as() const {
     if (sizeof(T) != dtype_size(dtype))
-      throw std::invalid_argument("TensorView::as: element size " + std::to_string(sizeof(T)) +
+      throw ArgumentError("TensorView::as: element size " + std::to_string(sizeof(T)) +
                                   " does not match dtype " + std::string(dtype_name(dtype)));
     // Tensors are aligned to their element size in the file (docs/format.md 1).
     return {reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T)};
@@ -122,10 +122,10 @@ class Dataset {
   std::span<const uint8_t> shard_bytes(size_t k) const;
   bool has_images() const { return !blob_kinds_.empty(); }
 
-  /// Sample i's key. Throws std::out_of_range for i >= size(), DataError for bad offsets.
+  /// Sample i's key. Throws IndexError for i >= size(), DataError for bad offsets.
   std::string_view key(size_t i) const;
-  /// Sample i's value of field `name` (ragged: its slice). Throws std::invalid_argument for
-  /// an unknown field, std::out_of_range, DataError.
+  /// Sample i's value of field `name` (ragged: its slice). Throws ArgumentError for
+  /// an unknown field, IndexError, DataError.
   TensorView value(std::string_view name, size_t i) const;
   /// The whole column of field `name` (any tensor name of the file is accepted too).
   Column column(std::string_view name) const;

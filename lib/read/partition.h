@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/error.h"
+
 namespace tarmac {
 
 struct PartitionOptions {
@@ -18,7 +20,7 @@ struct PartitionOptions {
 };
 
 /// The number of indices each rank gets for n samples: ceil(n / world), or floor with
-/// drop_last. Throws std::invalid_argument when world is 0 or rank >= world.
+/// drop_last. Throws ArgumentError when world is 0 or rank >= world.
 uint64_t partition_size(uint64_t n, const PartitionOptions& o);
 
 /// Rank `o.rank`'s share of epoch `o.epoch`'s order of n samples: position rank, rank+world,

@@ -270,21 +270,22 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     const auto type = archive_entry_filetype(entry);
     if (type == AE_IFDIR) continue;  // directories carry no sample data
     if (!is_valid_utf8(name)) {
-      cb.on_notice({index, name, "member name is not valid UTF-8", true});
+      cb.on_notice({index, name, "member name is not valid UTF-8", true, ErrorCode::BadMemberName});
       continue;
     }
     if (archive_entry_hardlink(entry) != nullptr) {
-      cb.on_notice({index, name, "hard link, not followed", false});
+      cb.on_notice({index, name, "hard link, not followed", false, ErrorCode::Link});
       continue;
     }
     if (type != AE_IFREG) {
       cb.on_notice({index, name,
-                    type == AE_IFLNK ? "symbolic link, not followed" : "not a regular file",
-                    false});
+                    type == AE_IFLNK ? "symbolic link, not followed" : "not a regular file", false,
+                    type == AE_IFLNK ? ErrorCode::Link : ErrorCode::NotRegularFile});
       continue;
     }
     if (auto why = unsafe_name_reason(name); !why.empty()) {
-      cb.on_notice({index, name, "unsafe member name (" + why + ")", true});
+      cb.on_notice(
+          {index, name, "unsafe member name (" + why + ")", true, ErrorCode::UnsafeMemberName});
       continue;
     }
     if (archive_entry_size_is_set(entry) &&
@@ -292,7 +293,7 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
       cb.on_notice({index, name,
                     "member is " + human_size(static_cast<uint64_t>(archive_entry_size(entry))) +
                         ", over --max-member-size " + human_size(options_.max_member_size),
-                    true});
+                    true, ErrorCode::MemberTooLarge});
       continue;  // libarchive skips the data on the next header read
     }
     Member m;
@@ -321,7 +322,8 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     if (too_big) {
       cb.on_notice(
           {index, m.name,
-           "member inflates past --max-member-size " + human_size(options_.max_member_size), true});
+           "member inflates past --max-member-size " + human_size(options_.max_member_size), true,
+           ErrorCode::MemberTooLarge});
       continue;
     }
     cb.on_member(index, std::move(m));
@@ -339,8 +341,8 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
     if (e.is_symlink()) {
       // relative() would follow the link itself: make only its directory relative.
       const fs::path rel = fs::relative(e.path().parent_path(), root) / e.path().filename();
-      cb.on_notice(
-          {index, rel.lexically_normal().generic_string(), "symbolic link, not followed", false});
+      cb.on_notice({index, rel.lexically_normal().generic_string(), "symbolic link, not followed",
+                    false, ErrorCode::Link});
       continue;
     }
     if (e.is_regular_file()) files.push_back(e.path());
@@ -357,7 +359,7 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
       cb.on_notice({index, name,
                     "file is " + human_size(size) + ", over --max-member-size " +
                         human_size(options_.max_member_size),
-                    true});
+                    true, ErrorCode::MemberTooLarge});
       continue;
     }
     if (names_only_) {

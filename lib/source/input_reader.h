@@ -28,6 +28,7 @@ struct MemberNotice {
   std::string member;
   std::string reason;
   bool is_error = false;  ///< true: bad input (unsafe name, too large); false: ignored by design
+  ErrorCode code = ErrorCode::None;
 };
 
 struct InputReaderOptions {

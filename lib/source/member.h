@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+
 namespace tarmac {
 
 /// One regular-file member of an input, read whole into memory.
@@ -24,9 +26,10 @@ struct RawSample {
   std::string key;
   uint32_t input = 0;  ///< index into the run's inputs
   std::vector<Member> members;
-  std::vector<std::string> errors;  ///< member-level problems; non-empty = the sample is bad
+  std::vector<std::string> errors;         ///< member-level problems; non-empty = the sample is bad
   bool dropped = false;  ///< a duplicate left out whole (no members; its note is in duplicates)
   std::vector<DuplicateNote> duplicates;  ///< what was left out of this key as a duplicate
+  ErrorCode error_code = ErrorCode::None;  ///< the code of errors.front()
   uint64_t bytes() const {
     uint64_t n = 0;
     for (const auto& m : members) n += m.data.size();

@@ -43,20 +43,23 @@ void SampleGrouper::add(uint32_t input, Member&& m, const std::string& key,
     const bool done_kept = done && !(*done & kDropped);
     if (done_kept && *done == here)
       throw SampleError("member '" + m.name + "' belongs to sample '" + key +
-                        "', which was already converted: the sample's members lie further "
-                        "apart in the archive than --group-window; re-pack the archive with "
-                        "its members sorted by name (tar --sort=name) or raise --group-window");
+                            "', which was already converted: the sample's members lie further "
+                            "apart in the archive than --group-window; re-pack the archive with "
+                            "its members sorted by name (tar --sort=name) or raise --group-window",
+                        ErrorCode::LateMember);
     std::optional<uint32_t> kept;
     if (o_.kept)
       if (auto k = o_.kept->find(key); k && *k != here) kept = *k;
     if (!kept && done_kept) {
       if (o_.on_duplicate == OnDuplicate::First)
         kept = *done;
-      else  // a bad sample, reported once whatever the number of its members
+      else {  // a bad sample, reported once whatever the number of its members
+        if (s.errors.empty()) s.error_code = ErrorCode::DuplicateKey;
         s.errors.push_back("duplicate key '" + key + "': member '" + m.name + "' of " +
                            input_name(here) + " repeats a sample already read from " +
                            input_name(*done) +
                            "; to keep one of them, use --on-duplicate first or last");
+      }
     }
     if (kept) {
       s.dropped = true;
@@ -77,6 +80,7 @@ void SampleGrouper::add(uint32_t input, Member&& m, const std::string& key,
     const std::string twice = "member '" + m.name + "' appears twice in the archive";
     switch (o_.on_duplicate) {
       case OnDuplicate::Error:
+        if (s.errors.empty()) s.error_code = ErrorCode::DuplicateMember;
         s.errors.push_back(twice);
         return;
       case OnDuplicate::First:

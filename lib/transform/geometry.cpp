@@ -99,7 +99,7 @@ Geometry compute_geometry(const GeometryOptions& o, int w, int h,
       r = o.box;
       break;
     case CropMode::Field:
-      if (!field_box) throw SampleError("crop box field is missing");
+      if (!field_box) throw SampleError("crop box field is missing", ErrorCode::BadField);
       r = *field_box;
       break;
   }
@@ -107,8 +107,9 @@ Geometry compute_geometry(const GeometryOptions& o, int w, int h,
     if (!(r.width() > 0 && r.height() > 0) || !std::isfinite(r.x0) || !std::isfinite(r.y0) ||
         !std::isfinite(r.x1) || !std::isfinite(r.y1))
       throw SampleError("crop box is empty or not finite (x0=" + std::to_string(r.x0) +
-                        " y0=" + std::to_string(r.y0) + " x1=" + std::to_string(r.x1) +
-                        " y1=" + std::to_string(r.y1) + ")");
+                            " y0=" + std::to_string(r.y0) + " x1=" + std::to_string(r.x1) +
+                            " y1=" + std::to_string(r.y1) + ")",
+                        ErrorCode::BadField);
     if (o.crop_scale != 1.0) r = scale_about_centre(r, o.crop_scale, o.crop_scale);
     if (o.square) {
       const double side = std::max(r.width(), r.height());

@@ -62,6 +62,51 @@ class ErrorsTest(fx.TmpCase):
         p, ds = fx.convert(self, inputs, "--on-error", "skip", "--json", *flags)
         return json.loads(p.stdout), ds
 
+    # ------------------------------------------------ manifest codes
+
+    def test_every_skip_and_ignore_has_a_stable_code(self):
+        """Each entry of the manifest's skipped/ignored/duplicates lists carries a `code` users
+        can filter on; the expected codes are written here, one per kind of bad input."""
+        a = self.tar("codes-a.tar", good("ok/0", 0) + [
+            ("noimg/0.json", b"{\"id\": 1}"),                                     # no_image
+            ("badjson/0.jpg", self.jpeg), ("badjson/0.json", b"{\"id\": 1,"),     # bad_json
+            ("badnpy/0.jpg", self.jpeg), ("badnpy/0.json", b"{\"id\": 1}"),
+            ("badnpy/0.kp.npy", b"\x93NUMPY garbage"),                            # bad_npy
+            ("badimg/0.jpg", self.big_jpeg[:len(self.big_jpeg) // 2]),
+            ("badimg/0.json", b"{\"id\": 1}"),                                    # bad_image
+            ("schema/0.jpg", self.jpeg), ("schema/0.json", b"{\"id\": \"one\"}"),  # schema_mismatch
+            ("twice/0.jpg", self.jpeg), ("twice/0.json", b"{\"id\": 1}"),
+            ("twice/0.json", b"{\"id\": 2}"),                                     # duplicate_member
+            ("ok/1.jpg", self.jpeg), ("ok/1.json", b"{\"id\": 1}"),
+            ("ok/1.xyz", b"?"),                                                    # unused_member
+            (".hidden", b"x"),                                                     # hidden_file
+            ("README", b"x"),                                                      # no_extension
+        ])
+        b = self.tar("codes-b.tar", good("ok/0", 5))                              # duplicate_key
+        _, ds = self.skip([a, b])
+        self.assertEqual(ds.keys, ["ok/0", "ok/1"])
+        m = ds.manifest
+        skipped = {e["sample"]: e["code"] for e in m["skipped"] if e["input"] == a}
+        self.assertEqual(skipped, {
+            "noimg/0": "no_image", "badjson/0": "bad_json", "badnpy/0": "bad_npy",
+            "badimg/0": "bad_image", "schema/0": "schema_mismatch",
+            "twice/0": "duplicate_member",
+        }, m["skipped"])
+        self.assertEqual([(e["sample"], e["code"]) for e in m["skipped"] if e["input"] == b],
+                         [("ok/0", "duplicate_key")])
+        ignored = {e["member"]: e["code"] for e in m["ignored"]}
+        self.assertEqual(ignored, {"ok/1.xyz": "unused_member", ".hidden": "hidden_file",
+                                   "README": "no_extension"}, m["ignored"])
+        for e in m["skipped"] + m["ignored"]:
+            self.assertTrue(e["reason"])
+
+    def test_duplicates_left_out_have_codes(self):
+        a = self.tar("dup-a.tar", good("d/0", 0))
+        b = self.tar("dup-b.tar", good("d/0", 1) + good("d/1", 2) + [("d/1.json", b"{\"id\": 9}")])
+        _, ds = fx.convert(self, [a, b], "--on-duplicate", "first")
+        codes = sorted(e["code"] for e in ds.manifest["duplicates"])
+        self.assertEqual(codes, ["duplicate_key", "duplicate_member"], ds.manifest["duplicates"])
+
     # ------------------------------------------------ sample errors: fail vs skip
 
     def test_truncated_jpeg(self):

@@ -52,13 +52,13 @@ TEST_CASE("the next batch loads while the caller reads the current one") {
 
 TEST_CASE("batch errors are clear") {
   const Dataset ds(fixture_dataset());
-  CHECK_THROWS_AS(BatchLoader(ds, {kWidth, kHeight, false, 1, {"pts"}}), std::invalid_argument);
-  CHECK_THROWS_AS(BatchLoader(ds, {kWidth, kHeight, false, 1, {"nope"}}), std::invalid_argument);
+  CHECK_THROWS_AS(BatchLoader(ds, {kWidth, kHeight, false, 1, {"pts"}}), ArgumentError);
+  CHECK_THROWS_AS(BatchLoader(ds, {kWidth, kHeight, false, 1, {"nope"}}), ArgumentError);
   BatchLoader loader(ds, {kWidth, kHeight, false, 1, {}});
   std::vector<uint8_t> small(10);
-  CHECK_THROWS_AS(loader.load({0}, {small, {}}), std::invalid_argument);
+  CHECK_THROWS_AS(loader.load({0}, {small, {}}), ArgumentError);
   std::vector<uint8_t> one(size_t(kWidth) * kHeight * 3);
-  CHECK_THROWS_AS(loader.load({kSamples}, {one, {}}), std::out_of_range);
+  CHECK_THROWS_AS(loader.load({kSamples}, {one, {}}), IndexError);
   BatchLoader other_size(ds, {16, 16, false, 2, {}});
   std::vector<uint8_t> two(2 * 16 * 16 * 3);
   CHECK_THROWS_AS(other_size.load({0, 1}, {two, {}}), DataError);

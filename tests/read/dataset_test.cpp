@@ -109,12 +109,12 @@ TEST_CASE("decode gives the generator's RGB pixels and dense maps keep 16 bits")
 
 TEST_CASE("wrong names, types and indices are clear errors") {
   const Dataset ds(fixture_dataset());
-  CHECK_THROWS_AS(ds.value("nope", 0), std::invalid_argument);
-  CHECK_THROWS_AS(ds.column("nope"), std::invalid_argument);
-  CHECK_THROWS_AS(ds.value("id", kSamples), std::out_of_range);
-  CHECK_THROWS_AS(ds.key(kSamples), std::out_of_range);
-  CHECK_THROWS_AS(ds.value("id", 0).as<float>(), std::invalid_argument);
-  CHECK_THROWS_AS(ds.blob(0, "__mask__"), std::invalid_argument);
+  CHECK_THROWS_AS(ds.value("nope", 0), ArgumentError);
+  CHECK_THROWS_AS(ds.column("nope"), ArgumentError);
+  CHECK_THROWS_AS(ds.value("id", kSamples), IndexError);
+  CHECK_THROWS_AS(ds.key(kSamples), IndexError);
+  CHECK_THROWS_AS(ds.value("id", 0).as<float>(), ArgumentError);
+  CHECK_THROWS_AS(ds.blob(0, "__mask__"), ArgumentError);
   std::vector<uint8_t> small(16 * 16 * 3);
   CHECK_THROWS_AS(ds.decode_into(0, small, 16, 16, false), DataError);
   ds.decode_into(0, small, 16, 16, true);

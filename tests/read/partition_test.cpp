@@ -48,6 +48,6 @@ TEST_CASE("the order is deterministic, differs by epoch and seed, and is fixed a
 }
 
 TEST_CASE("bad rank or world is refused") {
-  CHECK_THROWS_AS(partition_indices(10, {0, 0, 0, 0, true, false}), std::invalid_argument);
-  CHECK_THROWS_AS(partition_indices(10, {2, 2, 0, 0, true, false}), std::invalid_argument);
+  CHECK_THROWS_AS(partition_indices(10, {0, 0, 0, 0, true, false}), ArgumentError);
+  CHECK_THROWS_AS(partition_indices(10, {2, 2, 0, 0, true, false}), ArgumentError);
 }
