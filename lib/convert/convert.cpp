@@ -25,6 +25,7 @@
 #include "convert/checkpoint.h"
 #include "convert/dataset_writer.h"
 #include "convert/pipeline.h"
+#include "convert/sample_feed.h"
 #include "convert/sample_processor.h"
 #include "format/layout.h"
 #include "labels/schema.h"
@@ -173,137 +174,9 @@ ConvertResult convert(const ConvertOptions& o,
         o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
     Pipeline pipe(static_cast<size_t>(threads) * 4 + 4);
 
-    // Member-level notices come from the reader thread, in reader order.
-    std::mutex notice_mu;
-    std::vector<MemberNotice> notices;
-    std::exception_ptr reader_failure;
-    uint64_t entries_read = 0;  // written by the reader thread, read after it is joined
-    // Written by the reader thread, read after it is joined.
-    double reader_seconds = 0;
-    double first_release_seconds = 0;
-    std::thread reader_thread([&] {
-      const auto reader_t0 = Clock::now();
-      uint64_t seq = 0;
-      // --shard I/N by sample: every part groups all samples and keeps its share of them.
-      uint64_t sample_no = 0;
-      auto in_part = [&] {
-        return split != PartSplit::Samples || sample_no++ % o.part_count == o.part_index;
-      };
-      // Samples leave the group window for the workers only once it is full (or the input
-      // ends), so at the start of a run the workers would wait for the first --group-window
-      // bytes to be read. Until the first release, each sample that another key has followed
-      // (its members are then probably all read) is processed ahead by idle workers, its
-      // members lent by the grouper; a member that still comes for it takes them back and the
-      // sample is processed when released, as usual. The output is the same either way. Not
-      // when resuming or splitting by sample (those decide at release what a sample becomes).
-      bool ahead_open = !cp && split != PartSplit::Samples;
-      std::unordered_map<std::string, std::shared_ptr<AheadJob>> ahead;
-      std::string last_key;
-      try {
-        SampleGrouper grouper(grouping);
-        std::vector<RawSample> ready;
-        Item batch;
-        auto flush_batch = [&] {
-          if (batch.entries.empty()) return;
-          if (seq == 0) first_release_seconds = seconds_since(reader_t0);
-          batch.seq = seq++;
-          if (!pipe.push(std::move(batch))) throw FatalError("cancelled");
-          batch = Item{};
-        };
-        auto add_entry = [&](Entry&& e) {
-          // Resuming: what the interrupted run finished is read again (for the input
-          // checksums and to group the rest) but goes no further than the writer's skip.
-          if (entries_read++ < resume_entries) {
-            e.replay = true;
-            e.raw.members = {};
-          }
-          batch.bytes += e.ahead ? e.ahead->bytes() : e.raw.bytes();
-          batch.entries.push_back(std::move(e));
-          if (batch.entries.size() >= kBatchSamples || batch.bytes >= kBatchBytes) flush_batch();
-        };
-        auto push_ready = [&] {
-          if (!ready.empty()) ahead_open = false;
-          for (auto& r : ready) {
-            if (!in_part()) continue;
-            Entry e;
-            if (auto j = ahead.find(r.key); j != ahead.end()) {
-              e.ahead = std::move(j->second);  // unchanged since it went ahead; r has no members
-              ahead.erase(j);
-            }
-            e.raw = std::move(r);
-            add_entry(std::move(e));
-          }
-          ready.clear();
-        };
-        // After a member of `key` was added: the sample before it, followed now, goes ahead.
-        auto go_ahead = [&](const std::string& key) {
-          if (ahead_open && !last_key.empty() && key != last_key)
-            if (const RawSample* s = grouper.find_pending(last_key);
-                s && !s->dropped && s->errors.empty() && s->bytes() >= kAheadMinBytes &&
-                !ahead.count(last_key)) {
-              RawSample lent;
-              lent.key = s->key;
-              lent.input = s->input;
-              lent.members = grouper.lend_members(last_key);
-              auto job = std::make_shared<AheadJob>(std::move(lent));
-              ahead.emplace(last_key, job);
-              pipe.push_ahead(std::move(job));
-            }
-          last_key = key;
-        };
-        InputCallbacks cb;
-        cb.on_member = [&](uint32_t input, Member&& m) {
-          std::string key, ext;
-          if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) {
-            std::lock_guard lk(notice_mu);
-            const bool hidden = is_hidden_or_metadata(m.name);
-            notices.push_back(
-                {input, m.name,
-                 hidden ? "hidden or metadata file" : "name has no extension, so no key", false,
-                 hidden ? ErrorCode::HiddenFile : ErrorCode::NoExtension});
-            return;
-          }
-          try {
-            if (auto j = ahead.find(key); j != ahead.end()) {  // late for a sample gone ahead
-              grouper.return_members(key, j->second->reclaim());
-              ahead.erase(j);
-              ahead_open = false;  // members are not adjacent here: going ahead would waste work
-            }
-            grouper.add(input, std::move(m), key, ready);
-            go_ahead(key);
-          } catch (const SampleError& e) {
-            if (in_part()) {
-              Entry bad;
-              bad.raw.key = key;
-              bad.raw.input = input;
-              bad.reader_error = e.what();
-              bad.reader_error_code = e.code();
-              add_entry(std::move(bad));
-            }
-          }
-          push_ready();
-        };
-        cb.on_notice = [&](MemberNotice&& n) {
-          if (n.is_error && !o.skip_errors)
-            throw FatalError("'" + reader.inputs()[n.input].path + "', member '" + n.member +
-                             "': " + n.reason);
-          std::lock_guard lk(notice_mu);
-          notices.push_back(std::move(n));
-        };
-        cb.on_input_end = [&](uint32_t) {
-          grouper.flush(ready);
-          push_ready();
-          flush_batch();
-          last_key.clear();
-        };
-        reader.run(cb);
-      } catch (...) {
-        reader_failure = std::current_exception();
-        pipe.cancel();
-      }
-      pipe.close_input(seq);
-      reader_seconds = seconds_since(reader_t0);
-    });
+    SampleFeed feed(o, split, grouping, resume_entries, !cp && split != PartSplit::Samples, reader,
+                    pipe);
+    std::thread reader_thread([&feed] { feed.run(); });
 
     // process_sample turns bad data into the sample's error; what it throws stops the run (a
     // codec plugin that cannot be loaded, an encoder failure), never std::terminate.
@@ -425,8 +298,8 @@ ConvertResult convert(const ConvertOptions& o,
     for (auto& w : workers) w.join();
     const Pipeline::Waits waits = pipe.waits();
     result.stages.threads = threads;
-    result.stages.reader_seconds = reader_seconds;
-    result.stages.first_release_seconds = first_release_seconds;
+    result.stages.reader_seconds = feed.seconds();
+    result.stages.first_release_seconds = feed.first_release_seconds();
     result.stages.ahead_samples = ahead_taken.load();
     result.stages.reader_blocked_seconds = waits.reader;
     result.stages.worker_seconds = worker_seconds;
@@ -435,9 +308,9 @@ ConvertResult convert(const ConvertOptions& o,
     result.stages.writer_idle_seconds = waits.writer;
     if (writer_failure) std::rethrow_exception(writer_failure);
     if (worker_failure) std::rethrow_exception(worker_failure);
-    if (reader_failure) std::rethrow_exception(reader_failure);
-    if (entries_read < resume_entries)
-      throw FatalError("cannot resume: the inputs now hold " + std::to_string(entries_read) +
+    if (feed.failure()) std::rethrow_exception(feed.failure());
+    if (feed.entries_read() < resume_entries)
+      throw FatalError("cannot resume: the inputs now hold " + std::to_string(feed.entries_read()) +
                        " samples, fewer than the " + std::to_string(resume_entries) +
                        " the interrupted run had converted");
     // Everything is converted: a kill from here on resumes straight to the finish.
@@ -452,7 +325,7 @@ ConvertResult convert(const ConvertOptions& o,
             {j.at("input").get<std::string>(), j.at("sample").get<std::string>(),
              j.at("code").get<std::string>(), j.at("reason").get<std::string>()});
 
-    for (const auto& n : notices) {
+    for (const auto& n : feed.notices()) {
       json j = {{"input", reader.inputs()[n.input].path},
                 {"member", n.member},
                 {"code", error_code_name(n.code)},

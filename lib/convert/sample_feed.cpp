@@ -1,0 +1,136 @@
+#include "convert/sample_feed.h"
+
+#include "common/error.h"
+
+namespace tarmac {
+
+SampleFeed::SampleFeed(const ConvertOptions& o, PartSplit split, GrouperOptions grouping,
+                       uint64_t resume_entries, bool ahead, InputReader& reader, Pipeline& pipe)
+    : o_(o),
+      split_(split),
+      resume_entries_(resume_entries),
+      reader_(reader),
+      pipe_(pipe),
+      grouper_(std::move(grouping)),
+      ahead_open_(ahead) {}
+
+void SampleFeed::run() noexcept {
+  t0_ = Clock::now();
+  try {
+    InputCallbacks cb;
+    cb.on_member = [this](uint32_t input, Member&& m) { on_member(input, std::move(m)); };
+    cb.on_notice = [this](MemberNotice&& n) { on_notice(std::move(n)); };
+    cb.on_input_end = [this](uint32_t) { on_input_end(); };
+    reader_.run(cb);
+  } catch (...) {
+    failure_ = std::current_exception();
+    pipe_.cancel();
+  }
+  pipe_.close_input(seq_);
+  seconds_ = seconds_since(t0_);
+}
+
+bool SampleFeed::in_part() {
+  return split_ != PartSplit::Samples || sample_no_++ % o_.part_count == o_.part_index;
+}
+
+void SampleFeed::flush_batch() {
+  if (batch_.entries.empty()) return;
+  if (seq_ == 0) first_release_seconds_ = seconds_since(t0_);
+  batch_.seq = seq_++;
+  if (!pipe_.push(std::move(batch_))) throw FatalError("cancelled");
+  batch_ = Item{};
+}
+
+void SampleFeed::add_entry(Entry&& e) {
+  // Resuming: what the interrupted run finished is read again (for the input checksums and to
+  // group the rest) but goes no further than the writer's skip.
+  if (entries_read_++ < resume_entries_) {
+    e.replay = true;
+    e.raw.members = {};
+  }
+  batch_.bytes += e.ahead ? e.ahead->bytes() : e.raw.bytes();
+  batch_.entries.push_back(std::move(e));
+  if (batch_.entries.size() >= kBatchSamples || batch_.bytes >= kBatchBytes) flush_batch();
+}
+
+void SampleFeed::push_ready() {
+  // Samples leave the group window for the workers only once it is full (or the input ends);
+  // after the first release nothing goes ahead any more.
+  if (!ready_.empty()) ahead_open_ = false;
+  for (auto& r : ready_) {
+    if (!in_part()) continue;
+    Entry e;
+    if (auto j = ahead_.find(r.key); j != ahead_.end()) {
+      e.ahead = std::move(j->second);  // unchanged since it went ahead; r has no members
+      ahead_.erase(j);
+    }
+    e.raw = std::move(r);
+    add_entry(std::move(e));
+  }
+  ready_.clear();
+}
+
+// After a member of `key` was added: the sample before it, followed now, is probably whole and
+// goes ahead to idle workers. The output is the same either way.
+void SampleFeed::go_ahead(const std::string& key) {
+  if (ahead_open_ && !last_key_.empty() && key != last_key_)
+    if (const RawSample* s = grouper_.find_pending(last_key_);
+        s && !s->dropped && s->errors.empty() && s->bytes() >= kAheadMinBytes &&
+        !ahead_.count(last_key_)) {
+      RawSample lent;
+      lent.key = s->key;
+      lent.input = s->input;
+      lent.members = grouper_.lend_members(last_key_);
+      auto job = std::make_shared<AheadJob>(std::move(lent));
+      ahead_.emplace(last_key_, job);
+      pipe_.push_ahead(std::move(job));
+    }
+  last_key_ = key;
+}
+
+void SampleFeed::on_member(uint32_t input, Member&& m) {
+  std::string key, ext;
+  if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) {
+    const bool hidden = is_hidden_or_metadata(m.name);
+    notices_.push_back({input, m.name,
+                        hidden ? "hidden or metadata file" : "name has no extension, so no key",
+                        false, hidden ? ErrorCode::HiddenFile : ErrorCode::NoExtension});
+    return;
+  }
+  try {
+    if (auto j = ahead_.find(key); j != ahead_.end()) {  // late for a sample gone ahead
+      grouper_.return_members(key, j->second->reclaim());
+      ahead_.erase(j);
+      ahead_open_ = false;  // members are not adjacent here: going ahead would waste work
+    }
+    grouper_.add(input, std::move(m), key, ready_);
+    go_ahead(key);
+  } catch (const SampleError& e) {
+    if (in_part()) {
+      Entry bad;
+      bad.raw.key = key;
+      bad.raw.input = input;
+      bad.reader_error = e.what();
+      bad.reader_error_code = e.code();
+      add_entry(std::move(bad));
+    }
+  }
+  push_ready();
+}
+
+void SampleFeed::on_notice(MemberNotice&& n) {
+  if (n.is_error && !o_.skip_errors)
+    throw FatalError("'" + reader_.inputs()[n.input].path + "', member '" + n.member +
+                     "': " + n.reason);
+  notices_.push_back(std::move(n));
+}
+
+void SampleFeed::on_input_end() {
+  grouper_.flush(ready_);
+  push_ready();
+  flush_batch();
+  last_key_.clear();
+}
+
+}  // namespace tarmac
