@@ -176,48 +176,15 @@ ConvertResult convert(const ConvertOptions& o,
 
     SampleFeed feed(o, split, grouping, resume_entries, !cp && split != PartSplit::Samples, reader,
                     pipe);
-    std::thread reader_thread([&feed] { feed.run(); });
-
     // process_sample turns bad data into the sample's error; what it throws stops the run (a
-    // codec plugin that cannot be loaded, an encoder failure), never std::terminate.
-    std::mutex worker_failure_mu;
-    std::exception_ptr worker_failure;
-    double worker_seconds = 0;  // summed over the workers, under worker_failure_mu
-    std::atomic<uint64_t> ahead_taken{0};
+    // codec plugin that cannot be loaded, an encoder failure).
+    WorkerStats worker_stats;
     const SampleWork work_fn = [&o](const RawSample& raw) { return process_sample(raw, o); };
-    std::vector<std::thread> workers;
-    workers.reserve(static_cast<size_t>(threads));
-    for (int i = 0; i < threads; ++i)
-      workers.emplace_back([&] {
-        const auto worker_t0 = Clock::now();
-        try {
-          while (auto work = pipe.take()) {
-            if (work->ahead) {
-              work->ahead->try_run(work_fn);
-              continue;
-            }
-            Item& it = *work->item;
-            for (Entry& e : it.entries) {
-              if (e.ahead) {
-                e.done = e.ahead->take(work_fn);
-                ahead_taken.fetch_add(1, std::memory_order_relaxed);
-              } else if (e.reader_error.empty() && !e.replay && !e.raw.dropped)
-                e.done = work_fn(e.raw);
-              e.ahead.reset();
-              e.raw.members = {};  // the bytes are no longer needed; key and input are
-            }
-            pipe.finish(std::move(it));
-          }
-        } catch (...) {
-          {
-            const std::lock_guard lk(worker_failure_mu);
-            if (!worker_failure) worker_failure = std::current_exception();
-          }
-          pipe.cancel();
-        }
-        const std::lock_guard lk(worker_failure_mu);
-        worker_seconds += seconds_since(worker_t0);
-      });
+    // Declared after everything the threads use, so joined (on every path) before it goes.
+    PipelineThreads pool(pipe);
+    pool.start([&feed] { feed.run(); });
+
+    for (int i = 0; i < threads; ++i) pool.start([&] { run_worker(pipe, work_fn, worker_stats); });
 
     auto report = [&](bool final) {
       if (!progress) return;
@@ -294,20 +261,19 @@ ConvertResult convert(const ConvertOptions& o,
     }
     const double writer_seconds = seconds_since(writer_t0);
     const auto finish_t0 = Clock::now();
-    reader_thread.join();
-    for (auto& w : workers) w.join();
+    pool.join();
     const Pipeline::Waits waits = pipe.waits();
     result.stages.threads = threads;
     result.stages.reader_seconds = feed.seconds();
     result.stages.first_release_seconds = feed.first_release_seconds();
-    result.stages.ahead_samples = ahead_taken.load();
+    result.stages.ahead_samples = worker_stats.ahead_taken.load();
     result.stages.reader_blocked_seconds = waits.reader;
-    result.stages.worker_seconds = worker_seconds;
+    result.stages.worker_seconds = worker_stats.seconds;
     result.stages.worker_idle_seconds = waits.workers;
     result.stages.writer_seconds = writer_seconds;
     result.stages.writer_idle_seconds = waits.writer;
     if (writer_failure) std::rethrow_exception(writer_failure);
-    if (worker_failure) std::rethrow_exception(worker_failure);
+    if (worker_stats.failure) std::rethrow_exception(worker_stats.failure);
     if (feed.failure()) std::rethrow_exception(feed.failure());
     if (feed.entries_read() < resume_entries)
       throw FatalError("cannot resume: the inputs now hold " + std::to_string(feed.entries_read()) +

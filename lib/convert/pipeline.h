@@ -3,6 +3,7 @@
 // transform workers and on to the writer, and the jobs that convert samples ahead of their
 // release from the group window. Knows nothing of what a sample's work is (SampleWork), so it
 // is tested with a fake one.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -221,5 +223,77 @@ class Pipeline {
   bool cancelled_ = false;
   Waits waits_;
 };
+
+/// A pipeline's threads, joined whatever happens: leaving the scope without join() (an
+/// exception) cancels the pipeline, so that no thread waits forever, and joins them; no
+/// exception path ends in std::terminate.
+class PipelineThreads {
+ public:
+  explicit PipelineThreads(Pipeline& pipe) : pipe_(pipe) {}
+  ~PipelineThreads() {
+    if (threads_.empty()) return;
+    pipe_.cancel();
+    join();
+  }
+  PipelineThreads(const PipelineThreads&) = delete;
+  PipelineThreads& operator=(const PipelineThreads&) = delete;
+  template <class F>
+  void start(F&& f) {
+    threads_.emplace_back(std::forward<F>(f));
+  }
+  /// Waits for every thread to end (they end when the pipeline does).
+  void join() {
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+    threads_.clear();
+  }
+
+ private:
+  Pipeline& pipe_;
+  std::vector<std::thread> threads_;
+};
+
+/// What the transform workers did, summed over them.
+struct WorkerStats {
+  std::mutex mu;
+  std::exception_ptr failure;  ///< the first exception a worker's work threw (the run stops)
+  double seconds = 0;          ///< start to end, summed
+  std::atomic<uint64_t> ahead_taken{0};
+};
+
+/// A transform worker: takes items (and, when idle, jobs ahead) until the pipeline ends, runs
+/// `work` on every sample to convert, and hands the items on in order. What `work` throws
+/// stops the run (kept in `stats`, the pipeline cancelled), never std::terminate.
+inline void run_worker(Pipeline& pipe, const SampleWork& work, WorkerStats& stats) {
+  const auto t0 = Clock::now();
+  try {
+    while (auto w = pipe.take()) {
+      if (w->ahead) {
+        w->ahead->try_run(work);
+        continue;
+      }
+      Item& it = *w->item;
+      for (Entry& e : it.entries) {
+        if (e.ahead) {
+          e.done = e.ahead->take(work);
+          stats.ahead_taken.fetch_add(1, std::memory_order_relaxed);
+        } else if (e.reader_error.empty() && !e.replay && !e.raw.dropped) {
+          e.done = work(e.raw);
+        }
+        e.ahead.reset();
+        e.raw.members = {};  // the bytes are no longer needed; key and input are
+      }
+      pipe.finish(std::move(it));
+    }
+  } catch (...) {
+    {
+      const std::lock_guard lk(stats.mu);
+      if (!stats.failure) stats.failure = std::current_exception();
+    }
+    pipe.cancel();
+  }
+  const std::lock_guard lk(stats.mu);
+  stats.seconds += seconds_since(t0);
+}
 
 }  // namespace tarmac

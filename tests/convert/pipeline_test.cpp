@@ -173,3 +173,42 @@ TEST_CASE("pipeline: ahead jobs go to idle workers only when no item waits") {
   CHECK(second->ahead == job);
   pipe.close_input(1);
 }
+
+TEST_CASE("pipeline threads: leaving the scope by an exception cancels and joins them") {
+  Pipeline pipe(1);
+  std::atomic<int> ended{0};
+  try {
+    PipelineThreads pool(pipe);
+    for (int i = 0; i < 3; ++i)
+      pool.start([&] {
+        while (pipe.take()) {
+        }
+        ++ended;
+      });
+    throw std::runtime_error("disk full");  // the writer failing while workers wait
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(ended == 3);  // all joined; std::terminate was not called
+}
+
+TEST_CASE("workers: the work's exception stops the run, kept for the caller") {
+  Pipeline pipe(8);
+  WorkerStats stats;
+  const SampleWork failing = [](const RawSample& r) -> ProcessedSample {
+    if (r.key == "3") throw std::runtime_error("encoder failed");
+    return fake_work(r);
+  };
+  {
+    PipelineThreads pool(pipe);
+    for (int i = 0; i < 2; ++i) pool.start([&] { run_worker(pipe, failing, stats); });
+    for (uint64_t k = 0; k < 6; ++k)
+      if (!pipe.push(item(k, std::to_string(k)))) break;
+    pipe.close_input(6);
+    while (pipe.next(std::chrono::milliseconds(5), [] {})) {
+    }
+    pool.join();
+  }
+  REQUIRE(stats.failure);
+  CHECK_THROWS_WITH(std::rethrow_exception(stats.failure), "encoder failed");
+  CHECK(stats.seconds > 0);
+}
