@@ -25,6 +25,7 @@
 #include "convert/checkpoint.h"
 #include "convert/dataset_writer.h"
 #include "convert/pipeline.h"
+#include "convert/run_manifest.h"
 #include "convert/sample_feed.h"
 #include "convert/sample_processor.h"
 #include "format/layout.h"
@@ -305,65 +306,25 @@ ConvertResult convert(const ConvertOptions& o,
       }
     }
 
-    // The manifest: provenance, inputs with checksums, counts, every skip with its reason.
-    json manifest;
-    manifest["tool"] = {{"name", "tarmac"}, {"version", kVersion}};
-    manifest["command_line"] = o.command_line;
-    manifest["options"] = o.options_json.empty() ? json::object() : json::parse(o.options_json);
-    manifest["output_options"] = output_options(o);  // what merge compares between parts
-    json inputs = json::array();
     for (const auto& in : reader.inputs()) {
-      json j = {{"path", in.path},
-                {"size", in.bytes_read},
-                {"crc32", crc32_hex(in.crc32)},
-                {"members", in.members}};
-      if (!in.error.empty()) {
-        j["error"] = in.error;
-        result.input_errors.push_back(in.error);
-        skipped_json.push_back({{"input", in.path},
-                                {"archive", in.path},
-                                {"code", error_code_name(ErrorCode::InputError)},
-                                {"reason", in.error}});
-      }
-      inputs.push_back(j);
       result.input_bytes += in.bytes_read;
+      if (in.error.empty()) continue;
+      result.input_errors.push_back(in.error);
+      skipped_json.push_back({{"input", in.path},
+                              {"archive", in.path},
+                              {"code", error_code_name(ErrorCode::InputError)},
+                              {"reason", in.error}});
     }
-    manifest["inputs"] = inputs;
-    if (cp)
-      manifest["resumed"] = {{"entries", resume_entries}, {"samples", result.resumed_samples}};
-    if (split != PartSplit::None)
-      manifest["part"] = {{"index", o.part_index},
-                          {"count", o.part_count},
-                          {"split", split == PartSplit::Inputs ? "inputs" : "samples"},
-                          {"all_inputs", o.inputs.size()}};
-
     const fs::path labels = writer.finish(std::string("tarmac ") + kVersion);
     result.samples = writer.samples();
     result.shards = writer.shard_names().size();
     result.image_bytes = writer.blob_bytes();
     result.annotation_bytes = fs::file_size(labels);
-    json shards = json::array();
-    for (size_t i = 0; i < writer.shard_names().size(); ++i) {
-      const std::string& s = writer.shard_names()[i];
-      shards.push_back({{"name", s},
-                        {"size", fs::file_size(staging / s)},
-                        {"crc32", crc32_hex(writer.shard_crcs()[i])}});
-    }
-    manifest["counts"] = {{"samples", result.samples},
-                          {"skipped_samples", result.skipped_samples},
-                          {"skipped_members", result.error_members},
-                          {"ignored_members", result.ignored_members},
-                          {"duplicates", result.duplicates},
-                          {"input_errors", result.input_errors.size()},
-                          {"shards", result.shards},
-                          {"image_bytes", result.image_bytes}};
-    manifest["shards"] = shards;
-    manifest["annotation"] = {{"name", kLabelsFile}, {"size", result.annotation_bytes}};
-    manifest["labels_crc32"] = crc32_hex(file_crc32(labels.string()));
-    manifest["schema"] = json::parse(schema_to_json(writer.schema().specs()));
-    manifest["skipped"] = skipped_json;
-    manifest["ignored"] = ignored_json;
-    manifest["duplicates"] = duplicates_json;
+    ManifestRecord rec{
+        o,      split,  reader.inputs(), cp ? std::optional(resume_entries) : std::nullopt,
+        result, writer, staging,         labels};
+    json manifest = run_manifest(rec, std::move(skipped_json), std::move(ignored_json),
+                                 std::move(duplicates_json));
     write_file_atomic((staging / kManifestFile).string(),
                       sealed_manifest_text(std::move(manifest)));
     result.schema = writer.schema().specs();

@@ -1,0 +1,34 @@
+#pragma once
+// The manifest of a finished conversion (docs/format.md 5): provenance, inputs with their
+// checksums, counts, shards, and every sample or member left out or ignored with its code and
+// reason.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "convert/convert.h"
+#include "convert/dataset_writer.h"
+#include "source/input_reader.h"
+
+namespace tarmac {
+
+/// What a finished run knows, for its manifest.
+struct ManifestRecord {
+  const ConvertOptions& options;
+  PartSplit split;
+  const std::vector<InputInfo>& inputs;     ///< as read, with sizes, checksums, errors
+  std::optional<uint64_t> resumed_entries;  ///< went on from a checkpoint of this many
+  const ConvertResult& result;              ///< counts filled in
+  const DatasetWriter& writer;              ///< finished
+  const std::filesystem::path& staging;     ///< where the shards are
+  const std::filesystem::path& labels;      ///< the annotation file written
+};
+
+/// The manifest document (not yet sealed: write it with sealed_manifest_text).
+nlohmann::ordered_json run_manifest(const ManifestRecord& r, nlohmann::ordered_json skipped,
+                                    nlohmann::ordered_json ignored,
+                                    nlohmann::ordered_json duplicates);
+
+}  // namespace tarmac
