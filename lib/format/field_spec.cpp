@@ -52,7 +52,10 @@ std::vector<FieldSpec> schema_from_json(std::string_view text) {
   const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
   if (!j.is_object()) throw ParseError("the schema is not a JSON object");
   std::vector<FieldSpec> out;
-  for (const auto& [name, e] : j.items()) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const std::string& name = it.key();
+    const nlohmann::ordered_json& e = it.value();
     auto bad = [&](const std::string& why) {
       return ParseError("schema entry of field '" + name + "' " + why);
     };
