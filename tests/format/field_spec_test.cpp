@@ -65,5 +65,9 @@ TEST_CASE("kinds by name; the ragged-by-source rule; shape text") {
   CHECK_FALSE(ragged_by_source("npz"));
   CHECK_FALSE(ragged_by_source("jsonl"));
   CHECK(shape_text({}) == "[]");
+  CHECK(shape_text({3}) == "[3]");
+  CHECK(kind_name(FieldKind::Numeric) == "numeric");
+  CHECK(kind_name(FieldKind::String) == "string");
+  CHECK(kind_name(FieldKind::Json) == "json");
   CHECK(shape_text({2, 0, 5}) == "[2, 0, 5]");
 }
