@@ -26,6 +26,7 @@
 #include "convert/dataset_writer.h"
 #include "convert/pipeline.h"
 #include "convert/run_manifest.h"
+#include "convert/run_recorder.h"
 #include "convert/sample_feed.h"
 #include "convert/sample_processor.h"
 #include "format/layout.h"
@@ -99,39 +100,11 @@ ConvertResult convert(const ConvertOptions& o,
     ro.skip_errors = o.skip_errors;
     InputReader reader(part_inputs, ro);
     DatasetWriter writer(o, staging, cp ? &cp->at("writer") : nullptr);
-    JsonLog skipped_log(staging / "skipped.jsonl",
-                        cp ? std::optional(cp->at("logs").at(0).get<uint64_t>()) : std::nullopt);
-    JsonLog ignored_log(staging / "ignored.jsonl",
-                        cp ? std::optional(cp->at("logs").at(1).get<uint64_t>()) : std::nullopt);
-    JsonLog duplicates_log(staging / "duplicates.jsonl",
-                           cp ? std::optional(cp->at("logs").at(2).get<uint64_t>()) : std::nullopt);
     if (cp) {
       result.resumed = true;
       result.resumed_samples = writer.samples();
-      result.skipped_samples = cp->at("counts").at(0).get<uint64_t>();
-      result.ignored_members = cp->at("counts").at(1).get<uint64_t>();
-      result.duplicates = cp->at("counts").at(2).get<uint64_t>();
     }
-    uint64_t entries_done = resume_entries;  // entries the writer has handled, in order
-    auto last_checkpoint = Clock::now();
-    const auto checkpoint_interval = std::chrono::duration<double>(o.checkpoint_seconds);
-    auto write_checkpoint = [&] {
-      json c;
-      c["tarmac_checkpoint"] = 1;
-      c["run"] = fingerprint;
-      c["entries"] = entries_done;
-      c["writer"] = writer.checkpoint();
-      c["logs"] = {skipped_log.checkpoint(), ignored_log.checkpoint(), duplicates_log.checkpoint()};
-      c["counts"] = {result.skipped_samples, result.ignored_members, result.duplicates};
-      write_file_atomic((staging / kCheckpointFile).string(), c.dump());
-      last_checkpoint = Clock::now();
-    };
-    // After each entry the writer handles: a checkpoint when a shard was closed, or when due.
-    auto entry_done = [&] {
-      ++entries_done;
-      if (writer.take_shard_closed() || Clock::now() - last_checkpoint >= checkpoint_interval)
-        write_checkpoint();
-    };
+    RunRecorder recorder(o, staging, fingerprint, cp ? &*cp : nullptr, reader, writer, result);
 
     // --on-duplicate: inputs are numbered among all of o.inputs, so that a part of --shard I/N
     // by inputs keeps the sample one run over all inputs would keep. Under `last`, a pre-pass
@@ -203,58 +176,8 @@ ConvertResult convert(const ConvertOptions& o,
     const auto writer_t0 = Clock::now();
     try {
       while (auto item = pipe.next(std::chrono::milliseconds(250), [&] { report(false); })) {
-        for (Entry& entry : item->entries) {
-          if (entry.replay) continue;
-          Entry* it = &entry;
-          ProcessedSample* s = it->done ? &*it->done : nullptr;
-          const std::string& input_path = reader.inputs()[s ? s->input : it->raw.input].path;
-          for (const DuplicateNote& d : it->raw.duplicates) {
-            json j = {{"input", input_path}, {"sample", it->raw.key}};
-            if (!d.member.empty()) j["member"] = d.member;
-            j["kept"] = o.inputs[d.kept_input];
-            j["code"] = error_code_name(d.member.empty() ? ErrorCode::DuplicateKey
-                                                         : ErrorCode::DuplicateMember);
-            j["reason"] = d.reason;
-            duplicates_log.add(j);
-            ++result.duplicates;
-          }
-          if (it->raw.dropped) {
-            entry_done();
-            continue;
-          }
-          std::string error = it->reader_error;
-          ErrorCode code = it->reader_error_code;
-          if (s && error.empty()) {
-            error = s->error;
-            code = s->error_code;
-            for (const IgnoredMember& m : s->ignored) {
-              ignored_log.add({{"input", reader.inputs()[s->input].path},
-                               {"member", m.member},
-                               {"code", error_code_name(m.code)},
-                               {"reason", m.reason}});
-              ++result.ignored_members;
-            }
-            if (error.empty()) {
-              try {
-                writer.add(*s);
-              } catch (const SampleError& e) {
-                error = e.what();
-                code = e.code();
-              }
-            }
-          }
-          if (!error.empty()) {
-            const std::string key = s ? s->key : it->raw.key;
-            if (!o.skip_errors)
-              throw FatalError("'" + input_path + "', sample '" + key + "': " + error);
-            ++result.skipped_samples;
-            skipped_log.add({{"input", input_path},
-                             {"sample", key},
-                             {"code", error_code_name(code)},
-                             {"reason", error}});
-          }
-          entry_done();
-        }
+        for (Entry& entry : item->entries)
+          if (!entry.replay) recorder.handle(entry);
       }
     } catch (...) {
       writer_failure = std::current_exception();
@@ -281,11 +204,9 @@ ConvertResult convert(const ConvertOptions& o,
                        " samples, fewer than the " + std::to_string(resume_entries) +
                        " the interrupted run had converted");
     // Everything is converted: a kill from here on resumes straight to the finish.
-    write_checkpoint();
+    recorder.write_checkpoint();
 
-    json skipped_json = skipped_log.read_all();
-    json ignored_json = ignored_log.read_all();
-    json duplicates_json = duplicates_log.read_all();
+    auto [skipped_json, ignored_json, duplicates_json] = recorder.read_all();
     for (const auto& j : skipped_json)
       if (result.skipped.size() < 20 && j.contains("sample"))
         result.skipped.push_back(

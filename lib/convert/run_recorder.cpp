@@ -1,0 +1,114 @@
+#include "convert/run_recorder.h"
+
+#include "common/error.h"
+#include "format/names.h"
+#include "write/file_util.h"
+
+namespace tarmac {
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+// The log `index` of a checkpoint: cut back to where it was, or new.
+std::optional<uint64_t> log_mark(const json* resume, size_t index) {
+  if (!resume) return std::nullopt;
+  return resume->at("logs").at(index).get<uint64_t>();
+}
+
+}  // namespace
+
+RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerprint,
+                         const json* resume, const InputReader& reader, DatasetWriter& writer,
+                         ConvertResult& result)
+    : o_(o),
+      staging_(std::move(staging)),
+      fingerprint_(std::move(fingerprint)),
+      reader_(reader),
+      writer_(writer),
+      result_(result),
+      skipped_(staging_ / "skipped.jsonl", log_mark(resume, 0)),
+      ignored_(staging_ / "ignored.jsonl", log_mark(resume, 1)),
+      duplicates_(staging_ / "duplicates.jsonl", log_mark(resume, 2)) {
+  if (!resume) return;
+  entries_done_ = resume->at("entries").get<uint64_t>();
+  result.skipped_samples = resume->at("counts").at(0).get<uint64_t>();
+  result.ignored_members = resume->at("counts").at(1).get<uint64_t>();
+  result.duplicates = resume->at("counts").at(2).get<uint64_t>();
+}
+
+void RunRecorder::write_checkpoint() {
+  json c;
+  c["tarmac_checkpoint"] = 1;
+  c["run"] = fingerprint_;
+  c["entries"] = entries_done_;
+  c["writer"] = writer_.checkpoint();
+  c["logs"] = {skipped_.checkpoint(), ignored_.checkpoint(), duplicates_.checkpoint()};
+  c["counts"] = {result_.skipped_samples, result_.ignored_members, result_.duplicates};
+  write_file_atomic((staging_ / format::kCheckpointFile).string(), c.dump());
+  last_checkpoint_ = Clock::now();
+}
+
+// After each entry: a checkpoint when a shard was closed, or when one is due.
+void RunRecorder::entry_done() {
+  ++entries_done_;
+  if (writer_.take_shard_closed() ||
+      Clock::now() - last_checkpoint_ >= std::chrono::duration<double>(o_.checkpoint_seconds))
+    write_checkpoint();
+}
+
+void RunRecorder::handle(Entry& entry) {
+  ProcessedSample* s = entry.done ? &*entry.done : nullptr;
+  const std::string& input_path = reader_.inputs()[s ? s->input : entry.raw.input].path;
+  for (const DuplicateNote& d : entry.raw.duplicates) {
+    json j = {{"input", input_path}, {"sample", entry.raw.key}};
+    if (!d.member.empty()) j["member"] = d.member;
+    j["kept"] = o_.inputs[d.kept_input];
+    j["code"] =
+        error_code_name(d.member.empty() ? ErrorCode::DuplicateKey : ErrorCode::DuplicateMember);
+    j["reason"] = d.reason;
+    duplicates_.add(j);
+    ++result_.duplicates;
+  }
+  if (entry.raw.dropped) {
+    entry_done();
+    return;
+  }
+  std::string error = entry.reader_error;
+  ErrorCode code = entry.reader_error_code;
+  if (s && error.empty()) {
+    error = s->error;
+    code = s->error_code;
+    for (const IgnoredMember& m : s->ignored) {
+      ignored_.add({{"input", reader_.inputs()[s->input].path},
+                    {"member", m.member},
+                    {"code", error_code_name(m.code)},
+                    {"reason", m.reason}});
+      ++result_.ignored_members;
+    }
+    if (error.empty()) {
+      try {
+        writer_.add(*s);
+      } catch (const SampleError& e) {
+        error = e.what();
+        code = e.code();
+      }
+    }
+  }
+  if (!error.empty()) {
+    const std::string key = s ? s->key : entry.raw.key;
+    if (!o_.skip_errors) throw FatalError("'" + input_path + "', sample '" + key + "': " + error);
+    ++result_.skipped_samples;
+    skipped_.add({{"input", input_path},
+                  {"sample", key},
+                  {"code", error_code_name(code)},
+                  {"reason", error}});
+  }
+  entry_done();
+}
+
+RunRecorder::Lists RunRecorder::read_all() {
+  return {skipped_.read_all(), ignored_.read_all(), duplicates_.read_all()};
+}
+
+}  // namespace tarmac

@@ -1,0 +1,52 @@
+#pragma once
+// The writer's side of a conversion: entries come in order from the pipeline; each sample is
+// stored by the DatasetWriter or, when bad, recorded (or stops the run under --on-error fail);
+// duplicates, ignored members and skips go to the manifest's JSON-lines logs with their codes;
+// checkpoints are written when a shard closes and at least every --checkpoint-every seconds.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "convert/convert.h"
+#include "convert/dataset_writer.h"
+#include "convert/pipeline.h"
+#include "source/input_reader.h"
+#include "write/json_log.h"
+
+namespace tarmac {
+
+class RunRecorder {
+ public:
+  /// `resume`: the checkpoint this run goes on from (null for a fresh run); its counts go into
+  /// `result`. `fingerprint` is what each checkpoint records of the run (run_fingerprint).
+  RunRecorder(const ConvertOptions& o, std::filesystem::path staging,
+              nlohmann::ordered_json fingerprint, const nlohmann::ordered_json* resume,
+              const InputReader& reader, DatasetWriter& writer, ConvertResult& result);
+
+  /// Handles the next entry in order. Throws FatalError naming input, sample and reason for a
+  /// bad sample under --on-error fail.
+  void handle(Entry& e);
+  /// Syncs everything written so far and records it in checkpoint.json, atomically.
+  void write_checkpoint();
+
+  struct Lists {
+    nlohmann::ordered_json skipped, ignored, duplicates;
+  };
+  /// The logs' records (closes them).
+  Lists read_all();
+
+ private:
+  void entry_done();
+
+  const ConvertOptions& o_;
+  std::filesystem::path staging_;
+  nlohmann::ordered_json fingerprint_;
+  const InputReader& reader_;
+  DatasetWriter& writer_;
+  ConvertResult& result_;
+  JsonLog skipped_, ignored_, duplicates_;
+  uint64_t entries_done_ = 0;  // entries handled, in order (those before the checkpoint too)
+  Clock::time_point last_checkpoint_ = Clock::now();
+};
+
+}  // namespace tarmac
