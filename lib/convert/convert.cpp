@@ -68,6 +68,52 @@ PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_in
   return PartSplit::Inputs;
 }
 
+namespace {
+
+// How the run groups members into samples. --on-duplicate: inputs are numbered among all of
+// o.inputs, so that a part of --shard I/N by inputs keeps the sample one run over all inputs
+// would keep. Under `last`, a pre-pass over this part's inputs and all later ones finds each
+// key's last input; under `first`, a part by inputs reads the keys of the parts before it
+// (into `kept`, which the options then point to).
+GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const InputReaderOptions& ro,
+                            const std::function<void(const Progress&)>& progress,
+                            Clock::time_point t0, KeySet& kept) {
+  GrouperOptions grouping;
+  grouping.window_bytes = o.group_window;
+  grouping.on_duplicate = o.on_duplicate;
+  grouping.input_names = o.inputs;
+  if (split == PartSplit::Inputs)
+    grouping.first_input = static_cast<uint32_t>(o.part_index * o.inputs.size() / o.part_count);
+  if (o.on_duplicate != OnDuplicate::Last &&
+      (o.on_duplicate != OnDuplicate::First || grouping.first_input == 0))
+    return grouping;
+  const bool last = o.on_duplicate == OnDuplicate::Last;
+  if (last && std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+    throw FatalError(
+        "--on-duplicate last reads the inputs twice, so it cannot read standard input ('-')");
+  const auto begin = o.inputs.begin() + (last ? grouping.first_input : 0);
+  InputReader scan(
+      std::vector<std::string>(begin, last ? o.inputs.end() : begin + grouping.first_input), ro);
+  // Progress at most four times a second: the pre-pass reads every archive once more.
+  auto last_report = Clock::now();
+  const char* phase = last ? "finding each key's last input (--on-duplicate last)"
+                           : "reading the keys of earlier parts (--on-duplicate first)";
+  kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, [&] {
+    if (!progress || Clock::now() - last_report < std::chrono::milliseconds(250)) return;
+    last_report = Clock::now();
+    Progress p;
+    p.phase = phase;
+    p.bytes_read = scan.bytes_read();
+    p.total_bytes = scan.total_size();
+    p.seconds = seconds_since(t0);
+    progress(p);
+  });
+  grouping.kept = &kept;
+  return grouping;
+}
+
+}  // namespace
+
 ConvertResult convert(const ConvertOptions& o,
                       const std::function<void(const Progress&)>& progress) {
   const auto t0 = Clock::now();
@@ -106,43 +152,8 @@ ConvertResult convert(const ConvertOptions& o,
     }
     RunRecorder recorder(o, staging, fingerprint, cp ? &*cp : nullptr, reader, writer, result);
 
-    // --on-duplicate: inputs are numbered among all of o.inputs, so that a part of --shard I/N
-    // by inputs keeps the sample one run over all inputs would keep. Under `last`, a pre-pass
-    // over this part's inputs and all later ones finds each key's last input; under `first`,
-    // a part by inputs reads the keys of the parts before it.
-    GrouperOptions grouping;
-    grouping.window_bytes = o.group_window;
-    grouping.on_duplicate = o.on_duplicate;
-    grouping.input_names = o.inputs;
-    if (split == PartSplit::Inputs)
-      grouping.first_input = static_cast<uint32_t>(o.part_index * o.inputs.size() / o.part_count);
     KeySet kept;
-    if (o.on_duplicate == OnDuplicate::Last ||
-        (o.on_duplicate == OnDuplicate::First && grouping.first_input > 0)) {
-      const bool last = o.on_duplicate == OnDuplicate::Last;
-      if (last && std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
-        throw FatalError(
-            "--on-duplicate last reads the inputs twice, so it cannot read standard input ('-')");
-      const auto begin = o.inputs.begin() + (last ? grouping.first_input : 0);
-      InputReader scan(
-          std::vector<std::string>(begin, last ? o.inputs.end() : begin + grouping.first_input),
-          ro);
-      // Progress at most four times a second: the pre-pass reads every archive once more.
-      auto last_report = Clock::now();
-      const char* phase = last ? "finding each key's last input (--on-duplicate last)"
-                               : "reading the keys of earlier parts (--on-duplicate first)";
-      kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, [&] {
-        if (!progress || Clock::now() - last_report < std::chrono::milliseconds(250)) return;
-        last_report = Clock::now();
-        Progress p;
-        p.phase = phase;
-        p.bytes_read = scan.bytes_read();
-        p.total_bytes = scan.total_size();
-        p.seconds = seconds_since(t0);
-        progress(p);
-      });
-      grouping.kept = &kept;
-    }
+    const GrouperOptions grouping = grouping_for(o, split, ro, progress, t0, kept);
 
     const int threads =
         o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
