@@ -8,6 +8,7 @@
 
 #include "apps/commands.h"
 #include "apps/progress.h"
+#include "common/bytes.h"
 #include "common/error.h"
 #include "convert/convert.h"
 #include "read/dataset_summary.h"
@@ -465,10 +466,8 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
                   static_cast<unsigned long long>(r.samples), o->output.c_str(), r.seconds,
                   r.seconds > 0 ? r.samples / r.seconds : 0.0);
       std::printf("  %llu shard(s), %s of images; labels.safetensors %s; read %s\n",
-                  static_cast<unsigned long long>(r.shards),
-                  human_bytes(double(r.image_bytes)).c_str(),
-                  human_bytes(double(r.annotation_bytes)).c_str(),
-                  human_bytes(double(r.input_bytes)).c_str());
+                  static_cast<unsigned long long>(r.shards), format_bytes(r.image_bytes).c_str(),
+                  format_bytes(r.annotation_bytes).c_str(), format_bytes(r.input_bytes).c_str());
       print_stages(r.stages);
       for (const auto& e : r.input_errors) std::printf("  INPUT ERROR: %s\n", e.c_str());
       if (r.skipped_samples || r.error_members || r.ignored_members)
