@@ -11,6 +11,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "convert/convert.h"
+#include "convert/run_report.h"
 #include "read/dataset_summary.h"
 
 namespace tarmac::cli {
@@ -124,50 +125,14 @@ void resolve_geometry(const Flags& f, ConvertOptions& o) {
   }
 }
 
-// The stage whose busy fraction says it held the run back ("" when none stands out, as in a
-// run too short to fill the pipeline): a user's answer to "would more threads help?".
-std::string stage_limit(const StageTimes& st) {
-  constexpr double kLimit = 0.85;
-  const double reader = st.reader_busy(), workers = st.worker_busy(), writer = st.writer_busy();
-  if (workers >= kLimit && workers >= reader) return "workers";
-  // Samples wait in the group window until it fills; where none could be converted ahead
-  // (members not adjacent), the workers of a run not much larger than the window start late.
-  if (reader >= kLimit && st.ahead_samples == 0 &&
-      st.first_release_seconds >= 0.5 * st.reader_seconds)
-    return "window";
-  if (reader >= kLimit && reader >= writer) return "reader";
-  if (writer >= kLimit) return "writer";
-  return "";
-}
-
 void print_stages(const StageTimes& st) {
   std::printf(
       "  stages: reader busy %.0f%%, workers busy %.0f%% (%d threads), writer busy %.0f%%; "
       "%.2f s finishing after the last sample\n",
       100 * st.reader_busy(), 100 * st.worker_busy(), st.threads, 100 * st.writer_busy(),
       st.finish_seconds);
-  const std::string limit = stage_limit(st);
-  if (limit == "workers")
-    std::printf(
-        "    the limit: the transform workers (decoding, cropping, encoding); more "
-        "--threads help while cores are free\n");
-  else if (limit == "reader")
-    std::printf(
-        "    the limit: reading the input (one thread reads, decompresses and checksums "
-        "it); more --threads will not help: split the input into parts (--shard I/N, one "
-        "process each) or store it as .tar or .tar.zst instead of .tar.gz\n");
-  else if (limit == "window")
-    std::printf(
-        "    the limit: the group window; the workers waited %.2f s for their first "
-        "samples, which are held until --group-window bytes are waiting and could not be "
-        "converted ahead (their members are not adjacent), so a run whose input is not much "
-        "larger than the window is bound by reading it; sort the members by name (tar "
-        "--sort=name) to have them converted while the window fills\n",
-        st.first_release_seconds);
-  else if (limit == "writer")
-    std::printf(
-        "    the limit: writing the output (labels and shards, in order); check the "
-        "output disk's speed\n");
+  const std::string advice = stage_advice(st);
+  if (!advice.empty()) std::printf("    %s\n", advice.c_str());
 }
 
 // "--shard I/N" -> part I of N (0 <= I < N).
@@ -422,45 +387,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
     if (r.samples == 0)
       spdlog::warn("no samples were converted: the dataset in '{}' is empty", o->output);
     if (g.json) {
-      nlohmann::ordered_json j;
-      j["output"] = o->output;
-      j["samples"] = r.samples;
-      j["resumed_samples"] = r.resumed_samples;
-      j["skipped_samples"] = r.skipped_samples;
-      j["skipped_members"] = r.error_members;
-      j["ignored_members"] = r.ignored_members;
-      j["duplicates"] = r.duplicates;
-      j["shards"] = r.shards;
-      j["image_bytes"] = r.image_bytes;
-      j["annotation_bytes"] = r.annotation_bytes;
-      j["input_bytes"] = r.input_bytes;
-      j["seconds"] = r.seconds;
-      j["samples_per_second"] = r.seconds > 0 ? r.samples / r.seconds : 0;
-      nlohmann::ordered_json fields = nlohmann::ordered_json::object();
-      for (const auto& fs : r.schema)
-        fields[fs.name] = {{"kind", std::string(kind_name(fs.kind))},
-                           {"dtype", std::string(dtype_name(fs.dtype))},
-                           {"shape", fs.shape},
-                           {"ragged", fs.ragged},
-                           {"source", fs.source}};
-      j["schema"] = fields;
-      j["input_errors"] = r.input_errors;
-      const StageTimes& st = r.stages;
-      j["stages"] = {{"threads", st.threads},
-                     {"reader_seconds", st.reader_seconds},
-                     {"reader_blocked_seconds", st.reader_blocked_seconds},
-                     {"worker_seconds", st.worker_seconds},
-                     {"worker_idle_seconds", st.worker_idle_seconds},
-                     {"writer_seconds", st.writer_seconds},
-                     {"writer_idle_seconds", st.writer_idle_seconds},
-                     {"finish_seconds", st.finish_seconds},
-                     {"first_release_seconds", st.first_release_seconds},
-                     {"ahead_samples", st.ahead_samples},
-                     {"reader_busy", st.reader_busy()},
-                     {"worker_busy", st.worker_busy()},
-                     {"writer_busy", st.writer_busy()},
-                     {"limit", stage_limit(st)}};
-      std::printf("%s\n", j.dump(2).c_str());
+      std::printf("%s\n", result_json(r, o->output).dump(2).c_str());
     } else {
       std::printf("converted %llu samples into %s in %.1f s (%.0f samples/s)\n",
                   static_cast<unsigned long long>(r.samples), o->output.c_str(), r.seconds,
