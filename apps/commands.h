@@ -33,7 +33,4 @@ Runner setup_bench(CLI::App& app, const GlobalFlags& g);
 /// "1344x768 (120), 1024x1024 (80), and 3 more sizes": the `most` most frequent image sizes.
 std::string sizes_text(const DatasetSummary& s, size_t most = 8);
 
-/// "1.5G" / "512M" / "4096" -> bytes; throws CLI::ValidationError.
-uint64_t parse_bytes(const std::string& text);
-
 }  // namespace tarmac::cli

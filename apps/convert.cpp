@@ -1,399 +1,72 @@
 // tarmac convert: flags -> ConvertOptions -> tarmac::convert() -> summary + exit code.
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "apps/commands.h"
+#include "apps/convert_flags.h"
 #include "apps/progress.h"
+#include "common/bytes.h"
 #include "common/error.h"
 #include "convert/convert.h"
+#include "convert/run_report.h"
 #include "read/dataset_summary.h"
 
 namespace tarmac::cli {
 namespace {
 
-struct Flags {
-  std::string crop = "none", size, resize, format = "jpg", on_error = "fail";
-  std::string on_duplicate = "error";
-  std::string shard_size = "1G", max_member_size = "1G", group_window = "64M";
-  std::string part;  ///< --shard I/N
-  std::vector<std::string> boxes;
-  std::vector<std::string> ragged;
-  double crop_scale = 1.0;
-};
-
-std::vector<double> parse_numbers(const std::string& s, size_t n, const std::string& what) {
-  std::vector<double> v;
-  std::stringstream ss(s);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    try {
-      size_t used = 0;
-      v.push_back(std::stod(part, &used));
-      if (used != part.size()) throw std::invalid_argument(part);
-    } catch (const std::logic_error&) {
-      throw CLI::ValidationError(what, "'" + part + "' is not a number");
-    }
-  }
-  if (v.size() != n)
-    throw CLI::ValidationError(what, "expected " + std::to_string(n) + " comma-separated numbers");
-  return v;
-}
-
-// Fills the geometry part of the options from the crop/size/resize flags.
-void resolve_geometry(const Flags& f, ConvertOptions& o) {
-  GeometryOptions& g = o.geometry;
-  if (f.crop == "none") {
-    g.crop = CropMode::None;
-  } else if (f.crop == "center" || f.crop == "centre") {
-    g.crop = CropMode::Center;
-  } else if (f.crop.rfind("box:", 0) == 0) {
-    g.crop = CropMode::Box;
-    auto v = parse_numbers(f.crop.substr(4), 4, "--crop box:X,Y,W,H");
-    g.box = region_from_box(v.data(), false);
-  } else if (f.crop.rfind("field:", 0) == 0) {
-    g.crop = CropMode::Field;
-    std::string name = f.crop.substr(6);
-    if (name.size() > 5 && name.ends_with(":xyxy")) {
-      o.crop_field_xyxy = true;
-      name.resize(name.size() - 5);
-    } else if (name.size() > 5 && name.ends_with(":xywh")) {
-      name.resize(name.size() - 5);
-    }
-    if (name.empty()) throw CLI::ValidationError("--crop", "field:NAME needs a field name");
-    o.crop_field = name;
-  } else {
-    throw CLI::ValidationError(
-        "--crop", "'" + f.crop + "': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
-  }
-  g.crop_scale = f.crop_scale;
-  if (!(f.crop_scale > 0)) throw CLI::ValidationError("--crop-scale", "must be > 0");
-  bool single = true;
-  if (!f.size.empty()) {
-    const size_t x = f.size.find('x');
-    try {
-      if (x == std::string::npos) {
-        g.width = g.height = std::stoi(f.size);
-      } else {
-        single = false;
-        g.width = std::stoi(f.size.substr(0, x));
-        g.height = std::stoi(f.size.substr(x + 1));
-      }
-    } catch (const std::logic_error&) {
-      throw CLI::ValidationError("--size", "'" + f.size + "': use N or WxH");
-    }
-    if (g.width <= 0 || g.height <= 0 || g.width > 65535 || g.height > 65535)
-      throw CLI::ValidationError("--size", "sides must be 1..65535");
-  }
-  std::string resize = f.resize;
-  if (resize.empty())
-    resize = f.size.empty() ? "none" : (g.crop != CropMode::None ? "exact" : "shorter");
-  if (resize == "exact")
-    g.resize = ResizeMode::Exact;
-  else if (resize == "shorter")
-    g.resize = ResizeMode::Shorter;
-  else if (resize == "longer")
-    g.resize = ResizeMode::Longer;
-  else if (resize == "fit")
-    g.resize = ResizeMode::Fit;
-  else if (resize == "none")
-    g.resize = ResizeMode::None;
-  else if (resize == "bucket")
-    g.resize = ResizeMode::Bucket;
-  else
-    throw CLI::ValidationError("--resize",
-                               "'" + resize + "': use exact, shorter, longer, fit, bucket or none");
-  if (g.resize != ResizeMode::None && f.size.empty())
-    throw CLI::ValidationError("--resize", "needs --size");
-  if ((g.resize == ResizeMode::Shorter || g.resize == ResizeMode::Longer) && !single)
-    throw CLI::ValidationError("--size", "--resize shorter/longer takes one number, not WxH");
-  if (g.resize == ResizeMode::Bucket) {
-    if (g.crop == CropMode::Center) g.crop = CropMode::None;  // the bucket's aspect decides
-    if (g.bucket_step < 1 || g.bucket_step > 4096)
-      throw CLI::ValidationError("--bucket-step", "must be 1..4096");
-    if (!(g.bucket_max_ratio >= 1 && g.bucket_max_ratio <= 64))
-      throw CLI::ValidationError("--bucket-max-ratio", "must be 1..64");
-    if (aspect_buckets(int64_t{g.width} * g.height, g.bucket_step, g.bucket_max_ratio).empty())
-      throw CLI::ValidationError("--size", "--resize bucket: an area of " + f.size +
-                                               " holds no bucket of --bucket-step " +
-                                               std::to_string(g.bucket_step));
-  }
-}
-
-// The stage whose busy fraction says it held the run back ("" when none stands out, as in a
-// run too short to fill the pipeline): a user's answer to "would more threads help?".
-std::string stage_limit(const StageTimes& st) {
-  constexpr double kLimit = 0.85;
-  const double reader = st.reader_busy(), workers = st.worker_busy(), writer = st.writer_busy();
-  if (workers >= kLimit && workers >= reader) return "workers";
-  // Samples wait in the group window until it fills; where none could be converted ahead
-  // (members not adjacent), the workers of a run not much larger than the window start late.
-  if (reader >= kLimit && st.ahead_samples == 0 &&
-      st.first_release_seconds >= 0.5 * st.reader_seconds)
-    return "window";
-  if (reader >= kLimit && reader >= writer) return "reader";
-  if (writer >= kLimit) return "writer";
-  return "";
-}
-
-void print_stages(const StageTimes& st) {
+// The text summary of a finished conversion, on stdout.
+void print_summary(const ConvertResult& r, const ConvertOptions& o) {
+  std::printf("converted %llu samples into %s in %.1f s (%.0f samples/s)\n",
+              static_cast<unsigned long long>(r.samples), o.output.c_str(), r.seconds,
+              r.seconds > 0 ? r.samples / r.seconds : 0.0);
+  std::printf("  %llu shard(s), %s of images; labels.safetensors %s; read %s\n",
+              static_cast<unsigned long long>(r.shards), format_bytes(r.image_bytes).c_str(),
+              format_bytes(r.annotation_bytes).c_str(), format_bytes(r.input_bytes).c_str());
+  const StageTimes& st = r.stages;
   std::printf(
       "  stages: reader busy %.0f%%, workers busy %.0f%% (%d threads), writer busy %.0f%%; "
       "%.2f s finishing after the last sample\n",
       100 * st.reader_busy(), 100 * st.worker_busy(), st.threads, 100 * st.writer_busy(),
       st.finish_seconds);
-  const std::string limit = stage_limit(st);
-  if (limit == "workers")
+  const std::string advice = stage_advice(st);
+  if (!advice.empty()) std::printf("    %s\n", advice.c_str());
+  for (const auto& e : r.input_errors) std::printf("  INPUT ERROR: %s\n", e.c_str());
+  if (r.skipped_samples || r.error_members || r.ignored_members)
     std::printf(
-        "    the limit: the transform workers (decoding, cropping, encoding); more "
-        "--threads help while cores are free\n");
-  else if (limit == "reader")
+        "  skipped %llu sample(s) and %llu member(s); ignored %llu member(s) (all listed in "
+        "manifest.json)\n",
+        static_cast<unsigned long long>(r.skipped_samples),
+        static_cast<unsigned long long>(r.error_members),
+        static_cast<unsigned long long>(r.ignored_members));
+  if (r.duplicates)
     std::printf(
-        "    the limit: reading the input (one thread reads, decompresses and checksums "
-        "it); more --threads will not help: split the input into parts (--shard I/N, one "
-        "process each) or store it as .tar or .tar.zst instead of .tar.gz\n");
-  else if (limit == "window")
-    std::printf(
-        "    the limit: the group window; the workers waited %.2f s for their first "
-        "samples, which are held until --group-window bytes are waiting and could not be "
-        "converted ahead (their members are not adjacent), so a run whose input is not much "
-        "larger than the window is bound by reading it; sort the members by name (tar "
-        "--sort=name) to have them converted while the window fills\n",
-        st.first_release_seconds);
-  else if (limit == "writer")
-    std::printf(
-        "    the limit: writing the output (labels and shards, in order); check the "
-        "output disk's speed\n");
-}
-
-// "--shard I/N" -> part I of N (0 <= I < N).
-void parse_part(const std::string& text, ConvertOptions& o) {
-  const size_t slash = text.find('/');
-  try {
-    if (slash == std::string::npos) throw std::invalid_argument(text);
-    size_t used_i = 0, used_n = 0;
-    const unsigned long i = std::stoul(text.substr(0, slash), &used_i);
-    const unsigned long n = std::stoul(text.substr(slash + 1), &used_n);
-    if (used_i != slash || used_n != text.size() - slash - 1 || n == 0 || n > 1000000 || i >= n)
-      throw std::invalid_argument(text);
-    o.part_index = static_cast<uint32_t>(i);
-    o.part_count = static_cast<uint32_t>(n);
-  } catch (const std::logic_error&) {
-    throw CLI::ValidationError(
-        "--shard", "'" + text + "': use I/N with 0 <= I < N (parts are numbered from 0)");
-  }
+        "  left out %llu duplicate sample(s) or member(s) under --on-duplicate %s "
+        "(all listed in manifest.json)\n",
+        static_cast<unsigned long long>(r.duplicates), on_duplicate_name(o.on_duplicate));
+  for (const auto& s : r.skipped)
+    std::printf("    skipped %s (%s): %s\n", s.what.c_str(), s.input.c_str(), s.reason.c_str());
+  if (o.geometry.resize == ResizeMode::Bucket && !o.no_images)
+    std::printf("  buckets: %s\n", sizes_text(summarize_dataset(o.output, true)).c_str());
+  std::printf("  schema:\n");
+  for (const auto& fs : r.schema)
+    std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", fs.name.c_str(),
+                std::string(kind_name(fs.kind)).c_str(), std::string(dtype_name(fs.dtype)).c_str(),
+                shape_text(fs.shape).c_str(), fs.ragged ? " ragged" : "", fs.source.c_str());
 }
 
 }  // namespace
 
-uint64_t parse_bytes(const std::string& text) {
-  size_t used = 0;
-  double v;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::logic_error&) {
-    throw CLI::ValidationError("size", "'" + text + "' is not a size (e.g. 512M, 1G, 4096)");
-  }
-  std::string unit = text.substr(used);
-  double mult = 1;
-  if (unit.empty() || unit == "B")
-    mult = 1;
-  else if (unit == "K" || unit == "KiB")
-    mult = 1024.0;
-  else if (unit == "M" || unit == "MiB")
-    mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB")
-    mult = 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "TiB")
-    mult = 1024.0 * 1024 * 1024 * 1024;
-  else
-    throw CLI::ValidationError("size", "'" + text + "': unknown unit (use K, M, G, T)");
-  if (!(v > 0)) throw CLI::ValidationError("size", "'" + text + "' must be positive");
-  return static_cast<uint64_t>(v * mult);
-}
-
 Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
-  auto o = std::make_shared<ConvertOptions>();
-  auto f = std::make_shared<Flags>();
-  app.footer(
-      "Examples:\n"
-      "  # HMR crops: person box from each sample's JSON, 1.2x, square, 224 px; keypoints follow\n"
-      "  tarmac convert raw/part-*.tar.gz -o out/ --crop field:bbox_xywh --crop-scale 1.2 \\\n"
-      "      --square --size 224 --points keypoints2d --boxes bbox_xywh --quality 95\n"
-      "  # depth pairs: centre crop, depth maps follow by nearest neighbour, 16 bits kept\n"
-      "  tarmac convert depth.tar -o out/ --crop center --size 480 --dense depth.png --format png\n"
-      "  # captioned photos into aspect-ratio buckets of ~1024x1024 pixels (sides /64)\n"
-      "  tarmac convert photos.tar -o out/ --resize bucket --size 1024\n"
-      "  # from a pipe\n"
-      "  curl -s https://host/data.tar | tarmac convert - -o out/ --crop center --size 256\n\n"
-      "Samples are members sharing a key: dir/0001.jpg + dir/0001.json form sample dir/0001.\n"
-      "Coordinates: integer coordinates are pixel centres (OpenCV's convention); boxes are\n"
-      "[x, y, w, h] unless ':xyxy' is given. See docs/cli.md and docs/format.md.");
-  app.add_option("inputs", o->inputs,
-                 "Archives (tar, pax, gnu, zip; gz, zst, xz, bz2), directories, or - for stdin")
-      ->required();
-  app.add_option("-o,--output", o->output, "Output dataset directory (created; must be empty)")
-      ->required();
-  app.add_flag("--overwrite", o->overwrite, "Replace a dataset already in the output directory");
-  app.add_flag("--resume", o->resume,
-               "Go on from where an interrupted run (killed, preempted, machine lost) stopped: "
-               "same inputs and options; the result is identical to an uninterrupted run");
-  app.add_option("--checkpoint-every", o->checkpoint_seconds,
-                 "Seconds between checkpoints for --resume (also one per closed shard)")
-      ->check(CLI::NonNegativeNumber)
-      ->default_val(30);
-
-  auto* tr = "Transform";
-  app.add_option("--crop", f->crop,
-                 "none | center | box:X,Y,W,H | field:NAME[:xyxy]  (region of the source)")
-      ->group(tr)
-      ->default_str("none");
-  app.add_option("--crop-scale", f->crop_scale,
-                 "Scale a box/field region about its centre (e.g. 1.2)")
-      ->group(tr);
-  app.add_flag("--square", o->geometry.square,
-               "Grow a box/field region to a square (side = longer side)")
-      ->group(tr);
-  app.add_option("--size", f->size, "Output size: N or WxH")->group(tr);
-  app.add_option("--resize", f->resize,
-                 "exact | shorter | longer | fit | bucket | none  (default: exact with a crop, "
-                 "shorter without). bucket: the aspect-ratio bucket of area --size^2 (or W*H) "
-                 "closest to the image's, centre-cropped to it")
-      ->group(tr);
-  app.add_option("--bucket-step", o->geometry.bucket_step,
-                 "--resize bucket: bucket sides are multiples of this")
-      ->group(tr)
-      ->default_val(64);
-  app.add_option("--bucket-max-ratio", o->geometry.bucket_max_ratio,
-                 "--resize bucket: the most elongated bucket (longer / shorter side)")
-      ->group(tr)
-      ->default_val(4.0);
-  app.add_option("--points", o->points,
-                 "Label fields of points [..., >=2] (x, y first) to transform")
-      ->group(tr);
-  app.add_option("--boxes", f->boxes,
-                 "Label fields of boxes [..., 4] to transform: NAME or NAME:xyxy")
-      ->group(tr);
-  app.add_option("--dense", o->dense,
-                 "Dense-map member suffixes (e.g. depth.png) warped by nearest neighbour")
-      ->group(tr);
-  app.add_option("--pad-value", o->pad_value, "Value for pixels outside the source")
-      ->group(tr)
-      ->default_val(0);
-  app.add_option("--format", f->format, "jpg | png | webp | raw | keep (source bytes untouched)")
-      ->group(tr)
-      ->default_str("jpg");
-  app.add_option("--quality", o->quality, "JPEG/WebP quality")
-      ->group(tr)
-      ->check(CLI::Range(1, 100))
-      ->default_val(95);
-
-  auto* in = "Input";
-  app.add_option("--image", o->image_exts, "Image extensions, in order of preference")
-      ->group(in)
-      ->default_str("jpg jpeg png webp bmp tif tiff");
-  app.add_flag("--no-images", o->no_images, "Labels only: store no images")->group(in);
-  app.add_option("--ragged", f->ragged, "Fields whose first axis may vary between samples")
-      ->group(in);
-  app.add_option("--max-pixels", o->max_pixels, "Refuse larger images (from the header)")
-      ->group(in)
-      ->default_val(1ull << 28);
-  app.add_option("--max-member-size", f->max_member_size, "Refuse larger members (gzip bombs)")
-      ->group(in)
-      ->default_str("1G");
-  app.add_option("--group-window", f->group_window,
-                 "Member bytes of samples waiting to be grouped (every sample passes through; "
-                 "members of one sample may lie this far apart in an archive)")
-      ->group(in)
-      ->default_str("64M");
-
-  auto* beh = "Behaviour";
-  app.add_option("--shard-size", f->shard_size, "Largest image shard")
-      ->group(beh)
-      ->default_str("1G");
-  app.add_option("-j,--threads", o->threads, "Worker threads (default: all cores)")
-      ->group(beh)
-      ->check(CLI::Range(0, 1024));
-  app.add_option("--shard", f->part,
-                 "I/N: convert only part I (0-based) of N deterministic parts of the input, "
-                 "for a cluster; join the parts with 'tarmac merge'")
-      ->group(beh);
-  app.add_option("--on-error", f->on_error,
-                 "fail: stop at the first bad sample; skip: leave it out and record why")
-      ->group(beh)
-      ->check(CLI::IsMember({"fail", "skip"}))
-      ->default_str("fail");
-  app.add_option("--on-duplicate", f->on_duplicate,
-                 "A key in two inputs, or a member twice in a sample: error | first | last "
-                 "(keep that one; the others are left out and listed in the manifest)")
-      ->group(beh)
-      ->check(CLI::IsMember({"error", "first", "last"}))
-      ->default_str("error");
-
-  return [o, f, &g, &app]() -> int {
+  auto f = std::make_shared<ConvertFlags>();
+  add_convert_flags(app, *f);
+  return [f, &g, &app]() -> int {
+    ConvertOptions o;
     try {
-      resolve_geometry(*f, *o);
-      if (f->format == "jpg" || f->format == "jpeg")
-        o->format = OutputFormat::Jpeg;
-      else if (f->format == "png")
-        o->format = OutputFormat::Png;
-      else if (f->format == "webp")
-        o->format = OutputFormat::Webp;
-      else if (f->format == "raw")
-        o->format = OutputFormat::Raw;
-      else if (f->format == "keep")
-        o->format = OutputFormat::Keep;
-      else
-        throw CLI::ValidationError("--format",
-                                   "'" + f->format + "': use jpg, png, webp, raw or keep");
-      for (const auto& b : f->boxes) {
-        if (b.ends_with(":xyxy"))
-          o->boxes.emplace_back(b.substr(0, b.size() - 5), true);
-        else if (b.ends_with(":xywh"))
-          o->boxes.emplace_back(b.substr(0, b.size() - 5), false);
-        else
-          o->boxes.emplace_back(b, false);
-      }
-      o->ragged.insert(f->ragged.begin(), f->ragged.end());
-      o->command_line = g.argv;
-      o->shard_size = parse_bytes(f->shard_size);
-      o->max_member_size = parse_bytes(f->max_member_size);
-      o->group_window = parse_bytes(f->group_window);
-      o->skip_errors = f->on_error == "skip";
-      o->on_duplicate = f->on_duplicate == "first"  ? OnDuplicate::First
-                        : f->on_duplicate == "last" ? OnDuplicate::Last
-                                                    : OnDuplicate::Error;
-      if (o->on_duplicate == OnDuplicate::Last &&
-          std::find(o->inputs.begin(), o->inputs.end(), "-") != o->inputs.end())
-        throw CLI::ValidationError("--on-duplicate last",
-                                   "reads the inputs twice (member names first), so it cannot "
-                                   "read standard input ('-'); use first or error");
-      if (!f->part.empty()) parse_part(f->part, *o);
-      for (auto& e : o->image_exts)
-        if (!e.empty() && e[0] == '.') e.erase(0, 1);
-      for (auto& d : o->dense)
-        if (!d.empty() && d[0] == '.') d.erase(0, 1);
-      if (o->threads == 0)
-        o->threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      o->options_json = [&] {
-        nlohmann::ordered_json j;
-        for (const CLI::Option* opt : app.get_options()) {
-          const std::string name = opt->get_name();
-          if (name.empty() || name == "--help" || name == "--json" || name == "--quiet" ||
-              name == "--verbose" || name == "--threads")
-            continue;
-          auto results = opt->reduced_results();
-          if (results.empty()) results = {opt->get_default_str()};
-          if (results.size() == 1 && results[0].empty()) continue;
-          j[opt->get_name()] = results.size() == 1 ? nlohmann::ordered_json(results[0])
-                                                   : nlohmann::ordered_json(results);
-        }
-        j["threads"] = o->threads;
-        return j.dump();
-      }();
+      o = convert_options(*f);
+      o.command_line = g.argv;
+      o.options_json = options_json(app, o.threads);
     } catch (const CLI::Error& e) {
       spdlog::error("{}", e.what());
       return kUsageError;
@@ -401,17 +74,17 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
     ProgressBar bar(g.verbosity >= 0);
     ConvertResult r;
     try {
-      r = convert(*o, [&](const Progress& p) { bar.update(p); });
+      r = convert(o, [&](const Progress& p) { bar.update(p); });
     } catch (const FatalError& e) {
       spdlog::error("{}", e.what());
-      spdlog::error("conversion failed; nothing was written to '{}'", o->output);
+      spdlog::error("conversion failed; nothing was written to '{}'", o.output);
       return kDataError;
     }
     if (r.already_complete) {
-      spdlog::info("nothing to resume: '{}' already holds a complete dataset", o->output);
+      spdlog::info("nothing to resume: '{}' already holds a complete dataset", o.output);
       if (g.json)
         std::printf("{\"output\": %s, \"already_complete\": true}\n",
-                    nlohmann::ordered_json(o->output).dump().c_str());
+                    nlohmann::ordered_json(o.output).dump().c_str());
       return kOk;
     }
     if (r.resumed)
@@ -419,81 +92,11 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
                    r.resumed_samples);
     for (const auto& e : r.input_errors) spdlog::warn("input not read to its end: {}", e);
     if (r.samples == 0)
-      spdlog::warn("no samples were converted: the dataset in '{}' is empty", o->output);
-    if (g.json) {
-      nlohmann::ordered_json j;
-      j["output"] = o->output;
-      j["samples"] = r.samples;
-      j["resumed_samples"] = r.resumed_samples;
-      j["skipped_samples"] = r.skipped_samples;
-      j["skipped_members"] = r.error_members;
-      j["ignored_members"] = r.ignored_members;
-      j["duplicates"] = r.duplicates;
-      j["shards"] = r.shards;
-      j["image_bytes"] = r.image_bytes;
-      j["annotation_bytes"] = r.annotation_bytes;
-      j["input_bytes"] = r.input_bytes;
-      j["seconds"] = r.seconds;
-      j["samples_per_second"] = r.seconds > 0 ? r.samples / r.seconds : 0;
-      nlohmann::ordered_json fields = nlohmann::ordered_json::object();
-      for (const auto& fs : r.schema)
-        fields[fs.name] = {{"kind", std::string(kind_name(fs.kind))},
-                           {"dtype", std::string(dtype_name(fs.dtype))},
-                           {"shape", fs.shape},
-                           {"ragged", fs.ragged},
-                           {"source", fs.source}};
-      j["schema"] = fields;
-      j["input_errors"] = r.input_errors;
-      const StageTimes& st = r.stages;
-      j["stages"] = {{"threads", st.threads},
-                     {"reader_seconds", st.reader_seconds},
-                     {"reader_blocked_seconds", st.reader_blocked_seconds},
-                     {"worker_seconds", st.worker_seconds},
-                     {"worker_idle_seconds", st.worker_idle_seconds},
-                     {"writer_seconds", st.writer_seconds},
-                     {"writer_idle_seconds", st.writer_idle_seconds},
-                     {"finish_seconds", st.finish_seconds},
-                     {"first_release_seconds", st.first_release_seconds},
-                     {"ahead_samples", st.ahead_samples},
-                     {"reader_busy", st.reader_busy()},
-                     {"worker_busy", st.worker_busy()},
-                     {"writer_busy", st.writer_busy()},
-                     {"limit", stage_limit(st)}};
-      std::printf("%s\n", j.dump(2).c_str());
-    } else {
-      std::printf("converted %llu samples into %s in %.1f s (%.0f samples/s)\n",
-                  static_cast<unsigned long long>(r.samples), o->output.c_str(), r.seconds,
-                  r.seconds > 0 ? r.samples / r.seconds : 0.0);
-      std::printf("  %llu shard(s), %s of images; labels.safetensors %s; read %s\n",
-                  static_cast<unsigned long long>(r.shards),
-                  human_bytes(double(r.image_bytes)).c_str(),
-                  human_bytes(double(r.annotation_bytes)).c_str(),
-                  human_bytes(double(r.input_bytes)).c_str());
-      print_stages(r.stages);
-      for (const auto& e : r.input_errors) std::printf("  INPUT ERROR: %s\n", e.c_str());
-      if (r.skipped_samples || r.error_members || r.ignored_members)
-        std::printf(
-            "  skipped %llu sample(s) and %llu member(s); ignored %llu member(s) (all listed in "
-            "manifest.json)\n",
-            static_cast<unsigned long long>(r.skipped_samples),
-            static_cast<unsigned long long>(r.error_members),
-            static_cast<unsigned long long>(r.ignored_members));
-      if (r.duplicates)
-        std::printf(
-            "  left out %llu duplicate sample(s) or member(s) under --on-duplicate %s "
-            "(all listed in manifest.json)\n",
-            static_cast<unsigned long long>(r.duplicates), on_duplicate_name(o->on_duplicate));
-      for (const auto& s : r.skipped)
-        std::printf("    skipped %s (%s): %s\n", s.what.c_str(), s.input.c_str(), s.reason.c_str());
-      if (o->geometry.resize == ResizeMode::Bucket && !o->no_images)
-        std::printf("  buckets: %s\n", sizes_text(summarize_dataset(o->output, true)).c_str());
-      std::printf("  schema:\n");
-      for (const auto& fs : r.schema)
-        std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", fs.name.c_str(),
-                    std::string(kind_name(fs.kind)).c_str(),
-                    std::string(dtype_name(fs.dtype)).c_str(), shape_text(fs.shape).c_str(),
-                    fs.ragged ? " ragged" : "", fs.source.c_str());
-    }
+      spdlog::warn("no samples were converted: the dataset in '{}' is empty", o.output);
+    if (g.json)
+      std::printf("%s\n", result_json(r, o.output).dump(2).c_str());
+    else
+      print_summary(r, o);
     return kOk;
   };
 }

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
-#include "apps/progress.h"
+#include "common/bytes.h"
 #include "common/error.h"
 #include "read/dataset_summary.h"
 
@@ -90,9 +90,9 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       std::printf("%s: %s dataset, %llu samples\n", s.path.c_str(), s.format.c_str(),
                   static_cast<unsigned long long>(s.samples));
       std::printf("  labels.safetensors  %s, %zu tensors\n",
-                  human_bytes(double(s.annotation_bytes)).c_str(), s.tensors.size());
+                  format_bytes(s.annotation_bytes).c_str(), s.tensors.size());
       std::printf("  shards              %zu file(s), %s", s.shards.size(),
-                  human_bytes(double(shard_bytes)).c_str());
+                  format_bytes(shard_bytes).c_str());
       if (missing) std::printf("  (%zu MISSING)", missing);
       std::printf("\n  stored blobs        ");
       for (const auto& b : s.blobs) std::printf("%s ", b.c_str());

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
-#include "apps/progress.h"
+#include "common/bytes.h"
 #include "common/error.h"
 #include "merge/merge.h"
 
@@ -52,8 +52,8 @@ Runner setup_merge(CLI::App& app, const GlobalFlags& g) {
           "%s of images; labels.safetensors %s\n",
           o->parts.size(), o->output.c_str(), r.seconds, static_cast<unsigned long long>(r.samples),
           static_cast<unsigned long long>(r.shards), static_cast<unsigned long long>(r.linked),
-          static_cast<unsigned long long>(r.copied), human_bytes(double(r.image_bytes)).c_str(),
-          human_bytes(double(r.annotation_bytes)).c_str());
+          static_cast<unsigned long long>(r.copied), format_bytes(r.image_bytes).c_str(),
+          format_bytes(r.annotation_bytes).c_str());
     }
     return kOk;
   };

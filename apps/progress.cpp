@@ -4,19 +4,9 @@
 
 #include <cstdio>
 
-namespace tarmac::cli {
+#include "common/bytes.h"
 
-std::string human_bytes(double v) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (v >= 1000 && u < 4) {
-    v /= 1000;
-    ++u;
-  }
-  char b[32];
-  std::snprintf(b, sizeof b, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return b;
-}
+namespace tarmac::cli {
 
 ProgressBar::ProgressBar(bool enabled) : enabled_(enabled && ::isatty(STDERR_FILENO)) {}
 
@@ -34,11 +24,12 @@ void ProgressBar::update(const Progress& p) {
     line += buf;
   }
   if (p.phase)
-    std::snprintf(buf, sizeof buf, "%s read, %s/s", human_bytes(double(p.bytes_read)).c_str(),
-                  human_bytes(bps).c_str());
+    std::snprintf(buf, sizeof buf, "%s read, %s/s", format_bytes(p.bytes_read).c_str(),
+                  format_bytes(static_cast<uint64_t>(bps)).c_str());
   else
     std::snprintf(buf, sizeof buf, "%llu samples, %.0f samples/s, %s/s",
-                  static_cast<unsigned long long>(p.samples), rate, human_bytes(bps).c_str());
+                  static_cast<unsigned long long>(p.samples), rate,
+                  format_bytes(static_cast<uint64_t>(bps)).c_str());
   line += buf;
   if (p.skipped) line += ", " + std::to_string(p.skipped) + " skipped";
   if (p.total_bytes > 0 && bps > 0 && !p.final) {

@@ -15,6 +15,4 @@ class ProgressBar {
   bool enabled_;
 };
 
-std::string human_bytes(double bytes);
-
 }  // namespace tarmac::cli

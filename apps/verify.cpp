@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
-#include "apps/progress.h"
 #include "check/verify.h"
+#include "common/bytes.h"
 
 namespace tarmac::cli {
 
@@ -30,8 +30,9 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
       const double frac = p.bytes_total ? static_cast<double>(p.bytes_done) / p.bytes_total : 1.0;
       std::fprintf(
           stderr, "\r\033[Kverify: %3.0f%%  %s of %s, %s/s%s", 100 * frac,
-          human_bytes(double(p.bytes_done)).c_str(), human_bytes(double(p.bytes_total)).c_str(),
-          human_bytes(p.seconds > 0 ? p.bytes_done / p.seconds : 0).c_str(), p.final ? "\n" : "");
+          format_bytes(p.bytes_done).c_str(), format_bytes(p.bytes_total).c_str(),
+          format_bytes(p.seconds > 0 ? static_cast<uint64_t>(p.bytes_done / p.seconds) : 0).c_str(),
+          p.final ? "\n" : "");
     });
     if (g.json) {
       nlohmann::ordered_json j;
@@ -61,8 +62,9 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
           "%s %s: %llu samples, %llu shard(s), %llu blob(s), %s checked in %.1f s (%s/s)%s\n",
           r.ok() ? "OK" : "FAILED", r.dir.c_str(), static_cast<unsigned long long>(r.samples),
           static_cast<unsigned long long>(r.shards), static_cast<unsigned long long>(r.blobs),
-          human_bytes(double(r.bytes_checked)).c_str(), r.seconds,
-          human_bytes(r.seconds > 0 ? r.bytes_checked / r.seconds : 0).c_str(),
+          format_bytes(r.bytes_checked).c_str(), r.seconds,
+          format_bytes(r.seconds > 0 ? static_cast<uint64_t>(r.bytes_checked / r.seconds) : 0)
+              .c_str(),
           r.ok() ? "" : (", " + std::to_string(r.problem_count) + " problem(s)").c_str());
     }
     if (!r.ok()) spdlog::error("'{}' failed verification: {} problem(s)", r.dir, r.problem_count);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "common/bytes.h"
 #include "common/crc32.h"
 #include "common/error.h"
 #include "common/utf8.h"
@@ -147,19 +148,6 @@ std::string normalise(std::string name) {
   return name;
 }
 
-std::string human_size(uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
-
 }  // namespace
 
 InputReader::InputReader(const std::vector<std::string>& paths, InputReaderOptions options)
@@ -291,8 +279,8 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     if (archive_entry_size_is_set(entry) &&
         static_cast<uint64_t>(archive_entry_size(entry)) > options_.max_member_size) {
       cb.on_notice({index, name,
-                    "member is " + human_size(static_cast<uint64_t>(archive_entry_size(entry))) +
-                        ", over --max-member-size " + human_size(options_.max_member_size),
+                    "member is " + format_bytes(static_cast<uint64_t>(archive_entry_size(entry))) +
+                        ", over --max-member-size " + format_bytes(options_.max_member_size),
                     true, ErrorCode::MemberTooLarge});
       continue;  // libarchive skips the data on the next header read
     }
@@ -322,7 +310,7 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     if (too_big) {
       cb.on_notice(
           {index, m.name,
-           "member inflates past --max-member-size " + human_size(options_.max_member_size), true,
+           "member inflates past --max-member-size " + format_bytes(options_.max_member_size), true,
            ErrorCode::MemberTooLarge});
       continue;
     }
@@ -357,8 +345,8 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
     info.size += size;
     if (size > options_.max_member_size) {
       cb.on_notice({index, name,
-                    "file is " + human_size(size) + ", over --max-member-size " +
-                        human_size(options_.max_member_size),
+                    "file is " + format_bytes(size) + ", over --max-member-size " +
+                        format_bytes(options_.max_member_size),
                     true, ErrorCode::MemberTooLarge});
       continue;
     }

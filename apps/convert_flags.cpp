@@ -1,0 +1,361 @@
+#include "apps/convert_flags.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+namespace tarmac::cli {
+namespace {
+
+std::vector<double> parse_numbers(const std::string& s, size_t n, const std::string& what) {
+  std::vector<double> v;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    try {
+      size_t used = 0;
+      v.push_back(std::stod(part, &used));
+      if (used != part.size()) throw std::invalid_argument(part);
+    } catch (const std::logic_error&) {
+      throw CLI::ValidationError(what, "'" + part + "' is not a number");
+    }
+  }
+  if (v.size() != n)
+    throw CLI::ValidationError(what, "expected " + std::to_string(n) + " comma-separated numbers");
+  return v;
+}
+
+// Fills the geometry part of the options from the crop/size/resize flags.
+void resolve_geometry(const ConvertFlags& f, ConvertOptions& o) {
+  GeometryOptions& g = o.geometry;
+  g.square = f.square;
+  g.bucket_step = f.bucket_step;
+  g.bucket_max_ratio = f.bucket_max_ratio;
+  if (f.crop == "none") {
+    g.crop = CropMode::None;
+  } else if (f.crop == "center" || f.crop == "centre") {
+    g.crop = CropMode::Center;
+  } else if (f.crop.rfind("box:", 0) == 0) {
+    g.crop = CropMode::Box;
+    auto v = parse_numbers(f.crop.substr(4), 4, "--crop box:X,Y,W,H");
+    g.box = region_from_box(v.data(), false);
+  } else if (f.crop.rfind("field:", 0) == 0) {
+    g.crop = CropMode::Field;
+    std::string name = f.crop.substr(6);
+    if (name.size() > 5 && name.ends_with(":xyxy")) {
+      o.crop_field_xyxy = true;
+      name.resize(name.size() - 5);
+    } else if (name.size() > 5 && name.ends_with(":xywh")) {
+      name.resize(name.size() - 5);
+    }
+    if (name.empty()) throw CLI::ValidationError("--crop", "field:NAME needs a field name");
+    o.crop_field = name;
+  } else {
+    throw CLI::ValidationError(
+        "--crop", "'" + f.crop + "': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
+  }
+  g.crop_scale = f.crop_scale;
+  if (!(f.crop_scale > 0)) throw CLI::ValidationError("--crop-scale", "must be > 0");
+  bool single = true;
+  if (!f.size.empty()) {
+    const size_t x = f.size.find('x');
+    try {
+      if (x == std::string::npos) {
+        g.width = g.height = std::stoi(f.size);
+      } else {
+        single = false;
+        g.width = std::stoi(f.size.substr(0, x));
+        g.height = std::stoi(f.size.substr(x + 1));
+      }
+    } catch (const std::logic_error&) {
+      throw CLI::ValidationError("--size", "'" + f.size + "': use N or WxH");
+    }
+    if (g.width <= 0 || g.height <= 0 || g.width > 65535 || g.height > 65535)
+      throw CLI::ValidationError("--size", "sides must be 1..65535");
+  }
+  std::string resize = f.resize;
+  if (resize.empty())
+    resize = f.size.empty() ? "none" : (g.crop != CropMode::None ? "exact" : "shorter");
+  if (resize == "exact")
+    g.resize = ResizeMode::Exact;
+  else if (resize == "shorter")
+    g.resize = ResizeMode::Shorter;
+  else if (resize == "longer")
+    g.resize = ResizeMode::Longer;
+  else if (resize == "fit")
+    g.resize = ResizeMode::Fit;
+  else if (resize == "none")
+    g.resize = ResizeMode::None;
+  else if (resize == "bucket")
+    g.resize = ResizeMode::Bucket;
+  else
+    throw CLI::ValidationError("--resize",
+                               "'" + resize + "': use exact, shorter, longer, fit, bucket or none");
+  if (g.resize != ResizeMode::None && f.size.empty())
+    throw CLI::ValidationError("--resize", "needs --size");
+  if ((g.resize == ResizeMode::Shorter || g.resize == ResizeMode::Longer) && !single)
+    throw CLI::ValidationError("--size", "--resize shorter/longer takes one number, not WxH");
+  if (g.resize == ResizeMode::Bucket) {
+    if (g.crop == CropMode::Center) g.crop = CropMode::None;  // the bucket's aspect decides
+    if (g.bucket_step < 1 || g.bucket_step > 4096)
+      throw CLI::ValidationError("--bucket-step", "must be 1..4096");
+    if (!(g.bucket_max_ratio >= 1 && g.bucket_max_ratio <= 64))
+      throw CLI::ValidationError("--bucket-max-ratio", "must be 1..64");
+    if (aspect_buckets(int64_t{g.width} * g.height, g.bucket_step, g.bucket_max_ratio).empty())
+      throw CLI::ValidationError("--size", "--resize bucket: an area of " + f.size +
+                                               " holds no bucket of --bucket-step " +
+                                               std::to_string(g.bucket_step));
+  }
+}
+
+OutputFormat parse_format(const std::string& format) {
+  if (format == "jpg" || format == "jpeg") return OutputFormat::Jpeg;
+  if (format == "png") return OutputFormat::Png;
+  if (format == "webp") return OutputFormat::Webp;
+  if (format == "raw") return OutputFormat::Raw;
+  if (format == "keep") return OutputFormat::Keep;
+  throw CLI::ValidationError("--format", "'" + format + "': use jpg, png, webp, raw or keep");
+}
+
+// "--shard I/N" -> part I of N (0 <= I < N).
+void parse_part(const std::string& text, ConvertOptions& o) {
+  const size_t slash = text.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument(text);
+    size_t used_i = 0, used_n = 0;
+    const unsigned long i = std::stoul(text.substr(0, slash), &used_i);
+    const unsigned long n = std::stoul(text.substr(slash + 1), &used_n);
+    if (used_i != slash || used_n != text.size() - slash - 1 || n == 0 || n > 1000000 || i >= n)
+      throw std::invalid_argument(text);
+    o.part_index = static_cast<uint32_t>(i);
+    o.part_count = static_cast<uint32_t>(n);
+  } catch (const std::logic_error&) {
+    throw CLI::ValidationError(
+        "--shard", "'" + text + "': use I/N with 0 <= I < N (parts are numbered from 0)");
+  }
+}
+
+// "a" or "a:xywh" -> (a, false); "a:xyxy" -> (a, true).
+std::pair<std::string, bool> parse_box_field(const std::string& b) {
+  if (b.ends_with(":xyxy")) return {b.substr(0, b.size() - 5), true};
+  if (b.ends_with(":xywh")) return {b.substr(0, b.size() - 5), false};
+  return {b, false};
+}
+
+// Extensions and suffixes are given with or without their dot.
+std::vector<std::string> without_dots(std::vector<std::string> v) {
+  for (auto& e : v)
+    if (!e.empty() && e[0] == '.') e.erase(0, 1);
+  return v;
+}
+
+}  // namespace
+
+uint64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double v;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::logic_error&) {
+    throw CLI::ValidationError("size", "'" + text + "' is not a size (e.g. 512M, 1G, 4096)");
+  }
+  std::string unit = text.substr(used);
+  double mult = 1;
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "K" || unit == "KiB")
+    mult = 1024.0;
+  else if (unit == "M" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TiB")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else
+    throw CLI::ValidationError("size", "'" + text + "': unknown unit (use K, M, G, T)");
+  if (!(v > 0)) throw CLI::ValidationError("size", "'" + text + "' must be positive");
+  return static_cast<uint64_t>(v * mult);
+}
+
+ConvertOptions convert_options(const ConvertFlags& f) {
+  ConvertOptions o;
+  o.inputs = f.inputs;
+  o.output = f.output;
+  o.overwrite = f.overwrite;
+  o.resume = f.resume;
+  o.checkpoint_seconds = f.checkpoint_every;
+  resolve_geometry(f, o);
+  o.points = f.points;
+  o.pad_value = f.pad_value;
+  o.format = parse_format(f.format);
+  o.quality = f.quality;
+  for (const auto& b : f.boxes) o.boxes.push_back(parse_box_field(b));
+  o.no_images = f.no_images;
+  o.ragged.insert(f.ragged.begin(), f.ragged.end());
+  o.max_pixels = f.max_pixels;
+  o.shard_size = parse_bytes(f.shard_size);
+  o.max_member_size = parse_bytes(f.max_member_size);
+  o.group_window = parse_bytes(f.group_window);
+  // CLI11 refuses other values while parsing; these two refusals are for other callers.
+  if (f.on_error != "fail" && f.on_error != "skip")
+    throw CLI::ValidationError("--on-error", "'" + f.on_error + "': use fail or skip");
+  o.skip_errors = f.on_error == "skip";
+  if (f.on_duplicate == "first")
+    o.on_duplicate = OnDuplicate::First;
+  else if (f.on_duplicate == "last")
+    o.on_duplicate = OnDuplicate::Last;
+  else if (f.on_duplicate == "error")
+    o.on_duplicate = OnDuplicate::Error;
+  else
+    throw CLI::ValidationError("--on-duplicate",
+                               "'" + f.on_duplicate + "': use error, first or last");
+  // The library refuses this too, but as a failed run (exit 1); it is a usage error (exit 2).
+  if (o.on_duplicate == OnDuplicate::Last &&
+      std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+    throw CLI::ValidationError("--on-duplicate last",
+                               "reads the inputs twice (member names first), so it cannot "
+                               "read standard input ('-'); use first or error");
+  // The library also refuses I >= N (exit 1); from the command line it is a usage error.
+  if (!f.shard.empty()) parse_part(f.shard, o);
+  o.image_exts = without_dots(f.image);
+  o.dense = without_dots(f.dense);
+  o.threads = f.threads != 0 ? f.threads
+                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return o;
+}
+
+std::string options_json(const CLI::App& app, int threads) {
+  nlohmann::ordered_json j;
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string name = opt->get_name();
+    if (name.empty() || name == "--help" || name == "--json" || name == "--quiet" ||
+        name == "--verbose" || name == "--threads")
+      continue;
+    auto results = opt->reduced_results();
+    if (results.empty()) results = {opt->get_default_str()};
+    if (results.size() == 1 && results[0].empty()) continue;
+    j[opt->get_name()] =
+        results.size() == 1 ? nlohmann::ordered_json(results[0]) : nlohmann::ordered_json(results);
+  }
+  j["threads"] = threads;
+  return j.dump();
+}
+
+void add_convert_flags(CLI::App& app, ConvertFlags& f) {
+  app.footer(
+      "Examples:\n"
+      "  # HMR crops: person box from each sample's JSON, 1.2x, square, 224 px; keypoints follow\n"
+      "  tarmac convert raw/part-*.tar.gz -o out/ --crop field:bbox_xywh --crop-scale 1.2 \\\n"
+      "      --square --size 224 --points keypoints2d --boxes bbox_xywh --quality 95\n"
+      "  # depth pairs: centre crop, depth maps follow by nearest neighbour, 16 bits kept\n"
+      "  tarmac convert depth.tar -o out/ --crop center --size 480 --dense depth.png --format png\n"
+      "  # captioned photos into aspect-ratio buckets of ~1024x1024 pixels (sides /64)\n"
+      "  tarmac convert photos.tar -o out/ --resize bucket --size 1024\n"
+      "  # from a pipe\n"
+      "  curl -s https://host/data.tar | tarmac convert - -o out/ --crop center --size 256\n\n"
+      "Samples are members sharing a key: dir/0001.jpg + dir/0001.json form sample dir/0001.\n"
+      "Coordinates: integer coordinates are pixel centres (OpenCV's convention); boxes are\n"
+      "[x, y, w, h] unless ':xyxy' is given. See docs/cli.md and docs/format.md.");
+  app.add_option("inputs", f.inputs,
+                 "Archives (tar, pax, gnu, zip; gz, zst, xz, bz2), directories, or - for stdin")
+      ->required();
+  app.add_option("-o,--output", f.output, "Output dataset directory (created; must be empty)")
+      ->required();
+  app.add_flag("--overwrite", f.overwrite, "Replace a dataset already in the output directory");
+  app.add_flag("--resume", f.resume,
+               "Go on from where an interrupted run (killed, preempted, machine lost) stopped: "
+               "same inputs and options; the result is identical to an uninterrupted run");
+  app.add_option("--checkpoint-every", f.checkpoint_every,
+                 "Seconds between checkpoints for --resume (also one per closed shard)")
+      ->check(CLI::NonNegativeNumber)
+      ->default_val(30);
+
+  auto* tr = "Transform";
+  app.add_option("--crop", f.crop,
+                 "none | center | box:X,Y,W,H | field:NAME[:xyxy]  (region of the source)")
+      ->group(tr)
+      ->default_str("none");
+  app.add_option("--crop-scale", f.crop_scale,
+                 "Scale a box/field region about its centre (e.g. 1.2)")
+      ->group(tr);
+  app.add_flag("--square", f.square, "Grow a box/field region to a square (side = longer side)")
+      ->group(tr);
+  app.add_option("--size", f.size, "Output size: N or WxH")->group(tr);
+  app.add_option("--resize", f.resize,
+                 "exact | shorter | longer | fit | bucket | none  (default: exact with a crop, "
+                 "shorter without). bucket: the aspect-ratio bucket of area --size^2 (or W*H) "
+                 "closest to the image's, centre-cropped to it")
+      ->group(tr);
+  app.add_option("--bucket-step", f.bucket_step,
+                 "--resize bucket: bucket sides are multiples of this")
+      ->group(tr)
+      ->default_val(64);
+  app.add_option("--bucket-max-ratio", f.bucket_max_ratio,
+                 "--resize bucket: the most elongated bucket (longer / shorter side)")
+      ->group(tr)
+      ->default_val(4.0);
+  app.add_option("--points", f.points,
+                 "Label fields of points [..., >=2] (x, y first) to transform")
+      ->group(tr);
+  app.add_option("--boxes", f.boxes,
+                 "Label fields of boxes [..., 4] to transform: NAME or NAME:xyxy")
+      ->group(tr);
+  app.add_option("--dense", f.dense,
+                 "Dense-map member suffixes (e.g. depth.png) warped by nearest neighbour")
+      ->group(tr);
+  app.add_option("--pad-value", f.pad_value, "Value for pixels outside the source")
+      ->group(tr)
+      ->default_val(0);
+  app.add_option("--format", f.format, "jpg | png | webp | raw | keep (source bytes untouched)")
+      ->group(tr)
+      ->default_str("jpg");
+  app.add_option("--quality", f.quality, "JPEG/WebP quality")
+      ->group(tr)
+      ->check(CLI::Range(1, 100))
+      ->default_val(95);
+
+  auto* in = "Input";
+  app.add_option("--image", f.image, "Image extensions, in order of preference")
+      ->group(in)
+      ->default_str("jpg jpeg png webp bmp tif tiff");
+  app.add_flag("--no-images", f.no_images, "Labels only: store no images")->group(in);
+  app.add_option("--ragged", f.ragged, "Fields whose first axis may vary between samples")
+      ->group(in);
+  app.add_option("--max-pixels", f.max_pixels, "Refuse larger images (from the header)")
+      ->group(in)
+      ->default_val(1ull << 28);
+  app.add_option("--max-member-size", f.max_member_size, "Refuse larger members (gzip bombs)")
+      ->group(in)
+      ->default_str("1G");
+  app.add_option("--group-window", f.group_window,
+                 "Member bytes of samples waiting to be grouped (every sample passes through; "
+                 "members of one sample may lie this far apart in an archive)")
+      ->group(in)
+      ->default_str("64M");
+
+  auto* beh = "Behaviour";
+  app.add_option("--shard-size", f.shard_size, "Largest image shard")
+      ->group(beh)
+      ->default_str("1G");
+  app.add_option("-j,--threads", f.threads, "Worker threads (default: all cores)")
+      ->group(beh)
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--shard", f.shard,
+                 "I/N: convert only part I (0-based) of N deterministic parts of the input, "
+                 "for a cluster; join the parts with 'tarmac merge'")
+      ->group(beh);
+  app.add_option("--on-error", f.on_error,
+                 "fail: stop at the first bad sample; skip: leave it out and record why")
+      ->group(beh)
+      ->check(CLI::IsMember({"fail", "skip"}))
+      ->default_str("fail");
+  app.add_option("--on-duplicate", f.on_duplicate,
+                 "A key in two inputs, or a member twice in a sample: error | first | last "
+                 "(keep that one; the others are left out and listed in the manifest)")
+      ->group(beh)
+      ->check(CLI::IsMember({"error", "first", "last"}))
+      ->default_str("error");
+}
+
+}  // namespace tarmac::cli

@@ -1,0 +1,58 @@
+#pragma once
+// The flags of `tarmac convert`: registered on a CLI11 command, held as typed, and turned into
+// the library's ConvertOptions (docs/cli.md lists them).
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "convert/convert.h"
+
+namespace tarmac::cli {
+
+/// Every flag of `tarmac convert` as the user gave it (defaults as --help shows them).
+struct ConvertFlags {
+  std::vector<std::string> inputs;
+  std::string output;
+  bool overwrite = false, resume = false;
+  double checkpoint_every = 30;
+  // Transform.
+  std::string crop = "none";
+  double crop_scale = 1.0;
+  bool square = false;
+  std::string size, resize;  ///< "" = not given
+  int bucket_step = 64;
+  double bucket_max_ratio = 4.0;
+  std::vector<std::string> points, boxes, dense;
+  double pad_value = 0;
+  std::string format = "jpg";
+  int quality = 95;
+  // Input.
+  std::vector<std::string> image = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
+  bool no_images = false;
+  std::vector<std::string> ragged;
+  uint64_t max_pixels = 1ull << 28;
+  std::string max_member_size = "1G", group_window = "64M";
+  // Behaviour.
+  std::string shard_size = "1G";
+  int threads = 0;    ///< 0 = all cores
+  std::string shard;  ///< --shard I/N; "" = the whole input
+  std::string on_error = "fail", on_duplicate = "error";
+};
+
+/// Registers the flags of `tarmac convert` on `app`, to be parsed into `f` (which must outlive
+/// the parse).
+void add_convert_flags(CLI::App& app, ConvertFlags& f);
+
+/// The options the flags ask for (threads 0 becomes the number of cores); throws
+/// CLI::ValidationError naming the flag and why when one is malformed or they contradict.
+ConvertOptions convert_options(const ConvertFlags& f);
+
+/// The options as the command line of a parsed `app` sets them (given or default, by flag
+/// name), with `threads` as resolved: the manifest's "options".
+std::string options_json(const CLI::App& app, int threads);
+
+/// "1.5G" / "512M" / "4096" -> bytes (binary units); throws CLI::ValidationError.
+uint64_t parse_bytes(const std::string& text);
+
+}  // namespace tarmac::cli

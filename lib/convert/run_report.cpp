@@ -1,0 +1,110 @@
+#include "convert/run_report.h"
+
+#include <cstdio>
+
+#include "common/dtype.h"
+#include "format/field_spec.h"
+
+namespace tarmac {
+
+StageLimit stage_limit(const StageTimes& st) {
+  constexpr double kLimit = 0.85;
+  const double reader = st.reader_busy(), workers = st.worker_busy(), writer = st.writer_busy();
+  if (workers >= kLimit && workers >= reader) return StageLimit::Workers;
+  // Samples wait in the group window until it fills; where none could be converted ahead
+  // (members not adjacent), the workers of a run not much larger than the window start late.
+  if (reader >= kLimit && st.ahead_samples == 0 &&
+      st.first_release_seconds >= 0.5 * st.reader_seconds)
+    return StageLimit::Window;
+  if (reader >= kLimit && reader >= writer) return StageLimit::Reader;
+  if (writer >= kLimit) return StageLimit::Writer;
+  return StageLimit::None;
+}
+
+const char* stage_limit_name(StageLimit limit) {
+  switch (limit) {
+    case StageLimit::Workers:
+      return "workers";
+    case StageLimit::Window:
+      return "window";
+    case StageLimit::Reader:
+      return "reader";
+    case StageLimit::Writer:
+      return "writer";
+    case StageLimit::None:
+      break;
+  }
+  return "";
+}
+
+std::string stage_advice(const StageTimes& st) {
+  switch (stage_limit(st)) {
+    case StageLimit::Workers:
+      return "the limit: the transform workers (decoding, cropping, encoding); more --threads "
+             "help while cores are free";
+    case StageLimit::Reader:
+      return "the limit: reading the input (one thread reads, decompresses and checksums it); "
+             "more --threads will not help: split the input into parts (--shard I/N, one "
+             "process each) or store it as .tar or .tar.zst instead of .tar.gz";
+    case StageLimit::Window: {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.2f", st.first_release_seconds);
+      return std::string("the limit: the group window; the workers waited ") + seconds +
+             " s for their first samples, which are held until --group-window bytes are "
+             "waiting and could not be converted ahead (their members are not adjacent), so a "
+             "run whose input is not much larger than the window is bound by reading it; sort "
+             "the members by name (tar --sort=name) to have them converted while the window "
+             "fills";
+    }
+    case StageLimit::Writer:
+      return "the limit: writing the output (labels and shards, in order); check the output "
+             "disk's speed";
+    case StageLimit::None:
+      break;
+  }
+  return "";
+}
+
+nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& output) {
+  nlohmann::ordered_json j;
+  j["output"] = output;
+  j["samples"] = r.samples;
+  j["resumed_samples"] = r.resumed_samples;
+  j["skipped_samples"] = r.skipped_samples;
+  j["skipped_members"] = r.error_members;
+  j["ignored_members"] = r.ignored_members;
+  j["duplicates"] = r.duplicates;
+  j["shards"] = r.shards;
+  j["image_bytes"] = r.image_bytes;
+  j["annotation_bytes"] = r.annotation_bytes;
+  j["input_bytes"] = r.input_bytes;
+  j["seconds"] = r.seconds;
+  j["samples_per_second"] = r.seconds > 0 ? r.samples / r.seconds : 0;
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
+  for (const auto& fs : r.schema)
+    fields[fs.name] = {{"kind", std::string(kind_name(fs.kind))},
+                       {"dtype", std::string(dtype_name(fs.dtype))},
+                       {"shape", fs.shape},
+                       {"ragged", fs.ragged},
+                       {"source", fs.source}};
+  j["schema"] = fields;
+  j["input_errors"] = r.input_errors;
+  const StageTimes& st = r.stages;
+  j["stages"] = {{"threads", st.threads},
+                 {"reader_seconds", st.reader_seconds},
+                 {"reader_blocked_seconds", st.reader_blocked_seconds},
+                 {"worker_seconds", st.worker_seconds},
+                 {"worker_idle_seconds", st.worker_idle_seconds},
+                 {"writer_seconds", st.writer_seconds},
+                 {"writer_idle_seconds", st.writer_idle_seconds},
+                 {"finish_seconds", st.finish_seconds},
+                 {"first_release_seconds", st.first_release_seconds},
+                 {"ahead_samples", st.ahead_samples},
+                 {"reader_busy", st.reader_busy()},
+                 {"worker_busy", st.worker_busy()},
+                 {"writer_busy", st.writer_busy()},
+                 {"limit", stage_limit_name(stage_limit(st))}};
+  return j;
+}
+
+}  // namespace tarmac

@@ -1,0 +1,289 @@
+#include "apps/convert_flags.h"
+
+#include <catch2/catch.hpp>
+#include <thread>
+
+using namespace tarmac;
+using namespace tarmac::cli;
+
+namespace {
+
+// The flags of `tarmac convert in.tar -o out FLAGS`, as CLI11 parses them.
+ConvertFlags parse(const std::string& flags) {
+  CLI::App app;
+  ConvertFlags f;
+  add_convert_flags(app, f);
+  app.parse("in.tar -o out " + flags, false);
+  return f;
+}
+
+ConvertOptions options(const std::string& flags) {
+  return convert_options(parse(flags));
+}
+
+// The message of the CLI::ValidationError (exit 2) the flags are refused with.
+std::string refusal(const std::string& flags) {
+  try {
+    options(flags);
+  } catch (const CLI::ValidationError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+}  // namespace
+
+TEST_CASE("convert flags: the defaults") {
+  const ConvertOptions o = options("");
+  CHECK(o.inputs == std::vector<std::string>{"in.tar"});
+  CHECK(o.output == "out");
+  CHECK_FALSE(o.overwrite);
+  CHECK_FALSE(o.resume);
+  CHECK(o.checkpoint_seconds == 30);
+  CHECK(o.geometry.crop == CropMode::None);
+  CHECK(o.geometry.crop_scale == 1.0);
+  CHECK_FALSE(o.geometry.square);
+  CHECK(o.geometry.resize == ResizeMode::None);
+  CHECK(o.geometry.width == 0);
+  CHECK(o.geometry.height == 0);
+  CHECK(o.geometry.bucket_step == 64);
+  CHECK(o.geometry.bucket_max_ratio == 4.0);
+  CHECK(o.format == OutputFormat::Jpeg);
+  CHECK(o.quality == 95);
+  CHECK(o.pad_value == 0);
+  CHECK(o.image_exts ==
+        std::vector<std::string>{"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"});
+  CHECK_FALSE(o.no_images);
+  CHECK(o.max_pixels == 268435456);
+  CHECK(o.max_member_size == 1073741824);
+  CHECK(o.group_window == 67108864);
+  CHECK(o.shard_size == 1073741824);
+  CHECK_FALSE(o.skip_errors);
+  CHECK(o.on_duplicate == OnDuplicate::Error);
+  CHECK(o.part_index == 0);
+  CHECK(o.part_count == 1);
+  CHECK(o.threads == static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // The struct's own defaults are the command line's.
+  const ConvertOptions plain = convert_options(ConvertFlags{});
+  CHECK(plain.image_exts == o.image_exts);
+  CHECK(plain.shard_size == o.shard_size);
+  CHECK(plain.group_window == o.group_window);
+  CHECK(plain.max_pixels == o.max_pixels);
+  CHECK(plain.quality == o.quality);
+  CHECK(plain.checkpoint_seconds == o.checkpoint_seconds);
+}
+
+TEST_CASE("convert flags: --crop") {
+  CHECK(options("--crop center").geometry.crop == CropMode::Center);
+  CHECK(options("--crop centre").geometry.crop == CropMode::Center);
+  CHECK(options("--crop none").geometry.crop == CropMode::None);
+
+  const ConvertOptions box = options("--crop box:10,20,30,40");
+  CHECK(box.geometry.crop == CropMode::Box);
+  const double v[] = {10, 20, 30, 40};
+  const Region want = region_from_box(v, false);
+  CHECK(box.geometry.box.x0 == want.x0);
+  CHECK(box.geometry.box.y0 == want.y0);
+  CHECK(box.geometry.box.x1 == want.x1);
+  CHECK(box.geometry.box.y1 == want.y1);
+
+  const ConvertOptions xyxy = options("--crop field:bbox:xyxy");
+  CHECK(xyxy.geometry.crop == CropMode::Field);
+  CHECK(xyxy.crop_field == "bbox");
+  CHECK(xyxy.crop_field_xyxy);
+  const ConvertOptions xywh = options("--crop field:bbox:xywh");
+  CHECK(xywh.crop_field == "bbox");
+  CHECK_FALSE(xywh.crop_field_xyxy);
+  const ConvertOptions plain = options("--crop field:bbox_xywh --crop-scale 1.2 --square");
+  CHECK(plain.crop_field == "bbox_xywh");
+  CHECK_FALSE(plain.crop_field_xyxy);
+  CHECK(plain.geometry.crop_scale == 1.2);
+  CHECK(plain.geometry.square);
+
+  CHECK(refusal("--crop diagonal") ==
+        "--crop: 'diagonal': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
+  CHECK(refusal("--crop field:") == "--crop: field:NAME needs a field name");
+  CHECK(refusal("--crop box:1,2,3") == "--crop box:X,Y,W,H: expected 4 comma-separated numbers");
+  CHECK(refusal("--crop box:1,2,x,4") == "--crop box:X,Y,W,H: 'x' is not a number");
+  CHECK(refusal("--crop box:1,2,3px,4") == "--crop box:X,Y,W,H: '3px' is not a number");
+  CHECK(refusal("--crop-scale 0") == "--crop-scale: must be > 0");
+  CHECK(refusal("--crop-scale -1.5") == "--crop-scale: must be > 0");
+}
+
+TEST_CASE("convert flags: --size and --resize") {
+  const ConvertOptions fit = options("--size 640x480 --resize fit");
+  CHECK(fit.geometry.resize == ResizeMode::Fit);
+  CHECK(fit.geometry.width == 640);
+  CHECK(fit.geometry.height == 480);
+  // Without --resize: shorter side without a crop, exactly the size with one.
+  const ConvertOptions shorter = options("--size 256");
+  CHECK(shorter.geometry.resize == ResizeMode::Shorter);
+  CHECK(shorter.geometry.width == 256);
+  CHECK(shorter.geometry.height == 256);
+  CHECK(options("--crop center --size 224").geometry.resize == ResizeMode::Exact);
+  CHECK(options("--size 300 --resize longer").geometry.resize == ResizeMode::Longer);
+  CHECK(options("--size 64x32 --resize exact").geometry.resize == ResizeMode::Exact);
+  CHECK(options("--size 64 --resize none").geometry.resize == ResizeMode::None);
+
+  CHECK(refusal("--size abc") == "--size: 'abc': use N or WxH");
+  CHECK(refusal("--size 0") == "--size: sides must be 1..65535");
+  CHECK(refusal("--size 640x70000") == "--size: sides must be 1..65535");
+  CHECK(refusal("--resize fit") == "--resize: needs --size");
+  CHECK(refusal("--size 64 --resize stretch") ==
+        "--resize: 'stretch': use exact, shorter, longer, fit, bucket or none");
+  CHECK(refusal("--size 640x480 --resize shorter") ==
+        "--size: --resize shorter/longer takes one number, not WxH");
+  CHECK(refusal("--size 640x480 --resize longer") ==
+        "--size: --resize shorter/longer takes one number, not WxH");
+}
+
+TEST_CASE("convert flags: --resize bucket") {
+  const ConvertOptions b = options("--resize bucket --size 1024 --crop center");
+  CHECK(b.geometry.resize == ResizeMode::Bucket);
+  CHECK(b.geometry.crop == CropMode::None);  // the bucket's aspect decides
+  CHECK(b.geometry.width == 1024);
+  const ConvertOptions step = options(
+      "--resize bucket --size 512 --bucket-step 32 "
+      "--bucket-max-ratio 2");
+  CHECK(step.geometry.bucket_step == 32);
+  CHECK(step.geometry.bucket_max_ratio == 2.0);
+
+  CHECK(refusal("--resize bucket --size 32") ==
+        "--size: --resize bucket: an area of 32 holds no bucket of --bucket-step 64");
+  CHECK(refusal("--resize bucket --size 1024 --bucket-step 0") == "--bucket-step: must be 1..4096");
+  CHECK(refusal("--resize bucket --size 1024 --bucket-step 5000") ==
+        "--bucket-step: must be 1..4096");
+  CHECK(refusal("--resize bucket --size 1024 --bucket-max-ratio 0.5") ==
+        "--bucket-max-ratio: must be 1..64");
+}
+
+TEST_CASE("convert flags: --format, --boxes, --points, --dense, --image, --ragged") {
+  CHECK(options("--format jpg").format == OutputFormat::Jpeg);
+  CHECK(options("--format jpeg").format == OutputFormat::Jpeg);
+  CHECK(options("--format png").format == OutputFormat::Png);
+  CHECK(options("--format webp").format == OutputFormat::Webp);
+  CHECK(options("--format raw").format == OutputFormat::Raw);
+  CHECK(options("--format keep").format == OutputFormat::Keep);
+  CHECK(refusal("--format gif") == "--format: 'gif': use jpg, png, webp, raw or keep");
+
+  const ConvertOptions o = options(
+      "--boxes a --boxes b:xyxy --boxes c:xywh --points kp --dense .depth.png "
+      "--image .png --image jpg --ragged r1 --ragged r2 --no-images --quality 80 --pad-value 7");
+  using Box = std::pair<std::string, bool>;
+  CHECK(o.boxes == std::vector<Box>{{"a", false}, {"b", true}, {"c", false}});
+  CHECK(o.points == std::vector<std::string>{"kp"});
+  CHECK(o.dense == std::vector<std::string>{"depth.png"});
+  CHECK(o.image_exts == std::vector<std::string>{"png", "jpg"});
+  CHECK(o.ragged == std::set<std::string>{"r1", "r2"});
+  CHECK(o.no_images);
+  CHECK(o.quality == 80);
+  CHECK(o.pad_value == 7);
+}
+
+TEST_CASE("convert flags: byte sizes") {
+  const ConvertOptions o = options("--shard-size 512M --max-member-size 2G --group-window 64K");
+  CHECK(o.shard_size == 536870912);
+  CHECK(o.max_member_size == 2147483648);
+  CHECK(o.group_window == 65536);
+  CHECK(parse_bytes("4096") == 4096);
+  CHECK(parse_bytes("1") == 1);
+  CHECK(parse_bytes("3B") == 3);
+  CHECK(parse_bytes("2KiB") == 2048);
+  CHECK(parse_bytes("1.5G") == 1610612736);
+  CHECK(parse_bytes("64MiB") == 67108864);
+  CHECK(parse_bytes("1T") == 1099511627776);
+  CHECK(parse_bytes("1TiB") == 1099511627776);
+
+  CHECK(refusal("--shard-size 12Q") == "size: '12Q': unknown unit (use K, M, G, T)");
+  CHECK(refusal("--group-window 1MB") == "size: '1MB': unknown unit (use K, M, G, T)");
+  CHECK(refusal("--max-member-size big") == "size: 'big' is not a size (e.g. 512M, 1G, 4096)");
+  CHECK(refusal("--shard-size 0") == "size: '0' must be positive");
+  CHECK_THROWS_WITH(parse_bytes("-1G"), "size: '-1G' must be positive");
+}
+
+TEST_CASE("convert flags: --shard I/N") {
+  const ConvertOptions o = options("--shard 3/16");
+  CHECK(o.part_index == 3);
+  CHECK(o.part_count == 16);
+  CHECK(options("--shard 0/1").part_count == 1);
+  const std::string use = "': use I/N with 0 <= I < N (parts are numbered from 0)";
+  CHECK(refusal("--shard 16/16") == "--shard: '16/16" + use);
+  CHECK(refusal("--shard 2/2") == "--shard: '2/2" + use);
+  CHECK(refusal("--shard 1/0") == "--shard: '1/0" + use);
+  CHECK(refusal("--shard 3") == "--shard: '3" + use);
+  CHECK(refusal("--shard a/2") == "--shard: 'a/2" + use);
+  CHECK(refusal("--shard 1/2x") == "--shard: '1/2x" + use);
+  CHECK(refusal("--shard 0/1000001") == "--shard: '0/1000001" + use);
+}
+
+TEST_CASE("convert flags: --on-error, --on-duplicate, --threads, run flags") {
+  CHECK(options("--on-error skip").skip_errors);
+  CHECK_FALSE(options("--on-error fail").skip_errors);
+  CHECK(options("--on-duplicate first").on_duplicate == OnDuplicate::First);
+  CHECK(options("--on-duplicate last").on_duplicate == OnDuplicate::Last);
+  CHECK(options("--on-duplicate error").on_duplicate == OnDuplicate::Error);
+  CHECK(options("-j 3").threads == 3);
+  CHECK(options("--threads 5").threads == 5);
+  const ConvertOptions run = options("--overwrite --resume --checkpoint-every 0 --max-pixels 1000");
+  CHECK(run.overwrite);
+  CHECK(run.resume);
+  CHECK(run.checkpoint_seconds == 0);
+  CHECK(run.max_pixels == 1000);
+
+  // Refused by CLI11 while parsing (also exit 2), and by convert_options for other callers.
+  CHECK_THROWS_AS(parse("--on-error ignore"), CLI::ValidationError);
+  CHECK_THROWS_AS(parse("--on-duplicate both"), CLI::ValidationError);
+  ConvertFlags f;
+  f.on_error = "ignore";
+  CHECK_THROWS_WITH(convert_options(f), "--on-error: 'ignore': use fail or skip");
+  f = ConvertFlags{};
+  f.on_duplicate = "both";
+  CHECK_THROWS_WITH(convert_options(f), "--on-duplicate: 'both': use error, first or last");
+
+  // Standard input cannot be read twice.
+  f = ConvertFlags{};
+  f.inputs = {"-", "b.tar"};
+  f.on_duplicate = "last";
+  CHECK_THROWS_WITH(convert_options(f),
+                    "--on-duplicate last: reads the inputs twice (member names first), so it "
+                    "cannot read standard input ('-'); use first or error");
+  f.on_duplicate = "first";
+  CHECK(convert_options(f).on_duplicate == OnDuplicate::First);
+}
+
+// The manifest's "options" (tests/e2e/test_format.py reads "--format" and "--shard-size"):
+// the expected documents are what tarmac wrote before the flags moved out of apps/convert.cpp.
+TEST_CASE("convert flags: options_json, the command line's view of the options") {
+  CLI::App app;
+  ConvertFlags f;
+  add_convert_flags(app, f);
+  app.parse(
+      "in.tar -o out --crop field:bbox:xyxy --crop-scale 1.2 --square --size 32 --points kp "
+      "--boxes bbox --format png --shard-size 64K --on-error skip --on-duplicate last -j 2",
+      false);
+  CHECK(options_json(app, convert_options(f).threads) ==
+        R"({"inputs":"in.tar","--output":"out","--checkpoint-every":"30",)"
+        R"("--crop":"field:bbox:xyxy","--crop-scale":"1.2","--square":"true","--size":"32",)"
+        R"("--bucket-step":"64","--bucket-max-ratio":"4","--points":"kp","--boxes":"bbox",)"
+        R"("--pad-value":"0","--format":"png","--quality":"95",)"
+        R"("--image":"jpg jpeg png webp bmp tif tiff","--max-pixels":"268435456",)"
+        R"("--max-member-size":"1G","--group-window":"64M","--shard-size":"64K",)"
+        R"("--on-error":"skip","--on-duplicate":"last","threads":2})");
+
+  CLI::App app2;
+  ConvertFlags f2;
+  add_convert_flags(app2, f2);
+  app2.parse(
+      "in.tar -o o9 --on-error skip --on-duplicate first --ragged a --ragged b --image .jpg "
+      "--image png --size 640x480 --resize fit --shard 1/2 -j 3 --no-images --overwrite "
+      "--group-window 1M",
+      false);
+  CHECK(options_json(app2, 3) ==
+        R"({"inputs":"in.tar","--output":"o9","--overwrite":"true","--checkpoint-every":"30",)"
+        R"("--crop":"none","--size":"640x480","--resize":"fit","--bucket-step":"64",)"
+        R"("--bucket-max-ratio":"4","--pad-value":"0","--format":"jpg","--quality":"95",)"
+        R"("--image":[".jpg","png"],"--no-images":"true","--ragged":["a","b"],)"
+        R"("--max-pixels":"268435456","--max-member-size":"1G","--group-window":"1M",)"
+        R"("--shard-size":"1G","--shard":"1/2","--on-error":"skip","--on-duplicate":"first",)"
+        R"("threads":3})");
+}
