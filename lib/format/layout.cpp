@@ -185,12 +185,6 @@ const FieldLayout* DatasetLayout::find_field(std::string_view name) const {
   return nullptr;
 }
 
-const BlobLayout* DatasetLayout::find_blob(std::string_view kind) const {
-  for (const BlobLayout& b : blobs)
-    if (b.kind == kind) return &b;
-  return nullptr;
-}
-
 std::map<std::string, std::string> layout_metadata(const LayoutMetadata& m) {
   json shards = json::array(), blobs = json::array(), encodings = json::object();
   bool all_known = true;

@@ -48,7 +48,6 @@ struct DatasetLayout {
 
   bool has_images() const { return !blobs.empty(); }
   const FieldLayout* find_field(std::string_view name) const;
-  const BlobLayout* find_blob(std::string_view kind) const;
 };
 
 /// What a writer puts in the `__metadata__` map; read_layout reads it back.

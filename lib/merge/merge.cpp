@@ -35,7 +35,6 @@ struct Part {  // NOLINT(bugprone-exception-escape): moved only while parts are 
   std::string path;
   Annotation a;
   json manifest;  // {} when the part has none
-  std::map<std::string, const FieldLayout*> fields;
 };
 
 std::span<const uint8_t> tensor_bytes(const Part& p, const TensorInfo* t) {
@@ -102,7 +101,6 @@ std::vector<std::unique_ptr<Part>> open_parts(const std::vector<std::string>& pa
                        " (run 'tarmac verify " + path + "')");
     }
     p->manifest = read_json_file(fs::path(path) / kManifestFile);
-    for (const auto& f : p->a.fields()) p->fields[f.spec.name] = &f;
     parts.push_back(std::move(p));
   }
   return parts;
@@ -116,12 +114,12 @@ std::vector<FieldSpec> reconcile(const std::vector<const Part*>& parts) {
   std::vector<FieldSpec> out;
   for (const auto& p : parts) {
     for (const auto& f : p->a.fields())
-      if (!first.fields.count(f.spec.name))
+      if (!first.a.layout().find_field(f.spec.name))
         throw FatalError("field '" + f.spec.name + "' is in part '" + p->path +
                          "' but not in part '" + first.path +
                          "': the parts were converted from different kinds of data");
     for (const auto& f : first.a.fields())
-      if (!p->fields.count(f.spec.name))
+      if (!p->a.layout().find_field(f.spec.name))
         throw FatalError("field '" + f.spec.name + "' is in part '" + first.path +
                          "' but not in part '" + p->path +
                          "': the parts were converted from different kinds of data");
@@ -131,7 +129,7 @@ std::vector<FieldSpec> reconcile(const std::vector<const Part*>& parts) {
     FieldSpec o = f0;
     const Part* shaped_by = &first;
     for (const auto& p : parts) {
-      const FieldSpec& f = p->fields.at(f0.name)->spec;
+      const FieldSpec& f = p->a.layout().find_field(f0.name)->spec;
       auto incompatible = [&](const std::string& here, const std::string& there) {
         return FatalError("field '" + f0.name + "' is " + here + " in part '" + shaped_by->path +
                           "' but " + there + " in part '" + p->path +
@@ -279,15 +277,15 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
   for (const auto& f : fields) {
     if (f.ragged) {
       const std::string name = f.name;
-      ragged(name, f.dtype, std::vector<int64_t>(f.shape.begin() + 1, f.shape.end()),
-             [name](const Part& p) {
-               const FieldLayout& fi = *p.fields.at(name);
-               return Source{fi.values, fi.spec.ragged ? fi.offsets : nullptr,
-                             fi.spec.ragged ? 0 : fi.spec.shape[0]};
-             });
+      ragged(name, f.dtype, f.inner_shape(), [name](const Part& p) {
+        const FieldLayout& fi = *p.a.layout().find_field(name);
+        return Source{fi.values, fi.spec.ragged ? fi.offsets : nullptr,
+                      fi.spec.ragged ? 0 : fi.spec.shape[0]};
+      });
     } else {
       const std::string name = f.name;
-      fixed(name, f.dtype, f.shape, [name](const Part& p) { return p.fields.at(name)->values; });
+      fixed(name, f.dtype, f.shape,
+            [name](const Part& p) { return p.a.layout().find_field(name)->values; });
     }
   }
   return t;

@@ -78,7 +78,6 @@ TEST_CASE("a complete layout reads the same in both modes") {
   CHECK(l.fields[1].offsets->name == "pts.offsets");
   CHECK(l.affine->name == "__affine__");
   CHECK(l.find_field("pts") == &l.fields[1]);
-  CHECK(l.find_blob("__depth__") == &l.blobs[1]);
   CHECK(problems_of(b.h).empty());
 }
 
