@@ -2,15 +2,20 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "apps/commands.h"
 #include "apps/convert_flags.h"
 #include "apps/progress.h"
+#include "apps/signals.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "convert/convert.h"
 #include "convert/run_report.h"
+#include "format/names.h"
 #include "read/dataset_summary.h"
 
 namespace tarmac::cli {
@@ -56,6 +61,57 @@ void print_summary(const ConvertResult& r, const ConvertOptions& o) {
                 shape_text(fs.shape).c_str(), fs.ragged ? " ragged" : "", fs.source.c_str());
 }
 
+// The command to go on after a stop: this one with --resume (and, past a bad sample,
+// --on-error skip in place of fail).
+std::string resume_command(std::vector<std::string> argv, bool skip_bad_sample) {
+  bool has_resume = false, has_on_error = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    has_resume |= argv[i] == "--resume";
+    if (skip_bad_sample && argv[i] == "--on-error" && i + 1 < argv.size()) {
+      argv[i + 1] = "skip";
+      has_on_error = true;
+    } else if (skip_bad_sample && argv[i].starts_with("--on-error=")) {
+      argv[i] = "--on-error=skip";
+      has_on_error = true;
+    }
+  }
+  if (!has_resume) argv.emplace_back("--resume");
+  if (skip_bad_sample && !has_on_error) {
+    argv.emplace_back("--on-error");
+    argv.emplace_back("skip");
+  }
+  return command_text(argv);
+}
+
+// A run that ended early: what stopped it, what it kept, how to go on; the exit status.
+int report_stop(const ConvertStopped& e, const ConvertOptions& o, const GlobalFlags& g) {
+  const std::string partial = (std::filesystem::path(o.output) / format::kStagingDir).string();
+  if (e.signal())
+    spdlog::warn("{}", e.what());
+  else
+    spdlog::error("{}", e.what());
+  if (!e.kept_samples()) {
+    spdlog::error("nothing was kept: '{}' holds no dataset", o.output);
+  } else {
+    spdlog::log(e.signal() ? spdlog::level::warn : spdlog::level::err,
+                "{} converted sample(s) are kept in '{}' (a checkpoint); nothing in '{}' looks "
+                "like a dataset yet",
+                *e.kept_samples(), partial, o.output);
+    if (e.bad_sample())
+      spdlog::error(
+          "fix the sample and run the same command with --resume, or go on past it, leaving it "
+          "out: {}",
+          resume_command(g.argv, true));
+    else
+      spdlog::log(e.signal() ? spdlog::level::warn : spdlog::level::err,
+                  "to go on from there{}: {}", e.signal() ? "" : " once the cause is fixed",
+                  resume_command(g.argv, false));
+    spdlog::log(e.signal() ? spdlog::level::warn : spdlog::level::err,
+                "to start again instead, run the command with --overwrite");
+  }
+  return e.signal() ? signal_exit_code(e.signal()) : kDataError;
+}
+
 }  // namespace
 
 Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
@@ -71,13 +127,17 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       spdlog::error("{}", e.what());
       return kUsageError;
     }
+    o.stop = &stop_on_signals();
     ProgressBar bar(g.verbosity >= 0);
     ConvertResult r;
     try {
       r = convert(o, [&](const Progress& p) { bar.update(p); });
+    } catch (const ConvertStopped& e) {
+      bar.end_line();
+      return report_stop(e, o, g);
     } catch (const FatalError& e) {
+      bar.end_line();
       spdlog::error("{}", e.what());
-      spdlog::error("conversion failed; nothing was written to '{}'", o.output);
       return kDataError;
     }
     if (r.already_complete) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/signals.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "merge/merge.h"
@@ -28,9 +29,13 @@ Runner setup_merge(CLI::App& app, const GlobalFlags& g) {
       "hard-linked (the parts may be deleted afterwards), so images are never re-encoded.");
   return [o, &g]() -> int {
     o->command_line = g.argv;
+    o->stop = &stop_on_signals();
     MergeResult r;
     try {
       r = merge_datasets(*o);
+    } catch (const Interrupted& e) {
+      spdlog::warn("{}; nothing was written to '{}' (run the merge again)", e.what(), o->output);
+      return signal_exit_code(e.signal());
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
       spdlog::error("merge failed; nothing was written to '{}'", o->output);

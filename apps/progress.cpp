@@ -41,6 +41,13 @@ void ProgressBar::update(const Progress& p) {
   if (p.phase) line = std::string(p.phase) + ": " + line;
   std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), p.final ? "\n" : "");
   std::fflush(stderr);
+  drawn_ = !p.final;
+}
+
+void ProgressBar::end_line() {
+  if (!drawn_) return;
+  std::fputc('\n', stderr);
+  drawn_ = false;
 }
 
 }  // namespace tarmac::cli

@@ -10,9 +10,12 @@ class ProgressBar {
  public:
   explicit ProgressBar(bool enabled);
   void update(const Progress& p);
+  /// Ends the bar's line, if one was drawn, so that messages start on a line of their own.
+  void end_line();
 
  private:
   bool enabled_;
+  bool drawn_ = false;
 };
 
 }  // namespace tarmac::cli

@@ -9,6 +9,7 @@
 #include "common/version.h"
 #include "format/names.h"
 #include "write/file_util.h"
+#include "write/output_lock.h"
 
 namespace tarmac {
 namespace fs = std::filesystem;
@@ -32,6 +33,16 @@ json load_checkpoint(const fs::path& path) {
 }
 
 }  // namespace
+
+std::optional<uint64_t> checkpoint_samples(const fs::path& staging) {
+  std::error_code ec;
+  if (!fs::is_regular_file(staging / kCheckpointFile, ec)) return std::nullopt;
+  try {
+    return load_checkpoint(staging / kCheckpointFile).at("writer").at("samples").get<uint64_t>();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 // Gets the output directory ready. Returns the checkpoint to resume from (--resume, when an
 // interrupted run left one), with every file the checkpoint names back in the staging
@@ -58,6 +69,14 @@ std::optional<json> prepare_output(const ConvertOptions& o, const fs::path& out,
       complete = true;
       return std::nullopt;
     }
+    // A plain run never throws converted work away unasked: the user says which they want.
+    if (!o.resume && !o.overwrite && !has_labels)
+      if (const auto kept = checkpoint_samples(staging))
+        throw FatalError("'" + out.string() +
+                         "' holds an interrupted conversion: " + std::to_string(*kept) +
+                         " sample(s) converted and checkpointed in '" + staging.string() +
+                         "'. Run the same command with --resume to go on from there, or with "
+                         "--overwrite to discard them and start again");
     // A staging directory without the annotation file is a killed run. It may have got as far
     // as publishing some shards and the manifest: those are its files too (format.md).
     if (fs::exists(staging, ec) && !has_labels) {
@@ -67,8 +86,7 @@ std::optional<json> prepare_output(const ConvertOptions& o, const fs::path& out,
       for (const auto& p : published) fs::remove(p, ec);
     }
     fs::remove_all(staging, ec);  // never a dataset
-    bool empty = fs::is_empty(out, ec);
-    if (!empty && !o.overwrite)
+    if (!empty_but_lock(out) && !o.overwrite)
       throw FatalError("output directory '" + out.string() +
                        "' is not empty; choose a new directory or pass --overwrite");
   }
@@ -151,8 +169,15 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging) {
       if (then["inputs"][i] != now["inputs"][i])
         diff = "input '" + now["inputs"][i].at("path").get<std::string>() +
                "' is not the same file (path, size or modification time) as before";
+    // --on-error fail -> skip may change: the run stopped at a bad sample goes on past it (the
+    // samples before it are the same either way: under fail, none was skipped).
+    auto allowed = [&](const std::string& k, const json& v) {
+      return k == "--on-error" && then["options"].contains(k) && then["options"][k] == "fail" &&
+             v == "skip";
+    };
     for (const auto& [k, v] : now.at("options").items())
-      if (diff.empty() && (!then["options"].contains(k) || then["options"][k] != v))
+      if (diff.empty() && !allowed(k, v) &&
+          (!then["options"].contains(k) || then["options"][k] != v))
         diff = "option " + k + " was " +
                (then["options"].contains(k) ? then["options"][k].dump() : "not given") + ", now " +
                v.dump();

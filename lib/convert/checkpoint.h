@@ -20,6 +20,10 @@ std::optional<nlohmann::ordered_json> prepare_output(const ConvertOptions& o,
                                                      const std::filesystem::path& staging,
                                                      bool& complete);
 
+/// The samples converted up to the checkpoint in `staging`; nullopt when there is none or it
+/// cannot be read.
+std::optional<uint64_t> checkpoint_samples(const std::filesystem::path& staging);
+
 /// Every option that shapes the output, typed, under the name of its flag ("--size": [w, h]):
 /// what resume and merge compare, whoever fills ConvertOptions (the CLI or a library caller).
 /// Leaves out what does not change the output: -j, --overwrite, --resume, --checkpoint-every,

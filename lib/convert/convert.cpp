@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <filesystem>
@@ -38,6 +39,7 @@
 #include "write/file_util.h"
 #include "write/json_log.h"
 #include "write/manifest_file.h"
+#include "write/output_lock.h"
 #include "write/safetensors_writer.h"
 #include "write/staging.h"
 #include "write/tar_writer.h"
@@ -70,6 +72,11 @@ PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_in
 
 namespace {
 
+// Thrown inside the run when a stop request ends it (after its checkpoint, if any).
+struct StopSignal {
+  int signal;
+};
+
 // How the run groups members into samples. --on-duplicate: inputs are numbered among all of
 // o.inputs, so that a part of --shard I/N by inputs keeps the sample one run over all inputs
 // would keep. Under `last`, a pre-pass over this part's inputs and all later ones finds each
@@ -99,6 +106,7 @@ GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const Inpu
   const char* phase = last ? "finding each key's last input (--on-duplicate last)"
                            : "reading the keys of earlier parts (--on-duplicate first)";
   kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, [&] {
+    if (o.stop && o.stop->requested()) throw StopSignal{o.stop->signal.load()};
     if (!progress || Clock::now() - last_report < std::chrono::milliseconds(250)) return;
     last_report = Clock::now();
     Progress p;
@@ -110,6 +118,25 @@ GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const Inpu
   });
   grouping.kept = &kept;
   return grouping;
+}
+
+// What the output lock says of this run: the command line, or what a library caller asked.
+std::string lock_record(const ConvertOptions& o) {
+  std::string text;
+  for (const auto& a : o.command_line) text += (text.empty() ? "" : " ") + a;
+  return text.empty() ? "tarmac::convert() into '" + o.output + "'" : text;
+}
+
+// After a run ended early: keeps the staging directory when it holds a checkpoint that a
+// --resume can go on from (the samples it records), else removes it.
+std::optional<uint64_t> keep_resumable(const ConvertOptions& o, const fs::path& staging) {
+  std::error_code ec;
+  const bool rereadable = std::find(o.inputs.begin(), o.inputs.end(), "-") == o.inputs.end();
+  if (rereadable && fs::exists(staging / kCheckpointFile, ec)) {
+    if (const auto samples = checkpoint_samples(staging)) return samples;
+  }
+  fs::remove_all(staging, ec);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -130,6 +157,7 @@ ConvertResult convert(const ConvertOptions& o,
     throw FatalError("--resume cannot be used with standard input (-): it cannot be read again");
   const json fingerprint = run_fingerprint(o, part_inputs);
   ConvertResult result;
+  const OutputLock lock(out, lock_record(o));
   bool complete = false;
   std::optional<json> cp = prepare_output(o, out, staging, complete);
   if (complete) {
@@ -183,16 +211,38 @@ ConvertResult convert(const ConvertOptions& o,
       progress(p);
     };
 
+    // A stop request ends the input where it is; what is in flight is still written (for at
+    // most kStopDrainSeconds, or none if urgent), then a checkpoint records it.
+    std::optional<Clock::time_point> stop_t0;
+    auto poll_stop = [&] {
+      if (!o.stop || !o.stop->requested()) return;
+      if (!stop_t0) {
+        stop_t0 = Clock::now();
+        pipe.stop_input();
+      }
+      if (o.stop->urgent() || seconds_since(*stop_t0) > kStopDrainSeconds) pipe.cancel();
+    };
     std::exception_ptr writer_failure;
     const auto writer_t0 = Clock::now();
     try {
-      while (auto item = pipe.next(std::chrono::milliseconds(250), [&] { report(false); })) {
+      while (auto item = pipe.next(std::chrono::milliseconds(250), [&] {
+        poll_stop();
+        report(false);
+      })) {
         for (Entry& entry : item->entries)
           if (!entry.replay) recorder.handle(entry);
+        poll_stop();
       }
+      poll_stop();
     } catch (...) {
       writer_failure = std::current_exception();
       pipe.cancel();
+    }
+    if (stop_t0 && !writer_failure) {
+      recorder.write_checkpoint();  // before waiting for the reader, which may be mid-read
+      pipe.cancel();
+      pool.join();
+      throw StopSignal{o.stop->signal.load()};
     }
     const double writer_seconds = seconds_since(writer_t0);
     const auto finish_t0 = Clock::now();
@@ -264,10 +314,13 @@ ConvertResult convert(const ConvertOptions& o,
     result.stages.finish_seconds = seconds_since(finish_t0);
     result.seconds = seconds_since(t0);
     report(true);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(staging, ec);
-    throw;
+  } catch (const StopSignal& s) {
+    throw ConvertStopped("stopped by " + signal_name(s.signal), s.signal,
+                         keep_resumable(o, staging));
+  } catch (const BadSampleError& e) {
+    throw ConvertStopped(e.what(), 0, keep_resumable(o, staging), /*bad_sample=*/true);
+  } catch (const std::exception& e) {
+    throw ConvertStopped(e.what(), 0, keep_resumable(o, staging));
   }
   return result;
 }

@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+#include "common/stop.h"
 #include "format/field_spec.h"
 #include "source/sample_grouper.h"
 #include "transform/geometry.h"
@@ -59,6 +62,41 @@ struct ConvertOptions {
   // Provenance for the manifest.
   std::vector<std::string> command_line;
   std::string options_json;  ///< the resolved options, as the CLI sees them
+
+  /// Polled during the run (null: never stops early). Once requested, the run stops reading,
+  /// finishes the samples in flight (at most kStopDrainSeconds; at once if urgent()), writes a
+  /// checkpoint and throws ConvertStopped with the signal.
+  const StopRequest* stop = nullptr;
+};
+
+/// The longest a graceful stop spends finishing the samples in flight before it drops them.
+inline constexpr double kStopDrainSeconds = 5;
+
+/// Thrown by convert() when a run ends before it finishes: by an error (signal() 0; what() is
+/// the error's message) or by a stop request (signal() its number). kept_samples(): the
+/// converted samples kept in the output's staging directory for --resume (nullopt: nothing
+/// kept, the staging directory removed).
+class ConvertStopped : public FatalError {
+ public:
+  ConvertStopped(const std::string& what, int signal, std::optional<uint64_t> kept_samples,
+                 bool bad_sample = false)
+      : FatalError(what), signal_(signal), kept_(kept_samples), bad_sample_(bad_sample) {}
+  int signal() const { return signal_; }
+  std::optional<uint64_t> kept_samples() const { return kept_; }
+  /// A bad sample under --on-error fail stopped it (`--resume --on-error skip` goes past it).
+  bool bad_sample() const { return bad_sample_; }
+
+ private:
+  int signal_;
+  std::optional<uint64_t> kept_;
+  bool bad_sample_;
+};
+
+/// A bad sample under --on-error fail: what stops the run (inside convert(); the caller sees
+/// ConvertStopped with bad_sample()).
+class BadSampleError : public FatalError {
+ public:
+  using FatalError::FatalError;
 };
 
 struct Skipped {
@@ -129,8 +167,11 @@ enum class PartSplit { None, Inputs, Samples };
 /// The split a run uses, and for PartSplit::Inputs the inputs of its part (in order).
 PartSplit select_part(const ConvertOptions& options, std::vector<std::string>* part_inputs);
 
-/// Runs a conversion. Throws FatalError (nothing is left in the output directory that
-/// looks like a dataset) or, with skip_errors off, FatalError for the first bad sample.
+/// Runs a conversion, holding the output directory's lock (write/output_lock.h) throughout.
+/// Throws FatalError before it starts (options, a locked or non-empty output, a refused
+/// resume), else ConvertStopped: for the first bad sample with skip_errors off, any error on
+/// the way, or a stop request. Either way nothing is left in the output directory that looks
+/// like a dataset, and the last checkpoint is kept for --resume when there is one.
 ConvertResult convert(const ConvertOptions& options,
                       const std::function<void(const Progress&)>& progress);
 

@@ -119,16 +119,18 @@ class Pipeline {
   bool push(Item&& it) {  // reader
     std::unique_lock lk(mu_);
     const auto t = Clock::now();
-    cv_space_.wait(lk, [&] { return in_flight_ < max_in_flight_ || cancelled_; });
+    cv_space_.wait(lk, [&] { return in_flight_ < max_in_flight_ || cancelled_ || stopped_; });
     waits_.reader += seconds_since(t);
-    if (cancelled_) return false;
+    if (cancelled_ || stopped_) return false;
     ++in_flight_;
+    ++pushed_;
     todo_.push_back(std::move(it));
     cv_todo_.notify_one();
     return true;
   }
   void close_input(uint64_t total) {  // reader, at the end
     std::lock_guard lk(mu_);
+    if (stopped_) return;
     total_ = total;
     ahead_.clear();  // every job still needed travels with its entry
     cv_todo_.notify_all();
@@ -202,6 +204,20 @@ class Pipeline {
     std::lock_guard lk(mu_);
     return waits_;
   }
+  /// A graceful stop: the input ends where it is. What was pushed is still processed and handed
+  /// to the writer in order, then next() ends; the reader's later pushes return false.
+  void stop_input() {
+    std::lock_guard lk(mu_);
+    if (total_) return;  // the input had ended anyway
+    stopped_ = true;
+    total_ = pushed_;
+    ahead_.clear();
+    cv_space_.notify_all();
+    cv_todo_.notify_all();
+    cv_done_.notify_all();
+  }
+  /// True after stop_input() (the reader's pushes refused). Any thread.
+  bool input_stopped() const { return stopped_.load(std::memory_order_relaxed); }
   void cancel() {
     std::lock_guard lk(mu_);
     cancelled_ = true;
@@ -220,7 +236,9 @@ class Pipeline {
   size_t in_flight_ = 0;
   uint64_t next_ = 0;
   std::optional<uint64_t> total_;
+  uint64_t pushed_ = 0;
   bool cancelled_ = false;
+  std::atomic<bool> stopped_{false};
   Waits waits_;
 };
 

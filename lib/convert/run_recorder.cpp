@@ -60,6 +60,12 @@ void RunRecorder::entry_done() {
 void RunRecorder::handle(Entry& entry) {
   ProcessedSample* s = entry.done ? &*entry.done : nullptr;
   const std::string& input_path = reader_.inputs()[s ? s->input : entry.raw.input].path;
+  if (!o_.skip_errors && !entry.raw.dropped &&
+      (!entry.reader_error.empty() || (s && !s->error.empty()))) {
+    // A bad sample stops the run (--on-error fail). Everything before it is checkpointed first,
+    // so that `--resume --on-error skip` goes on past it without redoing anything.
+    write_checkpoint();
+  }
   for (const DuplicateNote& d : entry.raw.duplicates) {
     json j = {{"input", input_path}, {"sample", entry.raw.key}};
     if (!d.member.empty()) j["member"] = d.member;
@@ -97,7 +103,8 @@ void RunRecorder::handle(Entry& entry) {
   }
   if (!error.empty()) {
     const std::string key = s ? s->key : entry.raw.key;
-    if (!o_.skip_errors) throw FatalError("'" + input_path + "', sample '" + key + "': " + error);
+    if (!o_.skip_errors)
+      throw BadSampleError("'" + input_path + "', sample '" + key + "': " + error);
     ++result_.skipped_samples;
     skipped_.add({{"input", input_path},
                   {"sample", key},

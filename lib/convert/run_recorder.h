@@ -23,7 +23,7 @@ class RunRecorder {
               nlohmann::ordered_json fingerprint, const nlohmann::ordered_json* resume,
               const InputReader& reader, DatasetWriter& writer, ConvertResult& result);
 
-  /// Handles the next entry in order. Throws FatalError naming input, sample and reason for a
+  /// Handles the next entry in order. Throws BadSampleError naming input, sample and reason for a
   /// bad sample under --on-error fail.
   void handle(Entry& e);
   /// Syncs everything written so far and records it in checkpoint.json, atomically.

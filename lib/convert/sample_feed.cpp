@@ -23,8 +23,11 @@ void SampleFeed::run() noexcept {
     cb.on_input_end = [this](uint32_t) { on_input_end(); };
     reader_.run(cb);
   } catch (...) {
-    failure_ = std::current_exception();
-    pipe_.cancel();
+    // After a graceful stop (Pipeline::stop_input) the refused push ends the reading: no failure.
+    if (!pipe_.input_stopped()) {
+      failure_ = std::current_exception();
+      pipe_.cancel();
+    }
   }
   pipe_.close_input(seq_);
   seconds_ = seconds_since(t0_);
@@ -90,6 +93,7 @@ void SampleFeed::go_ahead(const std::string& key) {
 }
 
 void SampleFeed::on_member(uint32_t input, Member&& m) {
+  if (pipe_.input_stopped()) throw FatalError("stopped");  // read no further (run() ends quietly)
   std::string key, ext;
   if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) {
     const bool hidden = is_hidden_or_metadata(m.name);

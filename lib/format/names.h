@@ -18,6 +18,9 @@ inline constexpr const char* kManifestFile = "manifest.json";
 /// Where a run writes until it publishes; its presence without kLabelsFile is an unfinished run.
 inline constexpr const char* kStagingDir = ".tarmac-partial";
 inline constexpr const char* kCheckpointFile = "checkpoint.json";
+/// The output directory's lock (write/output_lock.h): held (flock) by the one process writing
+/// into the directory, removed when it ends; never part of a dataset.
+inline constexpr const char* kLockFile = ".tarmac-lock";
 
 /// Metadata entries (`__metadata__` of the annotation file).
 inline constexpr const char* kMetaFormat = "format";

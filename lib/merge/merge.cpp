@@ -18,6 +18,7 @@
 #include "write/column_store.h"
 #include "write/file_util.h"
 #include "write/manifest_file.h"
+#include "write/output_lock.h"
 #include "write/safetensors_writer.h"
 #include "write/staging.h"
 
@@ -369,9 +370,16 @@ MergeResult merge_datasets(const MergeOptions& o) {
 
   const fs::path out(o.output), staging = out / kStagingDir;
   std::error_code ec;
-  if (fs::exists(out, ec) && (!fs::is_directory(out, ec) || !fs::is_empty(out, ec)))
-    throw FatalError("output '" + o.output +
-                     "' exists and is not an empty directory; choose a new one");
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    throw FatalError("output '" + o.output + "' exists and is not a directory; choose a new one");
+  std::string holder;
+  for (const auto& a : o.command_line) holder += (holder.empty() ? "" : " ") + a;
+  const OutputLock lock(out, holder.empty() ? "tarmac::merge_datasets()" : holder);
+  // Under the lock: a staging directory without a checkpoint is a merge that died (never a
+  // dataset); an interrupted conversion's is converted work, left alone.
+  if (!fs::exists(staging / kCheckpointFile, ec)) fs::remove_all(staging, ec);
+  if (!empty_but_lock(out))
+    throw FatalError("output '" + o.output + "' is not an empty directory; choose a new one");
   fs::create_directories(staging, ec);
   if (ec) throw FatalError("cannot create '" + staging.string() + "': " + ec.message());
 
@@ -386,6 +394,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
         shard_base.push_back(static_cast<int32_t>(shard_names.size()));
       const json& mshards = p->manifest.contains("shards") ? p->manifest["shards"] : json::array();
       for (size_t s = 0; s < p->a.shards().size(); ++s) {
+        throw_if_stopped(o.stop);
         const std::string name = shard_name(shard_names.size());
         const fs::path from = fs::path(p->path) / p->a.shards()[s];
         if (place_shard(from, staging / name, o.copy))
@@ -440,6 +449,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
       lm.blobs.emplace_back(kinds[k], merged_encoding(parts, k));
     const std::map<std::string, std::string> meta = layout_metadata(lm);
     const fs::path labels = staging / kLabelsFile;
+    throw_if_stopped(o.stop);
     write_safetensors(labels.string(), merged_tensors(parts, fields, shard_base, result.samples),
                       meta);
     result.annotation_bytes = fs::file_size(labels);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/stop.h"
+
 namespace tarmac {
 
 struct MergeOptions {
@@ -14,6 +16,9 @@ struct MergeOptions {
   std::string output;                     ///< created; must be empty or absent
   bool copy = false;                      ///< copy shards instead of hard-linking them
   std::vector<std::string> command_line;  ///< for the manifest
+  /// Polled between shards (null: never): a request ends the merge with Interrupted, the
+  /// output left without a dataset (a merge is cheap to run again).
+  const StopRequest* stop = nullptr;
 };
 
 struct MergeResult {

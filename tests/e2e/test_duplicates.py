@@ -52,8 +52,10 @@ class DuplicatesTest(fx.TmpCase):
 
     def assert_nothing_published(self, out):
         left = os.listdir(out) if os.path.isdir(out) else []
-        self.assertEqual([n for n in left if n in ("labels.safetensors", "manifest.json", ".tarmac-partial")
+        self.assertEqual([n for n in left if n in ("labels.safetensors", "manifest.json", ".tarmac-lock")
                           or n.startswith("shard-")], [])
+        if ".tarmac-partial" in left:  # kept for --resume only with a checkpoint
+            self.assertIn("checkpoint.json", os.listdir(os.path.join(out, ".tarmac-partial")))
 
     def duplicates(self, ds):
         return [(d["input"], d["sample"], d.get("member"), d["kept"]) for d in ds.manifest["duplicates"]]

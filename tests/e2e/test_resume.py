@@ -153,8 +153,15 @@ class ResumeTest(fx.TmpCase):
         p = fx.run(args("--resume"))
         self.assertEqual(p.returncode, 1)
         self.assertIn("is not the same file", p.stderr.decode())
-        # Without --resume: converted again from the start.
+        # Plainly: refused, the converted work kept, both ways on named.
         p = fx.run(args())
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("holds an interrupted conversion", p.stderr.decode())
+        self.assertIn("--resume", p.stderr.decode())
+        self.assertIn("--overwrite", p.stderr.decode())
+        self.assertTrue(os.path.exists(os.path.join(out, ".tarmac-partial", "checkpoint.json")))
+        # With --overwrite: converted again from the start.
+        p = fx.run(args("--overwrite"))
         self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
         self.assert_same_as_ref(out)
 

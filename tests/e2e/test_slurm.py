@@ -311,7 +311,9 @@ class SlurmTest(unittest.TestCase):
         self.assertIn("resumed", m)
         self.assertGreaterEqual(m["resumed"]["entries"], stops[0]["entries"] - 1)
         self.assertGreater(m["resumed"]["samples"], 0)
-        self.assertLess(m["resumed"]["samples"], m["counts"]["samples"])
+        # slurmd's SIGTERM (with SIGCONT) lets the stopped run finish what it had in flight and
+        # checkpoint it (a graceful stop), so the resume may start anywhere up to the end.
+        self.assertLessEqual(m["resumed"]["samples"], m["counts"]["samples"])
         self.assertIn("resumed an interrupted run", self.job_log(self.array_job, PREEMPTED))
 
     def rerun_leaves_part_as_is(self, task, rerun):

@@ -1,7 +1,8 @@
 """Interrupted runs: `tarmac convert` killed with SIGKILL at many points never leaves a
 dataset that looks complete; running the same command again with --resume goes on from the
 last checkpoint and gives the same bytes as a run that was never interrupted; so does running
-it again without --resume (from the start).
+it again from the start (plainly when nothing was checkpointed; once a checkpoint exists a plain
+run is refused, naming --resume and --overwrite, and --overwrite starts again).
 
 A dataset is complete exactly when labels.safetensors exists (docs/format.md), so after a kill
 the output directory may hold a .tarmac-partial/ and even published shards, but no
@@ -167,12 +168,24 @@ class KillTest(fx.TmpCase):
                 self.assert_same_dataset(out, ref)
             # Every fourth kill: the same command again, from the start. The others: --resume.
             plain = len(kills) % 4 == 0
+            checkpointed = os.path.exists(os.path.join(out, ".tarmac-partial", "checkpoint.json"))
+            if plain and checkpointed and "labels.safetensors" not in left:
+                # Converted work is never discarded unasked: refused, both ways on named; then
+                # --overwrite starts again.
+                p = subprocess.run(self.command(out), capture_output=True, timeout=600)
+                self.assertEqual(p.returncode, 1, p.stderr.decode(errors="replace"))
+                self.assertIn(b"--resume", p.stderr)
+                self.assertIn(b"--overwrite", p.stderr)
             t0 = time.monotonic()
-            p = subprocess.run(self.command(out, *([] if plain else ["--resume"])),
-                               capture_output=True, timeout=600)
+            again = ["--overwrite"] if plain and checkpointed else [] if plain else ["--resume"]
+            p = subprocess.run(self.command(out, *again), capture_output=True, timeout=600)
             if "labels.safetensors" in left:
                 if plain:
-                    self.assertEqual(p.returncode, 1, "a complete dataset must not be overwritten silently")
+                    if not again:
+                        self.assertEqual(p.returncode, 1, "a complete dataset must not be overwritten silently")
+                    else:
+                        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+                        self.assert_same_dataset(out, ref)
                 else:
                     self.assertEqual(p.returncode, 0, "--resume of a complete dataset has nothing to do")
                     self.assert_same_dataset(out, ref)
@@ -198,7 +211,8 @@ class KillTest(fx.TmpCase):
     def test_rerun_after_kill_while_publishing(self):
         """Bug: a run killed between publishing its shards and its annotation file left
         shard-*.tar and manifest.json beside .tarmac-partial/, and the re-run refused the
-        directory as not empty. The leftovers are the killed run's, so the re-run removes them."""
+        directory as not empty. The leftovers are the killed run's, so the re-run removes them
+        (here without a checkpoint: nothing converted to keep)."""
         small = fx.write_tar(os.path.join(self.tmp, "small.tar"),
                              [("a/0.jpg", fx.jpg(fx.smooth_rgb(32, 24))), ("a/0.json", fx.js({"id": 0}))])
         out = os.path.join(self.tmp, "publish-killed")

@@ -1,0 +1,21 @@
+#pragma once
+// SIGINT/SIGTERM for the commands that write a dataset: the first asks the run to stop
+// gracefully, the second to stop at once (both still checkpoint), the third ends the process
+// with the signal's default action.
+#include <string>
+#include <vector>
+
+#include "common/stop.h"
+
+namespace tarmac::cli {
+
+/// Installs the handlers (once) and returns the request they set.
+const StopRequest& stop_on_signals();
+
+/// The exit status of a run stopped by `signal`: 128 + its number, as a shell reports it.
+int signal_exit_code(int signal);
+
+/// `argv` as one shell command line, arguments quoted where a shell would split or expand them.
+std::string command_text(const std::vector<std::string>& argv);
+
+}  // namespace tarmac::cli
