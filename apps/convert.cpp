@@ -83,31 +83,27 @@ std::string resume_command(std::vector<std::string> argv, bool skip_bad_sample) 
   return command_text(argv);
 }
 
-// A run that ended early: what stopped it, what it kept, how to go on; the exit status.
+// A run that ended early: what stopped it, what it kept, how to go on; the exit status. All
+// as errors, which -q still prints: the command did not do what it was asked.
 int report_stop(const ConvertStopped& e, const ConvertOptions& o, const GlobalFlags& g) {
   const std::string partial = (std::filesystem::path(o.output) / format::kStagingDir).string();
-  if (e.signal())
-    spdlog::warn("{}", e.what());
-  else
-    spdlog::error("{}", e.what());
+  spdlog::error("{}", e.what());
   if (!e.kept_samples()) {
     spdlog::error("nothing was kept: '{}' holds no dataset", o.output);
   } else {
-    spdlog::log(e.signal() ? spdlog::level::warn : spdlog::level::err,
-                "{} converted sample(s) are kept in '{}' (a checkpoint); nothing in '{}' looks "
-                "like a dataset yet",
-                *e.kept_samples(), partial, o.output);
+    spdlog::error(
+        "{} converted sample(s) are kept in '{}' (a checkpoint); nothing in '{}' looks like a "
+        "dataset yet",
+        *e.kept_samples(), partial, o.output);
     if (e.bad_sample())
       spdlog::error(
           "fix the sample and run the same command with --resume, or go on past it, leaving it "
           "out: {}",
           resume_command(g.argv, true));
     else
-      spdlog::log(e.signal() ? spdlog::level::warn : spdlog::level::err,
-                  "to go on from there{}: {}", e.signal() ? "" : " once the cause is fixed",
-                  resume_command(g.argv, false));
-    spdlog::log(e.signal() ? spdlog::level::warn : spdlog::level::err,
-                "to start again instead, run the command with --overwrite");
+      spdlog::error("to go on from there{}: {}", e.signal() ? "" : " once the cause is fixed",
+                    resume_command(g.argv, false));
+    spdlog::error("to start again instead, run the command with --overwrite");
   }
   return e.signal() ? signal_exit_code(e.signal()) : kDataError;
 }

@@ -36,19 +36,23 @@ std::string host_name() {
   return buf;
 }
 
-// The holder's record, as it wrote it (it may be mid-write, or not yet have written it).
+// The holder's record. It writes it just after taking the lock: a holder found in between
+// gets a moment (up to 0.5 s) to finish.
 std::string holder_text(int fd) {
-  std::string text(4096, '\0');
-  const ssize_t n = pread(fd, text.data(), text.size(), 0);
-  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  try {
-    const json j = json::parse(text);
-    return "pid " + std::to_string(j.at("pid").get<long long>()) + " on host " +
-           j.at("host").get<std::string>() + ", since " + j.at("started").get<std::string>() +
-           ", running: " + j.at("command").get<std::string>();
-  } catch (const std::exception&) {
-    return "a process that has not said who it is yet";
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    std::string text(4096, '\0');
+    const ssize_t n = pread(fd, text.data(), text.size(), 0);
+    text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    try {
+      const json j = json::parse(text);
+      return "pid " + std::to_string(j.at("pid").get<long long>()) + " on host " +
+             j.at("host").get<std::string>() + ", since " + j.at("started").get<std::string>() +
+             ", running: " + j.at("command").get<std::string>();
+    } catch (const std::exception&) {
+      ::usleep(10000);
+    }
   }
+  return "a process that does not say who it is";
 }
 
 bool locks_unsupported(int err) {

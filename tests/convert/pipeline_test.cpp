@@ -217,3 +217,57 @@ TEST_CASE("workers: the work's exception stops the run, kept for the caller") {
   CHECK_THROWS_WITH(std::rethrow_exception(stats.failure), "encoder failed");
   CHECK(stats.seconds > 0);
 }
+
+TEST_CASE("pipeline: stop_input ends the input where it is; what was pushed is still written") {
+  Pipeline pipe(4);
+  std::atomic<uint64_t> pushed{0};
+  std::atomic<bool> refused{false};
+  // An endless reader, blocked for room most of the time: only the stop ends it.
+  std::thread reader([&] {
+    for (uint64_t k = 0;; ++k) {
+      if (!pipe.push(item(k, std::to_string(k)))) {
+        refused = true;
+        break;
+      }
+      ++pushed;
+    }
+    pipe.close_input(pushed);  // after a stop: ignored
+  });
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 2; ++w)
+    workers.emplace_back([&] {
+      while (auto work = pipe.take()) {
+        Item& it = *work->item;
+        for (Entry& e : it.entries) e.done = fake_work(e.raw);
+        pipe.finish(std::move(it));
+      }
+    });
+  uint64_t written = 0;
+  bool in_order = true;
+  while (auto it = pipe.next(std::chrono::milliseconds(50), [] {})) {
+    in_order &= it->seq == written && it->entries.at(0).done.has_value();
+    if (++written == 10) pipe.stop_input();  // a signal after ten items
+  }
+  reader.join();
+  for (auto& w : workers) w.join();
+  CHECK(in_order);
+  CHECK(pipe.input_stopped());
+  CHECK(refused);
+  // Everything the reader managed to push came out: ten, plus up to the in-flight limit.
+  CHECK(written == pushed);
+  CHECK(written >= 10);
+  CHECK(written <= 10 + 4);
+}
+
+TEST_CASE("pipeline: stop_input after the input ended changes nothing") {
+  Pipeline pipe(4);
+  REQUIRE(pipe.push(item(0, "a")));
+  pipe.close_input(1);
+  pipe.stop_input();
+  CHECK_FALSE(pipe.input_stopped());
+  auto w = pipe.take();
+  REQUIRE(w);
+  pipe.finish(std::move(*w->item));
+  CHECK(pipe.next(std::chrono::milliseconds(10), [] {}));
+  CHECK_FALSE(pipe.next(std::chrono::milliseconds(10), [] {}));
+}

@@ -1,9 +1,13 @@
 """Full disk: converting onto a small tmpfs that cannot hold the dataset fails with exit code 1,
 a message naming the file, the byte count and "no space left on device", and leaves nothing
-that looks complete (no labels.safetensors, no .tarmac-partial/).
+that looks complete (no labels.safetensors). A run that failed before its first checkpoint
+leaves nothing at all (no .tarmac-partial/, no used space); one that had checkpointed keeps its
+checkpoint, and once space is freed, --resume finishes it with the same bytes as an
+uninterrupted run.
 
 Needs root to mount the tmpfs; skipped otherwise.
 """
+import json
 import os
 import re
 import subprocess
@@ -73,6 +77,36 @@ class FullDiskTest(fx.TmpCase):
 
     def test_label_columns_fill_the_disk(self):
         self.convert_onto_full_disk(self.labels, "--no-images")
+
+    def test_checkpoint_survives_and_resume_completes_once_space_is_freed(self):
+        flags = ["--format", "keep", "--shard-size", "256K"]  # a shard (a checkpoint) every ~3 samples
+        ref = os.path.join(self.tmp, "ref-small-shards")
+        if not os.path.exists(ref):
+            p = fx.run(["convert", self.images, "-o", ref, *flags])
+            self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        out = os.path.join(self.mnt, "out")
+        p = fx.run(["convert", self.images, "-o", out, *flags])
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("no space left on device", err)
+        self.assertNotIn("labels.safetensors", os.listdir(out))
+        with open(os.path.join(out, ".tarmac-partial", "checkpoint.json")) as f:
+            kept = json.load(f)["writer"]["samples"]
+        self.assertGreater(kept, 0)
+        self.assertIn("%d converted sample(s) are kept" % kept, err)
+        self.assertIn("--resume", err)
+        # Space freed: the tmpfs grown, as a user would delete other files.
+        subprocess.run(["mount", "-o", "remount,size=%d" % (16 * DISK), self.mnt], check=True)
+        p = fx.run(["convert", self.images, "-o", out, *flags, "--resume"])
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        names = sorted(n for n in os.listdir(ref) if n == "labels.safetensors" or n.startswith("shard-"))
+        self.assertEqual(sorted(n for n in os.listdir(out) if n == "labels.safetensors" or n.startswith("shard-")),
+                         names)
+        for n in names:
+            with open(os.path.join(out, n), "rb") as a, open(os.path.join(ref, n), "rb") as b:
+                self.assertEqual(a.read(), b.read(), n)
+        with open(os.path.join(out, "manifest.json")) as f:
+            self.assertEqual(json.load(f)["resumed"]["samples"], kept)
 
     def test_fits_after_the_disk_is_freed(self):
         """The same conversion on a large enough disk: the failure above was the disk's."""

@@ -10,8 +10,6 @@ labels.safetensors -- unless the kill came after the final rename, when the data
 byte-identical to the reference.
 """
 import ctypes
-import filecmp
-import json
 import os
 import random
 import select
@@ -24,7 +22,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+sys.path.insert(0, HERE)
 import fixtures as fx  # noqa: E402
+import conversion as conv  # noqa: E402
 
 RANDOM_KILLS = 20   # kills after a random delay, anywhere in the run
 SEED = 20240607     # fixed, so that a failure replays with the same delays
@@ -89,33 +89,19 @@ def wait_for_file(proc, target, near_end):
 class KillTest(fx.TmpCase):
     @classmethod
     def build(cls):
-        jpgs = [fx.jpg(fx.smooth_rgb(256, 192, seed=s), quality=90) for s in range(17)]
-        members = []
-        for i in range(SAMPLES):
-            key = "k/%05d" % i
-            members.append((key + ".jpg", jpgs[i % len(jpgs)]))
-            members.append((key + ".json", fx.js({"id": i, "box": [i % 7, 2.5, 30, 40]})))
-        cls.archive = fx.write_tar(os.path.join(cls.tmp, "in.tar"), members)
+        cls.archive = conv.write_archive(os.path.join(cls.tmp, "in.tar"), SAMPLES)
 
     def command(self, out, *extra):
-        # Two threads and small shards: a reorder window to drain, several shards to publish
-        # (each one closed is a checkpoint).
-        return [fx.TARMAC, "convert", self.archive, "-o", out, "--crop", "center", "--size", "128",
-                "--shard-size", "512K", "--threads", "2", "-q", *extra]
+        return conv.command(self.archive, out, *extra)
 
     def resumed_samples(self, out):
-        with open(os.path.join(out, "manifest.json")) as f:
-            return json.load(f).get("resumed", {}).get("samples")
+        return conv.resumed_samples(out)
 
     def outputs(self, out):
-        """The files that make up the dataset (the manifest records a command line with `out`)."""
-        return sorted(n for n in os.listdir(out) if n == "labels.safetensors" or n.startswith("shard-"))
+        return conv.outputs(out)
 
     def assert_same_dataset(self, out, ref):
-        names = self.outputs(out)
-        self.assertEqual(names, self.outputs(ref))
-        _, mismatch, errors = filecmp.cmpfiles(out, ref, names, shallow=False)
-        self.assertEqual((mismatch, errors), ([], []), "differs from an uninterrupted run")
+        conv.assert_same_dataset(self, out, ref)
 
     def run_and_kill(self, out, when):
         """Starts a conversion and SIGKILLs it after `when` seconds, or as soon as the file
