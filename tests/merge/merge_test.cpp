@@ -106,3 +106,30 @@ TEST_CASE("labels-only parts merge") {
   CHECK(merge_datasets(o).samples == 5);
   CHECK(open(o.output).blob_kinds().empty());
 }
+
+TEST_CASE("a stop request ends a merge with Interrupted and no dataset; a dead merge's staging "
+          "does not block the next") {
+  const fs::path root = temp_dir("stopped");
+  const std::string a = testing::copy_part(root, "a", "a");
+  const std::string b = testing::copy_part(root, "b", "b");
+  StopRequest stop;
+  stop.request(15);
+  MergeOptions o;
+  o.parts = {a, b};
+  o.output = (root / "out").string();
+  o.stop = &stop;
+  try {
+    merge_datasets(o);
+    FAIL("a stop request must end the merge");
+  } catch (const Interrupted& e) {
+    CHECK(e.signal() == 15);
+    CHECK_THAT(e.what(), Contains("stopped by SIGTERM"));
+  }
+  CHECK(fs::is_empty(o.output));  // no dataset, no staging, no lock file
+  // What a killed merge leaves (a staging directory without a checkpoint) is not in the way.
+  fs::create_directories(fs::path(o.output) / ".tarmac-partial");
+  o.stop = nullptr;
+  CHECK(merge_datasets(o).samples == 9);
+  CHECK_FALSE(fs::exists(fs::path(o.output) / ".tarmac-partial"));
+  CHECK_FALSE(fs::exists(fs::path(o.output) / ".tarmac-lock"));
+}
