@@ -55,10 +55,17 @@ void print_summary(const ConvertResult& r, const ConvertOptions& o) {
   if (o.geometry.resize == ResizeMode::Bucket && !o.no_images)
     std::printf("  buckets: %s\n", sizes_text(summarize_dataset(o.output, true)).c_str());
   std::printf("  schema:\n");
-  for (const auto& fs : r.schema)
-    std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", fs.name.c_str(),
+  for (size_t i = 0; i < r.schema.size(); ++i) {
+    const FieldSpec& fs = r.schema[i];
+    std::string missing;
+    if (fs.nullable && i < r.missing_values.size())
+      missing = "  nullable: " + std::to_string(r.missing_values[i]) + " of " +
+                std::to_string(r.samples) + " without a value";
+    std::printf("    %-24s %-8s %-5s %-12s%s  from .%s%s\n", fs.name.c_str(),
                 std::string(kind_name(fs.kind)).c_str(), std::string(dtype_name(fs.dtype)).c_str(),
-                shape_text(fs.shape).c_str(), fs.ragged ? " ragged" : "", fs.source.c_str());
+                shape_text(fs.shape).c_str(), fs.ragged ? " ragged" : "", fs.source.c_str(),
+                missing.c_str());
+  }
 }
 
 // The command to go on after a stop: this one with --resume (and, past a bad sample,
@@ -149,6 +156,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
     for (const auto& e : r.input_errors) spdlog::warn("input not read to its end: {}", e);
     if (r.samples == 0)
       spdlog::warn("no samples were converted: the dataset in '{}' is empty", o.output);
+    for (const auto& w : r.field_warnings) spdlog::warn("{}", w);
     if (g.json)
       std::printf("%s\n", result_json(r, o.output).dump(2).c_str());
     else

@@ -193,6 +193,9 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   for (const auto& b : f.boxes) o.boxes.push_back(parse_box_field(b));
   o.no_images = f.no_images;
   o.ragged.insert(f.ragged.begin(), f.ragged.end());
+  o.keep_fields = f.keep_fields;
+  o.drop_fields = f.drop_fields;
+  o.require_fields = f.require_fields;
   o.max_pixels = f.max_pixels;
   o.shard_size = parse_bytes(f.shard_size);
   o.max_member_size = parse_bytes(f.max_member_size);
@@ -321,6 +324,18 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->default_str("jpg jpeg png webp bmp tif tiff");
   app.add_flag("--no-images", f.no_images, "Labels only: store no images")->group(in);
   app.add_option("--ragged", f.ragged, "Fields whose first axis may vary between samples")
+      ->group(in);
+  app.add_option("--fields", f.keep_fields,
+                 "Keep only these label fields (e.g. --fields caption,width); others are left out")
+      ->delimiter(',')
+      ->group(in);
+  app.add_option("--drop-fields", f.drop_fields, "Leave out these label fields (e.g. exif,sha256)")
+      ->delimiter(',')
+      ->group(in);
+  app.add_option("--require", f.require_fields,
+                 "Fields every sample must have: one without it (absent or null) is a bad "
+                 "sample. Others may be missing in some samples (nullable)")
+      ->delimiter(',')
       ->group(in);
   app.add_option("--max-pixels", f.max_pixels, "Refuse larger images (from the header)")
       ->group(in)

@@ -31,6 +31,7 @@ struct ConvertFlags {
   std::vector<std::string> image = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
   bool no_images = false;
   std::vector<std::string> ragged;
+  std::vector<std::string> keep_fields, drop_fields, require_fields;
   uint64_t max_pixels = 1ull << 28;
   std::string max_member_size = "1G", group_window = "64M";
   // Behaviour.

@@ -310,6 +310,19 @@ ConvertResult convert(const ConvertOptions& o,
     write_file_atomic((staging / kManifestFile).string(),
                       sealed_manifest_text(std::move(manifest)));
     result.schema = writer.schema().specs();
+    for (const FieldSchema& f : writer.schema().fields()) {
+      result.missing_values.push_back(f.missing);
+      if (!f.mixed) continue;
+      static constexpr const char* kWhat[] = {"number(s) or numeric array(s)", "string(s)",
+                                              "other JSON value(s)"};
+      std::string held;
+      for (int k = 0; k < 3; ++k)
+        if (f.kind_counts[k])
+          held += (held.empty() ? "" : ", ") + std::to_string(f.kind_counts[k]) + " " + kWhat[k];
+      result.field_warnings.push_back("field '" + f.name +
+                                      "' holds values of types that share no column type (" + held +
+                                      "): each is kept as its JSON text");
+    }
     publish_dataset(out, staging, writer.shard_names(), o.overwrite);
     result.stages.finish_seconds = seconds_since(finish_t0);
     result.seconds = seconds_since(t0);

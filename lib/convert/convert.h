@@ -33,6 +33,10 @@ struct ConvertOptions {
   bool no_images = false;          ///< a labels-only dataset
   std::vector<std::string> dense;  ///< dense-map suffixes, e.g. "depth.png"
   std::set<std::string> ragged;    ///< fields whose first axis may vary
+  /// Label fields kept (--fields; empty: all) and dropped (--drop-fields), applied after the
+  /// fields the geometry uses were used; fields a sample must have (--require: a sample
+  /// without one, or with null, is bad).
+  std::vector<std::string> keep_fields, drop_fields, require_fields;
 
   // Transform.
   GeometryOptions geometry;
@@ -141,6 +145,11 @@ struct ConvertResult {
   uint64_t input_bytes = 0;
   double seconds = 0;
   std::vector<FieldSpec> schema;
+  /// Per schema field: samples without a value (nullable fields have some).
+  std::vector<uint64_t> missing_values;
+  /// Fields whose values' types conflicted, kept as JSON text: what each held, for a warning
+  /// ("field 'x' holds 3 numbers, 2 strings and 1 other JSON value: kept as JSON text").
+  std::vector<std::string> field_warnings;
   std::vector<Skipped> skipped;           ///< first 20, for the summary; all are in the manifest
   std::vector<std::string> input_errors;  ///< inputs not read to their end (under skip)
   bool resumed = false;                   ///< went on from an interrupted run's checkpoint

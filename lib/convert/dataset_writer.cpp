@@ -143,14 +143,22 @@ json DatasetWriter::checkpoint() {
 
 void DatasetWriter::add(ProcessedSample& s) {
   schema_.observe(s.fields);
-  if (label_cols_.empty()) open_label_columns(nullptr);
+  open_label_columns(nullptr);  // a field new in this sample: its column, null until now
   key_bytes_ += s.key.size();
   keys_->append(DType::U8, std::vector<int64_t>{static_cast<int64_t>(s.key.size())},
                 {reinterpret_cast<const uint8_t*>(s.key.data()), s.key.size()});
+  // Every column gets a record: the sample's value, or none.
+  std::vector<const SampleField*> by_column(label_cols_.size(), nullptr);
   for (const auto& f : s.fields) {
     size_t idx = 0;
     while (schema_.fields()[idx].name != f.name) ++idx;
-    label_cols_[idx]->append(f.value.dtype, f.value.shape, f.value.data);
+    by_column[idx] = &f;
+  }
+  for (size_t i = 0; i < label_cols_.size(); ++i) {
+    if (const SampleField* f = by_column[i]; f && !f->value.null)
+      label_cols_[i]->append(f->value.dtype, f->value.shape, f->value.data, f->value.kind);
+    else
+      label_cols_[i]->append_missing();
   }
   if (!o_.no_images) {
     affine_->append(DType::F64, std::vector<int64_t>{2, 3},
@@ -176,13 +184,18 @@ fs::path DatasetWriter::finish(const std::string& tool) {
   }
   for (size_t i = 0; i < label_cols_.size(); ++i) {
     const FieldSchema& f = schema_.fields()[i];
-    if (f.ragged) {
+    if (f.rerender) {  // fell back to JSON text: every value rendered, the length recounted
+      for (auto& spec : label_cols_[i]->ragged_tensors(
+               DType::U8, {}, label_cols_[i]->json_text_bytes(), n, /*as_json=*/true))
+        t.push_back(std::move(spec));
+    } else if (f.ragged) {
       std::vector<int64_t> inner(f.shape.begin() + 1, f.shape.end());
       for (auto& spec : label_cols_[i]->ragged_tensors(f.dtype, inner, f.total_first_axis, n))
         t.push_back(std::move(spec));
     } else {
       t.push_back(label_cols_[i]->fixed_tensor(f.dtype, f.shape, n));
     }
+    if (f.nullable()) t.push_back(label_cols_[i]->valid_tensor(n));
   }
   LayoutMetadata lm;
   lm.num_samples = n;
@@ -202,9 +215,13 @@ fs::path DatasetWriter::finish(const std::string& tool) {
 }
 
 void DatasetWriter::open_label_columns(const json* resume) {
-  for (size_t i = 0; i < schema_.fields().size(); ++i)
+  for (size_t i = label_cols_.size(); i < schema_.fields().size(); ++i) {
     label_cols_.push_back(open_column(schema_.fields()[i].name, staging_,
                                       "field" + std::to_string(i) + ".col", resume));
+    if (resume) continue;
+    // New after `samples_` samples: those had no value.
+    for (uint64_t k = 0; k < samples_; ++k) label_cols_.back()->append_missing();
+  }
 }
 
 void DatasetWriter::close_shard() {

@@ -80,14 +80,13 @@ nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& ou
   j["input_bytes"] = r.input_bytes;
   j["seconds"] = r.seconds;
   j["samples_per_second"] = r.seconds > 0 ? r.samples / r.seconds : 0;
-  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
-  for (const auto& fs : r.schema)
-    fields[fs.name] = {{"kind", std::string(kind_name(fs.kind))},
-                       {"dtype", std::string(dtype_name(fs.dtype))},
-                       {"shape", fs.shape},
-                       {"ragged", fs.ragged},
-                       {"source", fs.source}};
-  j["schema"] = fields;
+  // The schema exactly as the annotation file's metadata has it; then what it cannot say.
+  j["schema"] = nlohmann::ordered_json::parse(schema_to_json(r.schema));
+  nlohmann::ordered_json missing = nlohmann::ordered_json::object();
+  for (size_t i = 0; i < r.schema.size() && i < r.missing_values.size(); ++i)
+    if (r.schema[i].nullable) missing[r.schema[i].name] = r.missing_values[i];
+  j["missing_values"] = missing;
+  j["field_warnings"] = r.field_warnings;
   j["input_errors"] = r.input_errors;
   const StageTimes& st = r.stages;
   j["stages"] = {{"threads", st.threads},

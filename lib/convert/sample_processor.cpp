@@ -65,6 +65,18 @@ void parse_label_member(const Member& m, const std::string& ext, uint64_t max_me
   }
 }
 
+// --fields / --drop-fields, once the geometry has used what it needs.
+void select_fields(std::vector<SampleField>& fields, const ConvertOptions& o) {
+  if (o.keep_fields.empty() && o.drop_fields.empty()) return;
+  auto listed = [](const std::vector<std::string>& names, const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  std::erase_if(fields, [&](const SampleField& f) {
+    return (!o.keep_fields.empty() && !listed(o.keep_fields, f.name)) ||
+           listed(o.drop_fields, f.name);
+  });
+}
+
 SampleField* find_field(std::vector<SampleField>& fields, const std::string& name) {
   for (auto& f : fields)
     if (f.name == name) return &f;
@@ -93,6 +105,10 @@ SampleField& numeric_field(std::vector<SampleField>& fields, const std::string& 
   SampleField* f = find_field(fields, name);
   if (!f)
     throw SampleError(std::string(role) + " field '" + name + "' is missing", ErrorCode::BadField);
+  if (f->value.null)
+    throw SampleError(
+        std::string(role) + " field '" + name + "' (member '" + f->member + "') is null",
+        ErrorCode::BadField);
   if (f->value.kind != FieldValue::Kind::Numeric)
     throw SampleError(
         std::string(role) + " field '" + name + "' (member '" + f->member + "') is not numeric",
@@ -211,7 +227,17 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
       parse_label_member(*m, ext, o.max_member_size, out.fields);
     }
     current_member = nullptr;
-    if (o.no_images) return out;
+    for (const auto& name : o.require_fields) {
+      const SampleField* f = find_field(out.fields, name);
+      if (!f || f->value.null)
+        throw SampleError("required field '" + name + "' is " + (f ? "null" : "missing") +
+                              " (--require " + name + ")",
+                          ErrorCode::BadField);
+    }
+    if (o.no_images) {
+      select_fields(out.fields, o);
+      return out;
+    }
 
     if (!image) {
       std::string looked;
@@ -307,10 +333,15 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
     }
     current_member = nullptr;
 
+    // A null field has nothing to transform (it stays null); an absent one is an error.
+    auto is_null = [&](const std::string& name) {
+      const SampleField* f = find_field(out.fields, name);
+      return f && f->value.null;
+    };
     for (const auto& name : o.points)
-      transform_points(numeric_field(out.fields, name, "points"), g.m);
+      if (!is_null(name)) transform_points(numeric_field(out.fields, name, "points"), g.m);
     for (const auto& [name, xyxy] : o.boxes)
-      transform_boxes(numeric_field(out.fields, name, "boxes"), xyxy, g.m);
+      if (!is_null(name)) transform_boxes(numeric_field(out.fields, name, "boxes"), xyxy, g.m);
   } catch (const ParseError& e) {
     out.error = (current_member ? "member '" + *current_member + "': " : "") + e.what();
     out.error_code = parse_code;
@@ -326,6 +357,7 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
                 "out of memory while converting this sample";
     out.error_code = ErrorCode::OutOfMemory;
   }
+  if (out.error.empty()) select_fields(out.fields, o);
   return out;
 }
 

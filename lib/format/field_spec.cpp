@@ -39,12 +39,14 @@ std::vector<int64_t> FieldSpec::inner_shape() const {
 
 std::string schema_to_json(std::span<const FieldSpec> fields) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (const FieldSpec& f : fields)
+  for (const FieldSpec& f : fields) {
     j[f.name] = {{"kind", std::string(kind_name(f.kind))},
                  {"dtype", std::string(dtype_name(f.dtype))},
                  {"shape", f.shape},
                  {"ragged", f.ragged},
                  {"source", f.source}};
+    if (f.nullable) j[f.name]["nullable"] = true;  // absent: false (files before nullable fields)
+  }
   return j.dump();
 }
 
@@ -89,6 +91,10 @@ std::vector<FieldSpec> schema_from_json(std::string_view text) {
     if (e.contains("source")) {
       if (!e["source"].is_string()) throw bad("has a 'source' that is not a string");
       f.source = e["source"].get<std::string>();
+    }
+    if (e.contains("nullable")) {
+      if (!e["nullable"].is_boolean()) throw bad("has a 'nullable' that is not true or false");
+      f.nullable = e["nullable"].get<bool>();
     }
     if (f.kind != FieldKind::Numeric && (f.dtype != DType::U8 || !f.ragged))
       throw bad("is of kind " + std::string(kind_name(f.kind)) + " but not ragged U8");

@@ -28,6 +28,9 @@ struct FieldSpec {
   std::vector<int64_t> shape;  ///< per-sample shape; shape[0] is -1 when ragged
   bool ragged = false;
   std::string source;  ///< member extension it came from ("json", "smpl.npz"); informative
+  /// Some samples have no value (JSON null, or the field absent): the column has a NAME.valid
+  /// mask, and those samples hold zeros (fixed) or nothing (ragged) in the values.
+  bool nullable = false;
 
   /// Bytes of one sample's value; 0 when ragged.
   uint64_t sample_bytes() const;
@@ -40,7 +43,8 @@ struct FieldSpec {
 std::string schema_to_json(std::span<const FieldSpec> fields);
 /// Parses and checks a `schema` entry: every field's kind, dtype, shape and ragged flag are
 /// consistent (text is ragged U8; a ragged shape starts with -1; no other negative dimension;
-/// at most kMaxDims - 1 dimensions). Throws ParseError naming the field.
+/// at most kMaxDims - 1 dimensions; `nullable`, optional, is a bool). Throws ParseError naming
+/// the field.
 std::vector<FieldSpec> schema_from_json(std::string_view text);
 
 /// The common dtype of two numeric dtypes: BOOL < integers < floats (docs/format.md 1.4).

@@ -79,6 +79,7 @@ class LayoutReader {
             shape.insert(shape.end(), f.shape.begin(), f.shape.end());
             fl.values = need(f.name, f.dtype, shape);
           }
+          if (f.nullable) fl.valid = need(valid_tensor(f.name), DType::BOOL, {n});
           fl.spec = std::move(f);
           l.fields.push_back(std::move(fl));
         }

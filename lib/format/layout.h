@@ -32,6 +32,7 @@ struct FieldLayout {
   FieldSpec spec;
   const TensorInfo* values = nullptr;   ///< NAME, or NAME.values when ragged
   const TensorInfo* offsets = nullptr;  ///< NAME.offsets when ragged
+  const TensorInfo* valid = nullptr;    ///< NAME.valid [N] BOOL when nullable
 };
 
 /// The checked layout. TensorInfo pointers point into the SafetensorsHeader it was read from

@@ -16,6 +16,10 @@ std::string offsets_tensor(std::string_view column) {
   return std::string(column) + ".offsets";
 }
 
+std::string valid_tensor(std::string_view column) {
+  return std::string(column) + ".valid";
+}
+
 std::string dense_blob_kind(std::string_view suffix) {
   const size_t dot = suffix.rfind('.');
   return "__" + std::string(dot == std::string_view::npos ? suffix : suffix.substr(0, dot)) + "__";

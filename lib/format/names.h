@@ -65,6 +65,8 @@ std::string blob_tensor(std::string_view kind, BlobColumn column);
 /// The tensors of a ragged column NAME: "NAME.values", "NAME.offsets".
 std::string values_tensor(std::string_view column);
 std::string offsets_tensor(std::string_view column);
+/// NAME.valid: BOOL [N], 1 where a nullable field's sample has a value.
+std::string valid_tensor(std::string_view column);
 
 /// The blob kind of a dense map given by its member suffix: "depth.png" -> "__depth__".
 std::string dense_blob_kind(std::string_view suffix);

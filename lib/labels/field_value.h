@@ -18,6 +18,8 @@ struct FieldValue {
   DType dtype = DType::F64;
   std::vector<int64_t> shape;  ///< per-sample shape; {} for a scalar
   std::vector<uint8_t> data;   ///< element bytes (Numeric) or UTF-8 bytes (String, Json)
+  /// No value (JSON null): the field is named, but this sample has nothing for it.
+  bool null = false;
 
   int64_t num_elements() const {
     int64_t n = 1;

@@ -149,7 +149,12 @@ FieldValue convert(const Json& value) {
     case Json::value_t::array:
       if (auto tensor = numeric_tensor(value)) return std::move(*tensor);
       return text_field(FieldValue::Kind::Json, value.dump());
-    default:  // null, an empty object
+    case Json::value_t::null:  // no value: the field is named but missing here (nullable)
+      v.kind = FieldValue::Kind::Json;
+      v.dtype = DType::U8;
+      v.null = true;
+      return v;
+    default:  // an empty object
       return text_field(FieldValue::Kind::Json, value.dump());
   }
 }

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "labels/npy.h"
 #include "common/utf8.h"
+#include "labels/npy.h"
 
 namespace tarmac {
 namespace {

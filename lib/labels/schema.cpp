@@ -3,75 +3,151 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/error.h"
 
 namespace tarmac {
 
+namespace {
+
+using Kind = FieldValue::Kind;
+
+// A field's first value.
+FieldSchema first_schema(const SampleField& f, const std::set<std::string>& declared_ragged) {
+  FieldSchema s;
+  s.name = f.name;
+  s.source = f.source;
+  s.kind = f.value.kind;
+  s.dtype = f.value.kind == Kind::Numeric ? f.value.dtype : DType::U8;
+  s.dtype_known = f.value.kind != Kind::Numeric || f.value.num_elements() > 0;
+  s.shape = f.value.shape;
+  s.ragged = f.value.kind != Kind::Numeric || declared_ragged.count(f.name) > 0;
+  if (s.ragged && s.shape.empty())
+    throw SampleError(
+        "field '" + f.name + "' (member '" + f.member + "') is a scalar and cannot be --ragged",
+        ErrorCode::BadField);
+  return s;
+}
+
+// Only empty arrays so far: nothing typed the field yet.
+bool untyped(const FieldSchema& s) {
+  return s.kind == Kind::Numeric && !s.dtype_known && !s.shape.empty();
+}
+
+// The field's values go on as JSON text; what was written before is rendered at the end.
+void to_json_text(FieldSchema& s, bool mixed) {
+  if (s.kind != Kind::Json) s.rerender = true;
+  s.kind = Kind::Json;
+  s.dtype = DType::U8;
+  s.dtype_known = true;
+  s.shape = {0};
+  s.ragged = true;
+  s.mixed = s.mixed || mixed;
+}
+
+}  // namespace
+
 void Schema::observe(const std::vector<SampleField>& fields) {
-  if (samples_ == 0) {
-    std::vector<FieldSchema> first;
-    for (const auto& f : fields) {
-      FieldSchema s;
-      s.name = f.name;
-      s.source = f.source;
-      s.kind = f.value.kind;
-      s.dtype = f.value.kind == FieldValue::Kind::Numeric ? f.value.dtype : DType::U8;
-      s.dtype_known = f.value.kind != FieldValue::Kind::Numeric || f.value.num_elements() > 0;
-      s.shape = f.value.shape;
-      s.ragged = f.value.kind != FieldValue::Kind::Numeric || declared_ragged_.count(f.name) > 0;
-      if (s.ragged && s.shape.empty())
-        throw SampleError(
-            "field '" + f.name + "' (member '" + f.member + "') is a scalar and cannot be --ragged",
-            ErrorCode::BadField);
-      if (s.ragged) s.total_first_axis = static_cast<uint64_t>(s.shape[0]);
-      first.push_back(std::move(s));
-    }
-    fields_ = std::move(first);
-    ++samples_;
-    return;
-  }
-  // Validate everything first, then commit, so that a rejected sample changes nothing.
-  std::map<std::string, const SampleField*> by_name;
-  for (const auto& f : fields) by_name[f.name] = &f;
-  for (const auto& s : fields_)
-    if (!by_name.count(s.name))
-      throw SampleError(
-          "field '" + s.name + "' is missing (earlier samples have it, from ." + s.source + ")",
-          ErrorCode::SchemaMismatch);
+  // Validate everything on a copy, then commit, so that a rejected sample changes nothing.
   std::vector<FieldSchema> next = fields_;
+  std::vector<bool> seen(next.size(), false);
   for (const auto& f : fields) {
     auto it = std::find_if(next.begin(), next.end(),
                            [&](const FieldSchema& s) { return s.name == f.name; });
-    if (it == next.end())
-      throw SampleError(
-          "field '" + f.name + "' from member '" + f.member + "' is not in earlier samples",
-          ErrorCode::SchemaMismatch);
+    if (f.value.null) {  // named, without a value: missing here
+      if (it != next.end()) continue;
+      FieldSchema s;
+      s.name = f.name;
+      s.source = f.source;
+      s.kind = Kind::Json;
+      s.dtype = DType::U8;
+      s.shape = {0};
+      s.ragged = true;
+      s.typed = false;
+      s.missing = samples_;
+      next.push_back(std::move(s));
+      seen.push_back(false);
+      continue;
+    }
+    if (it != next.end() && !it->typed) {  // the first value after nulls types the field
+      FieldSchema s = first_schema(f, declared_ragged_);
+      s.missing = it->missing;
+      *it = std::move(s);
+      seen[static_cast<size_t>(it - next.begin())] = true;
+      it->present = 1;
+      it->kind_counts[static_cast<int>(f.value.kind)] = 1;
+      if (it->ragged) it->total_first_axis = static_cast<uint64_t>(it->shape[0]);
+      continue;
+    }
+    if (it == next.end()) {  // new: absent from every sample before this one
+      next.push_back(first_schema(f, declared_ragged_));
+      seen.push_back(true);
+      FieldSchema& s = next.back();
+      s.missing = samples_;
+      s.present = 1;
+      s.kind_counts[static_cast<int>(f.value.kind)] = 1;
+      if (s.ragged) s.total_first_axis = static_cast<uint64_t>(s.shape[0]);
+      continue;
+    }
+    seen[static_cast<size_t>(it - next.begin())] = true;
     FieldSchema& s = *it;
     const FieldValue& v = f.value;
+    ++s.kind_counts[static_cast<int>(v.kind)];
+    if (s.kind == Kind::Json && s.rerender) {  // already JSON text: anything goes
+      ++s.present;
+      continue;
+    }
+    if (untyped(s) && v.kind != Kind::Numeric) {
+      // "tags": [] until now, then ["a", "b"]: the empty arrays were JSON too.
+      to_json_text(s, /*mixed=*/v.kind != Kind::Json);
+      ++s.present;
+      continue;
+    }
     const std::string where = "member '" + f.member + "', field '" + f.name + "': ";
-    if (v.kind != s.kind)
-      throw SampleError(where + "is " + std::string(kind_name(v.kind)) + " here but " +
-                            std::string(kind_name(s.kind)) + " in earlier samples",
-                        ErrorCode::SchemaMismatch);
-    if (v.kind == FieldValue::Kind::Numeric) {
+    const bool json_source = ragged_by_source(s.source) && ragged_by_source(f.source);
+    if (v.kind != s.kind) {
+      if (!json_source)
+        throw SampleError(where + "is " + std::string(kind_name(v.kind)) + " here but " +
+                              std::string(kind_name(s.kind)) + " in earlier samples",
+                          ErrorCode::SchemaMismatch);
+      to_json_text(s, /*mixed=*/true);
+      ++s.present;
+      continue;
+    }
+    if (v.kind == Kind::Numeric) {
+      const bool empty_value = v.num_elements() == 0 && !v.shape.empty();
+      const bool same_ndim = v.shape.size() == s.shape.size();
+      const bool inner_same =
+          same_ndim && std::equal(v.shape.begin() + (v.shape.empty() ? 0 : 1), v.shape.end(),
+                                  s.shape.begin() + (s.shape.empty() ? 0 : 1));
+      if (!inner_same) {
+        if (json_source && untyped(s) && !empty_value && !v.shape.empty()) {
+          // Only empty arrays before: this value fixes the shape (they stay empty rows).
+          s.shape = v.shape;
+          s.shape[0] = 0;
+        } else if (json_source && v.shape == std::vector<int64_t>{0} && s.ragged) {
+          // [] in a typed ragged field: an empty row.
+        } else if (json_source) {
+          to_json_text(s, /*mixed=*/true);
+          ++s.present;
+          continue;
+        } else if (!same_ndim) {
+          throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
+                                shape_text(s.shape) +
+                                " in earlier samples (a different number of dimensions)",
+                            ErrorCode::SchemaMismatch);
+        } else {
+          throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
+                                shape_text(s.shape) +
+                                " in earlier samples; only the first axis may vary between samples",
+                            ErrorCode::SchemaMismatch);
+        }
+      }
       if (v.num_elements() > 0) {
         s.dtype = s.dtype_known ? promote(s.dtype, v.dtype) : v.dtype;
         s.dtype_known = true;
       }
-      if (v.shape.size() != s.shape.size())
-        throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
-                              shape_text(s.shape) +
-                              " in earlier samples (a different number of "
-                              "dimensions)",
-                          ErrorCode::SchemaMismatch);
-      const bool inner_same = std::equal(v.shape.begin() + (v.shape.empty() ? 0 : 1), v.shape.end(),
-                                         s.shape.begin() + (s.shape.empty() ? 0 : 1));
-      if (!inner_same)
-        throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
-                              shape_text(s.shape) +
-                              " in earlier samples; only the first axis may vary between samples",
-                          ErrorCode::SchemaMismatch);
       if (!s.ragged && !v.shape.empty() && v.shape[0] != s.shape[0]) {
         if (!ragged_by_source(s.source) && !declared_ragged_.count(s.name))
           throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
@@ -80,11 +156,14 @@ void Schema::observe(const std::vector<SampleField>& fields) {
                                 " if its first axis may vary",
                             ErrorCode::SchemaMismatch);
         s.ragged = true;
-        s.total_first_axis = static_cast<uint64_t>(s.shape[0]) * samples_;
+        s.total_first_axis = static_cast<uint64_t>(s.shape[0]) * s.present;
       }
     }
-    if (s.ragged) s.total_first_axis += static_cast<uint64_t>(v.shape[0]);
+    if (s.ragged) s.total_first_axis += v.shape.empty() ? 1 : static_cast<uint64_t>(v.shape[0]);
+    ++s.present;
   }
+  for (size_t i = 0; i < next.size(); ++i)
+    if (!seen[i]) ++next[i].missing;
   fields_ = std::move(next);
   ++samples_;
 }
@@ -92,7 +171,7 @@ void Schema::observe(const std::vector<SampleField>& fields) {
 std::vector<FieldSpec> Schema::specs() const {
   std::vector<FieldSpec> out;
   for (const auto& s : fields_) {
-    FieldSpec f{s.name, s.kind, s.dtype, s.shape, s.ragged, s.source};
+    FieldSpec f{s.name, s.kind, s.dtype, s.shape, s.ragged, s.source, s.nullable()};
     if (f.ragged && !f.shape.empty()) f.shape[0] = -1;
     out.push_back(std::move(f));
   }
@@ -109,7 +188,13 @@ std::string Schema::checkpoint() const {
                       {"dtype_known", s.dtype_known},
                       {"shape", s.shape},
                       {"ragged", s.ragged},
-                      {"total_first_axis", s.total_first_axis}});
+                      {"total_first_axis", s.total_first_axis},
+                      {"present", s.present},
+                      {"missing", s.missing},
+                      {"kind_counts", s.kind_counts},
+                      {"rerender", s.rerender},
+                      {"mixed", s.mixed},
+                      {"typed", s.typed}});
   return nlohmann::ordered_json{{"samples", samples_}, {"fields", fields}}.dump();
 }
 
@@ -132,6 +217,14 @@ void Schema::restore(const std::string& text) {
       s.shape = f.at("shape").get<std::vector<int64_t>>();
       s.ragged = f.at("ragged").get<bool>();
       s.total_first_axis = f.at("total_first_axis").get<uint64_t>();
+      s.present = f.at("present").get<uint64_t>();
+      s.missing = f.at("missing").get<uint64_t>();
+      const auto counts = f.at("kind_counts").get<std::vector<uint64_t>>();
+      if (counts.size() != 3) throw FatalError("kind_counts is not three counts");
+      for (size_t k = 0; k < 3; ++k) s.kind_counts[k] = counts[k];
+      s.rerender = f.at("rerender").get<bool>();
+      s.mixed = f.at("mixed").get<bool>();
+      s.typed = f.at("typed").get<bool>();
       fields.push_back(std::move(s));
     }
     samples_ = j.at("samples").get<uint64_t>();

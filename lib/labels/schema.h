@@ -1,8 +1,11 @@
 #pragma once
-// Schema inference over a whole run. The first accepted sample fixes the set of fields;
-// later samples must carry the same fields with compatible values. Numeric dtypes are
-// promoted (BOOL < integers < floats, see docs/format.md); a first axis that varies makes a
-// field ragged when it comes from JSON (which has no shapes) or is declared --ragged.
+// Schema inference over a whole run. Fields are the union of what samples carry: a field
+// absent from a sample (or null in its JSON, which the parser drops) has no value there and is
+// nullable. Numeric dtypes are promoted (BOOL < integers < floats, see docs/format.md); a first
+// axis that varies makes a field ragged when it comes from JSON (which has no shapes) or is
+// declared --ragged. A JSON field whose values cannot share one column type (a number here, an
+// object there) falls back to the JSON text of each value, counted for a warning; an empty
+// array types nothing until a non-empty value comes.
 #include <cstdint>
 #include <set>
 #include <string>
@@ -29,6 +32,20 @@ struct FieldSchema {
   std::vector<int64_t> shape;  ///< per-sample shape; shape[0] is meaningless when ragged
   bool ragged = false;
   uint64_t total_first_axis = 0;  ///< sum over samples of shape[0] (ragged fields)
+  uint64_t present = 0;           ///< samples with a value
+  uint64_t missing = 0;           ///< samples without (absent or null): nullable when > 0
+  /// Values seen of each kind (numeric, string, json), for the mixed-type warning.
+  uint64_t kind_counts[3] = {0, 0, 0};
+  /// The column became JSON text after values of another kind were written: those are
+  /// rendered as JSON when the column is assembled (and total_first_axis is recounted then).
+  bool rerender = false;
+  /// It became JSON text because its values' types conflicted (a warning names it).
+  bool mixed = false;
+  /// False while every value was null: the first value types the field (until then, and if
+  /// none comes, it is a JSON-text column without values).
+  bool typed = true;
+
+  bool nullable() const { return missing > 0; }
 };
 
 class Schema {
@@ -36,8 +53,10 @@ class Schema {
   explicit Schema(std::set<std::string> declared_ragged)
       : declared_ragged_(std::move(declared_ragged)) {}
 
-  /// Checks one sample's fields against the schema and widens it. Throws SampleError naming
-  /// the member, the field and both shapes/types; the schema is unchanged then.
+  /// Checks one sample's fields against the schema and widens it (new fields, missing ones,
+  /// promotions, the JSON fallback). Throws SampleError naming the member, the field and both
+  /// shapes for what cannot be reconciled (shapes of a non-JSON source); the schema is
+  /// unchanged then.
   void observe(const std::vector<SampleField>& fields);
 
   const std::vector<FieldSchema>& fields() const { return fields_; }

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "check/annotation.h"
@@ -111,51 +112,55 @@ std::vector<std::unique_ptr<Part>> open_parts(const std::vector<std::string>& pa
 // in one part, or whose first axis differs between parts, becomes ragged (as convert would
 // make it when the field comes from JSON or is ragged anyway).
 std::vector<FieldSpec> reconcile(const std::vector<const Part*>& parts) {
-  const Part& first = *parts[0];
-  std::vector<FieldSpec> out;
-  for (const auto& p : parts) {
+  // The union of the parts' fields, in order of first appearance: a field some part lacks
+  // (its samples never had it: an optional field) is nullable in the merge.
+  std::vector<std::string> names;
+  for (const auto& p : parts)
     for (const auto& f : p->a.fields())
-      if (!first.a.layout().find_field(f.spec.name))
-        throw FatalError("field '" + f.spec.name + "' is in part '" + p->path +
-                         "' but not in part '" + first.path +
-                         "': the parts were converted from different kinds of data");
-    for (const auto& f : first.a.fields())
-      if (!p->a.layout().find_field(f.spec.name))
-        throw FatalError("field '" + f.spec.name + "' is in part '" + first.path +
-                         "' but not in part '" + p->path +
-                         "': the parts were converted from different kinds of data");
-  }
-  for (const auto& fl0 : first.a.fields()) {
-    const FieldSpec& f0 = fl0.spec;
-    FieldSpec o = f0;
-    const Part* shaped_by = &first;
+      if (std::find(names.begin(), names.end(), f.spec.name) == names.end())
+        names.push_back(f.spec.name);
+  std::vector<FieldSpec> out;
+  for (const auto& name : names) {
+    std::optional<FieldSpec> o;
+    const Part* shaped_by = nullptr;
     for (const auto& p : parts) {
-      const FieldSpec& f = p->a.layout().find_field(f0.name)->spec;
+      const FieldLayout* fl = p->a.layout().find_field(name);
+      if (!fl) {
+        if (o) o->nullable = true;
+        continue;
+      }
+      const FieldSpec& f = fl->spec;
+      if (!o) {
+        o = f;
+        o->nullable = f.nullable || p != parts.front();  // earlier parts lacked it
+        shaped_by = p;
+        continue;
+      }
       auto incompatible = [&](const std::string& here, const std::string& there) {
-        return FatalError("field '" + f0.name + "' is " + here + " in part '" + shaped_by->path +
+        return FatalError("field '" + name + "' is " + here + " in part '" + shaped_by->path +
                           "' but " + there + " in part '" + p->path +
                           "'; the parts cannot be merged");
       };
-      if (f.kind != o.kind)
-        throw incompatible("of kind " + std::string(kind_name(o.kind)),
+      if (f.kind != o->kind)
+        throw incompatible("of kind " + std::string(kind_name(o->kind)),
                            "of kind " + std::string(kind_name(f.kind)));
-      if (o.kind == FieldKind::Numeric) o.dtype = promote(o.dtype, f.dtype);
-      if (f.shape.size() != o.shape.size() ||
+      if (o->kind == FieldKind::Numeric) o->dtype = promote(o->dtype, f.dtype);
+      if (f.shape.size() != o->shape.size() ||
           !std::equal(f.shape.begin() + (f.shape.empty() ? 0 : 1), f.shape.end(),
-                      o.shape.begin() + (o.shape.empty() ? 0 : 1)))
-        throw incompatible("of shape " + shape_text(o.shape), "of shape " + shape_text(f.shape));
-      if (!o.shape.empty() && (f.ragged || o.ragged || f.shape[0] != o.shape[0])) {
-        if (!o.ragged && !f.ragged && !ragged_by_source(o.source))
-          throw FatalError("field '" + f0.name + "' has shape " + shape_text(o.shape) +
-                           " in part '" + shaped_by->path + "' but " + shape_text(f.shape) +
-                           " in part '" + p->path + "'; convert every part with --ragged " +
-                           f0.name);
-        o.ragged = true;
-        o.shape[0] = -1;
+                      o->shape.begin() + (o->shape.empty() ? 0 : 1)))
+        throw incompatible("of shape " + shape_text(o->shape), "of shape " + shape_text(f.shape));
+      if (!o->shape.empty() && (f.ragged || o->ragged || f.shape[0] != o->shape[0])) {
+        if (!o->ragged && !f.ragged && !ragged_by_source(o->source))
+          throw FatalError("field '" + name + "' has shape " + shape_text(o->shape) + " in part '" +
+                           shaped_by->path + "' but " + shape_text(f.shape) + " in part '" +
+                           p->path + "'; convert every part with --ragged " + name);
+        o->ragged = true;
+        o->shape[0] = -1;
       }
+      o->nullable = o->nullable || f.nullable;
       shaped_by = p;
     }
-    out.push_back(std::move(o));
+    out.push_back(std::move(*o));
   }
   return out;
 }
@@ -202,9 +207,11 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
   };
   auto ragged = [&](const std::string& name, DType dtype, std::vector<int64_t> inner,
                     const std::function<Source(const Part&)>& source) {
+    // A part without the column (a nullable field it never had) adds no rows.
     int64_t total = 0;
     for (const auto& p : parts) {
       const Source s = source(*p);
+      if (!s.values) continue;
       total += s.offsets ? s.values->shape[0] : static_cast<int64_t>(p->a.size()) * s.fixed_rows;
     }
     std::vector<int64_t> shape{total};
@@ -212,6 +219,7 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
     t.push_back({values_tensor(name), dtype, shape, [&parts, source, dtype](ByteSink& sink) {
                    for (const auto& p : parts) {
                      const Source s = source(*p);
+                     if (!s.values) continue;
                      const auto b = tensor_bytes(*p, s.values);
                      write_converted(sink, s.values->dtype, b.data(),
                                      b.size() / dtype_size(s.values->dtype), dtype);
@@ -224,6 +232,10 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
                    for (const auto& p : parts) {
                      const Source s = source(*p);
                      const uint64_t np = p->a.size();
+                     if (!s.values) {
+                       write_generated<int64_t>(sink, np, [&](uint64_t) { return base; });
+                       continue;
+                     }
                      write_generated<int64_t>(sink, np, [&](uint64_t i) {
                        return base + (s.offsets ? offset_at(*p, s.offsets, i + 1)
                                                 : static_cast<int64_t>(i + 1) * s.fixed_rows);
@@ -238,9 +250,16 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
                    const std::function<const TensorInfo*(const Part&)>& source) {
     std::vector<int64_t> shape{n64};
     shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
-    t.push_back({name, dtype, shape, [&parts, source, dtype](ByteSink& sink) {
+    uint64_t sample_elements = 1;
+    for (int64_t d : sample_shape) sample_elements *= static_cast<uint64_t>(d);
+    t.push_back({name, dtype, shape, [&parts, source, dtype, sample_elements](ByteSink& sink) {
                    for (const auto& p : parts) {
                      const TensorInfo* ti = source(*p);
+                     if (!ti) {  // a part without the column: zeros (its samples have no value)
+                       const std::vector<uint8_t> zeros(sample_elements * dtype_size(dtype), 0);
+                       for (uint64_t i = 0; i < p->a.size(); ++i) sink.write(zeros);
+                       continue;
+                     }
                      const auto b = tensor_bytes(*p, ti);
                      write_converted(sink, ti->dtype, b.data(), b.size() / dtype_size(ti->dtype),
                                      dtype);
@@ -276,18 +295,34 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
     }
   }
   for (const auto& f : fields) {
+    const std::string name = f.name;
     if (f.ragged) {
-      const std::string name = f.name;
       ragged(name, f.dtype, f.inner_shape(), [name](const Part& p) {
-        const FieldLayout& fi = *p.a.layout().find_field(name);
-        return Source{fi.values, fi.spec.ragged ? fi.offsets : nullptr,
-                      fi.spec.ragged ? 0 : fi.spec.shape[0]};
+        const FieldLayout* fi = p.a.layout().find_field(name);
+        if (!fi) return Source{nullptr, nullptr, 0};
+        return Source{fi->values, fi->spec.ragged ? fi->offsets : nullptr,
+                      fi->spec.ragged ? 0 : fi->spec.shape[0]};
       });
     } else {
-      const std::string name = f.name;
-      fixed(name, f.dtype, f.shape,
-            [name](const Part& p) { return p.a.layout().find_field(name)->values; });
+      fixed(name, f.dtype, f.shape, [name](const Part& p) -> const TensorInfo* {
+        const FieldLayout* fi = p.a.layout().find_field(name);
+        return fi ? fi->values : nullptr;
+      });
     }
+    if (!f.nullable) continue;
+    // NAME.valid: the parts' masks; 1 for a part where the field was never null, 0 where the
+    // part lacks it.
+    t.push_back({valid_tensor(name), DType::BOOL, {n64}, [&parts, name](ByteSink& sink) {
+                   for (const auto& p : parts) {
+                     const FieldLayout* fi = p->a.layout().find_field(name);
+                     if (fi && fi->valid) {
+                       sink.write(tensor_bytes(*p, fi->valid));
+                     } else {
+                       const std::vector<uint8_t> v(p->a.size(), fi ? 1 : 0);
+                       sink.write(v);
+                     }
+                   }
+                 }});
   }
   return t;
 }

@@ -6,15 +6,22 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "common/error.h"
+#include "format/names.h"
 #include "write/file_util.h"
 
 namespace tarmac {
 namespace {
 
 constexpr size_t kBufferSize = 1 << 20;
+// A record's tag: dtype | kind << kKindShift, or kMissingTag for a sample without a value.
+constexpr int kKindShift = 5;
+constexpr uint8_t kMissingTag = 0xFF;
+static_assert(static_cast<int>(DType::F64) < (1 << kKindShift));
 
 float half_to_float(uint16_t h) {
   const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
@@ -201,9 +208,18 @@ void SpillColumn::flush() {
   buffer_.clear();
 }
 
+void SpillColumn::append_missing() {
+  store<uint8_t>(buffer_, kMissingTag);
+  store<uint8_t>(buffer_, 0);
+  store<uint64_t>(buffer_, 0);
+  if (buffer_.size() >= kBufferSize) flush();
+  ++count_;
+}
+
 void SpillColumn::append(DType dtype, std::span<const int64_t> shape,
-                         std::span<const uint8_t> bytes) {
-  store<uint8_t>(buffer_, static_cast<uint8_t>(dtype));
+                         std::span<const uint8_t> bytes, FieldKind kind) {
+  store<uint8_t>(buffer_, static_cast<uint8_t>(static_cast<uint8_t>(dtype) |
+                                               (static_cast<uint8_t>(kind) << kKindShift)));
   store<uint8_t>(buffer_, static_cast<uint8_t>(shape.size()));
   for (int64_t d : shape) store(buffer_, d);
   store<uint64_t>(buffer_, bytes.size());
@@ -237,11 +253,15 @@ class SpillReader {
     if (fd_ < 0) throw_io_error("cannot open column spill file", path, errno);
   }
   ~SpillReader() { ::close(fd_); }
-  /// Next record; false at the end.
-  bool next(DType& dtype, std::vector<int64_t>& shape, std::vector<uint8_t>& bytes) {
+  /// Next record; false at the end. `missing`: a sample without a value (no shape, no bytes).
+  bool next(DType& dtype, std::vector<int64_t>& shape, std::vector<uint8_t>& bytes,
+            bool* missing = nullptr, FieldKind* kind = nullptr) {
     uint8_t head[2];
     if (!read_exact(head, 2, true)) return false;
-    dtype = static_cast<DType>(head[0]);
+    const bool none = head[0] == kMissingTag;
+    if (missing) *missing = none;
+    dtype = none ? DType::U8 : static_cast<DType>(head[0] & ((1 << kKindShift) - 1));
+    if (kind) *kind = none ? FieldKind::Numeric : static_cast<FieldKind>(head[0] >> kKindShift);
     shape.resize(head[1]);
     for (auto& d : shape) read_exact(reinterpret_cast<uint8_t*>(&d), 8, false);
     uint64_t n;
@@ -280,18 +300,65 @@ class SpillReader {
   size_t pos_ = 0, len_ = 0;
 };
 
+// A numeric record's elements as JSON values nested by its shape.
+nlohmann::json numeric_json(DType dt, const std::vector<int64_t>& shape,
+                            const std::vector<uint8_t>& bytes) {
+  const uint64_t count = bytes.size() / dtype_size(dt);
+  std::vector<uint8_t> conv;
+  const DType as = dt == DType::BOOL ? DType::BOOL : dtype_is_float(dt) ? DType::F64 : DType::I64;
+  convert_elements(dt, bytes.data(), count, as, conv);
+  uint64_t at = 0;
+  std::function<nlohmann::json(size_t)> build = [&](size_t dim) -> nlohmann::json {
+    if (dim == shape.size()) {
+      const uint8_t* p = conv.data() + at * dtype_size(as);
+      ++at;
+      if (as == DType::BOOL) return *p != 0;
+      if (as == DType::I64) return load<int64_t>(p);
+      const double d = load<double>(p);
+      return std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr);
+    }
+    nlohmann::json a = nlohmann::json::array();
+    for (int64_t k = 0; k < shape[dim]; ++k) a.push_back(build(dim + 1));
+    return a;
+  };
+  return build(0);
+}
+
+// One record's value as the JSON text a column of JSON text stores.
+void append_json_text(FieldKind kind, DType dt, const std::vector<int64_t>& shape,
+                      const std::vector<uint8_t>& bytes, std::vector<uint8_t>& out) {
+  if (kind == FieldKind::Json) {
+    out.insert(out.end(), bytes.begin(), bytes.end());
+    return;
+  }
+  const std::string text = kind == FieldKind::String
+                               ? nlohmann::json(std::string(bytes.begin(), bytes.end()))
+                                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                               : numeric_json(dt, shape, bytes).dump();
+  out.insert(out.end(), text.begin(), text.end());
+}
+
 }  // namespace
 
 // Streams every record's elements, converted to `to`, to the sink: the values of a column.
-static std::function<void(ByteSink&)> values_filler(std::string path, DType to) {
-  return [path = std::move(path), to](ByteSink& sink) {
+// A record without a value adds `missing_bytes` zero bytes (a fixed column's zeros) or nothing.
+static std::function<void(ByteSink&)> values_filler(std::string path, DType to,
+                                                    uint64_t missing_bytes, bool as_json) {
+  return [path = std::move(path), to, missing_bytes, as_json](ByteSink& sink) {
     SpillReader r(path);
     DType dt;
     std::vector<int64_t> s;
     std::vector<uint8_t> bytes, converted;
-    while (r.next(dt, s, bytes)) {
+    bool missing;
+    FieldKind kind;
+    while (r.next(dt, s, bytes, &missing, &kind)) {
       converted.clear();
-      convert_elements(dt, bytes.data(), bytes.size() / dtype_size(dt), to, converted);
+      if (missing)
+        converted.assign(missing_bytes, 0);
+      else if (as_json)
+        append_json_text(kind, dt, s, bytes, converted);
+      else
+        convert_elements(dt, bytes.data(), bytes.size() / dtype_size(dt), to, converted);
       sink.write(converted);
     }
   };
@@ -301,35 +368,89 @@ TensorSpec SpillColumn::fixed_tensor(DType to, std::vector<int64_t> sample_shape
                                      uint64_t n) const {
   std::vector<int64_t> shape{static_cast<int64_t>(n)};
   shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
-  return {name_, to, shape, values_filler(path_, to)};
+  uint64_t elements = 1;
+  for (int64_t d : sample_shape) elements *= static_cast<uint64_t>(d);
+  return {name_, to, shape, values_filler(path_, to, elements * dtype_size(to), false)};
 }
 
 std::vector<TensorSpec> SpillColumn::ragged_tensors(DType to, std::vector<int64_t> inner,
-                                                    uint64_t total_first_axis, uint64_t n) const {
+                                                    uint64_t total_first_axis, uint64_t n,
+                                                    bool as_json) const {
   std::vector<int64_t> vshape{static_cast<int64_t>(total_first_axis)};
   vshape.insert(vshape.end(), inner.begin(), inner.end());
   std::string path = path_;
-  TensorSpec values{name_ + ".values", to, vshape, values_filler(path_, to)};
-  TensorSpec offsets{
-      name_ + ".offsets", DType::I64, {static_cast<int64_t>(n + 1)}, [path](ByteSink& sink) {
-        SpillReader r(path);
-        DType dt;
-        std::vector<int64_t> s;
-        std::vector<uint8_t> bytes;
-        int64_t at = 0;
-        std::vector<uint8_t> out;
-        store(out, at);
-        while (r.next(dt, s, bytes)) {
-          at += s.empty() ? 1 : s[0];
-          store(out, at);
-          if (out.size() >= kBufferSize) {
-            sink.write(out);
-            out.clear();
-          }
-        }
-        sink.write(out);
-      }};
+  TensorSpec values{name_ + ".values", as_json ? DType::U8 : to, vshape,
+                    values_filler(path_, to, 0, as_json)};
+  TensorSpec offsets{name_ + ".offsets",
+                     DType::I64,
+                     {static_cast<int64_t>(n + 1)},
+                     [path, as_json](ByteSink& sink) {
+                       SpillReader r(path);
+                       DType dt;
+                       std::vector<int64_t> s;
+                       std::vector<uint8_t> bytes, text;
+                       bool missing;
+                       FieldKind kind;
+                       int64_t at = 0;
+                       std::vector<uint8_t> out;
+                       store(out, at);
+                       while (r.next(dt, s, bytes, &missing, &kind)) {
+                         if (missing) {
+                           // no rows
+                         } else if (as_json) {
+                           text.clear();
+                           append_json_text(kind, dt, s, bytes, text);
+                           at += static_cast<int64_t>(text.size());
+                         } else {
+                           at += s.empty() ? 1 : s[0];
+                         }
+                         store(out, at);
+                         if (out.size() >= kBufferSize) {
+                           sink.write(out);
+                           out.clear();
+                         }
+                       }
+                       sink.write(out);
+                     }};
   return {values, offsets};
+}
+
+TensorSpec SpillColumn::valid_tensor(uint64_t n) const {
+  return {format::valid_tensor(name_),
+          DType::BOOL,
+          {static_cast<int64_t>(n)},
+          [path = path_](ByteSink& sink) {
+            SpillReader r(path);
+            DType dt;
+            std::vector<int64_t> s;
+            std::vector<uint8_t> bytes, out;
+            bool missing;
+            while (r.next(dt, s, bytes, &missing)) {
+              out.push_back(missing ? 0 : 1);
+              if (out.size() >= kBufferSize) {
+                sink.write(out);
+                out.clear();
+              }
+            }
+            sink.write(out);
+          }};
+}
+
+uint64_t SpillColumn::json_text_bytes() const {
+  SpillReader r(path_);
+  DType dt;
+  std::vector<int64_t> s;
+  std::vector<uint8_t> bytes, text;
+  bool missing;
+  FieldKind kind;
+  uint64_t total = 0;
+  while (r.next(dt, s, bytes, &missing, &kind)) {
+    if (missing) continue;
+    text.clear();
+    append_json_text(kind, dt, s, bytes, text);
+    total += text.size();
+  }
+  return total;
 }
 
 }  // namespace tarmac

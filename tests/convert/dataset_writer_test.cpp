@@ -167,7 +167,8 @@ TEST_CASE("a sample that contradicts the schema is refused and nothing of it is 
   ProcessedSample a = sample(0);
   w.add(a);
   ProcessedSample b = sample(1);
-  b.fields.pop_back();  // no `pts`
+  b.fields[0].source = "npy";  // `id` as an array from an .npy member: its rank contradicts
+  b.fields[0].value.shape = {1};
   CHECK_THROWS_AS(w.add(b), SampleError);
   ProcessedSample c = sample(2);
   w.add(c);

@@ -122,6 +122,7 @@ TEST_CASE("result_json: the document convert --json prints, key for key, in orde
         R"("bbox":{"kind":"numeric","dtype":"F32","shape":[4],"ragged":false,"source":"json"},)"
         R"("kp":{"kind":"numeric","dtype":"F64","shape":[-1,2],"ragged":true,"source":"npz"},)"
         R"("caption":{"kind":"string","dtype":"U8","shape":[],"ragged":false,"source":"txt"}},)"
+            R"("missing_values":{},"field_warnings":[],)"
         R"("input_errors":["'b.tar': truncated"],)"
         R"("stages":{"threads":2,"reader_seconds":4.0,"reader_blocked_seconds":1.0,)"
         R"("worker_seconds":8.0,"worker_idle_seconds":0.5,"writer_seconds":4.0,)"

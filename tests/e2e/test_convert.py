@@ -174,7 +174,10 @@ class HmrCropTest(fx.TmpCase):
         for i, lab in enumerate(self.labels):
             self.assertEqual(self.ds.string("caption", i), lab["caption"])
             self.assertEqual(self.ds.string("tags", i), json.dumps(lab["tags"], separators=(",", ":")))
-            self.assertEqual(self.ds.string("extra", i), "null")
+            self.assertEqual(self.ds.string("extra", i), "")  # null: no value
+        self.assertEqual(json.loads(self.ds.meta["schema"])["extra"]["kind"], "json")  # never typed
+        self.assertTrue(json.loads(self.ds.meta["schema"])["extra"]["nullable"])
+        self.assertEqual(t["extra.valid"].tolist(), [False] * n)
         self.assertEqual(t["caption.offsets"].dtype, np.int64)
         self.assertEqual(t["caption.offsets"].shape, (n + 1,))
         self.assertEqual(t["caption.values"].dtype, np.uint8)

@@ -70,14 +70,15 @@ class ErrorsTest(fx.TmpCase):
     def test_every_skip_and_ignore_has_a_stable_code(self):
         """Each entry of the manifest's skipped/ignored/duplicates lists carries a `code` users
         can filter on; the expected codes are written here, one per kind of bad input."""
-        a = self.tar("codes-a.tar", good("ok/0", 0) + [
+        a = self.tar("codes-a.tar", good("ok/0", 0) + [("ok/0.kp.npy", fx.npy(np.zeros((2, 2))))] + [
             ("noimg/0.json", b"{\"id\": 1}"),                                     # no_image
             ("badjson/0.jpg", self.jpeg), ("badjson/0.json", b"{\"id\": 1,"),     # bad_json
             ("badnpy/0.jpg", self.jpeg), ("badnpy/0.json", b"{\"id\": 1}"),
             ("badnpy/0.kp.npy", b"\x93NUMPY garbage"),                            # bad_npy
             ("badimg/0.jpg", self.big_jpeg[:len(self.big_jpeg) // 2]),
             ("badimg/0.json", b"{\"id\": 1}"),                                    # bad_image
-            ("schema/0.jpg", self.jpeg), ("schema/0.json", b"{\"id\": \"one\"}"),  # schema_mismatch
+            ("schema/0.jpg", self.jpeg), ("schema/0.json", b"{\"id\": 1}"),
+            ("schema/0.kp.npy", fx.npy(np.zeros(3))),                            # schema_mismatch
             ("twice/0.jpg", self.jpeg), ("twice/0.json", b"{\"id\": 1}"),
             ("twice/0.json", b"{\"id\": 2}"),                                     # duplicate_member
             ("ok/1.jpg", self.jpeg), ("ok/1.json", b"{\"id\": 1}"),
@@ -141,16 +142,34 @@ class ErrorsTest(fx.TmpCase):
         p = self.tar("noimg.tar", good("a/0") + [("a/1.json", b"{\"id\": 1}")])
         self.refuse([p], says=["a/1", "no image"])
 
-    def test_field_missing(self):
-        p = self.tar("missing.tar", good("a/0", 0, id=0, score=1.5) + good("a/1", 1, id=1))
-        self.refuse([p], says=["a/1", "score"])
-        _, ds = self.skip([p])
+    def test_field_missing_is_nullable_unless_required(self):
+        p = self.tar("missing.tar", good("a/0", 0, id=0, score=1.5) + good("a/1", 1, id=1)
+                     + good("a/2", 2, id=2, score=None))
+        _, ds = fx.convert(self, [p])
+        self.assertEqual(ds.t["score.valid"].tolist(), [True, False, False])
+        self.assertEqual(ds.t["score"].tolist(), [1.5, 0.0, 0.0])
+        self.assertTrue(json.loads(ds.meta["schema"])["score"]["nullable"])
+        self.assertNotIn("nullable", json.loads(ds.meta["schema"])["id"])
+        # --require: absent or null is a bad sample, named.
+        err = self.refuse([p], "--require", "score", says=["a/1", "required field 'score' is missing", "--require"])
+        del err
+        _, ds = self.skip([p], "--require", "score")
         self.assertEqual(ds.keys, ["a/0"])
-        self.assertIn("score", ds.manifest["skipped"][0]["reason"])
+        self.assertEqual([e["code"] for e in ds.manifest["skipped"]], ["bad_field", "bad_field"])
+        self.assertIn("is null", ds.manifest["skipped"][1]["reason"])
 
     def test_field_kind_changes(self):
-        p = self.tar("kind.tar", good("a/0", 0, v=1) + good("a/1", 1, v="one"))
-        self.refuse([p], says=["a/1", "'v'"])
+        # From JSON: kept as each value's JSON text, with a warning naming the field and counts.
+        p = self.tar("kind.tar", good("a/0", 0, v=1) + good("a/1", 1, v="one") + good("a/2", 2, v=["x", "y"]))
+        r, ds = fx.convert(self, [p])
+        self.assertIn("field 'v' holds values of types that share no column type (1 number(s) or numeric "
+                      "array(s), 1 string(s), 1 other JSON value(s))", r.stderr.decode())
+        self.assertEqual(json.loads(ds.meta["schema"])["v"]["kind"], "json")
+        self.assertEqual([json.loads(ds.string("v", i)) for i in range(3)], [1, "one", ["x", "y"]])
+        # From members that have types (.npy, .txt): a bad sample, as before.
+        q = self.tar("kind2.tar", [("a/0.jpg", self.jpeg), ("a/0.v.npy", fx.npy(np.int64(3))),
+                                   ("a/1.jpg", self.jpeg), ("a/1.v.txt", b"three")])
+        self.refuse([q], says=["a/1", "'v'"])
 
     def test_malformed_json(self):
         p = self.tar("badjson.tar", good("a/0") + [("a/1.jpg", self.jpeg), ("a/1.json", b"{\"id\": 1,")])

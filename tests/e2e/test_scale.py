@@ -295,9 +295,27 @@ class ShardMergeTest(fx.TmpCase):
                                                             ("o/x.depth.png", fx.png(fx.smooth_u16(8, 8))),
                                                             ("o/x.json", fx.js({"other": 1}))])
         self.assertEqual(fx.run(["convert", os.path.join(self.tmp, "other.tar"), "-o", other, *self.flags]).returncode, 0)
-        _, p = self.merge([dirs[0], other], "incompatible", expect=1)
+        # Parts with different fields merge into their union; each field is nullable, without
+        # a value in the samples of the parts that lack it.
+        out, p = self.merge([dirs[0], other], "union", expect=0)
+        ds, first = fx.Dataset(out), fx.Dataset(dirs[0])
+        n0 = len(first.keys)
+        self.assertEqual(ds.t["other.valid"].tolist(), [False] * n0 + [True])
+        self.assertEqual(ds.t["other"].tolist(), [0] * n0 + [1])
+        schema = json.loads(ds.meta["schema"])
+        for name in json.loads(first.meta["schema"]):
+            self.assertTrue(schema[name]["nullable"], name)
+            self.assertEqual(ds.t[name + ".valid"].tolist(), [True] * n0 + [False], name)
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+        # A field of another kind in another part cannot be merged.
+        kind = os.path.join(self.tmp, "kind")
+        fx.write_tar(os.path.join(self.tmp, "kind.tar"), [("k/x.png", fx.png(fx.smooth_rgb(8, 8))),
+                                                         ("k/x.depth.png", fx.png(fx.smooth_u16(8, 8))),
+                                                         ("k/x.json", fx.js({"other": "text"}))])
+        self.assertEqual(fx.run(["convert", os.path.join(self.tmp, "kind.tar"), "-o", kind, *self.flags]).returncode, 0)
+        _, p = self.merge([other, kind], "incompatible", expect=1)
         self.assertIn(b"field 'other'", p.stderr)
-        self.assertIn(b"err-0", p.stderr)
+        self.assertIn(b"of kind", p.stderr)
         _, p = self.merge([dirs[0], self.tmp], "notds", expect=1)
         self.assertIn(b"not a tarmac dataset", p.stderr)
         self.assertEqual(fx.run(["convert", *self.inputs, "-o", os.path.join(self.tmp, "x"), "--shard", "2/2"]).returncode, 2)

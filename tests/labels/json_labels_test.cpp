@@ -47,8 +47,20 @@ TEST_CASE("json: top-level members become fields in document order, nested objec
   CHECK(names(f) == std::vector<std::string>{"p.z", "p.a.b", "p.a.c.d", "p.e", "p.m"});
   CHECK(f[3].second.kind == Kind::Json);
   CHECK(text_of(f[3].second) == "{}");
-  CHECK(f[4].second.kind == Kind::Json);
-  CHECK(text_of(f[4].second) == "null");
+  // "m": null names the field but gives it no value (the schema makes it nullable).
+  CHECK(f[4].second.null);
+  CHECK(f[4].second.data.empty());
+  CHECK_FALSE(f[3].second.null);
+}
+
+TEST_CASE("json: null, at the top or nested, is a field without a value") {
+  const Fields top = parse("null");
+  REQUIRE(top.size() == 1);
+  CHECK(top[0].second.null);
+  const Fields nested = parse(R"({"a": {"b": null, "c": 1}})");
+  CHECK(names(nested) == std::vector<std::string>{"a.b", "a.c"});
+  CHECK(nested[0].second.null);
+  CHECK_FALSE(nested[1].second.null);
 }
 
 TEST_CASE("json: an empty top-level object has no fields") {

@@ -62,7 +62,7 @@ std::string error_of(Schema& s, const std::vector<SampleField>& fields) {
 
 }  // namespace
 
-TEST_CASE("Schema: the first sample fixes the set of fields") {
+TEST_CASE("Schema: fields are the union of the samples'; one absent somewhere is nullable") {
   Schema s({});
   s.observe({numeric("label", DType::I64, {}), numeric("box", DType::F64, {4})});
   CHECK(s.samples() == 1);
@@ -71,21 +71,29 @@ TEST_CASE("Schema: the first sample fixes the set of fields") {
   CHECK(s.fields()[1].name == "box");
   CHECK(s.fields()[1].shape == std::vector<int64_t>{4});
   CHECK_FALSE(s.fields()[1].ragged);
+  CHECK_FALSE(s.fields()[1].nullable());
 
   // Order within a later sample does not matter.
   s.observe({numeric("box", DType::F64, {4}), numeric("label", DType::I64, {})});
   CHECK(s.samples() == 2);
 
-  const std::string missing = error_of(s, {numeric("label", DType::I64, {})});
-  CHECK_THAT(missing, Contains("'box'"));
-  CHECK_THAT(missing, Contains("missing"));
+  s.observe({numeric("label", DType::I64, {})});  // no box
+  CHECK(field(s, "box").nullable());
+  CHECK(field(s, "box").missing == 1);
+  CHECK(field(s, "box").present == 2);
+  CHECK_FALSE(field(s, "label").nullable());
 
-  const std::string extra =
-      error_of(s, {numeric("label", DType::I64, {}), numeric("box", DType::F64, {4}),
-                   numeric("score", DType::F64, {})});
-  CHECK_THAT(extra, Contains("'score'"));
-  CHECK(s.samples() == 2);
-  CHECK(s.fields().size() == 2);
+  s.observe({numeric("label", DType::I64, {}), numeric("box", DType::F64, {4}),
+             numeric("score", DType::F64, {})});  // new in the fourth sample
+  CHECK(s.samples() == 4);
+  REQUIRE(s.fields().size() == 3);
+  CHECK(field(s, "score").missing == 3);
+  CHECK(field(s, "score").present == 1);
+  const auto specs = s.specs();
+  CHECK(specs[1].nullable);
+  CHECK(specs[2].nullable);
+  CHECK_FALSE(specs[0].nullable);
+  CHECK_THAT(schema_to_json(specs), Contains("\"nullable\":true"));
 }
 
 TEST_CASE("Schema: a field's kind may not change") {
@@ -188,21 +196,71 @@ TEST_CASE("Schema: a refused first sample leaves the schema unchanged") {
   CHECK(s.fields().size() == 2);
 }
 
-TEST_CASE("Schema: inner dimensions and ranks may not vary, even from JSON") {
+TEST_CASE("Schema: inner dimensions and ranks may not vary in arrays; JSON falls back to text") {
   Schema s({"m"});
   s.observe({numeric("boxes", DType::F64, {2, 4}), numeric("m", DType::F32, {3, 2}, "npy")});
   std::string e =
-      error_of(s, {numeric("boxes", DType::F64, {2, 5}), numeric("m", DType::F32, {3, 2}, "npy")});
-  CHECK_THAT(e, Contains("'boxes'"));
-  CHECK_THAT(e, Contains("only the first axis"));
-  e = error_of(s, {numeric("boxes", DType::F64, {2, 4}), numeric("m", DType::F32, {4, 3}, "npy")});
+      error_of(s, {numeric("boxes", DType::F64, {2, 4}), numeric("m", DType::F32, {4, 3}, "npy")});
   CHECK_THAT(e, Contains("'m'"));
-  e = error_of(s, {numeric("boxes", DType::F64, {8}), numeric("m", DType::F32, {3, 2}, "npy")});
-  CHECK_THAT(e, Contains("'boxes'"));
+  CHECK_THAT(e, Contains("only the first axis"));
+  e = error_of(s, {numeric("boxes", DType::F64, {2, 4}), numeric("m", DType::F32, {3}, "npy")});
+  CHECK_THAT(e, Contains("'m'"));
   CHECK_THAT(e, Contains("dimensions"));
-  e = error_of(s, {numeric("boxes", DType::F64, {}), numeric("m", DType::F32, {3, 2}, "npy")});
-  CHECK_THAT(e, Contains("'boxes'"));
   CHECK(s.samples() == 1);
+  // From JSON: the values cannot share a column type, so each is kept as its JSON text.
+  s.observe({numeric("boxes", DType::F64, {2, 5}), numeric("m", DType::F32, {3, 2}, "npy")});
+  CHECK(field(s, "boxes").kind == Kind::Json);
+  CHECK(field(s, "boxes").mixed);
+  CHECK(field(s, "boxes").rerender);
+  s.observe({numeric("boxes", DType::F64, {}), numeric("m", DType::F32, {3, 2}, "npy")});
+  CHECK(field(s, "boxes").present == 3);
+  CHECK(field(s, "boxes").kind_counts[0] == 3);
+}
+
+TEST_CASE("Schema: a JSON field of conflicting kinds becomes JSON text, counted per kind") {
+  Schema s({});
+  s.observe({numeric("x", DType::I64, {})});
+  s.observe({text("x", "seven", "json")});
+  SampleField obj = text("x", "{\"a\":1}", "json");
+  obj.value.kind = Kind::Json;
+  s.observe({obj});
+  s.observe({});
+  const auto& f = field(s, "x");
+  CHECK(f.kind == Kind::Json);
+  CHECK(f.mixed);
+  CHECK(f.kind_counts[0] == 1);
+  CHECK(f.kind_counts[1] == 1);
+  CHECK(f.kind_counts[2] == 1);
+  CHECK(f.missing == 1);
+  const auto spec = s.specs()[0];
+  CHECK(spec.kind == Kind::Json);
+  CHECK(spec.ragged);
+  CHECK(spec.dtype == DType::U8);
+  CHECK(spec.shape == std::vector<int64_t>{-1});
+  CHECK(spec.nullable);
+}
+
+TEST_CASE("Schema: an empty array types nothing until a non-empty value comes") {
+  Schema s({});
+  s.observe({numeric("tags", DType::F64, {0})});
+  s.observe({numeric("tags", DType::F64, {0})});
+  SampleField strings = text("tags", "[\"a\",\"b\"]", "json");
+  strings.value.kind = Kind::Json;  // an array of strings
+  s.observe({strings});
+  CHECK(field(s, "tags").kind == Kind::Json);
+  CHECK_FALSE(field(s, "tags").mixed);  // no warning: [] was never a number
+  CHECK(field(s, "tags").rerender);
+
+  Schema t({});
+  t.observe({numeric("pts", DType::F64, {0})});
+  t.observe({numeric("pts", DType::I64, {2, 3})});  // the shape comes with the first values
+  CHECK(field(t, "pts").kind == Kind::Numeric);
+  CHECK(field(t, "pts").ragged);
+  CHECK(field(t, "pts").shape[1] == 3);
+  CHECK(field(t, "pts").total_first_axis == 2);
+  t.observe({numeric("pts", DType::F64, {0})});  // [] again: an empty row
+  CHECK(field(t, "pts").total_first_axis == 2);
+  CHECK(field(t, "pts").dtype == DType::I64);
 }
 
 TEST_CASE("Schema: a refused sample leaves the schema unchanged") {
@@ -222,11 +280,12 @@ TEST_CASE("Schema: a refused sample leaves the schema unchanged") {
   CHECK(field(s, "c").dtype == DType::F32);
   CHECK(field(s, "c").total_first_axis == total);
   CHECK(s.samples() == 2);
-  // ... and a sample that only fails late on a kind mismatch, too.
-  SampleField bad = text("a", "x", "json");
+  // ... and a sample whose JSON fallback comes before the field that fails, too.
+  SampleField fallback = text("a", "x", "json");
   CHECK_THROWS_AS(
-      s.observe({numeric("c", DType::F64, {1, 2}), numeric("b", DType::I64, {3}, "npy"), bad}),
+      s.observe({numeric("c", DType::F64, {1, 2}), fallback, numeric("b", DType::I64, {4}, "npy")}),
       SampleError);
+  CHECK(field(s, "a").kind == Kind::Numeric);
   CHECK(schema_to_json(s.specs()) == before);
 }
 
@@ -258,4 +317,34 @@ TEST_CASE("Schema: to_json lists every field with kind, dtype, shape, raggedness
         "\"depth_scale\":{\"kind\":\"numeric\",\"dtype\":\"F32\",\"shape\":[2],\"ragged\":false,"
         "\"source\":\"npy\"}}");
   CHECK(schema_to_json(Schema({}).specs()) == "{}");
+}
+
+TEST_CASE("Schema: a null names a field without a value; the first value types it") {
+  auto null_field = [](const std::string& name) {
+    SampleField f = text(name, "", "json");
+    f.value.kind = Kind::Json;
+    f.value.null = true;
+    return f;
+  };
+  Schema s({});
+  s.observe({null_field("err"), numeric("w", DType::I64, {})});
+  s.observe({null_field("err"), numeric("w", DType::I64, {})});
+  REQUIRE(s.fields().size() == 2);
+  CHECK_FALSE(field(s, "err").typed);
+  CHECK(field(s, "err").missing == 2);
+  CHECK(s.specs()[0].kind == Kind::Json);  // only nulls so far: JSON text, no values
+  CHECK(s.specs()[0].nullable);
+  s.observe({text("err", "timeout", "json"), numeric("w", DType::I64, {})});
+  s.observe({null_field("err"), null_field("w")});
+  CHECK(field(s, "err").typed);
+  CHECK(field(s, "err").kind == Kind::String);
+  CHECK(field(s, "err").missing == 3);
+  CHECK(field(s, "err").present == 1);
+  CHECK(field(s, "err").total_first_axis == 7);
+  CHECK(field(s, "w").missing == 1);
+  CHECK(field(s, "w").dtype == DType::I64);
+  // A checkpoint keeps all of it.
+  Schema r({});
+  r.restore(s.checkpoint());
+  CHECK(r.checkpoint() == s.checkpoint());
 }

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "labels/text_labels.h"
 #include "common/utf8.h"
+#include "labels/text_labels.h"
 
 using tarmac::DType;
 using tarmac::FieldValue;
