@@ -6,6 +6,8 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "convert/npy_dense.h"
+#include "format/names.h"
 #include "labels/json_labels.h"
 #include "labels/npy.h"
 #include "labels/npz.h"
@@ -291,6 +293,12 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
       b.member_suffix = o.dense[i];
       b.width = g.out_width;
       b.height = g.out_height;
+      if (format::is_npy_dense(o.dense[i])) {
+        b.bytes = npy_dense_map(dense[i]->data, src_w, src_h, g, o.max_pixels);
+        b.crc32 = crc_of(b.bytes);
+        out.dense.push_back(std::move(b));
+        continue;
+      }
       cv::Mat d = decode_dense(dense[i]->data, o.max_pixels);
       if (g.identity && d.cols == src_w && d.rows == src_h) {
         b.bytes = dense[i]->data;

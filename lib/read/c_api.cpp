@@ -248,6 +248,15 @@ int tarmac_value(const tarmac_dataset* ds, const char* name, int64_t i, tarmac_t
   });
 }
 
+int tarmac_dense(const tarmac_dataset* ds, int64_t i, const char* kind, tarmac_tensor* out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(kind, "kind");
+    need(out, "out");
+    fill(ds->ds.dense_array(index(i), kind), nullptr, out);
+  });
+}
+
 int tarmac_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out) {
   return guarded([&] {
     need(ds, "ds");

@@ -89,6 +89,11 @@ TARMAC_API int tarmac_shard(const tarmac_dataset* ds, int64_t k, const uint8_t**
 /** Sample i's value of field `name` ("__affine__" included); ragged: its slice. */
 TARMAC_API int tarmac_value(const tarmac_dataset* ds, const char* name, int64_t i,
                             tarmac_tensor* out);
+/** Sample i's dense map of a blob kind stored as .npy ("__depth__"), zero-copy: dtype code,
+ *  shape (H, W) or (H, W, C), data (aligned to 64 bytes), nbytes; offsets NULL. A kind stored
+ *  otherwise is TARMAC_E_INVALID; a blob that is no such array, TARMAC_E_DATA. */
+TARMAC_API int tarmac_dense(const tarmac_dataset* ds, int64_t i, const char* kind,
+                            tarmac_tensor* out);
 /** The whole column of field `name` (or any tensor name of the file). */
 TARMAC_API int tarmac_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out);
 

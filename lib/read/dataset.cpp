@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "format/layout.h"
+#include "format/npy_blob.h"
 #include "format/safetensors.h"
 #include "read/mapped_file.h"
 #include "transform/image_codec.h"
@@ -307,6 +308,8 @@ BlobEncoding Dataset::encoding(size_t i, std::string_view kind) const {
         return BlobEncoding::Webp;
       case format::StoredEncoding::Raw:
         return BlobEncoding::Raw;
+      case format::StoredEncoding::Npy:
+        return BlobEncoding::Npy;
       case format::StoredEncoding::Source:
         break;  // the magic bytes tell
     }
@@ -436,7 +439,43 @@ Pixels Dataset::decode(size_t i) const {
   return p;
 }
 
+TensorView Dataset::dense_array(size_t i, std::string_view kind) const {
+  if (blob_state(kind).encoding != format::StoredEncoding::Npy)
+    throw ArgumentError("dataset '" + dir_ + "': blob kind '" + std::string(kind) +
+                        "' is not stored as .npy arrays");
+  const BlobRef r = blob_ref(i, kind);
+  const auto bytes = blob(i, kind);
+  format::NpyBlob a;
+  try {
+    a = format::parse_npy_blob(bytes);
+  } catch (const ParseError& e) {
+    throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " " +
+                    std::string(kind) + ": " + e.what());
+  }
+  if (a.shape[0] != r.height || a.shape[1] != r.width)
+    throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " " +
+                    std::string(kind) + ": the array is " + std::to_string(a.shape[1]) + "x" +
+                    std::to_string(a.shape[0]) + " but the annotation file says " +
+                    std::to_string(r.width) + "x" + std::to_string(r.height));
+  TensorView v;
+  v.dtype = a.dtype;
+  v.shape.ndim = a.shape.size();
+  std::copy(a.shape.begin(), a.shape.end(), v.shape.dims.begin());
+  v.bytes = a.data;
+  return v;
+}
+
 Pixels Dataset::decode_dense(size_t i, std::string_view kind) const {
+  if (blob_state(kind).encoding == format::StoredEncoding::Npy) {
+    const TensorView v = dense_array(i, kind);
+    Pixels p;
+    p.height = static_cast<int>(v.shape[0]);
+    p.width = static_cast<int>(v.shape[1]);
+    p.channels = v.shape.ndim == 3 ? static_cast<int>(v.shape[2]) : 1;
+    p.dtype = v.dtype;
+    p.data.assign(v.bytes.begin(), v.bytes.end());
+    return p;
+  }
   const auto bytes = blob(i, kind);
   cv::Mat m;
   try {

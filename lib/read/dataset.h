@@ -81,11 +81,11 @@ struct BlobRef {
   int32_t height = 0;
 };
 
-/// How a blob is encoded (the extension of its tar member).
-enum class BlobEncoding { Jpeg, Png, Webp, Bmp, Tiff, Raw };
+/// How a blob is encoded (the extension of its tar member). Npy: a dense map stored as .npy.
+enum class BlobEncoding { Jpeg, Png, Webp, Bmp, Tiff, Raw, Npy };
 
 /// Decoded pixels, row-major HWC: RGB uint8 for images; dense maps keep their channel
-/// count and bit depth (dtype U8 or U16).
+/// count and bit depth (dtype U8 or U16; a .npy dense map: its own dtype).
 struct Pixels {
   int width = 0, height = 0, channels = 0;
   DType dtype = DType::U8;
@@ -150,8 +150,14 @@ class Dataset {
   /// Decodes sample i's image into `out` (height*width*3 bytes, RGB). When the image has
   /// another size it is resized (area/linear) if `resize`, else DataError is thrown.
   void decode_into(size_t i, std::span<uint8_t> out, int width, int height, bool resize) const;
-  /// Decodes a dense map (`kind` e.g. "__depth__") keeping channels and bit depth.
+  /// Decodes a dense map (`kind` e.g. "__depth__") keeping channels and bit depth (a .npy map:
+  /// its dtype, any of them, and its channel count; a copy of dense_array()).
   Pixels decode_dense(size_t i, std::string_view kind) const;
+  /// Sample i's dense map of a kind stored as .npy, zero-copy: its dtype and shape (H, W) or
+  /// (H, W, C), the bytes pointing into the shard's map. Throws ArgumentError for a kind not
+  /// stored as .npy, DataError when the blob is no such array or its size is not the blob's
+  /// width x height.
+  TensorView dense_array(size_t i, std::string_view kind) const;
 
  private:
   struct Tensor;

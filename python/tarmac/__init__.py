@@ -89,6 +89,7 @@ def load_library():
         "tarmac_shard": (ctypes.c_int, [P, i64, pp(P), pp(sz)]),
         "tarmac_value": (ctypes.c_int, [P, ctypes.c_char_p, i64, pp(_Tensor)]),
         "tarmac_column": (ctypes.c_int, [P, ctypes.c_char_p, pp(_Tensor)]),
+        "tarmac_dense": (ctypes.c_int, [P, i64, ctypes.c_char_p, pp(_Tensor)]),
         "tarmac_decoded_size": (ctypes.c_int, [P, i64, pp(i32), pp(i32)]),
         "tarmac_decode": (ctypes.c_int, [P, i64, P, sz, i32, i32, ctypes.c_int]),
         "tarmac_partition_size": (ctypes.c_int, [u64, u64, u64, ctypes.c_int, pp(u64)]),
@@ -309,7 +310,7 @@ class Dataset:
     def metadata(self):
         """The annotation file's __metadata__ entries the format defines."""
         out = {}
-        for k in ("format", "num_samples", "schema", "shards", "blobs", "tool"):
+        for k in ("format", "num_samples", "schema", "shards", "blobs", "blob_encodings", "tool"):
             v = self._lib.tarmac_metadata(self._ptr, k.encode())
             if v is not None:
                 out[k] = v.decode()
@@ -360,6 +361,14 @@ class Dataset:
 
     def affine(self, i):
         return self.value("__affine__", i)
+
+    def dense(self, i, name):
+        """Sample i's dense map `name` ("depth" or "__depth__") stored as .npy (`--dense
+        depth.npy`): a read-only zero-copy array of its stored dtype, shape (H, W) or (H, W, C)."""
+        kind = name if name.startswith("__") else f"__{name}__"
+        t = _Tensor()
+        _check(self._lib.tarmac_dense(self._ptr, self._index(i), kind.encode(), ctypes.byref(t)))
+        return self._tensor_array(t)
 
     def column(self, name):
         """The whole column as one zero-copy array; ragged fields give (values, offsets)."""
