@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <opencv2/imgproc.hpp>
 
 #include "common/crc32.h"
 #include "common/error.h"
@@ -226,6 +227,14 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
         throw SampleError("sample has no dense map member '." + o.dense[i] + "'",
                           ErrorCode::NoDenseMap);
 
+    if (o.channels != ChannelMode::Three &&
+        (o.format == OutputFormat::Webp || o.format == OutputFormat::Raw ||
+         (o.format == OutputFormat::Keep && o.channels == ChannelMode::One)))
+      throw FatalError("--channels " + std::string(o.channels == ChannelMode::One ? "1" : "keep") +
+                       " cannot be stored with --format " +
+                       (o.format == OutputFormat::Keep ? "keep (the source bytes)"
+                                                       : format_extension(o.format)) +
+                       ": WebP and raw images are 3-channel; use --format jpg or png");
     current_member = &image->name;
     parse_code = ErrorCode::BadImage;
     // JPEGs in stored orientation are decoded after the geometry is known, and only as far
@@ -277,6 +286,13 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
           warped = warp_image(rd.pixels, rd.m, g.out_width, g.out_height, o.pad_value);
       } else {
         warped = g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.pad_value);
+      }
+      // Grey sources are decoded as 3 equal channels; OpenCV's BGR->grey weights (their
+      // fixed-point values sum to exactly 1) give each grey value back unchanged.
+      if (o.channels == ChannelMode::One || (o.channels == ChannelMode::Keep && hdr.grey)) {
+        cv::Mat grey;
+        cv::cvtColor(warped, grey, cv::COLOR_BGR2GRAY);
+        warped = grey;
       }
       out.image.bytes =
           encode_image(warped.isContinuous() ? warped : warped.clone(), o.format, o.quality);

@@ -105,6 +105,14 @@ TARMAC_API int tarmac_decoded_size(const tarmac_dataset* ds, int64_t i, int32_t*
 TARMAC_API int tarmac_decode(const tarmac_dataset* ds, int64_t i, uint8_t* out, size_t size,
                              int32_t width, int32_t height, int resize);
 
+/** Channels of sample i's image as stored: 1 (grey JPEG/PNG) or 3. */
+TARMAC_API int tarmac_decoded_channels(const tarmac_dataset* ds, int64_t i, int32_t* channels);
+/** tarmac_decode into height*width*channels bytes: channels 3 is RGB (grey replicated), 1 is
+ *  grey (colour converted with 0.299 R + 0.587 G + 0.114 B). */
+TARMAC_API int tarmac_decode_channels(const tarmac_dataset* ds, int64_t i, uint8_t* out,
+                                      size_t size, int32_t width, int32_t height, int32_t channels,
+                                      int resize);
+
 /** Number of indices each rank gets (see tarmac_indices). */
 TARMAC_API int tarmac_partition_size(uint64_t n, uint64_t rank, uint64_t world, int drop_last,
                                      uint64_t* out);
@@ -119,6 +127,12 @@ TARMAC_API int tarmac_indices(uint64_t n, uint64_t rank, uint64_t world, uint64_
 TARMAC_API int tarmac_loader_new(const tarmac_dataset* ds, int32_t width, int32_t height,
                                  int resize, int32_t threads, const char* const* fields,
                                  size_t nfields, tarmac_loader** out);
+/** tarmac_loader_new for batches of `channels` (1 or 3) channels per image: images then
+ *  holds n*height*width*channels bytes. */
+TARMAC_API int tarmac_loader_new_channels(const tarmac_dataset* ds, int32_t width, int32_t height,
+                                          int32_t channels, int resize, int32_t threads,
+                                          const char* const* fields, size_t nfields,
+                                          tarmac_loader** out);
 TARMAC_API void tarmac_loader_free(tarmac_loader* loader);
 /** Starts loading indices[n] into images (n*height*width*3 bytes) and labels[k]
  *  (n*sample_bytes of field k) in the background; buffers must live until tarmac_loader_wait. */
