@@ -215,6 +215,14 @@ void check_opened(tarmac_dataset* ds, const Files& files) {
     std::vector<uint8_t> small(8 * 8 * 3);
     ok_or_data(tarmac_decode(ds, int64_t(i), small.data(), small.size(), 8, 8, 1),
                "decode resized");
+    // As stored (1 or 3 channels), then as grey (--channels 1|keep datasets, or converted).
+    int32_t c = 0;
+    if (ok_or_data(tarmac_decoded_channels(ds, int64_t(i), &c), "decoded_channels") && c != 1 &&
+        c != 3)
+      bug("decoded_channels is neither 1 nor 3");
+    std::vector<uint8_t> grey(size_t(w) * size_t(hh));
+    ok_or_data(tarmac_decode_channels(ds, int64_t(i), grey.data(), grey.size(), w, hh, 1, 0),
+               "decode grey");
     batch.push_back(int64_t(i));
   }
   if (batch.empty()) return;

@@ -141,6 +141,9 @@ def datasets():
             for k in range(3)] + [
             (f"s/{k}.flow.npy", fx.npy(np.full((10, 12, 2), k / 3, np.float32))) for k in range(3)],
             ["--size", "8", "--dense", "seg.npy", "flow.npy"]),
+        # grey and colour images stored as they are (1 and 3 channels)
+        "grey_keep": ([(f"g/{k}.png", fx.png(rgb[k][:, :, 0] if k % 2 == 0 else rgb[k])) for k in range(3)],
+                      ["--channels", "keep", "--format", "png", "--size", "8"]),
     }
     with tempfile.TemporaryDirectory() as tmp:
         for name, (members, flags) in cases.items():
