@@ -190,6 +190,24 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   o.pad_value = f.pad_value;
   o.format = parse_format(f.format);
   o.quality = f.quality;
+  if (f.channels == "3")
+    o.channels = ChannelMode::Three;
+  else if (f.channels == "1")
+    o.channels = ChannelMode::One;
+  else if (f.channels == "keep")
+    o.channels = ChannelMode::Keep;
+  else
+    throw CLI::ValidationError("--channels", "'" + f.channels + "': use 3, 1 or keep");
+  // The library refuses these too, but as a failed run (exit 1); they are usage errors.
+  if (o.channels != ChannelMode::Three &&
+      (o.format == OutputFormat::Webp || o.format == OutputFormat::Raw))
+    throw CLI::ValidationError("--channels " + f.channels,
+                               "WebP and raw images are always 3-channel (WebP has no grey "
+                               "images); use --format jpg or png, or --channels 3");
+  if (o.channels == ChannelMode::One && o.format == OutputFormat::Keep)
+    throw CLI::ValidationError("--channels 1",
+                               "--format keep stores the source bytes, which cannot be "
+                               "converted to grey; use --format jpg or png");
   for (const auto& b : f.boxes) o.boxes.push_back(parse_box_field(b));
   o.no_images = f.no_images;
   o.ragged.insert(f.ragged.begin(), f.ragged.end());
@@ -313,6 +331,10 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
   app.add_option("--format", f.format, "jpg | png | webp | raw | keep (source bytes untouched)")
       ->group(tr)
       ->default_str("jpg");
+  app.add_option("--channels", f.channels,
+                 "3 | 1 (every image grey) | keep (grey sources stay grey): channels stored")
+      ->group(tr)
+      ->default_str("3");
   app.add_option("--quality", f.quality, "JPEG/WebP quality")
       ->group(tr)
       ->check(CLI::Range(1, 100))

@@ -27,6 +27,7 @@ struct ConvertFlags {
   double pad_value = 0;
   std::string format = "jpg";
   int quality = 95;
+  std::string channels = "3";
   // Input.
   std::vector<std::string> image = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
   bool no_images = false;

@@ -9,6 +9,7 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "format/npy_blob.h"
 #include "transform/image_codec.h"
 
 namespace tarmac::check {
@@ -255,6 +256,10 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
                                " is not width x height x 3");
             w = b.width;
             hgt = b.height;
+          } else if (a.layout().blobs[e % kinds].encoding == format::StoredEncoding::Npy) {
+            const format::NpyBlob arr = format::parse_npy_blob(blob);
+            w = static_cast<int>(arr.shape[1]);
+            hgt = static_cast<int>(arr.shape[0]);
           } else {
             const cv::Mat m = e % kinds == 0 ? decode_image(blob, uint64_t{1} << 36)
                                              : decode_dense(blob, uint64_t{1} << 36);

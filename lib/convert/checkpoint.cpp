@@ -128,6 +128,9 @@ json output_options(const ConvertOptions& o) {
           {"--pad-value", o.pad_value},
           {"--format", o.format == OutputFormat::Keep ? "keep" : format_extension(o.format)},
           {"--quality", o.quality},
+          {"--channels", o.channels == ChannelMode::One    ? "1"
+                         : o.channels == ChannelMode::Keep ? "keep"
+                                                           : "3"},
           {"--max-pixels", o.max_pixels},
           {"--max-member-size", o.max_member_size},
           {"--group-window", o.group_window},

@@ -18,6 +18,10 @@
 
 namespace tarmac {
 
+/// How many channels stored images have (--channels): 3 (grey sources expanded), 1 (every
+/// image converted to grey), or Keep (grey sources stay grey, colour ones 3).
+enum class ChannelMode { Three, One, Keep };
+
 struct ConvertOptions {
   std::vector<std::string> inputs;  ///< archives, directories, "-" for stdin
   std::string output;               ///< dataset directory
@@ -47,6 +51,7 @@ struct ConvertOptions {
   double pad_value = 0;
   OutputFormat format = OutputFormat::Jpeg;
   int quality = 95;
+  ChannelMode channels = ChannelMode::Three;
 
   // Limits and behaviour.
   uint64_t max_pixels = 1ull << 28;

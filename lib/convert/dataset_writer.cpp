@@ -204,9 +204,11 @@ fs::path DatasetWriter::finish(const std::string& tool) {
   lm.tool = tool;
   if (!o_.no_images) {
     lm.blobs.emplace_back(kImageBlob, image_encoding(o_.format));
-    // A dense map is re-encoded as PNG when transformed, else kept as the source's bytes.
+    // A dense map is re-encoded as PNG when transformed, else kept as the source's bytes; a
+    // .npy map is always stored as a canonical .npy.
     for (const auto& d : o_.dense)
-      lm.blobs.emplace_back(dense_blob_kind(d), StoredEncoding::Source);
+      lm.blobs.emplace_back(dense_blob_kind(d),
+                            is_npy_dense(d) ? StoredEncoding::Npy : StoredEncoding::Source);
   }
   const std::map<std::string, std::string> meta = layout_metadata(lm);
   fs::path path = staging_ / kLabelsFile;

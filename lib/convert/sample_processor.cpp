@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <opencv2/imgproc.hpp>
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "convert/npy_dense.h"
+#include "format/names.h"
 #include "labels/json_labels.h"
 #include "labels/npy.h"
 #include "labels/npz.h"
@@ -250,6 +253,14 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
         throw SampleError("sample has no dense map member '." + o.dense[i] + "'",
                           ErrorCode::NoDenseMap);
 
+    if (o.channels != ChannelMode::Three &&
+        (o.format == OutputFormat::Webp || o.format == OutputFormat::Raw ||
+         (o.format == OutputFormat::Keep && o.channels == ChannelMode::One)))
+      throw FatalError("--channels " + std::string(o.channels == ChannelMode::One ? "1" : "keep") +
+                       " cannot be stored with --format " +
+                       (o.format == OutputFormat::Keep ? "keep (the source bytes)"
+                                                       : format_extension(o.format)) +
+                       ": WebP and raw images are 3-channel; use --format jpg or png");
     current_member = &image->name;
     parse_code = ErrorCode::BadImage;
     // JPEGs in stored orientation are decoded after the geometry is known, and only as far
@@ -302,6 +313,13 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
       } else {
         warped = g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.pad_value);
       }
+      // Grey sources are decoded as 3 equal channels; OpenCV's BGR->grey weights (their
+      // fixed-point values sum to exactly 1) give each grey value back unchanged.
+      if (o.channels == ChannelMode::One || (o.channels == ChannelMode::Keep && hdr.grey)) {
+        cv::Mat grey;
+        cv::cvtColor(warped, grey, cv::COLOR_BGR2GRAY);
+        warped = grey;
+      }
       out.image.bytes =
           encode_image(warped.isContinuous() ? warped : warped.clone(), o.format, o.quality);
       out.image.member_suffix = format_extension(o.format);
@@ -317,6 +335,12 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
       b.member_suffix = o.dense[i];
       b.width = g.out_width;
       b.height = g.out_height;
+      if (format::is_npy_dense(o.dense[i])) {
+        b.bytes = npy_dense_map(dense[i]->data, src_w, src_h, g, o.max_pixels);
+        b.crc32 = crc_of(b.bytes);
+        out.dense.push_back(std::move(b));
+        continue;
+      }
       cv::Mat d = decode_dense(dense[i]->data, o.max_pixels);
       if (g.identity && d.cols == src_w && d.rows == src_h) {
         b.bytes = dense[i]->data;

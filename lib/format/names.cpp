@@ -25,6 +25,10 @@ std::string dense_blob_kind(std::string_view suffix) {
   return "__" + std::string(dot == std::string_view::npos ? suffix : suffix.substr(0, dot)) + "__";
 }
 
+bool is_npy_dense(std::string_view suffix) {
+  return suffix == "npy" || suffix.ends_with(".npy");
+}
+
 std::string shard_name(size_t index) {
   char name[32];
   std::snprintf(name, sizeof name, "shard-%06zu.tar", index);
@@ -53,13 +57,15 @@ std::string_view encoding_name(StoredEncoding e) {
       return "rgb";
     case StoredEncoding::Source:
       return "source";
+    case StoredEncoding::Npy:
+      return "npy";
   }
   return "?";
 }
 
 std::optional<StoredEncoding> encoding_from_name(std::string_view name) {
   for (StoredEncoding e : {StoredEncoding::Jpeg, StoredEncoding::Png, StoredEncoding::Webp,
-                           StoredEncoding::Raw, StoredEncoding::Source})
+                           StoredEncoding::Raw, StoredEncoding::Source, StoredEncoding::Npy})
     if (encoding_name(e) == name) return e;
   return std::nullopt;
 }

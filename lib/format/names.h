@@ -70,6 +70,8 @@ std::string valid_tensor(std::string_view column);
 
 /// The blob kind of a dense map given by its member suffix: "depth.png" -> "__depth__".
 std::string dense_blob_kind(std::string_view suffix);
+/// True for a dense map given as a .npy member ("depth.npy"): stored with StoredEncoding::Npy.
+bool is_npy_dense(std::string_view suffix);
 
 /// The name of shard `index`: "shard-000042.tar".
 std::string shard_name(size_t index);
@@ -83,9 +85,10 @@ bool is_valid_shard_entry(std::string_view name);
 /// How every blob of one kind is encoded (the `blob_encodings` metadata entry), so that no
 /// reader needs to look at tar headers. Raw: height x width x 3 bytes, RGB. Source: an image
 /// file (input bytes untouched, or a re-encoded dense map) whose magic bytes give its format
-/// (JPEG, PNG, WebP, BMP, TIFF).
-enum class StoredEncoding { Jpeg, Png, Webp, Raw, Source };
-std::string_view encoding_name(StoredEncoding e);  ///< "jpg", "png", "webp", "rgb", "source"
+/// (JPEG, PNG, WebP, BMP, TIFF). Npy: a dense map as a .npy array (format/npy_blob.h).
+enum class StoredEncoding { Jpeg, Png, Webp, Raw, Source, Npy };
+/// "jpg", "png", "webp", "rgb", "source", "npy"
+std::string_view encoding_name(StoredEncoding e);
 std::optional<StoredEncoding> encoding_from_name(std::string_view name);
 
 }  // namespace tarmac::format

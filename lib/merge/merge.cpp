@@ -363,6 +363,12 @@ std::optional<StoredEncoding> merged_encoding(const std::vector<const Part*>& pa
     const auto pe = p->a.layout().blobs[k].encoding;
     if (!pe || !e) return std::nullopt;
     if (*pe == *e) continue;
+    if (*pe == StoredEncoding::Npy || *e == StoredEncoding::Npy)
+      throw FatalError("part '" + p->path + "' stores " + parts[0]->a.blob_kinds()[k] + " as " +
+                       std::string(encoding_name(*pe)) + ", part '" + parts[0]->path + "' as " +
+                       std::string(encoding_name(*e)) +
+                       ": .npy arrays cannot be merged with images; convert the parts with the "
+                       "same --dense");
     if (*pe == StoredEncoding::Raw || *e == StoredEncoding::Raw)
       throw FatalError("part '" + p->path + "' stores " + parts[0]->a.blob_kinds()[k] + " as " +
                        std::string(encoding_name(*pe)) + ", part '" + parts[0]->path + "' as " +

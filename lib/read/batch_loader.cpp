@@ -10,6 +10,8 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
     : ds_(ds), opt_(std::move(options)) {
   if (opt_.width < 0 || opt_.height < 0 || (opt_.width == 0) != (opt_.height == 0))
     throw ArgumentError("batch image size must be positive (or 0x0 for no images)");
+  if (opt_.channels != 1 && opt_.channels != 3)
+    throw ArgumentError("batch channels must be 1 or 3");
   if (opt_.width > 0 && !ds.has_images())
     throw ArgumentError("dataset '" + ds.path() + "' has no images to batch");
   for (const std::string& name : opt_.fields) {
@@ -37,7 +39,7 @@ BatchLoader::~BatchLoader() {
 
 void BatchLoader::start(std::vector<int64_t> indices, BatchBuffers out) {
   const size_t n = indices.size();
-  const size_t image_bytes = size_t(opt_.width) * size_t(opt_.height) * 3;
+  const size_t image_bytes = size_t(opt_.width) * size_t(opt_.height) * size_t(opt_.channels);
   if (out.images.size() != n * image_bytes)
     throw ArgumentError("batch image buffer holds " + std::to_string(out.images.size()) +
                                 " bytes, " + std::to_string(n * image_bytes) + " needed");
@@ -78,8 +80,9 @@ void BatchLoader::load(std::vector<int64_t> indices, BatchBuffers out) {
 void BatchLoader::do_sample(size_t j) {
   const auto i = static_cast<size_t>(indices_[j]);
   if (opt_.width > 0) {
-    const size_t bytes = size_t(opt_.width) * size_t(opt_.height) * 3;
-    ds_.decode_into(i, out_.images.subspan(j * bytes, bytes), opt_.width, opt_.height, opt_.resize);
+    const size_t bytes = size_t(opt_.width) * size_t(opt_.height) * size_t(opt_.channels);
+    ds_.decode_into(i, out_.images.subspan(j * bytes, bytes), opt_.width, opt_.height, opt_.resize,
+                    opt_.channels);
   }
   for (size_t k = 0; k < fields_.size(); ++k) {
     const TensorView v = ds_.value(fields_[k]->name, i);

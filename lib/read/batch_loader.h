@@ -25,9 +25,12 @@ struct BatchOptions {
   int threads = 0;  ///< decoding threads; 0: the number of cores
   /// Fixed-shape fields to gather (schema fields or "__affine__"); ragged ones are refused.
   std::vector<std::string> fields;
+  /// Channels of every image in the batch, whatever is stored: 3 (RGB; grey images
+  /// replicated) or 1 (grey; colour images converted with OpenCV's weights).
+  int channels = 3;
 };
 
-/// Where one batch goes. `images` holds indices.size()*height*width*3 bytes; labels[k]
+/// Where one batch goes. `images` holds indices.size()*height*width*channels bytes; labels[k]
 /// holds indices.size()*fields[k].sample_bytes bytes. The caller keeps them alive until
 /// wait() returns.
 struct BatchBuffers {

@@ -248,6 +248,15 @@ int tarmac_value(const tarmac_dataset* ds, const char* name, int64_t i, tarmac_t
   });
 }
 
+int tarmac_dense(const tarmac_dataset* ds, int64_t i, const char* kind, tarmac_tensor* out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(kind, "kind");
+    need(out, "out");
+    fill(ds->ds.dense_array(index(i), kind), nullptr, out);
+  });
+}
+
 int tarmac_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out) {
   return guarded([&] {
     need(ds, "ds");
@@ -275,6 +284,23 @@ int tarmac_decode(const tarmac_dataset* ds, int64_t i, uint8_t* out, size_t size
     need(ds, "ds");
     need(out, "out");
     ds->ds.decode_into(index(i), {out, size}, width, height, resize != 0);
+  });
+}
+
+int tarmac_decoded_channels(const tarmac_dataset* ds, int64_t i, int32_t* channels) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(channels, "channels");
+    *channels = ds->ds.decoded_channels(index(i));
+  });
+}
+
+int tarmac_decode_channels(const tarmac_dataset* ds, int64_t i, uint8_t* out, size_t size,
+                           int32_t width, int32_t height, int32_t channels, int resize) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(out, "out");
+    ds->ds.decode_into(index(i), {out, size}, width, height, resize != 0, channels);
   });
 }
 
@@ -307,12 +333,19 @@ int tarmac_indices(uint64_t n, uint64_t rank, uint64_t world, uint64_t seed, uin
 int tarmac_loader_new(const tarmac_dataset* ds, int32_t width, int32_t height, int resize,
                       int32_t threads, const char* const* fields, size_t nfields,
                       tarmac_loader** out) {
+  return tarmac_loader_new_channels(ds, width, height, 3, resize, threads, fields, nfields, out);
+}
+
+int tarmac_loader_new_channels(const tarmac_dataset* ds, int32_t width, int32_t height,
+                               int32_t channels, int resize, int32_t threads,
+                               const char* const* fields, size_t nfields, tarmac_loader** out) {
   return guarded([&] {
     need(ds, "ds");
     need(out, "out");
     tarmac::BatchOptions o;
     o.width = width;
     o.height = height;
+    o.channels = channels;
     o.resize = resize != 0;
     o.threads = threads;
     if (nfields) need(fields, "fields");

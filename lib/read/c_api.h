@@ -89,6 +89,11 @@ TARMAC_API int tarmac_shard(const tarmac_dataset* ds, int64_t k, const uint8_t**
 /** Sample i's value of field `name` ("__affine__" included); ragged: its slice. */
 TARMAC_API int tarmac_value(const tarmac_dataset* ds, const char* name, int64_t i,
                             tarmac_tensor* out);
+/** Sample i's dense map of a blob kind stored as .npy ("__depth__"), zero-copy: dtype code,
+ *  shape (H, W) or (H, W, C), data (aligned to 64 bytes), nbytes; offsets NULL. A kind stored
+ *  otherwise is TARMAC_E_INVALID; a blob that is no such array, TARMAC_E_DATA. */
+TARMAC_API int tarmac_dense(const tarmac_dataset* ds, int64_t i, const char* kind,
+                            tarmac_tensor* out);
 /** The whole column of field `name` (or any tensor name of the file). */
 TARMAC_API int tarmac_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out);
 
@@ -99,6 +104,14 @@ TARMAC_API int tarmac_decoded_size(const tarmac_dataset* ds, int64_t i, int32_t*
  *  an image of another size, else that is TARMAC_E_DATA. */
 TARMAC_API int tarmac_decode(const tarmac_dataset* ds, int64_t i, uint8_t* out, size_t size,
                              int32_t width, int32_t height, int resize);
+
+/** Channels of sample i's image as stored: 1 (grey JPEG/PNG) or 3. */
+TARMAC_API int tarmac_decoded_channels(const tarmac_dataset* ds, int64_t i, int32_t* channels);
+/** tarmac_decode into height*width*channels bytes: channels 3 is RGB (grey replicated), 1 is
+ *  grey (colour converted with 0.299 R + 0.587 G + 0.114 B). */
+TARMAC_API int tarmac_decode_channels(const tarmac_dataset* ds, int64_t i, uint8_t* out,
+                                      size_t size, int32_t width, int32_t height, int32_t channels,
+                                      int resize);
 
 /** Number of indices each rank gets (see tarmac_indices). */
 TARMAC_API int tarmac_partition_size(uint64_t n, uint64_t rank, uint64_t world, int drop_last,
@@ -114,6 +127,12 @@ TARMAC_API int tarmac_indices(uint64_t n, uint64_t rank, uint64_t world, uint64_
 TARMAC_API int tarmac_loader_new(const tarmac_dataset* ds, int32_t width, int32_t height,
                                  int resize, int32_t threads, const char* const* fields,
                                  size_t nfields, tarmac_loader** out);
+/** tarmac_loader_new for batches of `channels` (1 or 3) channels per image: images then
+ *  holds n*height*width*channels bytes. */
+TARMAC_API int tarmac_loader_new_channels(const tarmac_dataset* ds, int32_t width, int32_t height,
+                                          int32_t channels, int resize, int32_t threads,
+                                          const char* const* fields, size_t nfields,
+                                          tarmac_loader** out);
 TARMAC_API void tarmac_loader_free(tarmac_loader* loader);
 /** Starts loading indices[n] into images (n*height*width*3 bytes) and labels[k]
  *  (n*sample_bytes of field k) in the background; buffers must live until tarmac_loader_wait. */

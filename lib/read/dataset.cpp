@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "format/layout.h"
+#include "format/npy_blob.h"
 #include "format/safetensors.h"
 #include "read/mapped_file.h"
 #include "transform/image_codec.h"
@@ -36,13 +37,14 @@ tjhandle decompressor() {
   return t.h;
 }
 
-// Copies a decoded BGR (or grey/BGRA) 8-bit picture into `out` as RGB of width x height,
-// resizing when allowed.
+// Copies a decoded BGR 8-bit picture into `out` as RGB (channels 3) or grey (channels 1) of
+// width x height, resizing when allowed.
 void store_rgb(const cv::Mat& bgr, std::span<uint8_t> out, int width, int height, bool resize,
-               size_t i) {
-  cv::Mat dst(height, width, CV_8UC3, out.data());
+               size_t i, int channels = 3) {
+  cv::Mat dst(height, width, channels == 1 ? CV_8UC1 : CV_8UC3, out.data());
+  const int code = channels == 1 ? cv::COLOR_BGR2GRAY : cv::COLOR_BGR2RGB;
   if (bgr.cols == width && bgr.rows == height) {
-    cv::cvtColor(bgr, dst, cv::COLOR_BGR2RGB);
+    cv::cvtColor(bgr, dst, code);
     return;
   }
   if (!resize)
@@ -50,7 +52,7 @@ void store_rgb(const cv::Mat& bgr, std::span<uint8_t> out, int width, int height
                     std::to_string(bgr.rows) + ", the batch wants " + std::to_string(width) + "x" +
                     std::to_string(height) + " (enable resizing or use a fixed --size)");
   cv::Mat rgb;
-  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  cv::cvtColor(bgr, rgb, code);
   const bool shrink = width < bgr.cols && height < bgr.rows;
   cv::resize(rgb, dst, cv::Size(width, height), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
 }
@@ -307,6 +309,8 @@ BlobEncoding Dataset::encoding(size_t i, std::string_view kind) const {
         return BlobEncoding::Webp;
       case format::StoredEncoding::Raw:
         return BlobEncoding::Raw;
+      case format::StoredEncoding::Npy:
+        return BlobEncoding::Npy;
       case format::StoredEncoding::Source:
         break;  // the magic bytes tell
     }
@@ -372,10 +376,20 @@ std::pair<int, int> Dataset::decoded_size(size_t i) const {
   return {w, h};
 }
 
-void Dataset::decode_into(size_t i, std::span<uint8_t> out, int width, int height,
-                          bool resize) const {
-  if (width <= 0 || height <= 0 || out.size() != size_t(width) * size_t(height) * 3)
-    throw ArgumentError("decode_into: the buffer must hold height*width*3 bytes");
+int Dataset::decoded_channels(size_t i) const {
+  if (encoding(i) == BlobEncoding::Raw) return 3;
+  try {
+    return probe_image(image(i)).grey ? 1 : 3;
+  } catch (const ParseError& e) {
+    throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " image: " + e.what());
+  }
+}
+
+void Dataset::decode_into(size_t i, std::span<uint8_t> out, int width, int height, bool resize,
+                          int channels) const {
+  if (channels != 1 && channels != 3) throw ArgumentError("decode_into: channels must be 1 or 3");
+  if (width <= 0 || height <= 0 || out.size() != size_t(width) * size_t(height) * size_t(channels))
+    throw ArgumentError("decode_into: the buffer must hold height*width*channels bytes");
   const auto bytes = image(i);
   auto where = [&] {
     return "dataset '" + dir_ + "': sample " + std::to_string(i) + " (" + std::string(key(i)) +
@@ -388,18 +402,18 @@ void Dataset::decode_into(size_t i, std::span<uint8_t> out, int width, int heigh
         r.height <= 0)
       throw DataError(where() + "raw pixels of " + std::to_string(r.size) + " bytes do not make " +
                       std::to_string(r.width) + "x" + std::to_string(r.height) + " RGB");
-    if (r.width == width && r.height == height) {
+    if (r.width == width && r.height == height && channels == 3) {
       std::memcpy(out.data(), bytes.data(), out.size());
       return;
     }
     cv::Mat rgb(r.height, r.width, CV_8UC3, const_cast<uint8_t*>(bytes.data()));
     cv::Mat bgr;
     cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
-    store_rgb(bgr, out, width, height, resize, i);
+    store_rgb(bgr, out, width, height, resize, i, channels);
     return;
   }
   try {
-    if (enc == BlobEncoding::Jpeg) {
+    if (enc == BlobEncoding::Jpeg && channels == 3) {
       // Fast path: libjpeg-turbo straight to RGB into the caller's buffer.
       int w = 0, h = 0, ss = 0, cs = 0;
       tjhandle tj = decompressor();
@@ -417,7 +431,7 @@ void Dataset::decode_into(size_t i, std::span<uint8_t> out, int width, int heigh
         return;
       }
     }
-    store_rgb(decode_image(bytes, kMaxDecodePixels), out, width, height, resize, i);
+    store_rgb(decode_image(bytes, kMaxDecodePixels), out, width, height, resize, i, channels);
   } catch (const ParseError& e) {
     throw DataError(where() + e.what());
   } catch (const cv::Exception& e) {
@@ -430,13 +444,49 @@ Pixels Dataset::decode(size_t i) const {
   Pixels p;
   p.width = w;
   p.height = h;
-  p.channels = 3;
-  p.data.resize(size_t(w) * size_t(h) * 3);
-  decode_into(i, p.data, w, h, false);
+  p.channels = decoded_channels(i);
+  p.data.resize(size_t(w) * size_t(h) * size_t(p.channels));
+  decode_into(i, p.data, w, h, false, p.channels);
   return p;
 }
 
+TensorView Dataset::dense_array(size_t i, std::string_view kind) const {
+  if (blob_state(kind).encoding != format::StoredEncoding::Npy)
+    throw ArgumentError("dataset '" + dir_ + "': blob kind '" + std::string(kind) +
+                        "' is not stored as .npy arrays");
+  const BlobRef r = blob_ref(i, kind);
+  const auto bytes = blob(i, kind);
+  format::NpyBlob a;
+  try {
+    a = format::parse_npy_blob(bytes);
+  } catch (const ParseError& e) {
+    throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " " +
+                    std::string(kind) + ": " + e.what());
+  }
+  if (a.shape[0] != r.height || a.shape[1] != r.width)
+    throw DataError("dataset '" + dir_ + "': sample " + std::to_string(i) + " " +
+                    std::string(kind) + ": the array is " + std::to_string(a.shape[1]) + "x" +
+                    std::to_string(a.shape[0]) + " but the annotation file says " +
+                    std::to_string(r.width) + "x" + std::to_string(r.height));
+  TensorView v;
+  v.dtype = a.dtype;
+  v.shape.ndim = a.shape.size();
+  std::copy(a.shape.begin(), a.shape.end(), v.shape.dims.begin());
+  v.bytes = a.data;
+  return v;
+}
+
 Pixels Dataset::decode_dense(size_t i, std::string_view kind) const {
+  if (blob_state(kind).encoding == format::StoredEncoding::Npy) {
+    const TensorView v = dense_array(i, kind);
+    Pixels p;
+    p.height = static_cast<int>(v.shape[0]);
+    p.width = static_cast<int>(v.shape[1]);
+    p.channels = v.shape.ndim == 3 ? static_cast<int>(v.shape[2]) : 1;
+    p.dtype = v.dtype;
+    p.data.assign(v.bytes.begin(), v.bytes.end());
+    return p;
+  }
   const auto bytes = blob(i, kind);
   cv::Mat m;
   try {

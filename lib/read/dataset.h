@@ -81,11 +81,11 @@ struct BlobRef {
   int32_t height = 0;
 };
 
-/// How a blob is encoded (the extension of its tar member).
-enum class BlobEncoding { Jpeg, Png, Webp, Bmp, Tiff, Raw };
+/// How a blob is encoded (the extension of its tar member). Npy: a dense map stored as .npy.
+enum class BlobEncoding { Jpeg, Png, Webp, Bmp, Tiff, Raw, Npy };
 
 /// Decoded pixels, row-major HWC: RGB uint8 for images; dense maps keep their channel
-/// count and bit depth (dtype U8 or U16).
+/// count and bit depth (dtype U8 or U16; a .npy dense map: its own dtype).
 struct Pixels {
   int width = 0, height = 0, channels = 0;
   DType dtype = DType::U8;
@@ -145,13 +145,26 @@ class Dataset {
   /// Width and height of sample i's image as decode() returns it (EXIF orientation applied),
   /// from its header. Throws DataError when that gives no positive size or over 2^30 pixels.
   std::pair<int, int> decoded_size(size_t i) const;
-  /// Decodes sample i's image to RGB uint8 HWC. Throws DataError for corrupt bytes.
+  /// The channels of sample i's image as stored: 1 for a grey JPEG or PNG (`--channels 1` or
+  /// `keep`), else 3; from its header.
+  int decoded_channels(size_t i) const;
+  /// Decodes sample i's image as stored: RGB, or grey (channels 1), uint8 HWC. Throws
+  /// DataError for corrupt bytes.
   Pixels decode(size_t i) const;
-  /// Decodes sample i's image into `out` (height*width*3 bytes, RGB). When the image has
-  /// another size it is resized (area/linear) if `resize`, else DataError is thrown.
-  void decode_into(size_t i, std::span<uint8_t> out, int width, int height, bool resize) const;
-  /// Decodes a dense map (`kind` e.g. "__depth__") keeping channels and bit depth.
+  /// Decodes sample i's image into `out` (height*width*channels bytes): RGB for channels 3
+  /// (a grey image replicated), grey for channels 1 (a colour image converted with OpenCV's
+  /// weights, 0.299 R + 0.587 G + 0.114 B). When the image has another size it is resized
+  /// (area/linear) if `resize`, else DataError is thrown.
+  void decode_into(size_t i, std::span<uint8_t> out, int width, int height, bool resize,
+                   int channels = 3) const;
+  /// Decodes a dense map (`kind` e.g. "__depth__") keeping channels and bit depth (a .npy map:
+  /// its dtype, any of them, and its channel count; a copy of dense_array()).
   Pixels decode_dense(size_t i, std::string_view kind) const;
+  /// Sample i's dense map of a kind stored as .npy, zero-copy: its dtype and shape (H, W) or
+  /// (H, W, C), the bytes pointing into the shard's map. Throws ArgumentError for a kind not
+  /// stored as .npy, DataError when the blob is no such array or its size is not the blob's
+  /// width x height.
+  TensorView dense_array(size_t i, std::string_view kind) const;
 
  private:
   struct Tensor;

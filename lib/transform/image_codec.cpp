@@ -204,12 +204,14 @@ ImageHeader probe_image(std::span<const uint8_t> d) {
     h.width = w;
     h.height = hh;
     h.cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
+    h.grey = cs == TJCS_GRAY;
     h.orientation = jpeg_exif_orientation(d);
   } else if (d.size() >= 24 && std::memcmp(d.data(), "\x89PNG\r\n\x1a\n", 8) == 0) {
     h.format = ImageFormat::Png;
     if (std::memcmp(d.data() + 12, "IHDR", 4) != 0) throw ParseError("corrupt PNG: no IHDR");
     h.width = static_cast<int>(std::min<uint32_t>(be32(d.data() + 16), INT32_MAX));
     h.height = static_cast<int>(std::min<uint32_t>(be32(d.data() + 20), INT32_MAX));
+    h.grey = d.size() > 25 && (d[25] == 0 || d[25] == 4);  // IHDR colour type
   } else if (d.size() >= 12 && std::memcmp(d.data(), "RIFF", 4) == 0 &&
              std::memcmp(d.data() + 8, "WEBP", 4) == 0) {
     // libwebp's own header parser: the same one its decoder uses, so what is probed here is
@@ -260,12 +262,13 @@ cv::Mat decode_dense(std::span<const uint8_t> d, uint64_t max_pixels) {
 std::vector<uint8_t> encode_image(const cv::Mat& img, OutputFormat format, int quality) {
   switch (format) {
     case OutputFormat::Jpeg: {
-      if (img.type() != CV_8UC3 || !img.isContinuous())
-        throw std::logic_error("JPEG encoding needs continuous 8-bit BGR pixels");
+      if ((img.type() != CV_8UC3 && img.type() != CV_8UC1) || !img.isContinuous())
+        throw std::logic_error("JPEG encoding needs continuous 8-bit BGR or grey pixels");
+      const bool grey = img.type() == CV_8UC1;
       unsigned char* buf = nullptr;
       unsigned long size = 0;
-      if (tjCompress2(compressor(), img.data, img.cols, 0, img.rows, TJPF_BGR, &buf, &size,
-                      TJSAMP_420, quality, 0) != 0) {
+      if (tjCompress2(compressor(), img.data, img.cols, 0, img.rows, grey ? TJPF_GRAY : TJPF_BGR,
+                      &buf, &size, grey ? TJSAMP_GRAY : TJSAMP_420, quality, 0) != 0) {
         std::string msg = tjGetErrorStr2(compressor());
         tjFree(buf);
         throw FatalError("JPEG encoding failed: " + msg);
@@ -282,6 +285,7 @@ std::vector<uint8_t> encode_image(const cv::Mat& img, OutputFormat format, int q
                  : opencv_encode(img, detail::CvEncodeFormat::Webp, quality);
     }
     case OutputFormat::Raw: {
+      if (img.type() != CV_8UC3) throw std::logic_error("raw pixels are 3-channel RGB");
       cv::Mat rgb;
       cv::cvtColor(img, rgb, cv::COLOR_BGR2RGB);
       return {rgb.data, rgb.data + rgb.total() * rgb.elemSize()};

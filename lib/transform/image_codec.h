@@ -19,6 +19,8 @@ struct ImageHeader {
   int orientation = 1;        ///< EXIF orientation 1..8 (JPEG only)
   bool cmyk = false;          ///< CMYK/YCCK JPEG (libjpeg cannot convert these to BGR itself)
   bool alpha = false;         ///< WebP with an alpha channel
+  /// A grey source: a 1-component JPEG, a PNG of colour type grey or grey + alpha.
+  bool grey = false;
   /// Size as displayed: width and height swap for EXIF orientations 5..8.
   int display_width() const { return orientation >= 5 ? height : width; }
   int display_height() const { return orientation >= 5 ? width : height; }
@@ -40,7 +42,8 @@ cv::Mat decode_dense(std::span<const uint8_t> data, uint64_t max_pixels);
 
 enum class OutputFormat { Jpeg, Png, Webp, Raw, Keep };
 
-/// Encodes BGR pixels (or a dense map, for Png) to bytes.
+/// Encodes BGR pixels, or 1-channel grey ones for Jpeg and Png (or a dense map, for Png), to
+/// bytes.
 std::vector<uint8_t> encode_image(const cv::Mat& bgr, OutputFormat format, int quality);
 
 /// File extension for the format ("jpg", "png", "webp", "rgb").

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <opencv2/imgproc.hpp>
+#include <stdexcept>
 
 namespace tarmac {
 namespace {
@@ -67,6 +69,32 @@ cv::Mat warp_dense(const cv::Mat& src, const Affine& m, int out_w, int out_h) {
   cv::Mat out;
   cv::warpAffine(src, out, to_cv(m), cv::Size(out_w, out_h), cv::INTER_NEAREST, cv::BORDER_CONSTANT,
                  cv::Scalar::all(0));
+  return out;
+}
+
+std::vector<uint8_t> warp_dense_bytes(std::span<const uint8_t> src, int cols, int rows,
+                                      size_t pixel_bytes, const Affine& m, int out_w, int out_h) {
+  if (cols <= 0 || rows <= 0 || int64_t{cols} * rows > INT32_MAX ||
+      src.size() != size_t(cols) * size_t(rows) * pixel_bytes)
+    throw std::invalid_argument("warp_dense_bytes: bad source size");
+  // OpenCV warps only some element types; an index map (int32, which it warps) gives the
+  // source pixel of every output pixel for any type, and the bytes are then copied.
+  cv::Mat index(rows, cols, CV_32SC1);
+  int32_t next = 0;
+  for (int y = 0; y < rows; ++y) {
+    int32_t* row = index.ptr<int32_t>(y);
+    for (int x = 0; x < cols; ++x) row[x] = next++;
+  }
+  cv::Mat where;
+  cv::warpAffine(index, where, to_cv(m), cv::Size(out_w, out_h), cv::INTER_NEAREST,
+                 cv::BORDER_CONSTANT, cv::Scalar::all(-1));
+  std::vector<uint8_t> out(size_t(out_w) * size_t(out_h) * pixel_bytes, 0);
+  uint8_t* o = out.data();
+  for (int y = 0; y < out_h; ++y) {
+    const int32_t* row = where.ptr<int32_t>(y);
+    for (int x = 0; x < out_w; ++x, o += pixel_bytes)
+      if (row[x] >= 0) std::memcpy(o, src.data() + size_t(row[x]) * pixel_bytes, pixel_bytes);
+  }
   return out;
 }
 

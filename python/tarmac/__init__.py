@@ -89,11 +89,16 @@ def load_library():
         "tarmac_shard": (ctypes.c_int, [P, i64, pp(P), pp(sz)]),
         "tarmac_value": (ctypes.c_int, [P, ctypes.c_char_p, i64, pp(_Tensor)]),
         "tarmac_column": (ctypes.c_int, [P, ctypes.c_char_p, pp(_Tensor)]),
+        "tarmac_dense": (ctypes.c_int, [P, i64, ctypes.c_char_p, pp(_Tensor)]),
         "tarmac_decoded_size": (ctypes.c_int, [P, i64, pp(i32), pp(i32)]),
         "tarmac_decode": (ctypes.c_int, [P, i64, P, sz, i32, i32, ctypes.c_int]),
+        "tarmac_decoded_channels": (ctypes.c_int, [P, i64, pp(i32)]),
+        "tarmac_decode_channels": (ctypes.c_int, [P, i64, P, sz, i32, i32, i32, ctypes.c_int]),
         "tarmac_partition_size": (ctypes.c_int, [u64, u64, u64, ctypes.c_int, pp(u64)]),
         "tarmac_indices": (ctypes.c_int, [u64, u64, u64, u64, u64, ctypes.c_int, ctypes.c_int, P, sz]),
         "tarmac_loader_new": (ctypes.c_int, [P, i32, i32, ctypes.c_int, i32, pp(ctypes.c_char_p), sz, pp(P)]),
+        "tarmac_loader_new_channels": (ctypes.c_int, [P, i32, i32, i32, ctypes.c_int, i32, pp(ctypes.c_char_p), sz,
+                                                      pp(P)]),
         "tarmac_loader_free": (None, [P]),
         "tarmac_loader_start": (ctypes.c_int, [P, P, sz, P, sz, pp(P), pp(sz)]),
         "tarmac_loader_wait": (ctypes.c_int, [P]),
@@ -309,7 +314,7 @@ class Dataset:
     def metadata(self):
         """The annotation file's __metadata__ entries the format defines."""
         out = {}
-        for k in ("format", "num_samples", "schema", "shards", "blobs", "tool"):
+        for k in ("format", "num_samples", "schema", "shards", "blobs", "blob_encodings", "tool"):
             v = self._lib.tarmac_metadata(self._ptr, k.encode())
             if v is not None:
                 out[k] = v.decode()
@@ -361,6 +366,14 @@ class Dataset:
     def affine(self, i):
         return self.value("__affine__", i)
 
+    def dense(self, i, name):
+        """Sample i's dense map `name` ("depth" or "__depth__") stored as .npy (`--dense
+        depth.npy`): a read-only zero-copy array of its stored dtype, shape (H, W) or (H, W, C)."""
+        kind = name if name.startswith("__") else f"__{name}__"
+        t = _Tensor()
+        _check(self._lib.tarmac_dense(self._ptr, self._index(i), kind.encode(), ctypes.byref(t)))
+        return self._tensor_array(t)
+
     def column(self, name):
         """The whole column as one zero-copy array; ragged fields give (values, offsets)."""
         t = _Tensor()
@@ -381,26 +394,34 @@ class Dataset:
         _check(self._lib.tarmac_decoded_size(self._ptr, self._index(i), ctypes.byref(w), ctypes.byref(h)))
         return w.value, h.value
 
-    def decode(self, i, size=None, resize=False):
-        """Sample i's image as an H x W x 3 uint8 RGB array; `size=(w, h)` with resize=True resizes."""
+    def decoded_channels(self, i):
+        """Channels of sample i's image as stored: 1 (grey, `--channels 1|keep`) or 3."""
+        c = ctypes.c_int32()
+        _check(self._lib.tarmac_decoded_channels(self._ptr, self._index(i), ctypes.byref(c)))
+        return c.value
+
+    def decode(self, i, size=None, resize=False, channels=None):
+        """Sample i's image as an H x W x C uint8 array: RGB (C 3) or grey (C 1), as stored
+        unless `channels` (1 or 3) asks; `size=(w, h)` with resize=True resizes."""
         i = self._index(i)
         w, h = size if size else self.decoded_size(i)
-        out = np.empty((h, w, 3), dtype=np.uint8)
-        _check(self._lib.tarmac_decode(self._ptr, i, out.ctypes.data, out.nbytes, w, h, int(resize)))
+        c = channels or self.decoded_channels(i)
+        out = np.empty((h, w, c), dtype=np.uint8)
+        _check(self._lib.tarmac_decode_channels(self._ptr, i, out.ctypes.data, out.nbytes, w, h, c, int(resize)))
         return out
 
-    def _loader(self, w, h, resize, threads, fields):
+    def _loader(self, w, h, resize, threads, fields, channels=3):
         if self._loader_pid != os.getpid():
             # A forked child has no copy of the parent's decoding threads: make new loaders
             # and leave the inherited ones alone (freeing them would join absent threads).
             self._loaders = {}
             self._loader_pid = os.getpid()
-        key = (w, h, resize, threads, fields)
+        key = (w, h, resize, threads, fields, channels)
         if key not in self._loaders:
             names = (ctypes.c_char_p * max(len(fields), 1))(*[f.encode() for f in fields])
             ptr = ctypes.c_void_p()
-            _check(self._lib.tarmac_loader_new(self._ptr, w, h, int(resize), threads, names, len(fields),
-                                               ctypes.byref(ptr)))
+            _check(self._lib.tarmac_loader_new_channels(self._ptr, w, h, channels, int(resize), threads, names,
+                                                        len(fields), ctypes.byref(ptr)))
             self._loaders[key] = _Loader(self._lib, ptr, self._h)
         return self._loaders[key]
 
@@ -409,8 +430,12 @@ class Dataset:
         names = [n for n, f in self.fields.items() if not f["ragged"]]
         return names + (["__affine__"] if self.blob_kinds else [])
 
-    def batch(self, indices, fields=None, size=None, resize=False, threads=0, out=None):
-        """Decodes `indices` into one (N, H, W, 3) uint8 array and stacks fixed-shape fields.
+    def batch(self, indices, fields=None, size=None, resize=False, threads=0, out=None, channels=3):
+        """Decodes `indices` into one (N, H, W, C) uint8 array and stacks fixed-shape fields.
+
+        channels: 3 (RGB; grey images replicated, the default) or 1 (grey; colour images
+        converted with 0.299 R + 0.587 G + 0.114 B): one count for the whole batch, whatever
+        each sample stores.
 
         size=(w, h) defaults to the first sample's decoded size; an image of another size is an
         error unless resize=True. fields defaults to every fixed-shape field and __affine__.
@@ -421,10 +446,10 @@ class Dataset:
         fields = tuple(self.fixed_fields() if fields is None else fields)
         if out is not None:
             if (not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.ndim != 4
-                    or out.shape[0] != len(idx) or out.shape[3] != 3 or not out.flags.c_contiguous
+                    or out.shape[0] != len(idx) or out.shape[3] != channels or not out.flags.c_contiguous
                     or not out.flags.writeable):
                 raise ValueError(f"out must be a writable C-contiguous uint8 array of shape "
-                                 f"({len(idx)}, H, W, 3), not {getattr(out, 'dtype', type(out))} "
+                                 f"({len(idx)}, H, W, {channels}), not {getattr(out, 'dtype', type(out))} "
                                  f"{getattr(out, 'shape', '')}")
             size = size or (out.shape[2], out.shape[1])
             if tuple(size) != (out.shape[2], out.shape[1]):
@@ -434,8 +459,8 @@ class Dataset:
             w, h = size if size else (self.decoded_size(int(idx[0])) if len(idx) else (1, 1))
         else:
             w, h = 0, 0
-        loader = self._loader(w, h, resize, threads, fields)
-        images = out if out is not None and self.blob_kinds else np.empty((len(idx), h, w, 3), dtype=np.uint8)
+        loader = self._loader(w, h, resize, threads, fields, channels)
+        images = out if out is not None and self.blob_kinds else np.empty((len(idx), h, w, channels), dtype=np.uint8)
         labels = {}
         for name in fields:
             probe = self.value(name, 0) if self._n else np.empty(0)

@@ -29,14 +29,20 @@ import tarmac
 
 
 class TarmacDataset(torch.utils.data.Dataset):
-    """Sample i → {"image": uint8 tensor [3, H, W] (or [H, W, 3] with chw=False), fields...,
+    """Sample i → {"image": uint8 tensor [C, H, W] (or [H, W, C] with chw=False), fields...,
     "__affine__", "__key__", "__index__"}. Only fixed-shape fields are returned (they collate);
     `fields` picks them (default: all fixed-shape fields). `threads`: native decoding threads
-    for a whole batch (default: 1 in a loader worker, all cores in the main process)."""
+    for a whole batch (default: 1 in a loader worker, all cores in the main process).
+    `channels`: C of every image, 3 (RGB, grey images replicated; the default) or 1 (grey,
+    colour images converted), so that a dataset mixing grey and colour images collates."""
 
-    def __init__(self, path, fields=None, decode=True, chw=True, transform=None, threads=None):
+    def __init__(self, path, fields=None, decode=True, chw=True, transform=None, threads=None,
+                 channels=3):
         self.path = os.fspath(path)
         self.decode, self.chw, self.transform, self.threads = decode, chw, transform, threads
+        if channels not in (1, 3):
+            raise ValueError(f"channels must be 1 or 3, not {channels!r}")
+        self.channels = channels
         ds = tarmac.Dataset(self.path)
         self._n = len(ds)
         self.fields = list(ds.fixed_fields() if fields is None else fields)
@@ -61,7 +67,7 @@ class TarmacDataset(torch.utils.data.Dataset):
         ds = self._dataset()
         out = {"__key__": ds.key(i), "__index__": int(i)}
         if self.decode and ds.blob_kinds:
-            img = torch.from_numpy(ds.decode(i))
+            img = torch.from_numpy(ds.decode(i, channels=self.channels))
             out["image"] = img.permute(2, 0, 1) if self.chw else img
         for name in self.fields:
             # Copies one sample's value (bytes) so the tensor owns writable memory for collate.
@@ -70,8 +76,8 @@ class TarmacDataset(torch.utils.data.Dataset):
 
 
     def _batch(self, indices):
-        """Samples `indices` stacked: "image" uint8 [N, 3, H, W] (a channels-last view of one
-        NHWC block; [N, H, W, 3] with chw=False), each field [N, ...], "__key__" a list. The
+        """Samples `indices` stacked: "image" uint8 [N, C, H, W] (a channels-last view of one
+        NHWC block; [N, H, W, C] with chw=False), each field [N, ...], "__key__" a list. The
         images must share one size (a bucketed dataset: use BucketBatchSampler)."""
         ds = self._dataset()
         idx = [int(i) for i in indices]
@@ -79,9 +85,10 @@ class TarmacDataset(torch.utils.data.Dataset):
         if self.decode and ds.blob_kinds:
             in_worker = torch.utils.data.get_worker_info() is not None
             w, h = ds.decoded_size(idx[0]) if idx else (1, 1)
-            images = _uint8_tensor((len(idx), h, w, 3), shared=in_worker)
+            images = _uint8_tensor((len(idx), h, w, self.channels), shared=in_worker)
             threads = self.threads if self.threads is not None else (1 if in_worker else 0)
-            _, labels = ds.batch(idx, fields=self.fields, out=images.numpy(), threads=threads)
+            _, labels = ds.batch(idx, fields=self.fields, out=images.numpy(), threads=threads,
+                                 channels=self.channels)
             out["image"] = images.permute(0, 3, 1, 2) if self.chw else images
         else:
             labels = {name: np.stack([np.asarray(ds.value(name, i)) for i in idx]) if idx else np.empty(0)

@@ -50,6 +50,7 @@ TEST_CASE("convert flags: the defaults") {
   CHECK(o.geometry.bucket_max_ratio == 4.0);
   CHECK(o.format == OutputFormat::Jpeg);
   CHECK(o.quality == 95);
+  CHECK(o.channels == ChannelMode::Three);
   CHECK(o.pad_value == 0);
   CHECK(o.image_exts ==
         std::vector<std::string>{"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"});
@@ -165,6 +166,14 @@ TEST_CASE("convert flags: --format, --boxes, --points, --dense, --image, --ragge
   CHECK(options("--format raw").format == OutputFormat::Raw);
   CHECK(options("--format keep").format == OutputFormat::Keep);
   CHECK(refusal("--format gif") == "--format: 'gif': use jpg, png, webp, raw or keep");
+  CHECK(options("--channels 1").channels == ChannelMode::One);
+  CHECK(options("--channels keep --format png").channels == ChannelMode::Keep);
+  CHECK(options("--channels keep --format keep").channels == ChannelMode::Keep);
+  CHECK(options("--channels 3 --format webp").channels == ChannelMode::Three);
+  CHECK(refusal("--channels 2") == "--channels: '2': use 3, 1 or keep");
+  CHECK(refusal("--channels keep --format webp").find("WebP has no grey") != std::string::npos);
+  CHECK(refusal("--channels 1 --format raw").find("always 3-channel") != std::string::npos);
+  CHECK(refusal("--channels 1 --format keep").find("--format keep") != std::string::npos);
 
   const ConvertOptions o = options(
       "--boxes a --boxes b:xyxy --boxes c:xywh --points kp --dense .depth.png "
@@ -265,7 +274,7 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
         R"({"inputs":"in.tar","--output":"out","--checkpoint-every":"30",)"
         R"("--crop":"field:bbox:xyxy","--crop-scale":"1.2","--square":"true","--size":"32",)"
         R"("--bucket-step":"64","--bucket-max-ratio":"4","--points":"kp","--boxes":"bbox",)"
-        R"("--pad-value":"0","--format":"png","--quality":"95",)"
+        R"("--pad-value":"0","--format":"png","--channels":"3","--quality":"95",)"
         R"("--image":"jpg jpeg png webp bmp tif tiff","--max-pixels":"268435456",)"
         R"("--max-member-size":"1G","--group-window":"64M","--shard-size":"64K",)"
         R"("--on-error":"skip","--on-duplicate":"last","threads":2})");
@@ -278,12 +287,13 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
       "--image png --size 640x480 --resize fit --shard 1/2 -j 3 --no-images --overwrite "
       "--group-window 1M",
       false);
-  CHECK(options_json(app2, 3) ==
-        R"({"inputs":"in.tar","--output":"o9","--overwrite":"true","--checkpoint-every":"30",)"
-        R"("--crop":"none","--size":"640x480","--resize":"fit","--bucket-step":"64",)"
-        R"("--bucket-max-ratio":"4","--pad-value":"0","--format":"jpg","--quality":"95",)"
-        R"("--image":[".jpg","png"],"--no-images":"true","--ragged":["a","b"],)"
-        R"("--max-pixels":"268435456","--max-member-size":"1G","--group-window":"1M",)"
-        R"("--shard-size":"1G","--shard":"1/2","--on-error":"skip","--on-duplicate":"first",)"
-        R"("threads":3})");
+  CHECK(
+      options_json(app2, 3) ==
+      R"({"inputs":"in.tar","--output":"o9","--overwrite":"true","--checkpoint-every":"30",)"
+      R"("--crop":"none","--size":"640x480","--resize":"fit","--bucket-step":"64",)"
+      R"("--bucket-max-ratio":"4","--pad-value":"0","--format":"jpg","--channels":"3","--quality":"95",)"
+      R"("--image":[".jpg","png"],"--no-images":"true","--ragged":["a","b"],)"
+      R"("--max-pixels":"268435456","--max-member-size":"1G","--group-window":"1M",)"
+      R"("--shard-size":"1G","--shard":"1/2","--on-error":"skip","--on-duplicate":"first",)"
+      R"("threads":3})");
 }

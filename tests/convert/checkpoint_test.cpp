@@ -39,6 +39,7 @@ TEST_CASE("the options that shape the output are typed and named after their fla
   CHECK(j["--size"] == json({224, 224}));
   CHECK(j["--crop-scale"] == 1.2);
   CHECK(j["--format"] == "jpg");
+  CHECK(j["--channels"] == "3");
   CHECK(j["--on-error"] == "fail");
   CHECK_FALSE(j.contains("--threads"));
   CHECK_FALSE(j.contains("--output"));
@@ -58,6 +59,11 @@ TEST_CASE("a library caller resuming with other crop options is refused, naming 
   CHECK_THROWS_WITH(
       check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
       Contains("--crop-scale"));
+  now = base();
+  now.channels = ChannelMode::Keep;
+  CHECK_THROWS_WITH(
+      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
+      Contains("--channels"));
   now = base();
   now.part_index = 1;
   now.part_count = 2;

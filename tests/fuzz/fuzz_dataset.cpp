@@ -90,6 +90,28 @@ struct LabelsMap {
   }
 };
 
+// A .npy dense map: an array inside its blob's bytes, of the blob's size, or TARMAC_E_DATA;
+// a kind stored otherwise is TARMAC_E_INVALID.
+void check_dense(tarmac_dataset* ds, const char* kind, size_t i, bool npy, const uint8_t* blob,
+                 size_t blob_size, int32_t width, int32_t height) {
+  tarmac_tensor t;
+  const int code = tarmac_dense(ds, int64_t(i), kind, &t);
+  if (!npy) {
+    if (code != TARMAC_E_INVALID) bug("dense array of a kind not stored as .npy", code);
+    return;
+  }
+  if (!ok_or_data(code, "dense")) return;
+  if (t.ndim < 2 || t.ndim > 3 || t.shape[0] != height || t.shape[1] != width)
+    bug("dense array shape is not the blob's size");
+  if (!tarmac_dtype_name(t.dtype)) bug("dense array dtype");
+  const auto* d = static_cast<const uint8_t*>(t.data);
+  if (t.nbytes && (d < blob || d > blob + blob_size || t.nbytes > size_t(blob + blob_size - d)))
+    bug("dense array outside its blob");
+  uint64_t elems = 1;
+  for (int k = 0; k < t.ndim; ++k) elems *= uint64_t(t.shape[k]);
+  if (elems && t.nbytes % elems != 0) bug("dense array bytes do not match its shape");
+}
+
 void check_opened(tarmac_dataset* ds, const Files& files) {
   const auto h = tarmac::parse_safetensors(files.labels);  // Dataset parsed the same bytes
   const int64_t n = tarmac_size(ds);
@@ -148,6 +170,14 @@ void check_opened(tarmac_dataset* ds, const Files& files) {
   // Blobs: the bytes of the named shard at the stated range, nothing else.
   std::vector<std::string> shard_names;
   shard_names = nlohmann::json::parse(h.metadata.at("shards")).get<std::vector<std::string>>();
+  // Kinds stored as .npy (`blob_encodings`): only they give arrays.
+  std::set<std::string> npy_kinds;
+  if (const auto e = h.metadata.find("blob_encodings"); e != h.metadata.end()) {
+    const auto j = nlohmann::json::parse(e->second, nullptr, false);
+    if (j.is_object())
+      for (const auto& [k, v] : j.items())
+        if (v == "npy") npy_kinds.insert(k);
+  }
   for (const char* kind : kinds)
     for (size_t i = 0; i < visit; ++i) {
       int32_t shard = 0, width = 0, height = 0;
@@ -169,6 +199,7 @@ void check_opened(tarmac_dataset* ds, const Files& files) {
         bug("blob range outside its shard");
       if (data_size && std::memcmp(data, bytes.data() + offset, data_size) != 0)
         bug("blob bytes are not the shard's");
+      check_dense(ds, kind, i, npy_kinds.count(kind) > 0, data, data_size, width, height);
     }
   if (nb == 0) return;
 
@@ -184,6 +215,14 @@ void check_opened(tarmac_dataset* ds, const Files& files) {
     std::vector<uint8_t> small(8 * 8 * 3);
     ok_or_data(tarmac_decode(ds, int64_t(i), small.data(), small.size(), 8, 8, 1),
                "decode resized");
+    // As stored (1 or 3 channels), then as grey (--channels 1|keep datasets, or converted).
+    int32_t c = 0;
+    if (ok_or_data(tarmac_decoded_channels(ds, int64_t(i), &c), "decoded_channels") && c != 1 &&
+        c != 3)
+      bug("decoded_channels is neither 1 nor 3");
+    std::vector<uint8_t> grey(size_t(w) * size_t(hh));
+    ok_or_data(tarmac_decode_channels(ds, int64_t(i), grey.data(), grey.size(), w, hh, 1, 0),
+               "decode grey");
     batch.push_back(int64_t(i));
   }
   if (batch.empty()) return;

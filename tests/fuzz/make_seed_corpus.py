@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Writes the seed inputs of the fuzz_tar_grouping, fuzz_image_decode and fuzz_dataset corpora.
+"""Writes the seed inputs of the fuzz_tar_grouping, fuzz_image_decode, fuzz_npy_dense and
+fuzz_dataset corpora.
 
 The seeds are small, valid (or nearly valid) examples of every format the target reads, so that
 the fuzzer starts from deep inside each parser. Re-running rewrites only these seeds; inputs
@@ -87,6 +88,24 @@ def images():
          jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(app1) + 2) + app1 + jpeg[2:])
 
 
+def npy_dense():
+    """.npy dense maps as members (any dtype, byte order, Fortran order, channels)."""
+    def npy(a):
+        b = io.BytesIO()
+        np.save(b, a, allow_pickle=False)
+        return b.getvalue()
+    rng = np.random.default_rng(5)
+    depth = rng.uniform(0, 10, (6, 8)).astype(np.float32)
+    depth[1, 2], depth[3, 3] = np.nan, np.inf
+    save("fuzz_npy_dense", "f32_depth_nan.npy", npy(depth))
+    save("fuzz_npy_dense", "i32_seg.npy", npy(rng.integers(-5, 5, (6, 8)).astype(np.int32)))
+    save("fuzz_npy_dense", "u8_3ch.npy", npy(rng.integers(0, 255, (5, 4, 3)).astype(np.uint8)))
+    save("fuzz_npy_dense", "u64_be.npy", npy(np.arange(12, dtype=">u8").reshape(3, 4)))
+    save("fuzz_npy_dense", "f16_fortran.npy", npy(np.asfortranarray(np.ones((4, 3), np.float16))))
+    save("fuzz_npy_dense", "bool.npy", npy(np.eye(4, dtype=bool)))
+    save("fuzz_npy_dense", "i64_1d.npy", npy(np.arange(5, dtype=np.int64)))
+
+
 def pack_dataset(d):
     """fuzz_dataset's input format: [u32le len][labels.safetensors], then [u32le len][shard]..."""
     with open(os.path.join(d, "labels.safetensors"), "rb") as f:
@@ -117,6 +136,14 @@ def datasets():
         "webp": ([m for m in labelled if m[0].endswith(".png") and "depth" not in m[0]],
                  ["--format", "webp", "--size", "8"]),
         "no_images": ([m for m in labelled if m[0].endswith(".json")], ["--no-images"]),
+        "npy_dense": ([m for m in labelled if "depth" not in m[0]] + [
+            (f"s/{k}.seg.npy", fx.npy(np.arange(120, dtype=np.int64).reshape(10, 12) * k))
+            for k in range(3)] + [
+            (f"s/{k}.flow.npy", fx.npy(np.full((10, 12, 2), k / 3, np.float32))) for k in range(3)],
+            ["--size", "8", "--dense", "seg.npy", "flow.npy"]),
+        # grey and colour images stored as they are (1 and 3 channels)
+        "grey_keep": ([(f"g/{k}.png", fx.png(rgb[k][:, :, 0] if k % 2 == 0 else rgb[k])) for k in range(3)],
+                      ["--channels", "keep", "--format", "png", "--size", "8"]),
     }
     with tempfile.TemporaryDirectory() as tmp:
         for name, (members, flags) in cases.items():
@@ -136,4 +163,5 @@ def datasets():
 if __name__ == "__main__":
     archives()
     images()
+    npy_dense()
     datasets()

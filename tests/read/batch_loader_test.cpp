@@ -109,3 +109,28 @@ TEST_CASE("many prefetched batches on four threads equal single-threaded decodin
     cur = std::move(next);
   }
 }
+
+TEST_CASE("a grey batch holds each colour image converted with OpenCV's weights") {
+  const Dataset ds(fixture_dataset());
+  REQUIRE(ds.decoded_channels(0) == 3);
+  BatchOptions o{kWidth, kHeight, false, 2, {}};
+  o.channels = 1;
+  BatchLoader loader(ds, o);
+  const std::vector<int64_t> idx{2, 7};
+  const size_t img = size_t(kWidth) * kHeight;
+  std::vector<uint8_t> images(idx.size() * img);
+  loader.load(idx, {images, {}});
+  for (size_t j = 0; j < idx.size(); ++j) {
+    const Pixels p = ds.decode(static_cast<size_t>(idx[j]));
+    // Y = (9798 R + 19235 G + 3735 B + 2^14) >> 15: OpenCV 4.6's fixed-point 0.299/0.587/0.114.
+    for (size_t k = 0; k < img; ++k) {
+      const int r = p.data[3 * k], g = p.data[3 * k + 1], b = p.data[3 * k + 2];
+      const int y = (9798 * r + 19235 * g + 3735 * b + (1 << 14)) >> 15;
+      REQUIRE(images[j * img + k] == y);
+    }
+  }
+  o.channels = 2;
+  CHECK_THROWS_AS(BatchLoader(ds, o), ArgumentError);
+  std::vector<uint8_t> small(img);
+  CHECK_THROWS_AS(ds.decode_into(0, small, kWidth, kHeight, false, 3), ArgumentError);
+}
