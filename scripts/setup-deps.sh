@@ -7,6 +7,8 @@ export DEBIAN_FRONTEND=noninteractive
 PKGS=(
   # build
   build-essential cmake ninja-build pkg-config git
+  # cpack -G DEB (its dependency scan reads file types; tests/install)
+  file
   # libraries
   libcli11-dev libarchive-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev libwebp-dev
