@@ -26,6 +26,8 @@ TEST=(
   python3-opencv libarchive-tools tar gzip zstd xz-utils bzip2 zip
   # scripts/convert-parallel.sh (tests/e2e/test_scale.py); the full-disk test's tmpfs
   parallel mount
+  # tests/install: pip install ./python into a venv
+  python3-venv
 )
 CI=(
   # sanitizers and fuzzing (scripts/ci-sanitize.sh, scripts/ci-fuzz.sh): clang with libFuzzer,

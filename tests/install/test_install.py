@@ -147,6 +147,30 @@ class InstalledTreeTest(unittest.TestCase):
         self.assertEqual(summary, "4 s0 0 (32, 32, 3)")
         self.assertEqual(os.path.dirname(os.path.realpath(lib)), os.path.realpath(self.libdir()))
 
+    def test_pip_installed_package_finds_the_installed_library(self):
+        """pip install ./python into a venv (offline: Debian's setuptools and numpy); the package
+        finds the library through the `tarmac` on PATH, without TARMAC_LIB."""
+        venv = os.path.join(self.tmp, "venv")
+        src = os.path.join(self.tmp, "python-src")  # pip builds in the source folder: a copy
+        shutil.copytree(os.path.join(ROOT, "python"), src, ignore=shutil.ignore_patterns("__pycache__", "build",
+                                                                                         "*.egg-info"))
+        p = run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv], self.work)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = run([os.path.join(venv, "bin", "pip"), "install", "-q", "--no-build-isolation", "--no-index", src],
+                self.work)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        code = ("import tarmac\n"
+                "print(tarmac.__file__)\n"
+                "print(tarmac.load_library()._name)\n"
+                "print(len(tarmac.Dataset(%r)))\n" % self.data)
+        path = os.path.join(self.prefix, "bin") + os.pathsep + os.environ.get("PATH", "")
+        p = run([os.path.join(venv, "bin", "python"), "-c", code], self.work, PATH=path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        package, lib, n = p.stdout.splitlines()
+        self.assertTrue(package.startswith(venv + os.sep), package)
+        self.assertEqual(os.path.dirname(os.path.realpath(lib)), os.path.realpath(self.libdir()))
+        self.assertEqual(n, "4")
+
     def test_a_program_built_with_find_package(self):
         build = os.path.join(self.tmp, "consumer-cmake")
         p = run(["cmake", "-S", os.path.join(HERE, "consumer"), "-B", build, "-G", "Ninja",
