@@ -47,6 +47,7 @@ install(FILES ${PROJECT_BINARY_DIR}/install/tarmacConfig.cmake
 # pkg-config files that find the prefix from their own folder (${pcfiledir}), so a moved tree
 # or the .deb's /usr (cpack installs with another prefix than the configured one) is right.
 file(RELATIVE_PATH TARMAC_PC_TO_PREFIX "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
+string(REGEX REPLACE "/$" "" TARMAC_PC_TO_PREFIX "${TARMAC_PC_TO_PREFIX}")
 foreach(pc tarmac tarmac-c)
   configure_file(cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/install/${pc}.pc @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/install/${pc}.pc
@@ -63,6 +64,7 @@ else()
   file(RELATIVE_PATH TARMAC_PY_TO_LIBDIR "/p/${TARMAC_INSTALL_PYTHONDIR}/tarmac"
        "/p/${CMAKE_INSTALL_LIBDIR}")
 endif()
+string(REGEX REPLACE "/$" "" TARMAC_PY_TO_LIBDIR "${TARMAC_PY_TO_LIBDIR}")
 configure_file(cmake/_install.py.in ${PROJECT_BINARY_DIR}/install/_install.py @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/install/_install.py
         DESTINATION ${TARMAC_INSTALL_PYTHONDIR}/tarmac)
