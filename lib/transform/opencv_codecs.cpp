@@ -66,16 +66,16 @@ std::vector<std::string> opencv_codecs_candidates() {
   if (dladdr(reinterpret_cast<void*>(&opencv_codecs_candidates), &info) != 0 &&
       info.dli_fname != nullptr && info.dli_fname[0] == '/')
     self = fs::canonical(info.dli_fname, ec);
+  const bool in_library = !self.empty() && self != exe;
+  if (!in_library) self = exe;
   // Beside the object (a bundle, a copy), then where `cmake --install` puts it relative to a
   // library (LIBDIR/tarmac/) or to an executable (BINDIR/../LIBDIR/tarmac/), so that an
-  // installed tree works wherever it is moved.
-  if (!self.empty() && self != exe) {
+  // installed tree works wherever it is moved. A library never looks beside the program that
+  // loaded it (python3's /usr/bin/../lib/tarmac/ may hold another installation's plugin).
+  if (!self.empty()) {
     add(self.parent_path() / kPluginName);
-    add(self.parent_path() / TARMAC_PLUGIN_DIR_FROM_LIB / kPluginName);
-  }
-  if (!exe.empty()) {
-    add(exe.parent_path() / kPluginName);
-    add(exe.parent_path() / TARMAC_PLUGIN_DIR_FROM_BIN / kPluginName);
+    add(self.parent_path() /
+        (in_library ? TARMAC_PLUGIN_DIR_FROM_LIB : TARMAC_PLUGIN_DIR_FROM_BIN) / kPluginName);
   }
 #ifdef TARMAC_OPENCV_CODECS_BUILD_PATH
   // Where the build put it, only for code running from the build tree (tests, build/apps/
@@ -86,7 +86,7 @@ std::vector<std::string> opencv_codecs_candidates() {
     const auto [b, _] = std::mismatch(build.begin(), build.end(), p.begin(), p.end());
     return b == build.end();
   };
-  if (inside_build(self.empty() ? exe : self)) out.emplace_back(TARMAC_OPENCV_CODECS_BUILD_PATH);
+  if (inside_build(self)) out.emplace_back(TARMAC_OPENCV_CODECS_BUILD_PATH);
 #endif
   return out;
 }
