@@ -19,7 +19,7 @@ void ProgressBar::update(const Progress& p) {
   if (p.total_bytes > 0) {
     const double frac = std::min(1.0, static_cast<double>(p.bytes_read) / p.total_bytes);
     const int width = 24, filled = static_cast<int>(frac * width);
-    line = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "] ";
+    line.append("[").append(filled, '#').append(width - filled, '.').append("] ");
     std::snprintf(buf, sizeof buf, "%3.0f%% ", frac * 100);
     line += buf;
   }

@@ -14,6 +14,7 @@
 #   FUZZ_SEED     libFuzzer seed (default 1; explore with other seeds and more runs locally)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+./scripts/setup-deps.sh ci  # clang-14 with libFuzzer
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-120}"
 declare -A RUNS=(
   [fuzz_labels_npy]=1000000 [fuzz_labels_npz]=400000 [fuzz_labels_json]=800000
@@ -23,7 +24,7 @@ declare -A RUNS=(
 BUILD=build-fuzz
 TARGETS=(${FUZZ_TARGETS:-fuzz_labels_npy fuzz_labels_npz fuzz_labels_json fuzz_safetensors fuzz_tar_grouping fuzz_image_decode fuzz_npy_dense fuzz_dataset})
 
-CC=clang-14 CXX=clang++-14 cmake -S . -B "$BUILD" -G Ninja -DTARMAC_FUZZ=ON >/dev/null
+CC=clang-14 CXX=clang++-14 cmake -S . -B "$BUILD" -G Ninja -DTARMAC_FUZZ=ON -DTARMAC_BUILD_TESTS=ON >/dev/null
 cmake --build "$BUILD" -j2 --target fuzzers
 
 # New inputs go to a scratch corpus (the first directory given), never into the source tree.

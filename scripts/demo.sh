@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds tarmac, makes a small HMR-style sample dataset, converts it and shows the result.
+# Installs only what building and the demo need (scripts/setup-deps.sh build). It builds in
+# build/ with the project's default configuration, as scripts/test.sh does, so that neither
+# rebuilds what the other built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+./scripts/setup-deps.sh build
+cmake -S . -B build -G Ninja >/dev/null
 cmake --build build -j2 --target tarmac
 rm -rf demo-out && mkdir -p demo-out
 /usr/bin/python3 scripts/make-sample-data.py demo-out/raw --samples 64 --archives 2 >/dev/null
@@ -15,5 +18,14 @@ echo
 echo "== tarmac info"
 build/apps/tarmac info demo-out/dataset
 echo
-echo "== the shard is a plain tar:"
-tar -tvf demo-out/dataset/shard-000000.tar | head -3
+echo "== what it made: demo-out/dataset"
+ls -l demo-out/dataset
+echo
+# The listing is read whole (no `| head`: under pipefail, tar killed by SIGPIPE fails the script).
+members=$(tar -tvf demo-out/dataset/shard-000000.tar)
+echo "== the shard is a plain tar ($(wc -l <<<"$members") members), the first three:"
+sed -n '1,3p' <<<"$members"
+echo
+echo "demo: done. Input archives in demo-out/raw/, the dataset in demo-out/dataset/; next:"
+echo "  build/apps/tarmac verify demo-out/dataset --decode"
+echo "  PYTHONPATH=python /usr/bin/python3 -c \"import tarmac; print(tarmac.Dataset('demo-out/dataset')[0]['__key__'])\""

@@ -1,29 +1,88 @@
 #!/usr/bin/env bash
-# Installs everything tarmac needs to build and test, from Debian 12's packages.
+# Installs what tarmac needs from Debian 12's packages, by need:
+#   scripts/setup-deps.sh [build]   building, installing, the .deb and the demo (the default)
+#   scripts/setup-deps.sh test      + what the test suite adds (scripts/test.sh)
+#   scripts/setup-deps.sh ci        + what only CI needs: clang for the sanitizers and fuzzing,
+#                                   PyTorch for the torch tests, a one-node Slurm for
+#                                   tests/e2e/test_slurm.py, Google Benchmark (.ci/run)
+#   scripts/setup-deps.sh --list SET   prints the packages of SET, installs nothing
+# Each set includes the ones before it. Slurm's and munge's daemons are installed without being
+# started and are left disabled (test_slurm.py runs its own). Sizes: README, "Install".
 set -euo pipefail
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-PKGS=(
-  # build
-  build-essential cmake ninja-build pkg-config git
-  # libraries
+
+BUILD=(
+  build-essential cmake ninja-build pkg-config
   libcli11-dev libarchive-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev libwebp-dev
   libisal-dev
-  # microbenchmarks (tests/bench, run by hand)
-  libbenchmark-dev
-  catch2
-  # tests: archive tools and the independent oracles (numpy, OpenCV, PIL)
-  python3 python3-numpy python3-opencv python3-pil python3-torch python3-torchvision libarchive-tools tar gzip zstd xz-utils bzip2 zip
-  # scale-out: scripts/convert-parallel.sh runs the parts with GNU parallel; tests/e2e/test_slurm.py
-  # runs scripts/convert-slurm.sbatch on a one-node Slurm it starts itself (about 13 MB installed)
-  parallel slurmctld slurmd slurm-client munge
-  # sanitizers and fuzzing (scripts/ci-sanitize.sh, scripts/ci-fuzz.sh): clang with libFuzzer,
-  # llvm-symbolizer for readable stacks, mount for the full-disk test's tmpfs
-  clang-14 libclang-rt-14-dev llvm-14 mount
+  # cpack -G DEB (its dependency scan reads file types)
+  file
+  # the Python package (numpy) and the demo's generator (scripts/make-sample-data.py: PIL)
+  python3 python3-numpy python3-pil
 )
-if ! dpkg -s "${PKGS[@]}" >/dev/null 2>&1; then
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}"
+TEST=(
+  catch2
+  # the independent oracles and archive tools of the end-to-end tests
+  python3-opencv libarchive-tools tar gzip zstd xz-utils bzip2 zip
+  # scripts/convert-parallel.sh (tests/e2e/test_scale.py); the full-disk test's tmpfs
+  parallel mount
+  # tests/install: pip install ./python into a venv
+  python3-venv
+)
+CI=(
+  # sanitizers and fuzzing (scripts/ci-sanitize.sh, scripts/ci-fuzz.sh): clang with libFuzzer,
+  # llvm-symbolizer for readable stacks
+  clang-14 libclang-rt-14-dev llvm-14
+  # tests/python's torch tests (they skip without it)
+  python3-torch python3-torchvision
+  # tests/bench keeps compiling (built whenever Google Benchmark is there)
+  libbenchmark-dev
+)
+# tests/e2e/test_slurm.py runs scripts/convert-slurm.sbatch on a one-node Slurm it starts itself
+SLURM=(slurmctld slurmd slurm-client munge)
+SERVICES=(munge slurmctld slurmd)
+
+list=0
+if [ "${1:-}" = "--list" ]; then list=1; shift; fi
+set_name="${1:-build}"
+case "$set_name" in
+  build) PKGS=("${BUILD[@]}") ;;
+  test) PKGS=("${BUILD[@]}" "${TEST[@]}") ;;
+  ci) PKGS=("${BUILD[@]}" "${TEST[@]}" "${CI[@]}" "${SLURM[@]}") ;;
+  *) echo "usage: scripts/setup-deps.sh [--list] [build|test|ci]" >&2; exit 2 ;;
+esac
+if [ "$list" = 1 ]; then printf '%s\n' "${PKGS[@]}"; exit 0; fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+
+# Daemons among the new packages (munge, slurmd, slurmctld) are not started: a policy-rc.d that
+# refuses every start for the time of the install (unless the machine has one of its own,
+# as Debian's container images do), and afterwards their services are disabled, for systemd
+# and for SysV init alike. Services that were installed before are left as they are.
+new_services=()
+for s in "${SERVICES[@]}"; do
+  for p in "${missing[@]}"; do [ "$p" = "$s" ] && new_services+=("$s"); done
+done
+policy=""
+if [ ${#new_services[@]} -gt 0 ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+  policy=/usr/sbin/policy-rc.d
+  trap '$SUDO rm -f "$policy"' EXIT
+  printf '#!/bin/sh\n# scripts/setup-deps.sh: no service starts while it installs\nexit 101\n' |
+    $SUDO tee "$policy" >/dev/null
+  $SUDO chmod 755 "$policy"
 fi
+
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+for s in "${new_services[@]}"; do
+  $SUDO deb-systemd-helper disable "$s.service" >/dev/null 2>&1 || true
+  $SUDO update-rc.d "$s" disable >/dev/null 2>&1 || true
+done

@@ -224,7 +224,8 @@ void Annotation::deep_checks(std::vector<Problem>& problems) const {
 }
 
 std::string Annotation::key(uint64_t i) const {
-  if (!keys_ok_ || i >= n_) return "#" + std::to_string(i);
+  // append, not "#" + ...: GCC 12 at -O3 warns falsely (-Wrestrict) on operator+ inlined here
+  if (!keys_ok_ || i >= n_) return std::string("#").append(std::to_string(i));
   const auto b = static_cast<uint64_t>(at<int64_t>(layout_.key_offsets, i));
   const auto e = static_cast<uint64_t>(at<int64_t>(layout_.key_offsets, i + 1));
   return std::string(

@@ -33,8 +33,8 @@ const detail::OpenCvCodecsV1* load_plugin() {
   }
   throw FatalError(std::string("cannot load ") + kPluginName +
                    ", which tarmac needs for PNG, BMP, TIFF and CMYK JPEG images (keep it next "
-                   "to the tarmac binary or libtarmac_c.so, or set TARMAC_OPENCV_CODECS to its "
-                   "path); tried:" +
+                   "to the tarmac binary or libtarmac_c.so, in lib/tarmac/ of an installed tree, "
+                   "or set TARMAC_OPENCV_CODECS to its path); tried:" +
                    tried);
 }
 
@@ -50,25 +50,43 @@ const detail::OpenCvCodecsV1& plugin() {
 std::vector<std::string> opencv_codecs_candidates() {
   if (const char* env = std::getenv("TARMAC_OPENCV_CODECS"); env != nullptr && *env != '\0')
     return {env};
+  namespace fs = std::filesystem;
   std::vector<std::string> out;
-  auto add_dir_of = [&out](const char* file) {
-    std::error_code ec;
-    const auto self = std::filesystem::canonical(file, ec);
-    if (ec) return;
-    const std::string path = (self.parent_path() / kPluginName).string();
-    if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
+  auto add = [&out](const fs::path& path) {
+    const std::string s = path.lexically_normal().string();
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
   };
-  // The object holding this code: libtarmac_c.so for Python, else the executable. For an
-  // executable dladdr gives argv[0], which may be relative to anywhere: only an absolute name
-  // is trusted (no plugin is ever loaded from the working directory), and /proc/self/exe
-  // names the executable itself.
+  std::error_code ec;
+  const fs::path exe = fs::canonical("/proc/self/exe", ec);
+  // The object holding this code: libtarmac_c.so or libtarmac_reader.so when a library, else
+  // the executable. For an executable dladdr gives argv[0], which may be relative to anywhere:
+  // only an absolute name is trusted (no plugin is ever loaded from the working directory).
+  fs::path self;
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&opencv_codecs_candidates), &info) != 0 &&
       info.dli_fname != nullptr && info.dli_fname[0] == '/')
-    add_dir_of(info.dli_fname);
-  add_dir_of("/proc/self/exe");
+    self = fs::canonical(info.dli_fname, ec);
+  const bool in_library = !self.empty() && self != exe;
+  if (!in_library) self = exe;
+  // Beside the object (a bundle, a copy), then where `cmake --install` puts it relative to a
+  // library (LIBDIR/tarmac/) or to an executable (BINDIR/../LIBDIR/tarmac/), so that an
+  // installed tree works wherever it is moved. A library never looks beside the program that
+  // loaded it (python3's /usr/bin/../lib/tarmac/ may hold another installation's plugin).
+  if (!self.empty()) {
+    add(self.parent_path() / kPluginName);
+    add(self.parent_path() /
+        (in_library ? TARMAC_PLUGIN_DIR_FROM_LIB : TARMAC_PLUGIN_DIR_FROM_BIN) / kPluginName);
+  }
 #ifdef TARMAC_OPENCV_CODECS_BUILD_PATH
-  out.emplace_back(TARMAC_OPENCV_CODECS_BUILD_PATH);
+  // Where the build put it, only for code running from the build tree (tests, build/apps/
+  // tarmac): an installed copy must never depend on a build folder that may go away.
+  const fs::path build = fs::canonical(TARMAC_BUILD_DIR, ec);
+  auto inside_build = [&build](const fs::path& p) {
+    if (build.empty() || p.empty()) return false;
+    const auto [b, _] = std::mismatch(build.begin(), build.end(), p.begin(), p.end());
+    return b == build.end();
+  };
+  if (inside_build(self)) out.emplace_back(TARMAC_OPENCV_CODECS_BUILD_PATH);
 #endif
   return out;
 }

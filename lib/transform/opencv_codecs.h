@@ -20,7 +20,9 @@ cv::Mat opencv_decode(std::span<const uint8_t> data, detail::CvDecodeMode mode, 
 std::vector<uint8_t> opencv_encode(const cv::Mat& img, detail::CvEncodeFormat format, int param);
 
 /// The paths tried for the plugin, in order: $TARMAC_OPENCV_CODECS alone when set; else
-/// next to the binary or library holding this code, then where the build put it.
+/// beside the library (or, for code linked into a program, the executable) holding this code,
+/// then in its installed place relative to that (LIBDIR/tarmac/), then, for code run from the
+/// build tree only, where the build put it.
 std::vector<std::string> opencv_codecs_candidates();
 
 }  // namespace tarmac

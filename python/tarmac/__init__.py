@@ -1,7 +1,9 @@
 """Read tarmac datasets from Python: ctypes over libtarmac_c.so, numpy views without copies.
 
 Works with any CPython >= 3.9 and numpy; nothing is compiled against the interpreter.
-The library is found via $TARMAC_LIB, else next to this package, else in build/lib/read/.
+The library is found via $TARMAC_LIB, else next to this package, where the installation put it,
+a source checkout's build/lib/read/, the lib/ of the prefix of `tarmac` on PATH, of sys.prefix,
+/usr/local or /usr, and last by the system loader (docs/reader.md, "Installing").
 
     ds = tarmac.Dataset("out/")
     s = ds[0]                       # {"__key__", "image" (stored bytes), fields..., "__affine__"}
@@ -13,8 +15,12 @@ the dataset's memory maps alive through its `.base` chain, even after close() or
 of the Dataset object; closing only drops this object's own reference.
 """
 import ctypes
+import ctypes.util
 import json
 import os
+import shutil
+import sys
+import sysconfig
 
 import numpy as np
 
@@ -49,13 +55,44 @@ class _Field(ctypes.Structure):
 _lib = None
 
 
+def _prefix_libdirs(prefix):
+    """The library folders of an installation prefix: lib/ and Debian's multiarch lib/<triplet>/."""
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    dirs = [os.path.join(prefix, "lib")]
+    if multiarch:
+        dirs.append(os.path.join(prefix, "lib", multiarch))
+    return dirs
+
+
 def _candidates():
+    """Where libtarmac_c.so is looked for, in order (docs/reader.md, "Installing")."""
     env = os.environ.get("TARMAC_LIB")
     if env:
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(os.path.dirname(here))
-    return [os.path.join(here, "libtarmac_c.so"), os.path.join(root, "build", "lib", "read", "libtarmac_c.so")]
+    dirs = [here]  # a bundle (scripts/bundle-reader.sh) or a copy beside the package
+    try:  # installed by cmake --install or the .deb: the library's place relative to the package
+        from . import _install
+        dirs.append(os.path.normpath(os.path.join(here, _install.LIBDIR)))
+    except ImportError:
+        pass
+    checkout = os.path.dirname(os.path.dirname(here))
+    if os.path.basename(os.path.dirname(here)) == "python":  # python/tarmac in a source checkout
+        dirs.append(os.path.join(checkout, "build", "lib", "read"))
+    # pip-installed: the prefix of the `tarmac` command on PATH, this environment's, the usual ones
+    prefixes = []
+    exe = shutil.which("tarmac")
+    if exe:
+        prefixes.append(os.path.dirname(os.path.dirname(os.path.realpath(exe))))
+    prefixes += [sys.prefix, "/usr/local", "/usr"]
+    for prefix in prefixes:
+        dirs += _prefix_libdirs(prefix)
+    out = []
+    for d in dirs:
+        path = os.path.join(d, "libtarmac_c.so")
+        if path not in out:
+            out.append(path)
+    return out
 
 
 def load_library():
@@ -65,8 +102,12 @@ def load_library():
         return _lib
     tried = _candidates()
     path = next((p for p in tried if os.path.exists(p)), None)
+    if path is None and not os.environ.get("TARMAC_LIB"):  # last, the system loader's own search
+        path = ctypes.util.find_library("tarmac_c")
+        tried.append("the system loader (ldconfig)")
     if path is None:
-        raise OSError("libtarmac_c.so not found (set TARMAC_LIB); tried " + ", ".join(tried))
+        raise OSError("libtarmac_c.so not found (install tarmac, or set TARMAC_LIB to its path); tried "
+                      + ", ".join(tried))
     lib = ctypes.CDLL(path)
     P, i64, u64, i32, sz = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_size_t
     pp = ctypes.POINTER

@@ -5,8 +5,8 @@
 # usage: scripts/bench/run.sh [WORKDIR]     env: W1=400 W2=120 W3=200 W4=100000 THREADS=$(nproc)
 #                                            REPEAT=3 (runs per measurement; the median is shown)
 # Needs: a built tarmac (build/apps/tarmac), Debian's python3-numpy/opencv/pil, libvips-tools,
-# parallel, libarchive-tools (scripts/setup-deps.sh installs all but libvips-tools/parallel:
-# apt-get install libvips-tools parallel).
+# parallel, libarchive-tools (scripts/setup-deps.sh test installs all but libvips-tools:
+# apt-get install libvips-tools).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 WORK="${1:-/tmp/tarmac-bench}"

@@ -1,8 +1,11 @@
 """The documentation's code is code: the numpy reader printed in docs/format.md is extracted
 and run against a real dataset, and its results are compared with the strict reader and the
-generator's values."""
+generator's values; the README's tour runs verbatim, with `tarmac` on PATH, and its numpy
+reader reads what the tour made."""
 import os
 import re
+import subprocess
+import sys
 import unittest
 import zlib
 
@@ -10,14 +13,16 @@ import numpy as np
 
 import fixtures as fx
 
-DOCS = os.path.join(fx.HERE, "..", "..", "docs")
+ROOT = os.path.join(fx.HERE, "..", "..")
+DOCS = os.path.join(ROOT, "docs")
 
 
-def doc_code(name):
-    """The first ```python block following the 'tested by' marker in a doc."""
-    text = open(os.path.join(DOCS, name), encoding="utf-8").read()
+def doc_code(name, lang="python", path=None):
+    """The first ```LANG block following the 'tested by' marker in a doc."""
+    with open(path or os.path.join(DOCS, name), encoding="utf-8") as f:
+        text = f.read()
     marker = text.index("tested by tests/e2e/test_docs.py")
-    return re.search(r"```python\n(.*?)```", text[marker:], re.S).group(1)
+    return re.search(r"```%s\n(.*?)```" % lang, text[marker:], re.S).group(1)
 
 
 class FormatDocReaderTest(fx.TmpCase):
@@ -51,6 +56,32 @@ class FormatDocReaderTest(fx.TmpCase):
             np.testing.assert_allclose(fx.apply_affine(affine, src), cols["kp"][i], atol=1e-9)
         o = cols["caption.offsets"]
         self.assertEqual(bytes(cols["caption.values"][o[2]:o[3]]).decode(), "c2")
+
+
+class ReadmeTourTest(fx.TmpCase):
+    def test_the_tour_runs_verbatim(self):
+        """The README's tour, as a user would type it after installing: a bare `tarmac` on PATH,
+        in a folder that has the repository's scripts/."""
+        work = self.path("tour")
+        os.makedirs(os.path.join(work, "bin"))
+        os.symlink(os.path.abspath(fx.TARMAC), os.path.join(work, "bin", "tarmac"))
+        os.symlink(os.path.abspath(os.path.join(ROOT, "scripts")), os.path.join(work, "scripts"))
+        env = dict(os.environ, PATH=os.path.join(work, "bin") + os.pathsep + os.environ.get("PATH", ""))
+        tour = doc_code(None, "sh", os.path.join(ROOT, "README.md"))
+        p = subprocess.run(["bash", "-e", "-c", tour], cwd=work, env=env, capture_output=True, text=True,
+                           timeout=600)
+        self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr[-3000:])
+        for made in ["out/labels.safetensors", "merged/labels.safetensors", "buckets/labels.safetensors",
+                     "out2/labels.safetensors", "first.jpg"]:
+            self.assertTrue(os.path.exists(os.path.join(work, made)), made)
+        with open(os.path.join(work, "first.jpg"), "rb") as f:
+            self.assertEqual(fx.decode_rgb(f.read()).shape, (224, 224, 3))
+        # the README's numpy reader, on the tour's out/
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            numpy_block = re.search(r"Read it with numpy alone.*?```python\n(.*?)```", f.read(), re.S).group(1)
+        p = subprocess.run([sys.executable, "-c", numpy_block + "\nprint(keypoints.shape)"], cwd=work,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, "(64, 45, 3)\n"), p.stderr)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ merge + verify job give the dataset of one `tarmac convert` run; a part preempte
 requeued by Slurm goes on from its checkpoint; a finished part requeued or resubmitted is left
 as it is.
 
-Needs root and the packages slurmctld slurmd slurm-client munge (scripts/setup-deps.sh), and
+Needs root and the packages slurmctld slurmd slurm-client munge (scripts/setup-deps.sh ci), and
 skips, saying which is missing, without them. Everything lives in one temporary directory; the
 daemons run in the foreground as children of this test and are stopped at the end.
 """
@@ -236,7 +236,7 @@ class SlurmTest(unittest.TestCase):
                    if not shutil.which(b, path=os.environ["PATH"] + ":/usr/sbin:/sbin")]
         if missing:
             raise unittest.SkipTest(f"{', '.join(missing)} not installed (apt-get install slurmctld slurmd "
-                                    "slurm-client munge, or scripts/setup-deps.sh)")
+                                    "slurm-client munge, or scripts/setup-deps.sh ci)")
         os.environ["PATH"] += ":/usr/sbin:/sbin"
         started = time.monotonic()
         cls.tmp = tempfile.mkdtemp(prefix="tarmac-slurm-")

@@ -19,6 +19,7 @@ namespace {
 std::vector<uint8_t> make_file(const std::string& header, size_t data_size = 0,
                                std::optional<uint64_t> length = std::nullopt) {
   std::vector<uint8_t> out(8);
+  out.reserve(8 + header.size() + data_size);
   const uint64_t n = length.value_or(header.size());
   for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<uint8_t>(n >> (8 * i));
   out.insert(out.end(), header.begin(), header.end());

@@ -23,14 +23,21 @@ struct ScopedEnv {
 
 }  // namespace
 
-TEST_CASE("the codecs plugin is looked for next to the executable, then in the build tree") {
+TEST_CASE(
+    "the codecs plugin is looked for next to the executable, in its installed place, "
+    "then (from the build tree only) where the build put it") {
   unsetenv("TARMAC_OPENCV_CODECS");
   const auto c = opencv_codecs_candidates();
-  REQUIRE(c.size() == 2);
-  CHECK(fs::path(c[0]).parent_path() == fs::canonical("/proc/self/exe").parent_path());
-  CHECK(fs::path(c[0]).filename() == "libtarmac_opencv_codecs.so");
-  CHECK(c[1] == TARMAC_OPENCV_CODECS_BUILD_PATH);
-  CHECK(fs::exists(c[1]));
+  const fs::path exe_dir = fs::canonical("/proc/self/exe").parent_path();
+  REQUIRE(c.size() == 3);
+  CHECK(c[0] == (exe_dir / "libtarmac_opencv_codecs.so").string());
+  // bin/ -> lib/tarmac/ (or lib/<multiarch>/tarmac/), as cmake --install lays them out
+  CHECK(c[1] == (exe_dir / TARMAC_PLUGIN_DIR_FROM_BIN / "libtarmac_opencv_codecs.so")
+                    .lexically_normal()
+                    .string());
+  CHECK(fs::path(c[1]).parent_path().filename() == "tarmac");
+  CHECK(c[2] == TARMAC_OPENCV_CODECS_BUILD_PATH);
+  CHECK(fs::exists(c[2]));
 }
 
 TEST_CASE("TARMAC_OPENCV_CODECS names the only plugin tried") {
