@@ -263,8 +263,12 @@ json Annotation::labels_json(uint64_t i) const {
   json out = json::object();
   for (const auto& fl : layout_.fields) {
     const FieldSpec& f = fl.spec;
-    if (!fl.values || (f.ragged && !fl.offsets))
+    if (!fl.values || (f.ragged && !fl.offsets) || (f.nullable && !fl.valid))
       throw ParseError("field '" + f.name + "' is unusable");
+    if (fl.valid && at<uint8_t>(fl.valid, i) == 0) {  // no value: null
+      out[f.name] = nullptr;
+      continue;
+    }
     const uint64_t row = product(f.shape, 1) * dtype_size(f.dtype);
     uint64_t b = 0, e = 0;
     std::vector<int64_t> shape = f.shape;

@@ -157,6 +157,16 @@ int tarmac_field_info(const tarmac_dataset* ds, int64_t k, tarmac_field* out) {
     out->ndim = static_cast<int32_t>(f.shape.size());
     for (size_t d = 0; d < f.shape.size(); ++d) out->shape[d] = f.shape[d];
     out->sample_bytes = f.sample_bytes();
+    out->nullable = f.nullable;
+  });
+}
+
+int tarmac_has_value(const tarmac_dataset* ds, const char* name, int64_t i, int32_t* out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(name, "name");
+    need(out, "out");
+    *out = ds->ds.has_value(name, index(i)) ? 1 : 0;
   });
 }
 

@@ -52,6 +52,7 @@ typedef struct {
   int32_t ndim; /* per-sample dims; shape[0] is -1 when ragged */
   int64_t shape[TARMAC_MAX_DIMS];
   uint64_t sample_bytes; /* 0 when ragged */
+  int32_t nullable;      /* some samples have no value: see tarmac_has_value, NAME.valid */
 } tarmac_field;
 
 /** The message of the calling thread's last error ("" if none); valid until its next call. */
@@ -94,6 +95,9 @@ TARMAC_API int tarmac_value(const tarmac_dataset* ds, const char* name, int64_t 
  *  otherwise is TARMAC_E_INVALID; a blob that is no such array, TARMAC_E_DATA. */
 TARMAC_API int tarmac_dense(const tarmac_dataset* ds, int64_t i, const char* kind,
                             tarmac_tensor* out);
+/** Whether sample i has a value of field `name` (*out 1) or none (0: a nullable field's null). */
+TARMAC_API int tarmac_has_value(const tarmac_dataset* ds, const char* name, int64_t i,
+                                int32_t* out);
 /** The whole column of field `name` (or any tensor name of the file). */
 TARMAC_API int tarmac_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out);
 

@@ -87,6 +87,7 @@ struct Dataset::State {
   /// Per field (schema order, then __affine__): values and, when ragged, offsets.
   struct FieldTensors {
     const Tensor *values, *offsets;
+    const Tensor* valid = nullptr;  ///< nullable fields: NAME.valid
   };
   std::vector<FieldTensors> fields;
   const Tensor* key_values = nullptr;
@@ -140,7 +141,7 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
   }
   for (const FieldLayout& f : layout.fields) {
     fields_.push_back(f.spec);
-    st_->fields.push_back({mine(f.values), mine(f.offsets)});
+    st_->fields.push_back({mine(f.values), mine(f.offsets), mine(f.valid)});
   }
   st_->fields.push_back({st_->affine, nullptr});
 
@@ -177,15 +178,15 @@ const Dataset::Tensor* Dataset::find_tensor(std::string_view name) const {
 const Dataset::Tensor& Dataset::tensor(std::string_view name) const {
   const Tensor* t = find_tensor(name);
   if (!t)
-    throw ArgumentError("dataset '" + dir_ + "' has no field or tensor '" +
-                                std::string(name) + "'");
+    throw ArgumentError("dataset '" + dir_ + "' has no field or tensor '" + std::string(name) +
+                        "'");
   return *t;
 }
 
 void Dataset::check_index(size_t i) const {
   if (i >= n_)
     throw IndexError("sample index " + std::to_string(i) + " is out of range for " +
-                            std::to_string(n_) + " samples");
+                     std::to_string(n_) + " samples");
 }
 
 template <class T>
@@ -236,6 +237,15 @@ TensorView Dataset::value(std::string_view name, size_t i) const {
   return v;
 }
 
+bool Dataset::has_value(std::string_view name, size_t i) const {
+  const size_t k = field_index(name);
+  if (k > fields_.size())
+    throw ArgumentError("dataset '" + dir_ + "' has no field '" + std::string(name) + "'");
+  check_index(i);
+  const Tensor* valid = st_->fields[k].valid;
+  return !valid || valid->data[i] != 0;
+}
+
 Column Dataset::column(std::string_view name) const {
   const size_t k = field_index(name);
   if (k <= fields_.size()) {
@@ -249,8 +259,7 @@ Column Dataset::column(std::string_view name) const {
 }
 
 std::span<const double, 6> Dataset::affine(size_t i) const {
-  if (!st_->affine)
-    throw ArgumentError("dataset '" + dir_ + "' has no images, hence no affine");
+  if (!st_->affine) throw ArgumentError("dataset '" + dir_ + "' has no images, hence no affine");
   check_index(i);
   return std::span<const double, 6>(reinterpret_cast<const double*>(st_->affine->data) + 6 * i, 6);
 }
@@ -258,8 +267,7 @@ std::span<const double, 6> Dataset::affine(size_t i) const {
 const Dataset::BlobState& Dataset::blob_state(std::string_view kind) const {
   for (size_t k = 0; k < blob_kinds_.size(); ++k)
     if (blob_kinds_[k] == kind) return st_->blobs[k];
-  throw ArgumentError("dataset '" + dir_ + "' stores no blob kind '" + std::string(kind) +
-                              "'");
+  throw ArgumentError("dataset '" + dir_ + "' stores no blob kind '" + std::string(kind) + "'");
 }
 
 BlobRef Dataset::blob_ref(size_t i, std::string_view kind) const {

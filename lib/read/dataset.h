@@ -53,7 +53,7 @@ struct TensorView {
   std::span<const T> as() const {
     if (sizeof(T) != dtype_size(dtype))
       throw ArgumentError("TensorView::as: element size " + std::to_string(sizeof(T)) +
-                                  " does not match dtype " + std::string(dtype_name(dtype)));
+                          " does not match dtype " + std::string(dtype_name(dtype)));
     // Tensors are aligned to their element size in the file (docs/format.md 1).
     return {reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T)};
   }
@@ -127,7 +127,12 @@ class Dataset {
   /// Sample i's value of field `name` (ragged: its slice). Throws ArgumentError for
   /// an unknown field, IndexError, DataError.
   TensorView value(std::string_view name, size_t i) const;
-  /// The whole column of field `name` (any tensor name of the file is accepted too).
+  /// Whether sample i has a value of field `name`: false where a nullable field's sample
+  /// has none (then value() gives zeros, or an empty slice when ragged). Throws
+  /// ArgumentError for an unknown field, IndexError.
+  bool has_value(std::string_view name, size_t i) const;
+  /// The whole column of field `name` (any tensor name of the file is accepted too; a
+  /// nullable field's mask is the tensor NAME.valid).
   Column column(std::string_view name) const;
   /// The 2x3 affine of sample i (row-major M, docs/format.md 3).
   std::span<const double, 6> affine(size_t i) const;

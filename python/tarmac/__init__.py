@@ -49,7 +49,7 @@ class _Tensor(ctypes.Structure):
 class _Field(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int32), ("dtype", ctypes.c_int32),
                 ("ragged", ctypes.c_int32), ("ndim", ctypes.c_int32), ("shape", ctypes.c_int64 * _MAX_DIMS),
-                ("sample_bytes", ctypes.c_uint64)]
+                ("sample_bytes", ctypes.c_uint64), ("nullable", ctypes.c_int32)]
 
 
 _lib = None
@@ -129,6 +129,7 @@ def load_library():
         "tarmac_num_shards": (ctypes.c_int, [P, pp(i64)]),
         "tarmac_shard": (ctypes.c_int, [P, i64, pp(P), pp(sz)]),
         "tarmac_value": (ctypes.c_int, [P, ctypes.c_char_p, i64, pp(_Tensor)]),
+        "tarmac_has_value": (ctypes.c_int, [P, ctypes.c_char_p, i64, pp(ctypes.c_int32)]),
         "tarmac_column": (ctypes.c_int, [P, ctypes.c_char_p, pp(_Tensor)]),
         "tarmac_dense": (ctypes.c_int, [P, i64, ctypes.c_char_p, pp(_Tensor)]),
         "tarmac_decoded_size": (ctypes.c_int, [P, i64, pp(i32), pp(i32)]),
@@ -255,7 +256,8 @@ class Dataset:
             _check(lib.tarmac_field_info(p, k, ctypes.byref(f)))
             self.fields[f.name.decode()] = {
                 "kind": _KINDS[f.kind], "dtype": lib.tarmac_dtype_name(f.dtype).decode(),
-                "shape": tuple(f.shape[d] for d in range(f.ndim)), "ragged": bool(f.ragged)}
+                "shape": tuple(f.shape[d] for d in range(f.ndim)), "ragged": bool(f.ragged),
+                "nullable": bool(f.nullable)}
         nb = ctypes.c_int64()
         _check(lib.tarmac_num_blob_kinds(p, ctypes.byref(nb)))
         self.blob_kinds = []
@@ -285,9 +287,12 @@ class Dataset:
             getters.append(("image", self._blob_getter("__image__", shards)))
         for name, f in self.fields.items():
             if f["kind"] == "numeric" and not f["ragged"]:
-                getters.append((name, self.column(name).__getitem__))
+                get = self._tensor(name).__getitem__
             else:
-                getters.append((name, self._ragged_getter(name + ".values", name + ".offsets", name, f["kind"])))
+                get = self._ragged_getter(name + ".values", name + ".offsets", name, f["kind"])
+            if f["nullable"]:  # None where the sample has no value
+                get = (lambda valid, get: lambda i: get(i) if valid[i] else None)(self._tensor(name + ".valid"), get)
+            getters.append((name, get))
         if self.blob_kinds:
             getters.append(("__affine__", self.column("__affine__").__getitem__))
         self._getters = getters
@@ -395,7 +400,16 @@ class Dataset:
         return self.blob(i)
 
     def value(self, name, i):
-        """Sample i's value of field `name`: a zero-copy array (ragged: its slice), str for strings."""
+        """Sample i's value of field `name`: a zero-copy array (ragged: its slice), str for strings;
+        None where a nullable field's sample has no value."""
+        if self.fields.get(name, {}).get("nullable"):
+            has = ctypes.c_int32()
+            _check(self._lib.tarmac_has_value(self._ptr, name.encode(), self._index(i), ctypes.byref(has)))
+            if not has.value:
+                return None
+        return self._stored_value(name, i)
+
+    def _stored_value(self, name, i):
         t = _Tensor()
         _check(self._lib.tarmac_value(self._ptr, name.encode(), self._index(i), ctypes.byref(t)))
         kind = self.fields.get(name, {}).get("kind", "numeric")
@@ -416,13 +430,24 @@ class Dataset:
         return self._tensor_array(t)
 
     def column(self, name):
-        """The whole column as one zero-copy array; ragged fields give (values, offsets)."""
+        """The whole column as one zero-copy array; ragged fields give (values, offsets).
+
+        A nullable field gives its values with a mask: a fixed field a numpy masked array
+        (np.ma.MaskedArray, masked where the sample has no value; the data there is zeros), a
+        ragged one (values, offsets, valid) with valid a bool array [N] (a sample without a
+        value has an empty slice)."""
         t = _Tensor()
         _check(self._lib.tarmac_column(self._ptr, name.encode(), ctypes.byref(t)))
         values = self._tensor_array(t)
+        nullable = self.fields.get(name, {}).get("nullable")
+        valid = self._tensor(name + ".valid").astype(bool) if nullable else None
         if t.offsets:
             off = ctypes.cast(t.offsets, ctypes.c_void_p).value
-            return values, _view(self._h, off, (self._n + 1) * 8, "<i8", (self._n + 1,))
+            offsets = _view(self._h, off, (self._n + 1) * 8, "<i8", (self._n + 1,))
+            return (values, offsets, valid) if nullable else (values, offsets)
+        if nullable:
+            mask = np.broadcast_to(~valid.reshape((-1,) + (1,) * (values.ndim - 1)), values.shape)
+            return np.ma.masked_array(values, mask=mask)
         return values
 
     def __getitem__(self, i):
@@ -504,9 +529,12 @@ class Dataset:
         images = out if out is not None and self.blob_kinds else np.empty((len(idx), h, w, channels), dtype=np.uint8)
         labels = {}
         for name in fields:
-            probe = self.value(name, 0) if self._n else np.empty(0)
+            probe = self._stored_value(name, 0) if self._n else np.empty(0)
             labels[name] = np.empty((len(idx),) + probe.shape, dtype=probe.dtype)
         loader.run(idx, images, [labels[n] for n in fields])
+        for name in fields:  # a nullable field's zeros are told apart by its mask
+            if self.fields.get(name, {}).get("nullable"):
+                labels[name + ".valid"] = self._tensor(name + ".valid").astype(bool)[idx]
         return (images if self.blob_kinds else None), labels
 
     def indices(self, rank=0, world=1, seed=0, epoch=0, shuffle=True, drop_last=False):

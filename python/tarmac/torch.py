@@ -71,7 +71,11 @@ class TarmacDataset(torch.utils.data.Dataset):
             out["image"] = img.permute(2, 0, 1) if self.chw else img
         for name in self.fields:
             # Copies one sample's value (bytes) so the tensor owns writable memory for collate.
-            out[name] = torch.from_numpy(np.array(ds.value(name, i)))
+            # A nullable field: its stored value (zeros where none) and NAME.valid, so that
+            # samples still collate.
+            out[name] = torch.from_numpy(np.array(ds._stored_value(name, i)))
+            if ds.fields.get(name, {}).get("nullable"):
+                out[name + ".valid"] = torch.tensor(ds.value(name, i) is not None)
         return self.transform(out) if self.transform else out
 
 
@@ -91,9 +95,12 @@ class TarmacDataset(torch.utils.data.Dataset):
                                  channels=self.channels)
             out["image"] = images.permute(0, 3, 1, 2) if self.chw else images
         else:
-            labels = {name: np.stack([np.asarray(ds.value(name, i)) for i in idx]) if idx else np.empty(0)
+            labels = {name: np.stack([np.asarray(ds._stored_value(name, i)) for i in idx]) if idx else np.empty(0)
                       for name in self.fields}
-        for name in self.fields:
+            for name in self.fields:
+                if ds.fields.get(name, {}).get("nullable"):
+                    labels[name + ".valid"] = np.array([ds.value(name, i) is not None for i in idx], dtype=bool)
+        for name in labels:
             out[name] = torch.from_numpy(labels[name])
         return self.transform(out) if self.transform else out
 
