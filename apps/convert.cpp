@@ -149,6 +149,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
     for (const auto& e : r.input_errors) spdlog::warn("input not read to its end: {}", e);
     if (r.samples == 0)
       spdlog::warn("no samples were converted: the dataset in '{}' is empty", o.output);
+    if (const std::string advice = skip_advice(r); !advice.empty()) spdlog::warn("{}", advice);
     if (g.json)
       std::printf("%s\n", result_json(r, o.output).dump(2).c_str());
     else

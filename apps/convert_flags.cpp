@@ -216,6 +216,12 @@ ConvertOptions convert_options(const ConvertFlags& f) {
     throw CLI::ValidationError("--on-duplicate last",
                                "reads the inputs twice (member names first), so it cannot "
                                "read standard input ('-'); use first or error");
+  if (f.key_rule == "first-dot")
+    o.key_rule = KeyRule::FirstDot;
+  else if (f.key_rule == "last-dot")
+    o.key_rule = KeyRule::LastDot;
+  else
+    throw CLI::ValidationError("--key-rule", "'" + f.key_rule + "': use first-dot or last-dot");
   // The library also refuses I >= N (exit 1); from the command line it is a usage error.
   if (!f.shard.empty()) parse_part(f.shard, o);
   o.image_exts = without_dots(f.image);
@@ -316,7 +322,16 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->default_val(95);
 
   auto* in = "Input";
-  app.add_option("--image", f.image, "Image extensions, in order of preference")
+  app.add_option("--key-rule", f.key_rule,
+                 "Where a member's key ends: first-dot (WebDataset: 0001.rgb.png -> 0001) or "
+                 "last-dot (photo folders: IMG_2020.01.01.jpg -> IMG_2020.01.01)")
+      ->group(in)
+      ->check(CLI::IsMember({"first-dot", "last-dot"}))
+      ->default_str("first-dot");
+  app.add_option("--image", f.image,
+                 "Image extensions, in order of preference; a member whose last extension is "
+                 "one is an image. A full extension (rgb.png) says which member is the image "
+                 "when a sample has several")
       ->group(in)
       ->default_str("jpg jpeg png webp bmp tif tiff");
   app.add_flag("--no-images", f.no_images, "Labels only: store no images")->group(in);

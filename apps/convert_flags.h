@@ -28,6 +28,7 @@ struct ConvertFlags {
   std::string format = "jpg";
   int quality = 95;
   // Input.
+  std::string key_rule = "first-dot";
   std::vector<std::string> image = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
   bool no_images = false;
   std::vector<std::string> ragged;

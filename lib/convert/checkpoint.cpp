@@ -109,7 +109,8 @@ json output_options(const ConvertOptions& o) {
     crop["field"] = o.crop_field + (o.crop_field_xyxy ? ":xyxy" : ":xywh");
   json boxes = json::array();
   for (const auto& [name, xyxy] : o.boxes) boxes.push_back(name + (xyxy ? ":xyxy" : ":xywh"));
-  return {{"--image", o.image_exts},
+  return {{"--key-rule", key_rule_name(o.key_rule)},
+          {"--image", o.image_exts},
           {"--no-images", o.no_images},
           {"--dense", o.dense},
           {"--ragged", o.ragged},

@@ -105,7 +105,7 @@ GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const Inpu
   auto last_report = Clock::now();
   const char* phase = last ? "finding each key's last input (--on-duplicate last)"
                            : "reading the keys of earlier parts (--on-duplicate first)";
-  kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, [&] {
+  kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, o.key_rule, [&] {
     if (o.stop && o.stop->requested()) throw StopSignal{o.stop->signal.load()};
     if (!progress || Clock::now() - last_report < std::chrono::milliseconds(250)) return;
     last_report = Clock::now();
@@ -268,6 +268,9 @@ ConvertResult convert(const ConvertOptions& o,
     recorder.write_checkpoint();
 
     auto [skipped_json, ignored_json, duplicates_json] = recorder.read_all();
+    for (const auto& j : skipped_json)
+      if (j.contains("sample") && j.at("code") == error_code_name(ErrorCode::NoImage))
+        ++result.no_image_samples;
     for (const auto& j : skipped_json)
       if (result.skipped.size() < 20 && j.contains("sample"))
         result.skipped.push_back(

@@ -29,6 +29,11 @@ struct ConvertOptions {
   double checkpoint_seconds = 30;
 
   // What members are.
+  /// Where a member's key ends: the first dot of its file name (WebDataset's rule) or the last.
+  KeyRule key_rule = KeyRule::FirstDot;
+  /// Image extensions, in order of preference; an entry may hold a dot ("rgb.png"). A member
+  /// whose whole extension is an entry is an image; else one whose extension ends with
+  /// "." + an entry (its last extension: "rgb.png" for "png") is, when it is the only one.
   std::vector<std::string> image_exts = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
   bool no_images = false;          ///< a labels-only dataset
   std::vector<std::string> dense;  ///< dense-map suffixes, e.g. "depth.png"
@@ -132,6 +137,7 @@ struct StageTimes {
 struct ConvertResult {
   uint64_t samples = 0;
   uint64_t skipped_samples = 0;
+  uint64_t no_image_samples = 0;  ///< of skipped_samples, those without an image member
   uint64_t ignored_members = 0;
   uint64_t error_members = 0;
   uint64_t duplicates = 0;  ///< samples and members left out under --on-duplicate first|last

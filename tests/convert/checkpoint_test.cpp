@@ -40,6 +40,7 @@ TEST_CASE("the options that shape the output are typed and named after their fla
   CHECK(j["--crop-scale"] == 1.2);
   CHECK(j["--format"] == "jpg");
   CHECK(j["--on-error"] == "fail");
+  CHECK(j["--key-rule"] == "first-dot");
   CHECK_FALSE(j.contains("--threads"));
   CHECK_FALSE(j.contains("--output"));
 }
@@ -58,6 +59,11 @@ TEST_CASE("a library caller resuming with other crop options is refused, naming 
   CHECK_THROWS_WITH(
       check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
       Contains("--crop-scale"));
+  now = base();
+  now.key_rule = KeyRule::LastDot;  // other keys: other samples
+  CHECK_THROWS_WITH(
+      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
+      Contains("--key-rule") && Contains("last-dot"));
   now = base();
   now.part_index = 1;
   now.part_count = 2;

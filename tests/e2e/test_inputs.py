@@ -1,4 +1,5 @@
 """End-to-end: every input kind yields the same samples, in order of first appearance."""
+import json
 import os
 import shutil
 import subprocess
@@ -199,6 +200,122 @@ class InputFormatsTest(fx.TmpCase):
         self.assertEqual(ignored, {"README", ".hidden.png", "set/a/0000.xyz"})
         self.assertEqual(ds.manifest["counts"]["ignored_members"], 3)
         self.assertEqual(ds.keys, KEYS)
+
+
+class MemberNamesTest(fx.TmpCase):
+    """Which member is the image: its last extension (`KEY.rgb.png` is a PNG), --image for a
+    full extension, and --key-rule for names whose dots are not WebDataset's."""
+
+    @classmethod
+    def build(cls):
+        cls.rgb = [fx.png(fx.smooth_rgb(32, 24, seed=s)) for s in range(2)]
+        cls.depth = [fx.png(fx.smooth_u16(32, 24, seed=s)) for s in range(2)]
+        members = []
+        for i in range(2):
+            members += [(f"wds/{i:06d}.rgb.png", cls.rgb[i]), (f"wds/{i:06d}.depth.png", cls.depth[i]),
+                        (f"wds/{i:06d}.json", fx.js({"id": i}))]
+        cls.rgb_depth = fx.write_tar(os.path.join(cls.tmp, "rgb-depth.tar"), members)
+
+    def test_rgb_png_with_json_converts_with_no_flag(self):
+        members = [(f"wds/{i:06d}.rgb.png", self.rgb[i]) for i in range(2)]
+        members += [(f"wds/{i:06d}.json", fx.js({"id": 10 + i})) for i in range(2)]
+        p = fx.write_tar(self.path("rgb-only.tar"), sorted(members))
+        _, ds = fx.convert(self, [p], "--format", "keep")
+        self.assertEqual(ds.keys, ["wds/000000", "wds/000001"])
+        self.assertEqual([ds.blob(i) for i in range(2)], self.rgb)
+        self.assertEqual(ds.t["id"].tolist(), [10, 11])
+
+    def test_two_png_candidates_are_refused_naming_both(self):
+        p = fx.run(["convert", self.rgb_depth, "-o", self.path("two-out")])
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 1, err)
+        for s in ("wds/000000", "'wds/000000.depth.png'", "'wds/000000.rgb.png'", "--image rgb.png",
+                  "--image depth.png"):
+            self.assertIn(s, err)
+        self.assertNotIn("labels.safetensors", os.listdir(self.path("two-out")))
+
+    def test_image_names_the_full_extension(self):
+        _, ds = fx.convert(self, [self.rgb_depth], "--image", "rgb.png", "--format", "keep")
+        self.assertEqual(ds.keys, ["wds/000000", "wds/000001"])
+        self.assertEqual([ds.blob(i) for i in range(2)], self.rgb)
+        self.assertEqual(json.loads(ds.meta["blobs"]), ["__image__"])
+        ignored = {e["member"]: e["code"] for e in ds.manifest["ignored"]}
+        self.assertEqual(ignored, {"wds/000000.depth.png": "unused_member",
+                                   "wds/000001.depth.png": "unused_member"})
+
+    def test_dense_map_leaves_one_candidate(self):
+        for flags in (["--dense", "depth.png"], ["--dense", "depth.png", "--image", "rgb.png"]):
+            with self.subTest(flags=flags):
+                _, ds = fx.convert(self, [self.rgb_depth], *flags, "--format", "keep")
+                self.assertEqual([ds.blob(i) for i in range(2)], self.rgb)
+                self.assertEqual([ds.blob(i, "__depth__") for i in range(2)], self.depth)
+
+    def test_several_candidates_are_skipped_with_their_code(self):
+        _, ds = fx.convert(self, [self.rgb_depth], "--on-error", "skip")
+        self.assertEqual(ds.keys, [])
+        self.assertEqual([(e["sample"], e["code"]) for e in ds.manifest["skipped"]],
+                         [("wds/000000", "ambiguous_image"), ("wds/000001", "ambiguous_image")])
+
+    def photo_tree(self, name, names):
+        files = [(n, fx.jpg(fx.smooth_rgb(16, 12, seed=i))) for i, n in enumerate(names)]
+        return fx.write_tree(self.path(name), files), dict(files)
+
+    def test_key_rule_last_dot_groups_labels_with_their_image(self):
+        images = ["cam/IMG_2020.01.01.jpg", "cam/IMG_2020.01.02.jpg", "clip/frame.000123.jpg",
+                  "clip/frame.000124.jpg"]
+        root, data = self.photo_tree("photos", images)
+        labels = {}
+        for i, n in enumerate(images):
+            stem = os.path.splitext(n)[0]  # the key, computed here: the name up to its last dot
+            labels[stem] = 100 + i
+            with open(os.path.join(root, stem + ".json"), "wb") as f:
+                f.write(fx.js({"t": 100 + i}))
+        _, ds = fx.convert(self, [root], "--key-rule", "last-dot", "--format", "keep")
+        self.assertEqual(ds.keys, sorted(labels))
+        self.assertEqual(ds.t["t"].tolist(), [labels[k] for k in ds.keys])
+        for i, k in enumerate(ds.keys):
+            self.assertEqual(ds.blob(i), data[k + ".jpg"], k)
+
+    def test_key_rule_last_dot_images_only(self):
+        names = ["cam/IMG_2020.01.01.jpg", "cam/IMG_2020.01.02.jpg", "clip/frame.000123.jpg",
+                 "clip/frame.000124.jpg"]
+        root, data = self.photo_tree("photos-only", names)
+        _, ds = fx.convert(self, [root], "--key-rule", "last-dot", "--format", "keep")
+        self.assertEqual(ds.keys, sorted(os.path.splitext(n)[0] for n in names))
+        for i, k in enumerate(ds.keys):
+            self.assertEqual(ds.blob(i), data[k + ".jpg"], k)
+        self.assertEqual(ds.manifest["output_options"]["--key-rule"], "last-dot")
+        # first-dot makes frame.000123.jpg and frame.000124.jpg one sample 'clip/frame': refused,
+        # naming both and the rule to use
+        p = fx.run(["convert", root, "-o", self.path("photos-first-dot")])
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("--key-rule last-dot", err)
+        self.assertIn("'cam/IMG_2020.01.01.jpg'", err)
+        self.assertIn("'cam/IMG_2020.01.02.jpg'", err)
+
+    def test_key_rule_reaches_the_duplicate_scan_and_parts(self):
+        a_img, b_img = fx.jpg(fx.smooth_rgb(16, 12, seed=1)), fx.jpg(fx.smooth_rgb(16, 12, seed=2))
+        other = fx.jpg(fx.smooth_rgb(16, 12, seed=3))
+        a = fx.write_tar(self.path("dup-a.tar"), [("frame.000001.jpg", a_img), ("frame.000002.jpg", other)])
+        b = fx.write_tar(self.path("dup-b.tar"), [("frame.000001.jpg", b_img)])
+        # --on-duplicate last reads the keys first: with the same rule, frame.000001 is kept from b
+        _, ds = fx.convert(self, [a, b], "--key-rule", "last-dot", "--on-duplicate", "last", "--format", "keep")
+        self.assertEqual(ds.keys, ["frame.000002", "frame.000001"])
+        self.assertEqual([ds.blob(0), ds.blob(1)], [other, b_img])
+        self.assertEqual([(e["sample"], e["input"]) for e in ds.manifest["duplicates"]], [("frame.000001", a)])
+        # --shard I/N by sample: the parts' keys together are one run's
+        names = [f"clip/frame.{i:06d}.jpg" for i in range(5)]
+        root, _ = self.photo_tree("parts", names)
+        parts = []
+        for i in range(2):
+            out = self.path(f"part-{i}")
+            fx.convert(self, [root], "--key-rule", "last-dot", "--shard", f"{i}/2", out=out)
+            parts.append(out)
+        merged = self.path("merged")
+        r = fx.run(["merge", *parts, "-o", merged])
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        self.assertEqual(sorted(fx.Dataset(merged).keys), [n[:-4] for n in names])
 
 
 if __name__ == "__main__":
