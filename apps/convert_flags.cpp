@@ -192,6 +192,16 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   o.quality = f.quality;
   for (const auto& b : f.boxes) o.boxes.push_back(parse_box_field(b));
   o.no_images = f.no_images;
+  o.classes_from_dirs = f.classes_from_dirs;
+  // The library refuses these too, but as a failed run (exit 1); they are usage errors (exit 2).
+  if (o.classes_from_dirs && o.no_images)
+    throw CLI::ValidationError("--classes-from-dirs",
+                               "takes each sample's class from its image's folder; it cannot be "
+                               "combined with --no-images");
+  if (o.classes_from_dirs && std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+    throw CLI::ValidationError("--classes-from-dirs",
+                               "reads the inputs' names first, so it cannot read standard input "
+                               "('-')");
   o.ragged.insert(f.ragged.begin(), f.ragged.end());
   o.max_pixels = f.max_pixels;
   o.shard_size = parse_bytes(f.shard_size);
@@ -335,6 +345,10 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->group(in)
       ->default_str("jpg jpeg png webp bmp tif tiff");
   app.add_flag("--no-images", f.no_images, "Labels only: store no images")->group(in);
+  app.add_flag("--classes-from-dirs", f.classes_from_dirs,
+               "Label each sample with the folder holding its image (ROOT/CLASS/x.jpg): field "
+               "cls, numbered as torchvision's ImageFolder does; names in the metadata")
+      ->group(in);
   app.add_option("--ragged", f.ragged, "Fields whose first axis may vary between samples")
       ->group(in);
   app.add_option("--max-pixels", f.max_pixels, "Refuse larger images (from the header)")

@@ -31,6 +31,7 @@ struct ConvertFlags {
   std::string key_rule = "first-dot";
   std::vector<std::string> image = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
   bool no_images = false;
+  bool classes_from_dirs = false;
   std::vector<std::string> ragged;
   uint64_t max_pixels = 1ull << 28;
   std::string max_member_size = "1G", group_window = "64M";

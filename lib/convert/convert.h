@@ -35,7 +35,13 @@ struct ConvertOptions {
   /// whose whole extension is an entry is an image; else one whose extension ends with
   /// "." + an entry (its last extension: "rgb.png" for "png") is, when it is the only one.
   std::vector<std::string> image_exts = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
-  bool no_images = false;          ///< a labels-only dataset
+  bool no_images = false;  ///< a labels-only dataset
+  /// Label each sample with the folder holding its image: field `cls`, the index of the
+  /// folder's name in `classes` (as torchvision's ImageFolder numbers them).
+  bool classes_from_dirs = false;
+  /// The class names, sorted; when empty, convert() finds them by a pre-pass over every input
+  /// (all of them, also under --shard I/N, so that the parts agree).
+  std::vector<std::string> classes;
   std::vector<std::string> dense;  ///< dense-map suffixes, e.g. "depth.png"
   std::set<std::string> ragged;    ///< fields whose first axis may vary
 

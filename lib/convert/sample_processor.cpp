@@ -6,10 +6,12 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "format/names.h"
 #include "labels/json_labels.h"
 #include "labels/npy.h"
 #include "labels/npz.h"
 #include "labels/text_labels.h"
+#include "source/class_scan.h"
 #include "transform/jpeg_region.h"
 #include "transform/warp.h"
 #include "write/column_store.h"
@@ -212,6 +214,36 @@ SampleError several_images(const std::vector<std::pair<const Member*, std::strin
       ErrorCode::AmbiguousImage);
 }
 
+// --classes-from-dirs: field `cls`, the index among the run's classes of the folder holding the
+// image.
+void add_class(const Member& image, const std::vector<std::string>& classes,
+               std::vector<SampleField>& fields) {
+  const std::string folder = parent_folder(image.name);
+  if (folder.empty())
+    throw SampleError("image member '" + image.name +
+                          "' is in no folder, so it has no class (--classes-from-dirs takes the "
+                          "class from the folder holding the image, as in ROOT/CLASS/IMAGE)",
+                      ErrorCode::BadSample);
+  const auto it = std::find(classes.begin(), classes.end(), folder);
+  if (it == classes.end())
+    throw SampleError("image member '" + image.name + "' is in folder '" + folder +
+                          "', which is not among the run's classes (did the inputs change "
+                          "during the run?)",
+                      ErrorCode::BadSample);
+  for (const auto& f : fields)
+    if (f.name == format::kClassField)
+      throw SampleError("field '" + f.name + "' comes from both member '" + f.member +
+                            "' and the image's folder (--classes-from-dirs)",
+                        ErrorCode::BadField);
+  FieldValue v;
+  v.kind = FieldValue::Kind::Numeric;
+  v.dtype = DType::I64;
+  const int64_t id = it - classes.begin();
+  v.data.resize(sizeof id);
+  std::memcpy(v.data.data(), &id, sizeof id);  // little-endian, as every tarmac target
+  fields.push_back({format::kClassField, image.name, "dir", std::move(v)});
+}
+
 // What the sample has instead of an image.
 SampleError no_image(const RawSample& raw, const std::vector<std::string>& image_exts) {
   std::vector<std::string> names;
@@ -297,6 +329,7 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
 
     if (!image && by_last_ext.size() > 1) throw several_images(by_last_ext, raw.key, o.key_rule);
     if (!image) throw no_image(raw, o.image_exts);
+    if (o.classes_from_dirs) add_class(*image, o.classes, out.fields);
     for (size_t i = 0; i < dense.size(); ++i)
       if (!dense[i])
         throw SampleError("sample has no dense map member '." + o.dense[i] + "'",

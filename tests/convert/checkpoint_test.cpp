@@ -72,6 +72,20 @@ TEST_CASE("a library caller resuming with other crop options is refused, naming 
       Contains("--shard differs"));
 }
 
+TEST_CASE("a resume whose class folders differ is refused (--classes-from-dirs)") {
+  // A directory input's fingerprint is its path: a class folder added since would shift ids.
+  const std::filesystem::path staging = "/nonexistent/out/.tarmac-partial";
+  ConvertOptions then = base();
+  then.classes_from_dirs = true;
+  then.classes = {"cat", "dog"};
+  CHECK(output_options(then)["--classes-from-dirs"] == true);
+  ConvertOptions now = then;
+  CHECK_NOTHROW(check_resumable(checkpoint_of(then), run_fingerprint(now, now.inputs), staging));
+  now.classes = {"ant", "cat", "dog"};
+  CHECK_THROWS_WITH(check_resumable(checkpoint_of(then), run_fingerprint(now, now.inputs), staging),
+                    Contains("class folders") && Contains("2 then, 3 now"));
+}
+
 TEST_CASE("what does not shape the output may change between a run and its resume") {
   ConvertOptions now = base();
   now.threads = 7;

@@ -318,5 +318,132 @@ class MemberNamesTest(fx.TmpCase):
         self.assertEqual(sorted(fx.Dataset(merged).keys), [n[:-4] for n in names])
 
 
+def imagefolder_oracle(root):
+    """(classes, {key: class index}) as torchvision's ImageFolder numbers a tree ROOT/CLASS/...;
+    without torchvision, its documented rule: classes are sorted(entry.name for entry in
+    os.scandir(root) if entry.is_dir()), Python's code point order."""
+    try:
+        import torchvision
+        ds = torchvision.datasets.ImageFolder(root)
+        classes, samples = ds.classes, ds.samples
+    except ImportError:
+        classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+        samples = [(os.path.join(d, f), classes.index(os.path.relpath(d, root).split(os.sep)[0]))
+                   for d, _, fs in os.walk(root) if d != root for f in fs]
+    # tarmac's key: the path below the input, up to the first dot of the file name
+    return classes, {os.path.relpath(p, root).split(".")[0]: c for p, c in samples}
+
+
+class ClassFoldersTest(fx.TmpCase):
+    """--classes-from-dirs: each image's folder is its class, numbered as ImageFolder does."""
+    # created in this order, which is not the sorted one: upper case sorts before lower case,
+    # "a10" before "a2", "_x" between them, a non-ASCII name last (Python: by code point)
+    CLASSES = ["zebra", "Zebra", "n01440764", "a2", "a10", "\u00e9clair", "_x"]
+
+    @classmethod
+    def build(cls):
+        cls.files = {}
+        for i, c in enumerate(cls.CLASSES):
+            for j in range(2):
+                cls.files[f"{c}/img_{i}_{j}.JPEG"] = fx.jpg(fx.smooth_rgb(16, 12, seed=2 * i + j))
+        cls.root = fx.write_tree(os.path.join(cls.tmp, "imagenet", "train"), list(cls.files.items()))
+        cls.classes, cls.by_key = imagefolder_oracle(cls.root)
+        assert cls.classes != cls.CLASSES and sorted(cls.classes) == sorted(cls.CLASSES)
+
+    def check(self, ds, prefix=""):
+        self.assertEqual(json.loads(ds.meta["classes"]), self.classes)
+        self.assertEqual(ds.schema["cls"]["dtype"], "I64")
+        self.assertEqual(ds.t["cls"].dtype, np.int64)
+        self.assertEqual({k: int(c) for k, c in zip(ds.keys, ds.t["cls"])},
+                         {k: self.by_key[k[len(prefix):]] for k in ds.keys})
+
+    def test_imagefolder_tree_numbered_as_torchvision(self):
+        _, ds = fx.convert(self, [self.root], "--classes-from-dirs", "--size", "8")
+        self.assertEqual(sorted(ds.keys), sorted(self.by_key))
+        self.check(ds)
+        info = fx.run(["info", ds.out])
+        self.assertEqual(info.returncode, 0)
+        text = info.stdout.decode()
+        for i, c in enumerate(self.classes):
+            self.assertIn(f"{c} ({i})", text)
+        j = json.loads(fx.run(["info", ds.out, "--json"]).stdout)
+        self.assertEqual(j["classes"], self.classes)
+
+    def test_parts_number_classes_alike_and_merge(self):
+        # three archives of train/CLASS/x.JPEG, each holding only some classes; --shard by inputs
+        # gives each part only its archive, yet every part numbers classes from all of them
+        names = sorted(self.files)
+        tars = [fx.write_tar(self.path(f"train-{i}.tar"),
+                             [("train/" + n, self.files[n]) for n in names[i::3]]) for i in range(3)]
+        parts = []
+        for i in range(3):
+            _, ds = fx.convert(self, tars, "--classes-from-dirs", "--shard", f"{i}/3", "--format", "keep",
+                               out=self.path(f"cls-part-{i}"))
+            self.check(ds, prefix="train/")
+            parts.append(ds.out)
+        merged = self.path("cls-merged")
+        r = fx.run(["merge", *parts, "-o", merged])
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        ds = fx.Dataset(merged)
+        self.assertEqual(sorted(ds.keys), sorted("train/" + k for k in self.by_key))
+        self.check(ds, prefix="train/")
+
+    def test_merge_refuses_parts_numbered_differently(self):
+        other = fx.write_tree(self.path("other-tree"), [("cat/0.jpg", self.files["zebra/img_0_0.JPEG"]),
+                                                        ("dog/1.jpg", self.files["zebra/img_0_1.JPEG"])])
+        _, a = fx.convert(self, [self.root], "--classes-from-dirs", "--format", "keep")
+        _, b = fx.convert(self, [other], "--classes-from-dirs", "--format", "keep")
+        _, plain = fx.convert(self, [other], "--format", "keep", out=self.path("plain-part"))
+        for second, says in ((b, "7 classes against 2"), (plain, "the other none")):
+            r = fx.run(["merge", second.out, a.out, "-o", self.path("bad-merge")])
+            err = r.stderr.decode()
+            self.assertEqual(r.returncode, 1, err)
+            self.assertIn("numbers its classes by other class folders", err)
+            self.assertIn(says, err)
+
+    def test_resume_keeps_the_class_list(self):
+        tree = self.path("resume-tree")
+        shutil.copytree(self.root, tree)
+        with open(os.path.join(tree, "a2", "img_3_0.JPEG"), "r+b") as f:
+            f.truncate(100)  # a bad sample stops the run, its checkpoint kept
+        out = self.path("resume-out")
+        fx.convert(self, [tree], "--classes-from-dirs", "--checkpoint-every", "0", expect=1, out=out)
+        self.assertTrue(os.path.exists(os.path.join(out, ".tarmac-partial", "checkpoint.json")))
+        # a class folder added since would renumber the classes after it: refused
+        os.makedirs(os.path.join(tree, "Aardvark"))
+        shutil.copy(os.path.join(tree, "a2", "img_3_1.JPEG"), os.path.join(tree, "Aardvark", "x.JPEG"))
+        r = fx.run(["convert", tree, "-o", out, "--classes-from-dirs", "--checkpoint-every", "0", "--resume",
+                    "--on-error", "skip"])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("class folders (--classes-from-dirs) are not those of the interrupted run", r.stderr.decode())
+        shutil.rmtree(os.path.join(tree, "Aardvark"))
+        _, ds = fx.convert(self, [tree], "--classes-from-dirs", "--checkpoint-every", "0", "--resume",
+                           "--on-error", "skip", out=out)
+        self.assertTrue(ds.manifest.get("resumed"))
+        self.assertEqual(sorted(ds.keys), sorted(k for k in self.by_key if k != "a2/img_3_0"))
+        self.check(ds)
+
+    def test_image_in_no_folder_is_a_bad_sample(self):
+        tree = fx.write_tree(self.path("flat-tree"), [("cat/0.jpg", self.files["zebra/img_0_0.JPEG"]),
+                                                      ("top.jpg", self.files["zebra/img_0_1.JPEG"])])
+        p = fx.run(["convert", tree, "-o", self.path("flat-out"), "--classes-from-dirs"])
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("sample 'top'", err)
+        self.assertIn("image member 'top.jpg' is in no folder, so it has no class", err)
+        _, ds = fx.convert(self, [tree], "--classes-from-dirs", "--on-error", "skip")
+        self.assertEqual(ds.keys, ["cat/0"])
+        self.assertEqual([(e["sample"], e["code"]) for e in ds.manifest["skipped"]], [("top", "bad_sample")])
+        self.assertEqual(json.loads(ds.meta["classes"]), ["cat"])
+        self.assertEqual(ds.t["cls"].tolist(), [0])
+
+    def test_usage_errors(self):
+        for flags in (["--no-images"], []):
+            inputs = [self.root] if flags else ["-"]
+            r = fx.run(["convert", *inputs, "-o", self.path("usage-out"), "--classes-from-dirs", *flags], stdin=b"")
+            self.assertEqual(r.returncode, 2, r.stderr.decode())
+            self.assertIn("--classes-from-dirs", r.stderr.decode())
+
+
 if __name__ == "__main__":
     unittest.main()
