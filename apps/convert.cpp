@@ -157,6 +157,7 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
     if (r.samples == 0)
       spdlog::warn("no samples were converted: the dataset in '{}' is empty", o.output);
     for (const auto& w : r.field_warnings) spdlog::warn("{}", w);
+    if (const std::string advice = skip_advice(r); !advice.empty()) spdlog::warn("{}", advice);
     if (g.json)
       std::printf("%s\n", result_json(r, o.output).dump(2).c_str());
     else

@@ -210,6 +210,16 @@ ConvertOptions convert_options(const ConvertFlags& f) {
                                "converted to grey; use --format jpg or png");
   for (const auto& b : f.boxes) o.boxes.push_back(parse_box_field(b));
   o.no_images = f.no_images;
+  o.classes_from_dirs = f.classes_from_dirs;
+  // The library refuses these too, but as a failed run (exit 1); they are usage errors (exit 2).
+  if (o.classes_from_dirs && o.no_images)
+    throw CLI::ValidationError("--classes-from-dirs",
+                               "takes each sample's class from its image's folder; it cannot be "
+                               "combined with --no-images");
+  if (o.classes_from_dirs && std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+    throw CLI::ValidationError("--classes-from-dirs",
+                               "reads the inputs' names first, so it cannot read standard input "
+                               "('-')");
   o.ragged.insert(f.ragged.begin(), f.ragged.end());
   o.keep_fields = f.keep_fields;
   o.drop_fields = f.drop_fields;
@@ -237,6 +247,12 @@ ConvertOptions convert_options(const ConvertFlags& f) {
     throw CLI::ValidationError("--on-duplicate last",
                                "reads the inputs twice (member names first), so it cannot "
                                "read standard input ('-'); use first or error");
+  if (f.key_rule == "first-dot")
+    o.key_rule = KeyRule::FirstDot;
+  else if (f.key_rule == "last-dot")
+    o.key_rule = KeyRule::LastDot;
+  else
+    throw CLI::ValidationError("--key-rule", "'" + f.key_rule + "': use first-dot or last-dot");
   // The library also refuses I >= N (exit 1); from the command line it is a usage error.
   if (!f.shard.empty()) parse_part(f.shard, o);
   o.image_exts = without_dots(f.image);
@@ -341,10 +357,23 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->default_val(95);
 
   auto* in = "Input";
-  app.add_option("--image", f.image, "Image extensions, in order of preference")
+  app.add_option("--key-rule", f.key_rule,
+                 "Where a member's key ends: first-dot (WebDataset: 0001.rgb.png -> 0001) or "
+                 "last-dot (photo folders: IMG_2020.01.01.jpg -> IMG_2020.01.01)")
+      ->group(in)
+      ->check(CLI::IsMember({"first-dot", "last-dot"}))
+      ->default_str("first-dot");
+  app.add_option("--image", f.image,
+                 "Image extensions, in order of preference; a member whose last extension is "
+                 "one is an image. A full extension (rgb.png) says which member is the image "
+                 "when a sample has several")
       ->group(in)
       ->default_str("jpg jpeg png webp bmp tif tiff");
   app.add_flag("--no-images", f.no_images, "Labels only: store no images")->group(in);
+  app.add_flag("--classes-from-dirs", f.classes_from_dirs,
+               "Label each sample with the folder holding its image (ROOT/CLASS/x.jpg): field "
+               "cls, numbered as torchvision's ImageFolder does; names in the metadata")
+      ->group(in);
   app.add_option("--ragged", f.ragged, "Fields whose first axis may vary between samples")
       ->group(in);
   app.add_option("--fields", f.keep_fields,

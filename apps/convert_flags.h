@@ -29,8 +29,10 @@ struct ConvertFlags {
   int quality = 95;
   std::string channels = "3";
   // Input.
+  std::string key_rule = "first-dot";
   std::vector<std::string> image = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
   bool no_images = false;
+  bool classes_from_dirs = false;
   std::vector<std::string> ragged;
   std::vector<std::string> keep_fields, drop_fields, require_fields;
   uint64_t max_pixels = 1ull << 28;

@@ -14,6 +14,18 @@ namespace tarmac::cli {
 namespace {
 
 constexpr size_t kMaxSizesListed = 1000;  // in --json; the count of distinct sizes is exact
+constexpr size_t kMaxClassesShown = 20;   // in the text; --json lists them all
+
+// "3: cat (0), dog (1), eel (2)"; the first kMaxClassesShown, then how many more.
+std::string classes_text(const std::vector<std::string>& classes) {
+  std::string out = std::to_string(classes.size()) + ":";
+  for (size_t i = 0; i < classes.size() && i < kMaxClassesShown; ++i)
+    out += (i ? ", " : " ") + classes[i] + " (" + std::to_string(i) + ")";
+  if (classes.size() > kMaxClassesShown)
+    out +=
+        ", and " + std::to_string(classes.size() - kMaxClassesShown) + " more (--json lists all)";
+  return out;
+}
 
 }  // namespace
 
@@ -63,6 +75,7 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       j["shard_bytes"] = shard_bytes;
       j["blobs"] = s.blobs;
       j["schema"] = schema;
+      if (s.classes) j["classes"] = *s.classes;
       nlohmann::ordered_json shards = nlohmann::ordered_json::array();
       for (const auto& sh : s.shards)
         shards.push_back({{"name", sh.name}, {"size", sh.size}, {"present", sh.present}});
@@ -97,6 +110,7 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       std::printf("\n  stored blobs        ");
       for (const auto& b : s.blobs) std::printf("%s ", b.c_str());
       if (!s.image_sizes.empty()) std::printf("\n  image sizes         %s", sizes_text(s).c_str());
+      if (s.classes) std::printf("\n  classes             %s", classes_text(*s.classes).c_str());
       std::printf("\n  fields:\n");
       if (schema.is_object())
         for (const auto& [name, f] : schema.items())

@@ -6,6 +6,7 @@ std::string_view error_code_name(ErrorCode c) {
   static constexpr std::string_view kNames[] = {
       "none",
       "no_image",
+      "ambiguous_image",
       "no_dense_map",
       "bad_image",
       "bad_dense_map",

@@ -16,6 +16,7 @@ enum class ErrorCode : uint8_t {
   None,
   // A sample left out (--on-error skip) or that stopped the run.
   NoImage,          ///< no image member
+  AmbiguousImage,   ///< several image members, and nothing says which is the image
   NoDenseMap,       ///< a --dense member is missing
   BadImage,         ///< the image does not decode (corrupt, truncated, too large, unsupported)
   BadDenseMap,      ///< a dense map does not decode or is of an unsupported kind

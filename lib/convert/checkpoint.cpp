@@ -109,8 +109,10 @@ json output_options(const ConvertOptions& o) {
     crop["field"] = o.crop_field + (o.crop_field_xyxy ? ":xyxy" : ":xywh");
   json boxes = json::array();
   for (const auto& [name, xyxy] : o.boxes) boxes.push_back(name + (xyxy ? ":xyxy" : ":xywh"));
-  return {{"--image", o.image_exts},
+  return {{"--key-rule", key_rule_name(o.key_rule)},
+          {"--image", o.image_exts},
           {"--no-images", o.no_images},
+          {"--classes-from-dirs", o.classes_from_dirs},
           {"--dense", o.dense},
           {"--ragged", o.ragged},
           {"--fields", o.keep_fields},
@@ -153,10 +155,14 @@ json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& in
     }
     ins.push_back(j);
   }
-  return {{"version", kVersion},
-          {"options", opts},
-          {"part", {o.part_index, o.part_count}},
-          {"inputs", ins}};
+  json fp = {{"version", kVersion},
+             {"options", opts},
+             {"part", {o.part_index, o.part_count}},
+             {"inputs", ins}};
+  // A directory input's fingerprint is its path only: a class folder added since would shift
+  // every index after it.
+  if (o.classes_from_dirs) fp["classes"] = o.classes;
+  return fp;
 }
 
 // Refuses to resume a run whose options or inputs differ from the interrupted one's, naming
@@ -168,6 +174,10 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging) {
     diff = "it was written by tarmac " + then.at("version").get<std::string>();
   } else if (then.at("part") != now.at("part")) {
     diff = "--shard differs";
+  } else if (then.value("classes", json()) != now.value("classes", json())) {
+    diff = "the class folders (--classes-from-dirs) are not those of the interrupted run: " +
+           std::to_string(then.value("classes", json::array()).size()) + " then, " +
+           std::to_string(now.value("classes", json::array()).size()) + " now";
   } else if (then.at("inputs").size() != now.at("inputs").size()) {
     diff = "the number of inputs differs";
   } else {

@@ -32,6 +32,7 @@
 #include "convert/sample_processor.h"
 #include "format/layout.h"
 #include "labels/schema.h"
+#include "source/class_scan.h"
 #include "source/input_reader.h"
 #include "source/key_scan.h"
 #include "source/sample_grouper.h"
@@ -105,7 +106,7 @@ GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const Inpu
   auto last_report = Clock::now();
   const char* phase = last ? "finding each key's last input (--on-duplicate last)"
                            : "reading the keys of earlier parts (--on-duplicate first)";
-  kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, [&] {
+  kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, o.key_rule, [&] {
     if (o.stop && o.stop->requested()) throw StopSignal{o.stop->signal.load()};
     if (!progress || Clock::now() - last_report < std::chrono::milliseconds(250)) return;
     last_report = Clock::now();
@@ -118,6 +119,26 @@ GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const Inpu
   });
   grouping.kept = &kept;
   return grouping;
+}
+
+// --classes-from-dirs: the class folders of every input of the run (not only this part's, so
+// that every part numbers classes alike), read by name before anything is converted.
+std::vector<std::string> class_folders(const ConvertOptions& o, const InputReaderOptions& ro,
+                                       const std::function<void(const Progress&)>& progress,
+                                       Clock::time_point t0) {
+  InputReader scan(o.inputs, ro);
+  auto last_report = Clock::now();
+  return scan_class_folders(scan, o.key_rule, o.image_exts, [&] {
+    if (o.stop && o.stop->requested()) throw StopSignal{o.stop->signal.load()};
+    if (!progress || Clock::now() - last_report < std::chrono::milliseconds(250)) return;
+    last_report = Clock::now();
+    Progress p;
+    p.phase = "finding the class folders (--classes-from-dirs)";
+    p.bytes_read = scan.bytes_read();
+    p.total_bytes = scan.total_size();
+    p.seconds = seconds_since(t0);
+    progress(p);
+  });
 }
 
 // What the output lock says of this run: the command line, or what a library caller asked.
@@ -141,9 +162,10 @@ std::optional<uint64_t> keep_resumable(const ConvertOptions& o, const fs::path& 
 
 }  // namespace
 
-ConvertResult convert(const ConvertOptions& o,
+ConvertResult convert(const ConvertOptions& options,
                       const std::function<void(const Progress&)>& progress) {
   const auto t0 = Clock::now();
+  ConvertOptions o = options;  // with the class folders found, under --classes-from-dirs
   if (o.format == OutputFormat::Keep &&
       (o.geometry.crop != CropMode::None || o.geometry.resize != ResizeMode::None))
     throw FatalError(
@@ -155,6 +177,25 @@ ConvertResult convert(const ConvertOptions& o,
   const PartSplit split = select_part(o, &part_inputs);
   if (o.resume && std::find(part_inputs.begin(), part_inputs.end(), "-") != part_inputs.end())
     throw FatalError("--resume cannot be used with standard input (-): it cannot be read again");
+  if (o.classes_from_dirs && o.no_images)
+    throw FatalError(
+        "--classes-from-dirs takes each sample's class from the folder of its image; it cannot "
+        "be combined with --no-images");
+  if (o.classes_from_dirs && o.classes.empty()) {
+    if (std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+      throw FatalError(
+          "--classes-from-dirs reads the inputs' names first, so it cannot read standard input "
+          "('-')");
+    InputReaderOptions ro;
+    ro.max_member_size = o.max_member_size;
+    ro.skip_errors = o.skip_errors;
+    try {
+      o.classes = class_folders(o, ro, progress, t0);
+    } catch (const StopSignal& s) {  // nothing written yet: an earlier checkpoint is as it was
+      throw ConvertStopped("stopped by " + signal_name(s.signal), s.signal,
+                           checkpoint_samples(staging));
+    }
+  }
   const json fingerprint = run_fingerprint(o, part_inputs);
   ConvertResult result;
   const OutputLock lock(out, lock_record(o));
@@ -268,6 +309,9 @@ ConvertResult convert(const ConvertOptions& o,
     recorder.write_checkpoint();
 
     auto [skipped_json, ignored_json, duplicates_json] = recorder.read_all();
+    for (const auto& j : skipped_json)
+      if (j.contains("sample") && j.at("code") == error_code_name(ErrorCode::NoImage))
+        ++result.no_image_samples;
     for (const auto& j : skipped_json)
       if (result.skipped.size() < 20 && j.contains("sample"))
         result.skipped.push_back(

@@ -33,8 +33,19 @@ struct ConvertOptions {
   double checkpoint_seconds = 30;
 
   // What members are.
+  /// Where a member's key ends: the first dot of its file name (WebDataset's rule) or the last.
+  KeyRule key_rule = KeyRule::FirstDot;
+  /// Image extensions, in order of preference; an entry may hold a dot ("rgb.png"). A member
+  /// whose whole extension is an entry is an image; else one whose extension ends with
+  /// "." + an entry (its last extension: "rgb.png" for "png") is, when it is the only one.
   std::vector<std::string> image_exts = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
-  bool no_images = false;          ///< a labels-only dataset
+  bool no_images = false;  ///< a labels-only dataset
+  /// Label each sample with the folder holding its image: field `cls`, the index of the
+  /// folder's name in `classes` (as torchvision's ImageFolder numbers them).
+  bool classes_from_dirs = false;
+  /// The class names, sorted; when empty, convert() finds them by a pre-pass over every input
+  /// (all of them, also under --shard I/N, so that the parts agree).
+  std::vector<std::string> classes;
   std::vector<std::string> dense;  ///< dense-map suffixes, e.g. "depth.png"
   std::set<std::string> ragged;    ///< fields whose first axis may vary
   /// Label fields kept (--fields; empty: all) and dropped (--drop-fields), applied after the
@@ -141,6 +152,7 @@ struct StageTimes {
 struct ConvertResult {
   uint64_t samples = 0;
   uint64_t skipped_samples = 0;
+  uint64_t no_image_samples = 0;  ///< of skipped_samples, those without an image member
   uint64_t ignored_members = 0;
   uint64_t error_members = 0;
   uint64_t duplicates = 0;  ///< samples and members left out under --on-duplicate first|last

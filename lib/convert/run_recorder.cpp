@@ -103,8 +103,15 @@ void RunRecorder::handle(Entry& entry) {
   }
   if (!error.empty()) {
     const std::string key = s ? s->key : entry.raw.key;
-    if (!o_.skip_errors)
-      throw BadSampleError("'" + input_path + "', sample '" + key + "': " + error);
+    if (!o_.skip_errors) {
+      // Streaming, the run cannot know whether any later sample has an image; it can say that
+      // none before this one had.
+      const char* hint = code == ErrorCode::NoImage && writer_.samples() == 0
+                             ? ". No sample before it had an image either: if the input has "
+                               "no images at all, pass --no-images"
+                             : "";
+      throw BadSampleError("'" + input_path + "', sample '" + key + "': " + error + hint);
+    }
     ++result_.skipped_samples;
     skipped_.add({{"input", input_path},
                   {"sample", key},

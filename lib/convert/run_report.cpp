@@ -37,6 +37,13 @@ const char* stage_limit_name(StageLimit limit) {
   return "";
 }
 
+std::string skip_advice(const ConvertResult& r) {
+  if (r.samples == 0 && r.skipped_samples > 0 && r.no_image_samples == r.skipped_samples)
+    return "every sample was skipped for want of an image member: if the input has no images at "
+           "all, pass --no-images";
+  return "";
+}
+
 std::string stage_advice(const StageTimes& st) {
   switch (stage_limit(st)) {
     case StageLimit::Workers:

@@ -22,6 +22,10 @@ const char* stage_limit_name(StageLimit limit);
 /// "" when no stage stands out.
 std::string stage_advice(const StageTimes& st);
 
+/// What to change when every sample was skipped for the same fixable reason (no image member:
+/// "pass --no-images"); "" otherwise.
+std::string skip_advice(const ConvertResult& r);
+
 /// The summary of a conversion into `output`, key for key as `tarmac convert --json` prints it.
 nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& output);
 

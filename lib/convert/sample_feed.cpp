@@ -95,7 +95,7 @@ void SampleFeed::go_ahead(const std::string& key) {
 void SampleFeed::on_member(uint32_t input, Member&& m) {
   if (pipe_.input_stopped()) throw FatalError("stopped");  // read no further (run() ends quietly)
   std::string key, ext;
-  if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) {
+  if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext, o_.key_rule)) {
     const bool hidden = is_hidden_or_metadata(m.name);
     notices_.push_back({input, m.name,
                         hidden ? "hidden or metadata file" : "name has no extension, so no key",

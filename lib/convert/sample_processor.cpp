@@ -13,6 +13,7 @@
 #include "labels/npy.h"
 #include "labels/npz.h"
 #include "labels/text_labels.h"
+#include "source/class_scan.h"
 #include "transform/jpeg_region.h"
 #include "transform/warp.h"
 #include "write/column_store.h"
@@ -175,6 +176,105 @@ std::vector<uint8_t> encode_dense(const cv::Mat& m, const std::string& member) {
   return encode_image(m, OutputFormat::Png, 0);
 }
 
+// "'a', 'b' and 'c'" (at most `most` names, then "and N more").
+std::string quoted_list(const std::vector<std::string>& names, size_t most = 8) {
+  std::string text;
+  const size_t shown = std::min(names.size(), most);
+  for (size_t i = 0; i < shown; ++i) {
+    if (i > 0) text += i + 1 == shown && shown == names.size() ? " and " : ", ";
+    text += "'" + names[i] + "'";
+  }
+  if (shown < names.size()) text += " and " + std::to_string(names.size() - shown) + " more";
+  return text;
+}
+
+// True for the part of a name between key and last extension that numbers a picture of its
+// own ("000123", "01.01") rather than a member's role in the sample ("rgb", "depth").
+bool looks_numbered(const std::string& middle) {
+  return !middle.empty() && middle.find_first_of("0123456789") != std::string::npos &&
+         middle.find_first_not_of("0123456789.-_") == std::string::npos;
+}
+
+// Several members whose last extension is an image's, none named by --image as a whole: which
+// is the image? Numbered middle parts mean the key rule cut the names short.
+SampleError several_images(const std::vector<std::pair<const Member*, std::string>>& found,
+                           const std::string& key, KeyRule rule) {
+  std::vector<std::string> names, exts;
+  bool numbered = rule == KeyRule::FirstDot;
+  for (const auto& [m, ext] : found) {
+    names.push_back(m->name);
+    exts.push_back(ext);
+    numbered = numbered && looks_numbered(stem_or_self(ext));
+  }
+  std::sort(names.begin(), names.end());
+  std::sort(exts.begin(), exts.end());
+  std::string image_flags;
+  for (size_t i = 0; i < exts.size() && i < 8; ++i)
+    image_flags += (i ? " or --image " : "--image ") + exts[i];
+  const std::string n = std::to_string(found.size());
+  if (numbered)
+    return SampleError(
+        "sample has " + n + " image members whose names differ before the extension, " +
+            quoted_list(names) +
+            ": the key ends at the first dot of a name (--key-rule first-dot, WebDataset's "
+            "rule), so they are all sample '" +
+            key +
+            "'; if each is a picture of its own, pass --key-rule last-dot to end keys at the "
+            "last dot",
+        ErrorCode::AmbiguousImage);
+  return SampleError(
+      "sample has " + n + " image members, " + quoted_list(names) +
+          ", and nothing says which is the image: pass " + image_flags +
+          " (and --dense for a map to keep with it)" +
+          (rule == KeyRule::FirstDot ? "; if they are pictures of their own whose names hold dots, "
+                                       "--key-rule last-dot"
+                                     : ""),
+      ErrorCode::AmbiguousImage);
+}
+
+// --classes-from-dirs: field `cls`, the index among the run's classes of the folder holding the
+// image.
+void add_class(const Member& image, const std::vector<std::string>& classes,
+               std::vector<SampleField>& fields) {
+  const std::string folder = parent_folder(image.name);
+  if (folder.empty())
+    throw SampleError("image member '" + image.name +
+                          "' is in no folder, so it has no class (--classes-from-dirs takes the "
+                          "class from the folder holding the image, as in ROOT/CLASS/IMAGE)",
+                      ErrorCode::BadSample);
+  const auto it = std::find(classes.begin(), classes.end(), folder);
+  if (it == classes.end())
+    throw SampleError("image member '" + image.name + "' is in folder '" + folder +
+                          "', which is not among the run's classes (did the inputs change "
+                          "during the run?)",
+                      ErrorCode::BadSample);
+  for (const auto& f : fields)
+    if (f.name == format::kClassField)
+      throw SampleError("field '" + f.name + "' comes from both member '" + f.member +
+                            "' and the image's folder (--classes-from-dirs)",
+                        ErrorCode::BadField);
+  FieldValue v;
+  v.kind = FieldValue::Kind::Numeric;
+  v.dtype = DType::I64;
+  const int64_t id = it - classes.begin();
+  v.data.resize(sizeof id);
+  std::memcpy(v.data.data(), &id, sizeof id);  // little-endian, as every tarmac target
+  fields.push_back({format::kClassField, image.name, "dir", std::move(v)});
+}
+
+// What the sample has instead of an image.
+SampleError no_image(const RawSample& raw, const std::vector<std::string>& image_exts) {
+  std::vector<std::string> names;
+  for (const auto& m : raw.members) names.push_back(m.name);
+  std::string looked;
+  for (size_t i = 0; i < image_exts.size(); ++i)
+    looked += (i == 0 ? "." : i + 1 == image_exts.size() ? " or ." : ", .") + image_exts[i];
+  return SampleError("sample has no image member (a name ending in " + looked +
+                         "; --image names others); its members: " +
+                         (names.empty() ? std::string("none") : quoted_list(names)),
+                     ErrorCode::NoImage);
+}
+
 }  // namespace
 
 ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
@@ -190,9 +290,10 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
     size_t image_rank = o.image_exts.size();
     std::vector<const Member*> dense(o.dense.size(), nullptr);
     std::vector<std::pair<const Member*, std::string>> labels;
+    std::vector<std::pair<const Member*, std::string>> by_last_ext;  // "rgb.png" for "png"
     for (const auto& m : raw.members) {
       std::string key, ext;
-      split_member_name(m.name, key, ext);
+      split_member_name(m.name, key, ext, o.key_rule);
       auto d = std::find(o.dense.begin(), o.dense.end(), ext);
       if (d != o.dense.end()) {
         dense[static_cast<size_t>(d - o.dense.begin())] = &m;
@@ -215,6 +316,10 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
         }
         continue;
       }
+      if (!o.no_images && is_image_extension(ext, o.image_exts)) {
+        by_last_ext.emplace_back(&m, ext);
+        continue;
+      }
       if (is_label_ext(last_component(ext))) {
         labels.emplace_back(&m, ext);
         continue;
@@ -222,6 +327,14 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
       out.ignored.push_back(
           {m.name, ErrorCode::UnusedMember,
            "extension '." + ext + "' is neither an image, a dense map nor a label"});
+    }
+    if (image) {
+      for (const auto& [m, ext] : by_last_ext)
+        out.ignored.push_back({m->name, ErrorCode::SecondImage,
+                               "an image member that is not the sample's image ('" + image->name +
+                                   "' is); pass --dense " + ext + " to keep it as a dense map"});
+    } else if (by_last_ext.size() == 1) {
+      image = by_last_ext.front().first;
     }
 
     for (const auto& [m, ext] : labels) {
@@ -242,12 +355,9 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
       return out;
     }
 
-    if (!image) {
-      std::string looked;
-      for (const auto& e : o.image_exts) looked += (looked.empty() ? "." : ", .") + e;
-      throw SampleError("sample has no image member (looked for " + looked + ")",
-                        ErrorCode::NoImage);
-    }
+    if (!image && by_last_ext.size() > 1) throw several_images(by_last_ext, raw.key, o.key_rule);
+    if (!image) throw no_image(raw, o.image_exts);
+    if (o.classes_from_dirs) add_class(*image, o.classes, out.fields);
     for (size_t i = 0; i < dense.size(); ++i)
       if (!dense[i])
         throw SampleError("sample has no dense map member '." + o.dense[i] + "'",
@@ -300,7 +410,7 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
             "combined with a crop or resize");
       out.image.bytes = image->data;
       std::string k, ext;
-      split_member_name(image->name, k, ext);
+      split_member_name(image->name, k, ext, o.key_rule);
       out.image.member_suffix = ext;
     } else {
       cv::Mat warped;

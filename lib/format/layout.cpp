@@ -64,6 +64,7 @@ class LayoutReader {
     if (l.has_images() && l.blobs[0].kind != kImageBlob)
       problem("the first stored blob kind is '" + l.blobs[0].kind + "', not '" + kImageBlob + "'");
     read_encodings(l);
+    read_classes(l);
     if (l.has_images()) l.affine = need(kAffineColumn, DType::F64, {n, 2, 3});
 
     bool schema_read = false;
@@ -124,6 +125,24 @@ class LayoutReader {
       throw Unusable{};
     }
     return out;
+  }
+
+  // The optional `classes` entry: distinct names, with the `cls` column they name.
+  void read_classes(DatasetLayout& l) {
+    auto it = h_.metadata.find(kMetaClasses);
+    if (it == h_.metadata.end()) return;
+    const json j = json::parse(it->second, nullptr, false);
+    std::vector<std::string> names;
+    if (j.is_array())
+      for (const auto& e : j)
+        if (e.is_string()) names.push_back(e.get<std::string>());
+    if (!j.is_array() || names.size() != j.size()) {
+      problem("metadata entry 'classes' is not a JSON array of strings");
+      return;
+    }
+    if (std::set<std::string>(names.begin(), names.end()).size() != names.size())
+      problem("metadata entry 'classes' names a class twice");
+    l.classes = std::move(names);
   }
 
   void read_encodings(DatasetLayout& l) {
@@ -204,6 +223,7 @@ std::map<std::string, std::string> layout_metadata(const LayoutMetadata& m) {
                                              {kMetaBlobs, blobs.dump()},
                                              {kMetaTool, m.tool}};
   if (all_known) meta[kMetaBlobEncodings] = encodings.dump();
+  if (m.classes) meta[kMetaClasses] = json(*m.classes).dump();
   return meta;
 }
 

@@ -46,6 +46,9 @@ struct DatasetLayout {
   const TensorInfo* key_offsets = nullptr;
   const TensorInfo* affine = nullptr;  ///< [N, 2, 3] F64 when there are blobs
   std::vector<FieldLayout> fields;     ///< in schema order
+  /// The `classes` metadata: class names, index = the `cls` column's value; nullopt when the
+  /// file has none.
+  std::optional<std::vector<std::string>> classes;
 
   bool has_images() const { return !blobs.empty(); }
   const FieldLayout* find_field(std::string_view name) const;
@@ -60,6 +63,8 @@ struct LayoutMetadata {
   /// `blob_encodings`), the entry is left out, as those files had it.
   std::vector<std::pair<std::string, std::optional<format::StoredEncoding>>> blobs;
   std::string tool;  ///< "tarmac 0.1.0"
+  /// Class names (--classes-from-dirs), written as the `classes` entry when set.
+  std::optional<std::vector<std::string>> classes;
 };
 std::map<std::string, std::string> layout_metadata(const LayoutMetadata& m);
 

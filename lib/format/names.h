@@ -30,6 +30,10 @@ inline constexpr const char* kMetaShards = "shards";
 inline constexpr const char* kMetaBlobs = "blobs";
 inline constexpr const char* kMetaBlobEncodings = "blob_encodings";
 inline constexpr const char* kMetaTool = "tool";
+/// JSON array of class names, index = class id (convert --classes-from-dirs); optional.
+inline constexpr const char* kMetaClasses = "classes";
+/// The label column of the class ids that kMetaClasses names (I64 scalar per sample).
+inline constexpr const char* kClassField = "cls";
 
 /// Reserved columns.
 inline constexpr const char* kKeyColumn = "__key__";

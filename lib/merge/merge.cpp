@@ -327,6 +327,33 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
   return t;
 }
 
+// --classes-from-dirs: a part's `cls` ids index its class list, so parts whose lists differ
+// (converted from other inputs) would give one id two meanings. Refused, naming the first
+// difference.
+void check_same_classes(const std::vector<std::unique_ptr<Part>>& parts) {
+  const auto& first = parts[0]->a.layout().classes;
+  for (const auto& p : parts) {
+    const auto& c = p->a.layout().classes;
+    if (c == first) continue;
+    std::string diff;
+    if (!c || !first) {
+      diff = "one has class names (--classes-from-dirs), the other none";
+    } else {
+      size_t i = 0;
+      while (i < c->size() && i < first->size() && (*c)[i] == (*first)[i]) ++i;
+      diff = std::to_string(c->size()) + " classes against " + std::to_string(first->size()) +
+             "; class " + std::to_string(i) + " is " +
+             (i < c->size() ? "'" + (*c)[i] + "'" : "absent") + " against " +
+             (i < first->size() ? "'" + (*first)[i] + "'" : "absent");
+    }
+    throw FatalError("part '" + p->path +
+                     "' numbers its classes by other class folders than part '" + parts[0]->path +
+                     "' (" + diff +
+                     "), so one class id would name two classes; convert every part with the same "
+                     "inputs (each part's pre-pass reads them all)");
+  }
+}
+
 // Places part shard `from` in the staging directory as `to`: a hard link, or a copy.
 bool place_shard(const fs::path& from, const fs::path& to, bool copy) {
   std::error_code ec;
@@ -400,6 +427,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
       throw FatalError("part '" + p->path +
                        "' stores different blobs (images, dense maps) than part '" +
                        parts[0]->path + "'; the parts cannot be merged");
+  check_same_classes(all_parts);  // before the fields: a part without classes lacks `cls` too
   const std::vector<FieldSpec> fields = reconcile(parts);
   check_unique_keys(parts);
   for (const auto& p : parts)
@@ -486,6 +514,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
     lm.fields = fields;
     lm.shards = shard_names;
     lm.tool = std::string("tarmac ") + kVersion;
+    lm.classes = all_parts[0]->a.layout().classes;
     for (size_t k = 0; k < kinds.size(); ++k)
       lm.blobs.emplace_back(kinds[k], merged_encoding(parts, k));
     const std::map<std::string, std::string> meta = layout_metadata(lm);

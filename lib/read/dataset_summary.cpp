@@ -69,6 +69,7 @@ DatasetSummary summarize_dataset(const std::string& dir, bool image_sizes) {
     s.shards.push_back(sh);
   }
   for (const auto& b : layout.blobs) s.blobs.push_back(b.kind);
+  s.classes = layout.classes;
   for (const auto& t : h.tensors)
     s.tensors.push_back({t.name, std::string(dtype_name(t.dtype)), t.shape, t.end - t.begin});
   if (image_sizes && layout.has_images()) {

@@ -2,6 +2,7 @@
 // A summary of a converted dataset directory, read from its annotation file's header and
 // its manifest; O(number of fields), touches no label data.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@ struct DatasetSummary {
   uint64_t samples = 0;
   std::string schema_json;         ///< the "schema" metadata entry
   std::vector<std::string> blobs;  ///< stored blob kinds: "__image__", "__depth__", ...
+  /// Class names, index = the `cls` value (convert --classes-from-dirs); nullopt when none.
+  std::optional<std::vector<std::string>> classes;
   struct Shard {
     std::string name;
     uint64_t size = 0;  ///< on disk; 0 when missing

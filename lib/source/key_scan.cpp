@@ -2,14 +2,14 @@
 
 namespace tarmac {
 
-KeySet scan_kept_keys(InputReader& reader, OnDuplicate keep, uint32_t first_input,
+KeySet scan_kept_keys(InputReader& reader, OnDuplicate keep, uint32_t first_input, KeyRule rule,
                       const std::function<void()>& on_member) {
   KeySet kept;
   InputCallbacks cb;
   cb.on_member = [&](uint32_t input, Member&& m) {
     if (on_member) on_member();
     std::string key, ext;
-    if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext)) return;
+    if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext, rule)) return;
     if (keep == OnDuplicate::Last)
       kept.assign(key, first_input + input);
     else

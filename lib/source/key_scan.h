@@ -11,11 +11,11 @@
 
 namespace tarmac {
 
-/// Every key among `reader`'s members (those with a key, not hidden) with the input it is
-/// kept from under `keep` (First or Last), numbered from `first_input` (the index of the
-/// reader's input 0 among all the run's inputs). Throws FatalError as InputReader::run does.
-/// `on_member`, if given, is called after each member (for progress: reader.bytes_read()).
-KeySet scan_kept_keys(InputReader& reader, OnDuplicate keep, uint32_t first_input,
+/// Every key among `reader`'s members (those with a key under `rule`, not hidden) with the
+/// input it is kept from under `keep` (First or Last), numbered from `first_input` (the index
+/// of the reader's input 0 among all the run's inputs). Throws FatalError as InputReader::run
+/// does. `on_member`, if given, is called after each member (for progress: reader.bytes_read()).
+KeySet scan_kept_keys(InputReader& reader, OnDuplicate keep, uint32_t first_input, KeyRule rule,
                       const std::function<void()>& on_member = {});
 
 }  // namespace tarmac

@@ -5,16 +5,28 @@
 
 namespace tarmac {
 
-bool split_member_name(const std::string& name, std::string& key, std::string& ext) {
+const char* key_rule_name(KeyRule r) {
+  return r == KeyRule::LastDot ? "last-dot" : "first-dot";
+}
+
+bool split_member_name(const std::string& name, std::string& key, std::string& ext, KeyRule rule) {
   size_t slash = name.rfind('/');
   size_t base = slash == std::string::npos ? 0 : slash + 1;
-  size_t dot = name.find('.', base);
-  if (dot == std::string::npos || dot == base || dot + 1 == name.size()) return false;
+  size_t dot = rule == KeyRule::LastDot ? name.rfind('.') : name.find('.', base);
+  if (dot == std::string::npos || dot <= base || dot + 1 == name.size()) return false;
   key = name.substr(0, dot);
   ext = name.substr(dot + 1);
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return true;
+}
+
+bool is_image_extension(const std::string& ext, const std::vector<std::string>& image_exts) {
+  for (const auto& e : image_exts)
+    if (ext == e ||
+        (ext.size() > e.size() + 1 && ext.ends_with(e) && ext[ext.size() - e.size() - 1] == '.'))
+      return true;
+  return false;
 }
 
 bool is_hidden_or_metadata(const std::string& name) {

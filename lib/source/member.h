@@ -26,9 +26,9 @@ struct RawSample {
   std::string key;
   uint32_t input = 0;  ///< index into the run's inputs
   std::vector<Member> members;
-  std::vector<std::string> errors;         ///< member-level problems; non-empty = the sample is bad
+  std::vector<std::string> errors;  ///< member-level problems; non-empty = the sample is bad
   bool dropped = false;  ///< a duplicate left out whole (no members; its note is in duplicates)
-  std::vector<DuplicateNote> duplicates;  ///< what was left out of this key as a duplicate
+  std::vector<DuplicateNote> duplicates;   ///< what was left out of this key as a duplicate
   ErrorCode error_code = ErrorCode::None;  ///< the code of errors.front()
   uint64_t bytes() const {
     uint64_t n = 0;
@@ -37,10 +37,23 @@ struct RawSample {
   }
 };
 
-/// Splits a member name into key and extension: the key is the path up to the first dot of
-/// the file name, the extension the rest, lower-cased. False when the file name has no key
-/// or no extension (hidden files, names without a dot).
-bool split_member_name(const std::string& name, std::string& key, std::string& ext);
+/// Where a member's key ends (--key-rule): at the first dot of its file name (WebDataset's
+/// rule: `0001.rgb.png` -> `0001` + `rgb.png`) or at the last (photo folders:
+/// `IMG_2020.01.01.jpg` -> `IMG_2020.01.01` + `jpg`).
+enum class KeyRule { FirstDot, LastDot };
+
+/// "first-dot" or "last-dot".
+const char* key_rule_name(KeyRule r);
+
+/// Splits a member name into key and extension: the key is the path up to the first (or, under
+/// KeyRule::LastDot, the last) dot of the file name, the extension the rest, lower-cased. False
+/// when the file name has no key or no extension (hidden files, names without a dot).
+bool split_member_name(const std::string& name, std::string& key, std::string& ext,
+                       KeyRule rule = KeyRule::FirstDot);
+
+/// True when a member of extension `ext` is an image by `image_exts` (--image): `ext` is one of
+/// them, or ends with "." + one of them ("rgb.png" for "png": its last extension).
+bool is_image_extension(const std::string& ext, const std::vector<std::string>& image_exts);
 
 /// True for names that are never sample members: hidden files (".name") and "__MACOSX/".
 bool is_hidden_or_metadata(const std::string& name);

@@ -54,6 +54,7 @@ TEST_CASE("convert flags: the defaults") {
   CHECK(o.pad_value == 0);
   CHECK(o.image_exts ==
         std::vector<std::string>{"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"});
+  CHECK(o.key_rule == KeyRule::FirstDot);
   CHECK_FALSE(o.no_images);
   CHECK(o.max_pixels == 268435456);
   CHECK(o.max_member_size == 1073741824);
@@ -67,6 +68,7 @@ TEST_CASE("convert flags: the defaults") {
   // The struct's own defaults are the command line's.
   const ConvertOptions plain = convert_options(ConvertFlags{});
   CHECK(plain.image_exts == o.image_exts);
+  CHECK(plain.key_rule == o.key_rule);
   CHECK(plain.shard_size == o.shard_size);
   CHECK(plain.group_window == o.group_window);
   CHECK(plain.max_pixels == o.max_pixels);
@@ -189,6 +191,18 @@ TEST_CASE("convert flags: --format, --boxes, --points, --dense, --image, --ragge
   CHECK(o.pad_value == 7);
 }
 
+TEST_CASE("convert flags: --key-rule, and --image with a full extension") {
+  CHECK(options("--key-rule last-dot").key_rule == KeyRule::LastDot);
+  CHECK(options("--key-rule first-dot").key_rule == KeyRule::FirstDot);
+  CHECK(options("--image rgb.png").image_exts == std::vector<std::string>{"rgb.png"});
+  CHECK(options("--image .rgb.png --image jpg").image_exts ==
+        std::vector<std::string>{"rgb.png", "jpg"});
+  CHECK_THROWS_AS(parse("--key-rule middle"), CLI::ValidationError);
+  ConvertFlags f;
+  f.key_rule = "middle";
+  CHECK_THROWS_WITH(convert_options(f), "--key-rule: 'middle': use first-dot or last-dot");
+}
+
 TEST_CASE("convert flags: byte sizes") {
   const ConvertOptions o = options("--shard-size 512M --max-member-size 2G --group-window 64K");
   CHECK(o.shard_size == 536870912);
@@ -274,7 +288,7 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
         R"({"inputs":"in.tar","--output":"out","--checkpoint-every":"30",)"
         R"("--crop":"field:bbox:xyxy","--crop-scale":"1.2","--square":"true","--size":"32",)"
         R"("--bucket-step":"64","--bucket-max-ratio":"4","--points":"kp","--boxes":"bbox",)"
-        R"("--pad-value":"0","--format":"png","--channels":"3","--quality":"95",)"
+        R"("--pad-value":"0","--format":"png","--channels":"3","--quality":"95","--key-rule":"first-dot",)"
         R"("--image":"jpg jpeg png webp bmp tif tiff","--max-pixels":"268435456",)"
         R"("--max-member-size":"1G","--group-window":"64M","--shard-size":"64K",)"
         R"("--on-error":"skip","--on-duplicate":"last","threads":2})");
@@ -285,14 +299,14 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
   app2.parse(
       "in.tar -o o9 --on-error skip --on-duplicate first --ragged a --ragged b --image .jpg "
       "--image png --size 640x480 --resize fit --shard 1/2 -j 3 --no-images --overwrite "
-      "--group-window 1M",
+      "--group-window 1M --key-rule last-dot",
       false);
   CHECK(
       options_json(app2, 3) ==
       R"({"inputs":"in.tar","--output":"o9","--overwrite":"true","--checkpoint-every":"30",)"
       R"("--crop":"none","--size":"640x480","--resize":"fit","--bucket-step":"64",)"
       R"("--bucket-max-ratio":"4","--pad-value":"0","--format":"jpg","--channels":"3","--quality":"95",)"
-      R"("--image":[".jpg","png"],"--no-images":"true","--ragged":["a","b"],)"
+      R"("--key-rule":"last-dot","--image":[".jpg","png"],"--no-images":"true","--ragged":["a","b"],)"
       R"("--max-pixels":"268435456","--max-member-size":"1G","--group-window":"1M",)"
       R"("--shard-size":"1G","--shard":"1/2","--on-error":"skip","--on-duplicate":"first",)"
       R"("threads":3})");

@@ -19,6 +19,7 @@ TEST_CASE("error codes have unique, stable snake_case names") {
   CHECK(error_code_name(ErrorCode::BadJson) == "bad_json");
   CHECK(error_code_name(ErrorCode::DuplicateKey) == "duplicate_key");
   CHECK(error_code_name(ErrorCode::SecondImage) == "second_image");
+  CHECK(error_code_name(ErrorCode::AmbiguousImage) == "ambiguous_image");
 }
 
 TEST_CASE("a sample error carries its code") {

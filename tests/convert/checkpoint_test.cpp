@@ -41,6 +41,7 @@ TEST_CASE("the options that shape the output are typed and named after their fla
   CHECK(j["--format"] == "jpg");
   CHECK(j["--channels"] == "3");
   CHECK(j["--on-error"] == "fail");
+  CHECK(j["--key-rule"] == "first-dot");
   CHECK_FALSE(j.contains("--threads"));
   CHECK_FALSE(j.contains("--output"));
 }
@@ -65,11 +66,30 @@ TEST_CASE("a library caller resuming with other crop options is refused, naming 
       check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
       Contains("--channels"));
   now = base();
+  now.key_rule = KeyRule::LastDot;  // other keys: other samples
+  CHECK_THROWS_WITH(
+      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
+      Contains("--key-rule") && Contains("last-dot"));
+  now = base();
   now.part_index = 1;
   now.part_count = 2;
   CHECK_THROWS_WITH(
       check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
       Contains("--shard differs"));
+}
+
+TEST_CASE("a resume whose class folders differ is refused (--classes-from-dirs)") {
+  // A directory input's fingerprint is its path: a class folder added since would shift ids.
+  const std::filesystem::path staging = "/nonexistent/out/.tarmac-partial";
+  ConvertOptions then = base();
+  then.classes_from_dirs = true;
+  then.classes = {"cat", "dog"};
+  CHECK(output_options(then)["--classes-from-dirs"] == true);
+  ConvertOptions now = then;
+  CHECK_NOTHROW(check_resumable(checkpoint_of(then), run_fingerprint(now, now.inputs), staging));
+  now.classes = {"ant", "cat", "dog"};
+  CHECK_THROWS_WITH(check_resumable(checkpoint_of(then), run_fingerprint(now, now.inputs), staging),
+                    Contains("class folders") && Contains("2 then, 3 now"));
 }
 
 TEST_CASE("what does not shape the output may change between a run and its resume") {

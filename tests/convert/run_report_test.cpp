@@ -85,6 +85,20 @@ TEST_CASE("stage_advice: what limits the run and what would help") {
   CHECK(stage_advice(times(0.5, 0.5, 0.5)).empty());
 }
 
+TEST_CASE("skip_advice: --no-images only when every sample was skipped for want of an image") {
+  ConvertResult r;
+  CHECK(skip_advice(r).empty());  // nothing skipped
+  r.skipped_samples = r.no_image_samples = 3;
+  CHECK(skip_advice(r) ==
+        "every sample was skipped for want of an image member: if the input has no images at "
+        "all, pass --no-images");
+  r.samples = 1;  // one sample had an image
+  CHECK(skip_advice(r).empty());
+  r.samples = 0;
+  r.skipped_samples = 4;  // one was skipped for another reason
+  CHECK(skip_advice(r).empty());
+}
+
 TEST_CASE("result_json: the document convert --json prints, key for key, in order") {
   ConvertResult r;
   r.samples = 10;

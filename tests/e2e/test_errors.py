@@ -139,8 +139,50 @@ class ErrorsTest(fx.TmpCase):
         self.refuse([p], says=["x/0.png", p])
 
     def test_sample_without_image(self):
-        p = self.tar("noimg.tar", good("a/0") + [("a/1.json", b"{\"id\": 1}")])
-        self.refuse([p], says=["a/1", "no image"])
+        p = self.tar("noimg.tar", good("a/0") + [("a/1.json", b"{\"id\": 1}"), ("a/1.txt", b"caption")])
+        err = self.refuse([p], says=["a/1", "no image member", "its members: 'a/1.json' and 'a/1.txt'",
+                                     ".jpg, .jpeg, .png, .webp, .bmp, .tif or .tiff"])
+        # a/0 had an image: --no-images would be the wrong advice
+        self.assertNotIn("--no-images", err)
+
+    def test_labels_only_input_suggests_no_images(self):
+        p = self.tar("labels-only.tar", [("m/0.json", b"{\"id\": 0}"), ("m/1.json", b"{\"id\": 1}")])
+        # fail: the first sample stops the run, and no sample before it had an image
+        self.refuse([p], says=["m/0", "its members: 'm/0.json'", "No sample before it had an image",
+                               "pass --no-images"])
+        # skip: every sample is skipped for want of an image; the end of the run says so
+        r = fx.run(["convert", p, "-o", self.path("labels-only-skip"), "--on-error", "skip"])
+        err = r.stderr.decode()
+        self.assertEqual(r.returncode, 0, err)
+        self.assertIn("every sample was skipped for want of an image member", err)
+        self.assertIn("pass --no-images", err)
+        # ... and not when some sample converted, or another reason left one out
+        mixed = self.tar("labels-mixed.tar", good("a/0") + [("m/1.json", b"{\"id\": 1}")])
+        r = fx.run(["convert", mixed, "-o", self.path("labels-mixed-skip"), "--on-error", "skip"])
+        self.assertEqual(r.returncode, 0)
+        self.assertNotIn("--no-images", r.stderr.decode())
+        other = self.tar("labels-other.tar", [("m/0.json", b"{\"id\": 0}"), ("b/0.jpg", self.jpeg[:50]),
+                                               ("b/0.json", b"{\"id\": 1}")])
+        r = fx.run(["convert", other, "-o", self.path("labels-other-skip"), "--on-error", "skip"])
+        self.assertEqual(r.returncode, 0)
+        self.assertNotIn("--no-images", r.stderr.decode())
+        # with --no-images it converts
+        _, ds = fx.convert(self, [p], "--no-images")
+        self.assertEqual(ds.t["id"].tolist(), [0, 1])
+
+    def test_image_members_that_differ_before_the_extension(self):
+        # one folder of frames, keyed by WebDataset's first-dot rule: all one sample 'v/frame'
+        frames = [("v/frame.000123.jpg", self.jpeg), ("v/frame.000124.jpg", self.jpeg)]
+        p = self.tar("frames.tar", frames)
+        self.refuse([p], says=["v/frame", "'v/frame.000123.jpg' and 'v/frame.000124.jpg'",
+                               "pass --key-rule last-dot"])
+        # roles rather than numbers: which member is the image?
+        q = self.tar("roles.tar", [("k/0.left.jpg", self.jpeg), ("k/0.right.jpg", self.jpeg)])
+        self.refuse([q], says=["k/0", "'k/0.left.jpg' and 'k/0.right.jpg'",
+                               "--image left.jpg or --image right.jpg"])
+        # many: the message lists a few, and how many more
+        many = self.tar("frames-many.tar", [("v/frame.%06d.jpg" % i, self.jpeg) for i in range(12)])
+        self.refuse([many], says=["'v/frame.000007.jpg' and 4 more", "--key-rule last-dot"])
 
     def test_field_missing_is_nullable_unless_required(self):
         p = self.tar("missing.tar", good("a/0", 0, id=0, score=1.5) + good("a/1", 1, id=1)

@@ -108,6 +108,24 @@ TEST_CASE("metadata that writes the layout reads back as it was written") {
   CHECK_FALSE(meta.count("blob_encodings"));
 }
 
+TEST_CASE("class names (--classes-from-dirs) are written only when set, and read back") {
+  LayoutMetadata m;
+  m.num_samples = 3;
+  m.tool = "tarmac test";
+  CHECK_FALSE(layout_metadata(m).count("classes"));
+  m.classes = std::vector<std::string>{"Zebra", "a10",
+                                       "\xc3\xa9"
+                                       "clair"};
+  CHECK(layout_metadata(m).at("classes") ==
+        "[\"Zebra\",\"a10\",\"\xc3\xa9"
+        "clair\"]");
+
+  HeaderBuilder b = three_samples();
+  CHECK_FALSE(read_layout(b.h).classes);
+  b.meta("classes", layout_metadata(m).at("classes"));
+  CHECK(read_layout(b.h).classes == m.classes);
+}
+
 TEST_CASE("every problem: the throwing mode names the first, the collecting mode all") {
   struct Case {
     const char* what;
@@ -139,6 +157,10 @@ TEST_CASE("every problem: the throwing mode names the first, the collecting mode
          b.meta("blob_encodings", R"({"__image__":"jpg","__depth__":"png","__x__":"png"})");
        },
        "names 3 blob kinds"},
+      {"classes not strings", [](HeaderBuilder& b) { b.meta("classes", R"(["a",1])"); },
+       "'classes' is not a JSON array of strings"},
+      {"class twice", [](HeaderBuilder& b) { b.meta("classes", R"(["a","b","a"])"); },
+       "names a class twice"},
       {"tensor missing", [](HeaderBuilder& b) { b.h.tensors.pop_back(); },
        "'pts.offsets' is missing"},
       {"wrong dtype",

@@ -14,9 +14,9 @@ struct Split {
   std::string key, ext;
 };
 
-Split split(const std::string& name) {
+Split split(const std::string& name, tarmac::KeyRule rule = tarmac::KeyRule::FirstDot) {
   Split s;
-  s.ok = split_member_name(name, s.key, s.ext);
+  s.ok = split_member_name(name, s.key, s.ext, rule);
   return s;
 }
 
@@ -38,6 +38,42 @@ TEST_CASE("split_member_name: key is the path up to the first dot of the file na
   REQUIRE(s.ok);
   CHECK(s.key == "a.b/c.d/img");
   CHECK(s.ext == "seg.png");
+}
+
+TEST_CASE("split_member_name: under last-dot the key is the path up to the last dot") {
+  using tarmac::KeyRule;
+  auto s = split("photos/IMG_2020.01.01.JPG", KeyRule::LastDot);
+  REQUIRE(s.ok);
+  CHECK(s.key == "photos/IMG_2020.01.01");
+  CHECK(s.ext == "jpg");
+
+  s = split("frame.000123.jpg", KeyRule::LastDot);
+  REQUIRE(s.ok);
+  CHECK(s.key == "frame.000123");
+  CHECK(s.ext == "jpg");
+
+  s = split("a.b/0001.jpg", KeyRule::LastDot);  // a directory's dot is never the last
+  REQUIRE(s.ok);
+  CHECK(s.key == "a.b/0001");
+
+  CHECK_FALSE(split("a.b/README", KeyRule::LastDot).ok);
+  CHECK_FALSE(split(".hidden", KeyRule::LastDot).ok);
+  CHECK_FALSE(split("dir/.jpg", KeyRule::LastDot).ok);
+  CHECK_FALSE(split("frame.000123.", KeyRule::LastDot).ok);
+  CHECK(std::string(tarmac::key_rule_name(KeyRule::LastDot)) == "last-dot");
+  CHECK(std::string(tarmac::key_rule_name(KeyRule::FirstDot)) == "first-dot");
+}
+
+TEST_CASE("is_image_extension: the whole extension or its last part(s)") {
+  const std::vector<std::string> exts = {"jpg", "png"};
+  CHECK(tarmac::is_image_extension("png", exts));
+  CHECK(tarmac::is_image_extension("rgb.png", exts));
+  CHECK(tarmac::is_image_extension("000123.jpg", exts));
+  CHECK_FALSE(tarmac::is_image_extension("json", exts));
+  CHECK_FALSE(tarmac::is_image_extension("xpng", exts));      // not a dot before it
+  CHECK_FALSE(tarmac::is_image_extension("png.json", exts));  // only the end counts
+  CHECK(tarmac::is_image_extension("left.rgb.png", {"rgb.png"}));
+  CHECK_FALSE(tarmac::is_image_extension("depth.png", {"rgb.png"}));
 }
 
 TEST_CASE("split_member_name: the extension is lower-cased, the key is not") {
