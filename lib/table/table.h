@@ -1,0 +1,80 @@
+#pragma once
+// Annotation tables (convert --table): one ROW per output sample, read from a file beside the
+// inputs. A row names the members it uses (its image, and for split lists its dense maps) by
+// their paths in the inputs, and carries label values, one per column. Formats: COCO JSON
+// (rows = annotations joined to images), npz (mmhuman3d HumanData: rows = the first axis of
+// the N-long arrays, pickled dicts read by a restricted unpickler), JSON Lines, CSV, and
+// whitespace-separated split lists. Every table is untrusted input: parsed defensively, never
+// executed.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "labels/field_value.h"
+
+namespace tarmac {
+
+enum class TableFormat { Auto, Coco, Npz, JsonLines, Csv, List };
+
+/// "auto", "coco", "npz", "jsonl", "csv", "list" (the --table-format values).
+const char* table_format_name(TableFormat f);
+/// Throws FatalError naming the accepted values.
+TableFormat parse_table_format(const std::string& name);
+
+struct TableOptions {
+  TableFormat format = TableFormat::Auto;
+  /// The column holding each row's image path (--table-image); empty: the format's default
+  /// (`image_path` for npz, JSON Lines and CSV; `images[].file_name` for COCO; `image` in a
+  /// list).
+  std::string image_column;
+  /// Names of a split list's columns, in order (--table-columns); empty: "image", then
+  /// "path1", "path2", ... Every column of a list is a member column.
+  std::vector<std::string> list_columns;
+  /// Largest table file, and largest npz member once inflated.
+  uint64_t max_bytes = 1ull << 34;
+};
+
+/// One label column: a value per row. Uniform columns (every row the same dtype and shape,
+/// numeric) keep all rows in one buffer; the others keep a FieldValue per row (strings, JSON
+/// text, ragged arrays, nulls).
+struct TableColumn {
+  std::string name;
+  bool uniform = false;
+  DType dtype = DType::F64;        ///< uniform: the element type
+  std::vector<int64_t> row_shape;  ///< uniform: every row's shape ({} for scalars)
+  std::vector<uint8_t> data;       ///< uniform: rows x row bytes, little-endian, C order
+  std::vector<FieldValue> values;  ///< not uniform: one per row (null where a row has none)
+
+  /// Row `row`'s value (a copy), with its shape.
+  FieldValue value(uint64_t row) const;
+};
+
+struct Table {
+  std::string path;          ///< as given
+  TableFormat format = TableFormat::Auto;  ///< as detected or forced
+  uint64_t rows = 0;
+  /// Columns holding member paths, the image's first ("image_path", "depth", ...); as written
+  /// in the table (the converter normalises: --table-prefix, leading "./").
+  std::vector<std::string> member_columns;
+  /// member_paths[c][row]: the path in member column c of the row.
+  std::vector<std::vector<std::string>> member_paths;
+  /// Label columns, in table order. Nested dicts are flattened with dots ("smplx.body_pose",
+  /// "meta.gender"); COCO's keypoints are [17, 3].
+  std::vector<TableColumn> columns;
+  /// What the table says beyond its rows: COCO's categories (names, keypoints, skeleton),
+  /// npz's 0-d members and scalars. Goes into the annotation file's metadata.
+  nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
+  /// Members or keys left out, each with the reason ("'__keypoints_compressed__': 0-d flag,
+  /// in the metadata" is metadata, not this; "'keypoints2d_mask': 190 long, not N = 4000").
+  std::vector<std::string> ignored;
+  /// CRC-32 of the table file's bytes, for the manifest's provenance.
+  uint32_t crc32 = 0;
+  uint64_t bytes = 0;
+};
+
+/// Reads a table. Throws FatalError naming the file (and the row, member or key) and the
+/// reason for anything malformed: the whole table is read before any sample is converted.
+Table load_table(const std::string& path, const TableOptions& options);
+
+}  // namespace tarmac
