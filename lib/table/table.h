@@ -51,7 +51,7 @@ struct TableColumn {
 };
 
 struct Table {
-  std::string path;          ///< as given
+  std::string path;                        ///< as given
   TableFormat format = TableFormat::Auto;  ///< as detected or forced
   uint64_t rows = 0;
   /// Columns holding member paths, the image's first ("image_path", "depth", ...); as written
