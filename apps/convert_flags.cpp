@@ -56,6 +56,7 @@ void resolve_geometry(const ConvertFlags& f, ConvertOptions& o) {
         "--crop", "'" + f.crop + "': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
   }
   g.crop_scale = f.crop_scale;
+  g.fit_aspect = f.fit_aspect;
   if (!(f.crop_scale > 0)) throw CLI::ValidationError("--crop-scale", "must be > 0");
   bool single = true;
   if (!f.size.empty()) {
@@ -220,6 +221,31 @@ ConvertOptions convert_options(const ConvertFlags& f) {
     throw CLI::ValidationError("--classes-from-dirs",
                                "reads the inputs' names first, so it cannot read standard input "
                                "('-')");
+  o.table = f.table;
+  try {
+    o.table_options.format = parse_table_format(f.table_format);
+  } catch (const FatalError& e) {
+    throw CLI::ValidationError("--table-format", e.what());
+  }
+  o.table_options.image_column = f.table_image;
+  o.table_options.list_columns = f.table_columns;
+  o.table_prefix = f.table_prefix;
+  o.instances = f.instances;
+  o.instance_fields = f.instance_fields;
+  if (o.table.empty() && (!f.table_image.empty() || !f.table_columns.empty() ||
+                          !f.table_prefix.empty() || f.table_format != "auto"))
+    throw CLI::ValidationError("--table-*", "the --table-... flags describe a --table FILE; give one");
+  if (!o.table.empty() && o.no_images)
+    throw CLI::ValidationError("--table", "rows are made from the images they name; it cannot be "
+                                          "combined with --no-images");
+  if (!o.table.empty() && !o.instances.empty())
+    throw CLI::ValidationError("--instances", "with --table, each row is already one output; "
+                                              "--instances splits per-sample label files");
+  if (o.instances.empty() && !o.instance_fields.empty())
+    throw CLI::ValidationError("--instance-fields", "needs --instances FIELD");
+  if (f.fit_aspect && (o.geometry.width == 0 || o.geometry.height == 0))
+    throw CLI::ValidationError("--fit-aspect", "grows the region to the aspect ratio of --size, so "
+                                               "it needs --size WxH");
   o.ragged.insert(f.ragged.begin(), f.ragged.end());
   o.keep_fields = f.keep_fields;
   o.drop_fields = f.drop_fields;
@@ -318,6 +344,10 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->group(tr);
   app.add_flag("--square", f.square, "Grow a box/field region to a square (side = longer side)")
       ->group(tr);
+  app.add_flag("--fit-aspect", f.fit_aspect,
+               "Grow a box/field region about its centre to the aspect ratio of --size WxH (the "
+               "top-down pose crop, e.g. --size 192x256 --crop-scale 1.25)")
+      ->group(tr);
   app.add_option("--size", f.size, "Output size: N or WxH")->group(tr);
   app.add_option("--resize", f.resize,
                  "exact | shorter | longer | fit | bucket | none  (default: exact with a crop, "
@@ -388,6 +418,36 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
                  "sample. Others may be missing in some samples (nullable)")
       ->delimiter(',')
       ->group(in);
+  auto* tab = "Tables and instances";
+  app.add_option("--table", f.table,
+                 "An annotation table: each ROW becomes one output sample, cut from the image it "
+                 "names (COCO JSON, HumanData .npz, JSON Lines, CSV or a split list of paths). "
+                 "Keys are IMAGE/ROW; rows sharing an image decode it once")
+      ->group(tab);
+  app.add_option("--table-format", f.table_format, "auto | coco | npz | jsonl | csv | list")
+      ->group(tab)
+      ->default_str("auto");
+  app.add_option("--table-image", f.table_image,
+                 "The column holding each row's image path (default: image_path; COCO: "
+                 "images[].file_name; a list: the column named image)")
+      ->group(tab);
+  app.add_option("--table-columns", f.table_columns,
+                 "A split list's column names, in order (e.g. image,depth,depth_filled); "
+                 "--dense names columns of paths then")
+      ->delimiter(',')
+      ->group(tab);
+  app.add_option("--table-prefix", f.table_prefix,
+                 "Put in front of every path the table names (COCO: train2017/)")
+      ->group(tab);
+  app.add_option("--instances", f.instances,
+                 "One output per entry along this label field's first axis (persons in a "
+                 "frame); keys KEY/K, a sample with none is counted and listed")
+      ->group(tab);
+  app.add_option("--instance-fields", f.instance_fields,
+                 "Fields sliced alike with --instances (the others are copied to every "
+                 "instance)")
+      ->delimiter(',')
+      ->group(tab);
   app.add_option("--max-pixels", f.max_pixels, "Refuse larger images (from the header)")
       ->group(in)
       ->default_val(1ull << 28);

@@ -19,7 +19,7 @@ struct ConvertFlags {
   // Transform.
   std::string crop = "none";
   double crop_scale = 1.0;
-  bool square = false;
+  bool square = false, fit_aspect = false;
   std::string size, resize;  ///< "" = not given
   int bucket_step = 64;
   double bucket_max_ratio = 4.0;
@@ -35,6 +35,11 @@ struct ConvertFlags {
   bool classes_from_dirs = false;
   std::vector<std::string> ragged;
   std::vector<std::string> keep_fields, drop_fields, require_fields;
+  // Tables and instances.
+  std::string table, table_format = "auto", table_image, table_prefix;
+  std::vector<std::string> table_columns;
+  std::string instances;
+  std::vector<std::string> instance_fields;
   uint64_t max_pixels = 1ull << 28;
   std::string max_member_size = "1G", group_window = "64M";
   // Behaviour.

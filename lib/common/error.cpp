@@ -21,6 +21,7 @@ std::string_view error_code_name(ErrorCode c) {
       "late_member",
       "out_of_memory",
       "bad_sample",
+      "missing_member",
       "bad_member_name",
       "unsafe_member_name",
       "member_too_large",
@@ -31,6 +32,8 @@ std::string_view error_code_name(ErrorCode c) {
       "not_regular_file",
       "unused_member",
       "second_image",
+      "unused_image",
+      "no_instances",
   };
   static_assert(std::size(kNames) == kNumErrorCodes, "one name per ErrorCode");
   const auto k = static_cast<size_t>(c);

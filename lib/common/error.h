@@ -31,6 +31,7 @@ enum class ErrorCode : uint8_t {
   LateMember,       ///< a member came after its sample left the group window
   OutOfMemory,      ///< the sample did not fit in memory
   BadSample,        ///< anything else wrong with the sample
+  MissingMember,    ///< a table row names a member that is not in the inputs
   // A member left out, or an input not read to its end.
   BadMemberName,     ///< not valid UTF-8
   UnsafeMemberName,  ///< absolute, "..", or otherwise unsafe
@@ -43,8 +44,10 @@ enum class ErrorCode : uint8_t {
   NotRegularFile,  ///< directory, device, fifo
   UnusedMember,    ///< neither an image, a dense map nor a label
   SecondImage,     ///< another image member of the sample was used
+  UnusedImage,     ///< an image no table row names (convert --table)
+  NoInstances,     ///< a sample whose --instances field has no entries: no output
 };
-inline constexpr size_t kNumErrorCodes = static_cast<size_t>(ErrorCode::SecondImage) + 1;
+inline constexpr size_t kNumErrorCodes = static_cast<size_t>(ErrorCode::NoInstances) + 1;
 
 /// The stable name: "no_image", "bad_json", "duplicate_key", ...
 std::string_view error_code_name(ErrorCode c);

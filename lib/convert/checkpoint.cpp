@@ -121,6 +121,14 @@ json output_options(const ConvertOptions& o) {
           {"--crop", crop},
           {"--crop-scale", g.crop_scale},
           {"--square", g.square},
+          {"--fit-aspect", g.fit_aspect},
+          {"--table", o.table},
+          {"--table-format", table_format_name(o.table_options.format)},
+          {"--table-image", o.table_options.image_column},
+          {"--table-columns", o.table_options.list_columns},
+          {"--table-prefix", o.table_prefix},
+          {"--instances", o.instances},
+          {"--instance-fields", o.instance_fields},
           {"--size", {g.width, g.height}},
           {"--resize", kResize[static_cast<int>(g.resize)]},
           {"--bucket-step", g.bucket_step},
@@ -143,18 +151,20 @@ json output_options(const ConvertOptions& o) {
 
 json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& inputs) {
   const json opts = output_options(o);
-  json ins = json::array();
-  for (const auto& in : inputs) {
-    json j = {{"path", in}};
+  // A file's identity: path, size and modification time.
+  auto identity = [](const std::string& path) {
+    json j = {{"path", path}};
     std::error_code ec;
-    if (fs::is_regular_file(in, ec)) {
-      j["size"] = fs::file_size(in, ec);
+    if (fs::is_regular_file(path, ec)) {
+      j["size"] = fs::file_size(path, ec);
       j["mtime_ns"] = static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                               fs::last_write_time(in, ec).time_since_epoch())
+                                               fs::last_write_time(path, ec).time_since_epoch())
                                                .count());
     }
-    ins.push_back(j);
-  }
+    return j;
+  };
+  json ins = json::array();
+  for (const auto& in : inputs) ins.push_back(identity(in));
   json fp = {{"version", kVersion},
              {"options", opts},
              {"part", {o.part_index, o.part_count}},
@@ -162,8 +172,15 @@ json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& in
   // A directory input's fingerprint is its path only: a class folder added since would shift
   // every index after it.
   if (o.classes_from_dirs) fp["classes"] = o.classes;
+  if (!o.table.empty()) fp["table"] = identity(o.table);
   return fp;
 }
+
+namespace {
+std::string o_table_path(const json& fp) {
+  return fp.contains("table") ? fp["table"].value("path", "") : "";
+}
+}  // namespace
 
 // Refuses to resume a run whose options or inputs differ from the interrupted one's, naming
 // the first difference; then removes from staging whatever came after the checkpoint.
@@ -178,6 +195,9 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging) {
     diff = "the class folders (--classes-from-dirs) are not those of the interrupted run: " +
            std::to_string(then.value("classes", json::array()).size()) + " then, " +
            std::to_string(now.value("classes", json::array()).size()) + " now";
+  } else if (then.value("table", json()) != now.value("table", json())) {
+    diff = "the table '" + o_table_path(now) + "' is not the same file (size or modification " +
+           "time) as the interrupted run's";
   } else if (then.at("inputs").size() != now.at("inputs").size()) {
     diff = "the number of inputs differs";
   } else {

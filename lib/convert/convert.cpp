@@ -30,6 +30,7 @@
 #include "convert/run_recorder.h"
 #include "convert/sample_feed.h"
 #include "convert/sample_processor.h"
+#include "convert/table_plan.h"
 #include "format/layout.h"
 #include "labels/schema.h"
 #include "source/class_scan.h"
@@ -61,7 +62,8 @@ PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_in
                      std::to_string(o.part_count) +
                      ": the part index must be below the part count (parts are numbered from 0)");
   const uint64_t m = o.inputs.size(), n = o.part_count;
-  if (m < n) {
+  // A table's rows may pair members of different inputs: every part reads them all.
+  if (m < n || !o.table.empty()) {
     if (part_inputs) *part_inputs = o.inputs;
     return PartSplit::Samples;
   }
@@ -196,6 +198,21 @@ ConvertResult convert(const ConvertOptions& options,
                            checkpoint_samples(staging));
     }
   }
+  // --table: the whole table is read, and its rows grouped by the members they name, before
+  // anything else; a malformed table stops here.
+  std::optional<TablePlan> plan;
+  if (!o.table.empty()) {
+    if (o.no_images)
+      throw FatalError("--table: rows are made from the images they name; it cannot be combined "
+                       "with --no-images");
+    if (!o.instances.empty())
+      throw FatalError("--instances splits per-sample label files; with --table each row is "
+                       "already one output");
+    Table table = load_table(o.table, o.table_options);
+    o.table_metadata =
+        json{{"format", table_format_name(table.format)}, {"metadata", table.metadata}}.dump();
+    plan.emplace(std::move(table), o.table_prefix, o.dense);
+  }
   const json fingerprint = run_fingerprint(o, part_inputs);
   ConvertResult result;
   const OutputLock lock(out, lock_record(o));
@@ -229,11 +246,13 @@ ConvertResult convert(const ConvertOptions& options,
     Pipeline pipe(static_cast<size_t>(threads) * 4 + 4);
 
     SampleFeed feed(o, split, grouping, resume_entries, !cp && split != PartSplit::Samples, reader,
-                    pipe);
+                    pipe, plan ? &*plan : nullptr);
     // process_sample turns bad data into the sample's error; what it throws stops the run (a
     // codec plugin that cannot be loaded, an encoder failure).
     WorkerStats worker_stats;
-    const SampleWork work_fn = [&o](const RawSample& raw) { return process_sample(raw, o); };
+    const SampleWork work_fn = [&o, &plan](const RawSample& raw) {
+      return raw.table_group >= 0 ? process_table_group(raw, *plan, o) : process_sample(raw, o);
+    };
     // Declared after everything the threads use, so joined (on every path) before it goes.
     PipelineThreads pool(pipe);
     pool.start([&feed] { feed.run(); });
@@ -341,14 +360,15 @@ ConvertResult convert(const ConvertOptions& options,
                               {"code", error_code_name(ErrorCode::InputError)},
                               {"reason", in.error}});
     }
+    result.unused_images = feed.unused_images();
     const fs::path labels = writer.finish(std::string("tarmac ") + kVersion);
     result.samples = writer.samples();
     result.shards = writer.shard_names().size();
     result.image_bytes = writer.blob_bytes();
     result.annotation_bytes = fs::file_size(labels);
-    ManifestRecord rec{
-        o,      split,  reader.inputs(), cp ? std::optional(resume_entries) : std::nullopt,
-        result, writer, staging,         labels};
+    ManifestRecord rec{o,      split,   reader.inputs(), cp ? std::optional(resume_entries) : std::nullopt,
+                       result, writer,  staging,         labels,
+                       plan ? &*plan : nullptr};
     json manifest = run_manifest(rec, std::move(skipped_json), std::move(ignored_json),
                                  std::move(duplicates_json));
     write_file_atomic((staging / kManifestFile).string(),

@@ -13,6 +13,7 @@
 #include "common/stop.h"
 #include "format/field_spec.h"
 #include "source/sample_grouper.h"
+#include "table/table.h"
 #include "transform/geometry.h"
 #include "transform/image_codec.h"
 
@@ -48,6 +49,18 @@ struct ConvertOptions {
   std::vector<std::string> classes;
   std::vector<std::string> dense;  ///< dense-map suffixes, e.g. "depth.png"
   std::set<std::string> ragged;    ///< fields whose first axis may vary
+  /// An annotation table (--table; empty: none): each row is one output sample, made from the
+  /// members it names (its image; for a split list, dense maps: `dense` then names member
+  /// columns) and labelled with its values. Members no row names are not converted.
+  std::string table;
+  TableOptions table_options;
+  std::string table_prefix;  ///< put in front of every path the table names (--table-prefix)
+  /// Set by convert(): the annotation file's `table` metadata entry (JSON object text).
+  std::string table_metadata;
+  /// One output per entry along the first axis of this label field (--instances; empty: one
+  /// output per sample); `instance_fields` are sliced alike, the others copied to each.
+  std::string instances;
+  std::vector<std::string> instance_fields;
   /// Label fields kept (--fields; empty: all) and dropped (--drop-fields), applied after the
   /// fields the geometry uses were used; fields a sample must have (--require: a sample
   /// without one, or with null, is bad).
@@ -153,6 +166,12 @@ struct ConvertResult {
   uint64_t samples = 0;
   uint64_t skipped_samples = 0;
   uint64_t no_image_samples = 0;  ///< of skipped_samples, those without an image member
+  /// Samples whose --instances field had no entries: no output, each in the manifest's
+  /// ignored list (code no_instances).
+  uint64_t no_instance_samples = 0;
+  /// --table: images in the inputs that no row names (not converted; in the ignored list,
+  /// code unused_image), and the rows converted.
+  uint64_t unused_images = 0;
   uint64_t ignored_members = 0;
   uint64_t error_members = 0;
   uint64_t duplicates = 0;  ///< samples and members left out under --on-duplicate first|last

@@ -203,6 +203,7 @@ fs::path DatasetWriter::finish(const std::string& tool) {
   lm.shards = shard_names_;
   lm.tool = tool;
   if (o_.classes_from_dirs) lm.classes = o_.classes;
+  if (!o_.table_metadata.empty()) lm.table = o_.table_metadata;
   if (!o_.no_images) {
     lm.blobs.emplace_back(kImageBlob, image_encoding(o_.format));
     // A dense map is re-encoded as PNG when transformed, else kept as the source's bytes; a

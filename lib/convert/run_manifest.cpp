@@ -28,6 +28,7 @@ json run_manifest(const ManifestRecord& r, json skipped, json ignored, json dupl
     inputs.push_back(j);
   }
   manifest["inputs"] = inputs;
+  if (r.table) manifest["table"] = r.table->manifest_entry();
   if (r.resumed_entries)
     manifest["resumed"] = {{"entries", *r.resumed_entries}, {"samples", res.resumed_samples}};
   if (r.split != PartSplit::None)
@@ -47,6 +48,8 @@ json run_manifest(const ManifestRecord& r, json skipped, json ignored, json dupl
                         {"skipped_members", res.error_members},
                         {"ignored_members", res.ignored_members},
                         {"duplicates", res.duplicates},
+                        {"no_instance_samples", res.no_instance_samples},
+                        {"unused_images", res.unused_images},
                         {"input_errors", res.input_errors.size()},
                         {"shards", res.shards},
                         {"image_bytes", res.image_bytes}};

@@ -10,6 +10,7 @@
 
 #include "convert/convert.h"
 #include "convert/dataset_writer.h"
+#include "convert/table_plan.h"
 #include "source/input_reader.h"
 
 namespace tarmac {
@@ -24,6 +25,7 @@ struct ManifestRecord {
   const DatasetWriter& writer;              ///< finished
   const std::filesystem::path& staging;     ///< where the shards are
   const std::filesystem::path& labels;      ///< the annotation file written
+  const TablePlan* table = nullptr;         ///< convert --table: the table's plan
 };
 
 /// The manifest document (not yet sealed: write it with sealed_manifest_text).

@@ -1,5 +1,7 @@
 #include "convert/run_recorder.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "format/names.h"
 #include "write/file_util.h"
@@ -35,6 +37,8 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
   result.skipped_samples = resume->at("counts").at(0).get<uint64_t>();
   result.ignored_members = resume->at("counts").at(1).get<uint64_t>();
   result.duplicates = resume->at("counts").at(2).get<uint64_t>();
+  const json& counts = resume->at("counts");  // a checkpoint of tarmac 0.1 has three
+  result.no_instance_samples = counts.size() > 3 ? counts.at(3).get<uint64_t>() : 0;
 }
 
 void RunRecorder::write_checkpoint() {
@@ -44,7 +48,8 @@ void RunRecorder::write_checkpoint() {
   c["entries"] = entries_done_;
   c["writer"] = writer_.checkpoint();
   c["logs"] = {skipped_.checkpoint(), ignored_.checkpoint(), duplicates_.checkpoint()};
-  c["counts"] = {result_.skipped_samples, result_.ignored_members, result_.duplicates};
+  c["counts"] = {result_.skipped_samples, result_.ignored_members, result_.duplicates,
+                 result_.no_instance_samples};
   write_file_atomic((staging_ / format::kCheckpointFile).string(), c.dump());
   last_checkpoint_ = Clock::now();
 }
@@ -57,11 +62,25 @@ void RunRecorder::entry_done() {
     write_checkpoint();
 }
 
+namespace {
+
+// True when the entry holds a bad sample (an instance-less sample is not one).
+bool has_bad_sample(const Entry& entry) {
+  if (!entry.reader_error.empty()) return true;
+  if (!entry.done) return false;
+  auto bad = [](const ProcessedSample& s) {
+    return !s.error.empty() && s.error_code != ErrorCode::NoInstances;
+  };
+  if (bad(*entry.done)) return true;
+  return std::any_of(entry.done->more.begin(), entry.done->more.end(), bad);
+}
+
+}  // namespace
+
 void RunRecorder::handle(Entry& entry) {
   ProcessedSample* s = entry.done ? &*entry.done : nullptr;
   const std::string& input_path = reader_.inputs()[s ? s->input : entry.raw.input].path;
-  if (!o_.skip_errors && !entry.raw.dropped &&
-      (!entry.reader_error.empty() || (s && !s->error.empty()))) {
+  if (!o_.skip_errors && !entry.raw.dropped && has_bad_sample(entry)) {
     // A bad sample stops the run (--on-error fail). Everything before it is checkpointed first,
     // so that `--resume --on-error skip` goes on past it without redoing anything.
     write_checkpoint();
@@ -80,45 +99,59 @@ void RunRecorder::handle(Entry& entry) {
     entry_done();
     return;
   }
-  std::string error = entry.reader_error;
-  ErrorCode code = entry.reader_error_code;
-  if (s && error.empty()) {
-    error = s->error;
-    code = s->error_code;
+  if (!entry.reader_error.empty()) {
+    record_bad(input_path, entry.raw.key, entry.reader_error, entry.reader_error_code);
+  } else if (s) {
     for (const IgnoredMember& m : s->ignored) {
-      ignored_.add({{"input", reader_.inputs()[s->input].path},
+      ignored_.add({{"input", input_path},
                     {"member", m.member},
                     {"code", error_code_name(m.code)},
                     {"reason", m.reason}});
       ++result_.ignored_members;
     }
-    if (error.empty()) {
-      try {
-        writer_.add(*s);
-      } catch (const SampleError& e) {
-        error = e.what();
-        code = e.code();
-      }
-    }
-  }
-  if (!error.empty()) {
-    const std::string key = s ? s->key : entry.raw.key;
-    if (!o_.skip_errors) {
-      // Streaming, the run cannot know whether any later sample has an image; it can say that
-      // none before this one had.
-      const char* hint = code == ErrorCode::NoImage && writer_.samples() == 0
-                             ? ". No sample before it had an image either: if the input has "
-                               "no images at all, pass --no-images"
-                             : "";
-      throw BadSampleError("'" + input_path + "', sample '" + key + "': " + error + hint);
-    }
-    ++result_.skipped_samples;
-    skipped_.add({{"input", input_path},
-                  {"sample", key},
-                  {"code", error_code_name(code)},
-                  {"reason", error}});
+    store(input_path, *s);
+    for (ProcessedSample& more : s->more) store(input_path, more);
   }
   entry_done();
+}
+
+// One output: stored, or recorded as bad (or as a sample without instances).
+void RunRecorder::store(const std::string& input_path, ProcessedSample& s) {
+  if (s.error_code == ErrorCode::NoInstances) {
+    ignored_.add({{"input", input_path},
+                  {"sample", s.key},
+                  {"code", error_code_name(s.error_code)},
+                  {"reason", s.error}});
+    ++result_.no_instance_samples;
+    return;
+  }
+  std::string error = s.error;
+  ErrorCode code = s.error_code;
+  if (error.empty()) {
+    try {
+      writer_.add(s);
+    } catch (const SampleError& e) {
+      error = e.what();
+      code = e.code();
+    }
+  }
+  if (!error.empty()) record_bad(input_path, s.key, error, code);
+}
+
+void RunRecorder::record_bad(const std::string& input_path, const std::string& key,
+                             const std::string& error, ErrorCode code) {
+  if (!o_.skip_errors) {
+    // Streaming, the run cannot know whether any later sample has an image; it can say that
+    // none before this one had.
+    const char* hint = code == ErrorCode::NoImage && writer_.samples() == 0
+                           ? ". No sample before it had an image either: if the input has "
+                             "no images at all, pass --no-images"
+                           : "";
+    throw BadSampleError("'" + input_path + "', sample '" + key + "': " + error + hint);
+  }
+  ++result_.skipped_samples;
+  skipped_.add(
+      {{"input", input_path}, {"sample", key}, {"code", error_code_name(code)}, {"reason", error}});
 }
 
 RunRecorder::Lists RunRecorder::read_all() {

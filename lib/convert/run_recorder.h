@@ -37,6 +37,10 @@ class RunRecorder {
 
  private:
   void entry_done();
+  void store(const std::string& input_path, ProcessedSample& s);
+  /// Throws BadSampleError under --on-error fail; else counts and logs the skipped sample.
+  void record_bad(const std::string& input_path, const std::string& key, const std::string& error,
+                  ErrorCode code);
 
   const ConvertOptions& o_;
   std::filesystem::path staging_;

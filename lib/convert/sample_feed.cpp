@@ -5,14 +5,17 @@
 namespace tarmac {
 
 SampleFeed::SampleFeed(const ConvertOptions& o, PartSplit split, GrouperOptions grouping,
-                       uint64_t resume_entries, bool ahead, InputReader& reader, Pipeline& pipe)
+                       uint64_t resume_entries, bool ahead, InputReader& reader, Pipeline& pipe,
+                       const TablePlan* table)
     : o_(o),
       split_(split),
       resume_entries_(resume_entries),
       reader_(reader),
       pipe_(pipe),
       grouper_(std::move(grouping)),
-      ahead_open_(ahead) {}
+      ahead_open_(ahead && !table),
+      table_(table),
+      released_groups_(table ? table->groups().size() : 0, false) {}
 
 void SampleFeed::run() noexcept {
   t0_ = Clock::now();
@@ -22,6 +25,7 @@ void SampleFeed::run() noexcept {
     cb.on_notice = [this](MemberNotice&& n) { on_notice(std::move(n)); };
     cb.on_input_end = [this](uint32_t) { on_input_end(); };
     reader_.run(cb);
+    if (table_) finish_table();
   } catch (...) {
     // After a graceful stop (Pipeline::stop_input) the refused push ends the reading: no failure.
     if (!pipe_.input_stopped()) {
@@ -94,6 +98,10 @@ void SampleFeed::go_ahead(const std::string& key) {
 
 void SampleFeed::on_member(uint32_t input, Member&& m) {
   if (pipe_.input_stopped()) throw FatalError("stopped");  // read no further (run() ends quietly)
+  if (table_) {
+    on_table_member(input, std::move(m));
+    return;
+  }
   std::string key, ext;
   if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext, o_.key_rule)) {
     const bool hidden = is_hidden_or_metadata(m.name);
@@ -131,10 +139,124 @@ void SampleFeed::on_notice(MemberNotice&& n) {
 }
 
 void SampleFeed::on_input_end() {
+  if (table_) {  // a table's groups may take members from several inputs
+    flush_batch();
+    return;
+  }
   grouper_.flush(ready_);
   push_ready();
   flush_batch();
   last_key_.clear();
+}
+
+// --table: a member goes to every group of rows naming it; a group complete goes to the workers.
+void SampleFeed::on_table_member(uint32_t input, Member&& m) {
+  const auto* slots = table_->slots(m.name);
+  if (!slots) {
+    std::string key, ext;
+    const bool image = split_member_name(m.name, key, ext, KeyRule::LastDot) &&
+                       is_image_extension(ext, o_.image_exts);
+    if (image) ++unused_images_;
+    notices_.push_back({input, m.name,
+                        image ? "an image that no row of the table names (not converted)"
+                              : "no row of the table names it",
+                        false, image ? ErrorCode::UnusedImage : ErrorCode::UnusedMember});
+    return;
+  }
+  for (size_t i = 0; i < slots->size(); ++i) {
+    const auto [g, slot] = (*slots)[i];
+    const TableGroup& group = table_->groups()[g];
+    auto it = pending_groups_.find(g);
+    if (released_groups_[g] || (it != pending_groups_.end() && it->second.filled[slot])) {
+      // The same path twice in the inputs: the rows took the first.
+      notices_.push_back({input, m.name,
+                          "read again: the table's rows took the first member of this name",
+                          o_.on_duplicate == OnDuplicate::Error, ErrorCode::DuplicateMember});
+      if (o_.on_duplicate == OnDuplicate::Error && !o_.skip_errors)
+        throw FatalError("'" + reader_.inputs()[input].path + "', member '" + m.name +
+                         "': a member of this name was read before, and the table's rows name "
+                         "it: which one they mean is unclear (--on-duplicate first keeps the "
+                         "first)");
+      continue;
+    }
+    if (it == pending_groups_.end()) {
+      PendingGroup p;
+      p.members.resize(group.paths.size());
+      p.filled.assign(group.paths.size(), false);
+      p.missing = group.paths.size();
+      it = pending_groups_.emplace(g, std::move(p)).first;
+    }
+    PendingGroup& p = it->second;
+    p.members[slot] = i + 1 == slots->size() ? std::move(m) : m;
+    p.filled[slot] = true;
+    p.bytes += p.members[slot].data.size();
+    pending_group_bytes_ += p.members[slot].data.size();
+    if (slot == 0) p.input = input;
+    if (--p.missing == 0) release_table_group(g);
+  }
+  if (pending_group_bytes_ > o_.group_window) {
+    // The oldest group still waiting says what it waits for.
+    uint32_t oldest = UINT32_MAX;
+    for (const auto& [g, p] : pending_groups_) oldest = std::min(oldest, g);
+    const TableGroup& group = table_->groups()[oldest];
+    const PendingGroup& p = pending_groups_.at(oldest);
+    std::string have, want;
+    for (size_t s = 0; s < group.paths.size(); ++s)
+      (p.filled[s] ? have : want) += (p.filled[s] ? have : want).empty()
+                                         ? "'" + group.paths[s] + "'"
+                                         : ", '" + group.paths[s] + "'";
+    throw FatalError("the members that the table's rows pair are further apart in the inputs "
+                     "than the group window (" +
+                     std::to_string(o_.group_window >> 20) + " MiB): " + have +
+                     " waits for " + want +
+                     "; pass a larger --group-window, or order the inputs so that each row's "
+                     "members are near each other");
+  }
+}
+
+void SampleFeed::release_table_group(uint32_t g) {
+  PendingGroup p = std::move(pending_groups_.at(g));
+  pending_groups_.erase(g);
+  pending_group_bytes_ -= p.bytes;
+  released_groups_[g] = true;
+  if (!in_part()) return;
+  Entry e;
+  e.raw.key = table_->groups()[g].key;
+  e.raw.input = p.input;
+  e.raw.members = std::move(p.members);
+  e.raw.table_group = g;
+  add_entry(std::move(e));
+}
+
+// After the last input: the groups whose members did not all come, in table order; each row of
+// them is a bad sample naming what is missing.
+void SampleFeed::finish_table() {
+  for (uint32_t g = 0; g < released_groups_.size(); ++g) {
+    if (released_groups_[g]) continue;
+    const TableGroup& group = table_->groups()[g];
+    const auto it = pending_groups_.find(g);
+    std::string missing;
+    for (size_t s = 0; s < group.paths.size(); ++s)
+      if (it == pending_groups_.end() || !it->second.filled[s])
+        missing += (missing.empty() ? "'" : ", '") + group.paths[s] + "' (column '" +
+                   (s == 0 ? table_->table().member_columns.front() : o_.dense[s - 1]) + "')";
+    released_groups_[g] = true;
+    if (!in_part()) continue;
+    Entry e;
+    e.raw.key = group.key;
+    e.raw.input = it == pending_groups_.end() ? 0 : it->second.input;
+    e.raw.table_group = g;
+    e.raw.errors.push_back("the table names " + missing + ", which no input holds" +
+                           (o_.table_prefix.empty()
+                                ? " (if the inputs hold it under a folder that the table's "
+                                  "paths leave out, pass --table-prefix FOLDER/)"
+                                : " (with --table-prefix " + o_.table_prefix + ")"));
+    e.raw.error_code = ErrorCode::MissingMember;
+    add_entry(std::move(e));
+  }
+  pending_groups_.clear();
+  pending_group_bytes_ = 0;
+  flush_batch();
 }
 
 }  // namespace tarmac

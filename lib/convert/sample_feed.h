@@ -14,6 +14,7 @@
 
 #include "convert/convert.h"
 #include "convert/pipeline.h"
+#include "convert/table_plan.h"
 #include "source/input_reader.h"
 #include "source/sample_grouper.h"
 
@@ -24,8 +25,11 @@ class SampleFeed {
   /// `resume_entries`: samples the interrupted run handled (0 for a fresh run). `ahead`: may
   /// samples go ahead while the window fills (not when resuming or splitting by sample, which
   /// decide at release what a sample becomes).
+  /// `table`: with convert --table, the plan that groups members by the rows naming them
+  /// (null: members are grouped by key).
   SampleFeed(const ConvertOptions& o, PartSplit split, GrouperOptions grouping,
-             uint64_t resume_entries, bool ahead, InputReader& reader, Pipeline& pipe);
+             uint64_t resume_entries, bool ahead, InputReader& reader, Pipeline& pipe,
+             const TablePlan* table = nullptr);
 
   /// Reads everything and closes the pipeline's input. Never throws: a failure is kept
   /// (failure()) and the pipeline cancelled. Call once, on the reader thread; the accessors
@@ -39,6 +43,8 @@ class SampleFeed {
   double first_release_seconds() const { return first_release_seconds_; }
   /// Members ignored or left out before grouping (hidden, unsafe, too large...), in order.
   const std::vector<MemberNotice>& notices() const { return notices_; }
+  /// --table: images in the inputs that no row names.
+  uint64_t unused_images() const { return unused_images_; }
 
  private:
   void on_member(uint32_t input, Member&& m);
@@ -49,6 +55,9 @@ class SampleFeed {
   void flush_batch();
   void push_ready();
   void go_ahead(const std::string& key);
+  void on_table_member(uint32_t input, Member&& m);
+  void release_table_group(uint32_t g);
+  void finish_table();
 
   const ConvertOptions& o_;
   const PartSplit split_;
@@ -70,6 +79,20 @@ class SampleFeed {
   double seconds_ = 0;
   double first_release_seconds_ = 0;
   std::vector<MemberNotice> notices_;
+
+  // --table: the groups whose members are being gathered, by group index.
+  struct PendingGroup {
+    std::vector<Member> members;  // in slot order
+    std::vector<bool> filled;
+    size_t missing = 0;
+    uint32_t input = 0;  // the image's
+    uint64_t bytes = 0;
+  };
+  const TablePlan* table_;
+  std::unordered_map<uint32_t, PendingGroup> pending_groups_;
+  std::vector<bool> released_groups_;
+  uint64_t pending_group_bytes_ = 0;
+  uint64_t unused_images_ = 0;
 };
 
 }  // namespace tarmac

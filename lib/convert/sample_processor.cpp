@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
+#include <optional>
 
 #include "common/crc32.h"
 #include "common/error.h"
 #include "convert/npy_dense.h"
+#include "convert/table_plan.h"
 #include "format/names.h"
 #include "labels/json_labels.h"
 #include "labels/npy.h"
@@ -76,6 +79,7 @@ void select_fields(std::vector<SampleField>& fields, const ConvertOptions& o) {
     return std::find(names.begin(), names.end(), n) != names.end();
   };
   std::erase_if(fields, [&](const SampleField& f) {
+    if (f.name == format::kRowField) return false;  // provenance, not a label: always kept
     return (!o.keep_fields.empty() && !listed(o.keep_fields, f.name)) ||
            listed(o.drop_fields, f.name);
   });
@@ -135,12 +139,15 @@ void transform_points(SampleField& f, const Affine& m) {
 
 void transform_boxes(SampleField& f, bool xyxy, const Affine& m) {
   const auto& shape = f.value.shape;
-  if (shape.empty() || shape.back() != 4)
+  if (shape.empty() || shape.back() < 4)
     throw SampleError("boxes field '" + f.name + "' (member '" + f.member + "') has shape " +
-                          shape_text(shape) + "; its last axis must hold 4 values",
+                          shape_text(shape) +
+                          "; its last axis must hold at least 4 values (x, y, w, h or x0, y0, "
+                          "x1, y1 first; the others, such as a confidence, are kept as they are)",
                       ErrorCode::BadField);
   std::vector<double> d = as_doubles(f.value);
-  for (size_t i = 0; i + 4 <= d.size(); i += 4) {
+  const auto stride = static_cast<size_t>(shape.back());
+  for (size_t i = 0; i + stride <= d.size(); i += stride) {
     double x0 = d[i], y0 = d[i + 1], x1 = xyxy ? d[i + 2] : d[i] + d[i + 2],
            y1 = xyxy ? d[i + 3] : d[i + 1] + d[i + 3];
     apply_affine(m, x0, y0, x0, y0);
@@ -275,20 +282,346 @@ SampleError no_image(const RawSample& raw, const std::vector<std::string>& image
                      ErrorCode::NoImage);
 }
 
+// Where in a sample the work is, for the message and code of what goes wrong there.
+struct Context {
+  const std::string* member = nullptr;  ///< the member being read, named in the message
+  /// What a ParseError (or OpenCV's failure) from the current member means for the sample.
+  ErrorCode parse_code = ErrorCode::BadSample;
+};
+
+// Runs `f`, turning what bad data throws into `out`'s error (FatalError goes through).
+template <class F>
+void guarded(ProcessedSample& out, Context& ctx, F&& f) {
+  auto where = [&] { return ctx.member ? "member '" + *ctx.member + "': " : std::string(); };
+  try {
+    f();
+  } catch (const ParseError& e) {
+    out.error = where() + e.what();
+    out.error_code = ctx.parse_code;
+  } catch (const SampleError& e) {
+    out.error = where() + e.what();
+    out.error_code = e.code();
+  } catch (const cv::Exception& e) {
+    out.error = where() + "OpenCV failed: " + e.what();
+    out.error_code = ctx.parse_code;
+  } catch (const std::bad_alloc&) {
+    out.error = where() + "out of memory while converting this sample";
+    out.error_code = ErrorCode::OutOfMemory;
+  }
+}
+
+void check_channels_format(const ConvertOptions& o) {
+  if (o.channels != ChannelMode::Three &&
+      (o.format == OutputFormat::Webp || o.format == OutputFormat::Raw ||
+       (o.format == OutputFormat::Keep && o.channels == ChannelMode::One)))
+    throw FatalError("--channels " + std::string(o.channels == ChannelMode::One ? "1" : "keep") +
+                     " cannot be stored with --format " +
+                     (o.format == OutputFormat::Keep ? "keep (the source bytes)"
+                                                     : format_extension(o.format)) +
+                     ": WebP and raw images are 3-channel; use --format jpg or png");
+}
+
+void check_required(const std::vector<SampleField>& fields, const ConvertOptions& o) {
+  for (const auto& name : o.require_fields) {
+    const auto it = std::find_if(fields.begin(), fields.end(),
+                                 [&](const SampleField& f) { return f.name == name; });
+    if (it == fields.end() || it->value.null)
+      throw SampleError("required field '" + name + "' is " +
+                            (it == fields.end() ? "missing" : "null") + " (--require " + name + ")",
+                        ErrorCode::BadField);
+  }
+}
+
+// The image and dense maps of a sample: probed once and decoded at most once, however many
+// outputs (table rows, instances) are cut from them. With a single output, a JPEG in stored
+// orientation is decoded after the geometry is known, and only as far as the crop needs
+// (jpeg_region.h); otherwise the image is decoded whole first.
+class ImageSource {
+ public:
+  /// `dense_suffixes`: each dense map's suffix in the shards ("depth.png"). Throws as the
+  /// members' bytes require (guarded() turns that into the sample's error).
+  ImageSource(const Member& image, std::vector<const Member*> dense,
+              std::vector<std::string> dense_suffixes, const ConvertOptions& o, bool single,
+              Context& ctx)
+      : image_(image),
+        dense_(std::move(dense)),
+        suffixes_(std::move(dense_suffixes)),
+        o_(o),
+        dense_mats_(dense_.size()) {
+    check_channels_format(o);
+    ctx.member = &image.name;
+    ctx.parse_code = ErrorCode::BadImage;
+    hdr_ = probe_image(image.data);
+    check_image_pixels(hdr_, o.max_pixels);
+    const bool plain_jpeg = hdr_.format == ImageFormat::Jpeg && !hdr_.cmyk && hdr_.width > 0;
+    region_path_ =
+        single && plain_jpeg && hdr_.orientation == 1 && o.format != OutputFormat::Keep;
+    src_w_ = hdr_.display_width();
+    src_h_ = hdr_.display_height();
+    if (o.format == OutputFormat::Keep && plain_jpeg) {
+      validate_jpeg(image.data);
+    } else if (!region_path_) {
+      src_ = decode_image(image.data, o.max_pixels);
+      src_w_ = src_.cols;
+      src_h_ = src_.rows;
+    }
+    ctx.member = nullptr;
+  }
+
+  /// One output from `fields` (its labels): geometry, image, dense maps, transformed points
+  /// and boxes, into `out`.
+  void render(std::vector<SampleField>& fields, ProcessedSample& out, Context& ctx);
+
+ private:
+  const Member& image_;
+  std::vector<const Member*> dense_;
+  std::vector<std::string> suffixes_;
+  const ConvertOptions& o_;
+  ImageHeader hdr_;
+  bool region_path_ = false;
+  cv::Mat src_;
+  int src_w_ = 0, src_h_ = 0;
+  std::vector<cv::Mat> dense_mats_;  // decoded on first use
+};
+
+void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out, Context& ctx) {
+  const ConvertOptions& o = o_;
+  std::optional<Region> field_box;
+  if (o.geometry.crop == CropMode::Field) {
+    ctx.member = nullptr;  // the field's own member is named in the message
+    SampleField& f = numeric_field(fields, o.crop_field, "crop box");
+    if (f.value.num_elements() < 4 || f.value.shape.size() > 1)
+      throw SampleError("crop box field '" + o.crop_field + "' (member '" + f.member +
+                            "') has shape " + shape_text(f.value.shape) +
+                            "; it needs 4 numbers (x, y, w, h or x0, y0, x1, y1; more are "
+                            "allowed after them, such as a confidence)",
+                        ErrorCode::BadField);
+    const std::vector<double> b = as_doubles(f.value);
+    field_box = region_from_box(b.data(), o.crop_field_xyxy);
+  }
+  ctx.member = &image_.name;
+  ctx.parse_code = ErrorCode::BadImage;
+  const Geometry g = compute_geometry(o.geometry, src_w_, src_h_, field_box);
+  out.affine = g.m;
+
+  if (o.format == OutputFormat::Keep) {
+    if (!g.identity)
+      throw FatalError(
+          "--format keep stores the source bytes untouched, so it cannot be "
+          "combined with a crop or resize");
+    out.image.bytes = image_.data;
+    std::string k, ext;
+    split_member_name(image_.name, k, ext, o.key_rule);
+    out.image.member_suffix = ext;
+  } else {
+    cv::Mat warped;
+    if (region_path_) {
+      const RegionDecode rd = decode_jpeg_region(image_.data, src_w_, src_h_, g);
+      if (rd.pixels.empty())
+        warped = cv::Mat(g.out_height, g.out_width, CV_8UC3, cv::Scalar::all(o.pad_value));
+      else
+        warped = warp_image(rd.pixels, rd.m, g.out_width, g.out_height, o.pad_value);
+    } else {
+      warped = g.identity ? src_ : warp_image(src_, g.m, g.out_width, g.out_height, o.pad_value);
+    }
+    // Grey sources are decoded as 3 equal channels; OpenCV's BGR->grey weights (their
+    // fixed-point values sum to exactly 1) give each grey value back unchanged.
+    if (o.channels == ChannelMode::One || (o.channels == ChannelMode::Keep && hdr_.grey)) {
+      cv::Mat grey;
+      cv::cvtColor(warped, grey, cv::COLOR_BGR2GRAY);
+      warped = grey;
+    }
+    out.image.bytes =
+        encode_image(warped.isContinuous() ? warped : warped.clone(), o.format, o.quality);
+    out.image.member_suffix = format_extension(o.format);
+  }
+  out.image.width = g.out_width;
+  out.image.height = g.out_height;
+  out.image.crc32 = crc_of(out.image.bytes);
+
+  for (size_t i = 0; i < dense_.size(); ++i) {
+    const Member& member = *dense_[i];
+    ctx.member = &member.name;
+    ctx.parse_code = ErrorCode::BadDenseMap;
+    Blob b;
+    b.member_suffix = suffixes_[i];
+    b.width = g.out_width;
+    b.height = g.out_height;
+    if (format::is_npy_dense(suffixes_[i])) {
+      b.bytes = npy_dense_map(member.data, src_w_, src_h_, g, o.max_pixels);
+      b.crc32 = crc_of(b.bytes);
+      out.dense.push_back(std::move(b));
+      continue;
+    }
+    if (dense_mats_[i].empty()) dense_mats_[i] = decode_dense(member.data, o.max_pixels);
+    const cv::Mat& d = dense_mats_[i];
+    if (g.identity && d.cols == src_w_ && d.rows == src_h_) {
+      b.bytes = member.data;
+    } else {
+      Affine m = g.m;
+      if (d.cols != src_w_ || d.rows != src_h_)
+        m = compose(g.m, dense_to_image(d.cols, d.rows, src_w_, src_h_));
+      b.bytes = encode_dense(warp_dense(d, m, g.out_width, g.out_height), member.name);
+      if (last_component(b.member_suffix) != "png")
+        b.member_suffix = stem_or_self(b.member_suffix) + ".png";
+    }
+    b.crc32 = crc_of(b.bytes);
+    out.dense.push_back(std::move(b));
+  }
+  ctx.member = nullptr;
+
+  // A null field has nothing to transform (it stays null); an absent one is an error.
+  auto is_null = [&](const std::string& name) {
+    const SampleField* f = find_field(fields, name);
+    return f && f->value.null;
+  };
+  for (const auto& name : o.points)
+    if (!is_null(name)) transform_points(numeric_field(fields, name, "points"), g.m);
+  for (const auto& [name, xyxy] : o.boxes)
+    if (!is_null(name)) transform_boxes(numeric_field(fields, name, "boxes"), xyxy, g.m);
+}
+
+FieldValue int64_value(int64_t v) {
+  FieldValue r;
+  r.dtype = DType::I64;
+  r.data.resize(sizeof v);
+  std::memcpy(r.data.data(), &v, sizeof v);  // little-endian, as every tarmac target
+  return r;
+}
+
+// Entry k of a value along its first axis: numeric slices keep their dtype; the entries of a
+// JSON array are parsed as JSON labels would be (an object flattens to `name.sub` fields).
+void slice_into(const SampleField& f, int64_t k, std::vector<SampleField>& out) {
+  const FieldValue& v = f.value;
+  if (v.kind == FieldValue::Kind::Numeric) {
+    SampleField s{f.name, f.member, f.source, {}};
+    s.value.dtype = v.dtype;
+    s.value.shape.assign(v.shape.begin() + 1, v.shape.end());
+    const size_t row = static_cast<size_t>(s.value.num_elements()) * dtype_size(v.dtype);
+    const auto* p = v.data.data() + static_cast<size_t>(k) * row;
+    s.value.data.assign(p, p + row);
+    out.push_back(std::move(s));
+    return;
+  }
+  const auto arr = nlohmann::json::parse(v.data.begin(), v.data.end());
+  const std::string text = arr.at(static_cast<size_t>(k)).dump();
+  const auto* b = reinterpret_cast<const uint8_t*>(text.data());
+  for (auto& [name, value] :
+       parse_json_labels(std::span<const uint8_t>(b, text.size()), f.name + ".", f.name))
+    out.push_back({std::move(name), f.member, f.source, std::move(value)});
+}
+
+// The number of entries along the first axis of an --instances field (null: none).
+int64_t instance_count(const SampleField& f, const std::string& role) {
+  const FieldValue& v = f.value;
+  if (v.null) return 0;
+  if (v.kind == FieldValue::Kind::Numeric && !v.shape.empty()) return v.shape.front();
+  if (v.kind == FieldValue::Kind::Json) {
+    const auto j = nlohmann::json::parse(v.data.begin(), v.data.end(), nullptr, false);
+    if (j.is_array()) return static_cast<int64_t>(j.size());
+  }
+  throw SampleError(role + " field '" + f.name + "' (member '" + f.member + "') has shape " +
+                        shape_text(v.shape) +
+                        ": it needs a first axis, one entry per instance (an array)",
+                    ErrorCode::BadField);
+}
+
+// --instances: the label sets of a sample's instances, each with `__row__` = its index.
+std::vector<std::vector<SampleField>> split_instances(const std::vector<SampleField>& fields,
+                                                      const ConvertOptions& o) {
+  const auto named = [&](const std::string& n) {
+    return n == o.instances ||
+           std::find(o.instance_fields.begin(), o.instance_fields.end(), n) != o.instance_fields.end();
+  };
+  const SampleField* main = nullptr;
+  for (const auto& f : fields)
+    if (f.name == o.instances) main = &f;
+  if (!main)
+    throw SampleError("instances field '" + o.instances + "' is missing (--instances " +
+                          o.instances + ")",
+                      ErrorCode::BadField);
+  const int64_t k_count = instance_count(*main, "instances");
+  for (const auto& name : o.instance_fields) {
+    const SampleField* f = nullptr;
+    for (const auto& g : fields)
+      if (g.name == name) f = &g;
+    if (!f || f->value.null) continue;  // nothing to slice: every instance lacks it
+    const int64_t n = instance_count(*f, "instance");
+    if (n != k_count)
+      throw SampleError("instance field '" + name + "' (member '" + f->member + "') has " +
+                            std::to_string(n) + " entries but instances field '" + o.instances +
+                            "' has " + std::to_string(k_count) + " (--instance-fields)",
+                        ErrorCode::BadField);
+  }
+  std::vector<std::vector<SampleField>> sets(static_cast<size_t>(k_count));
+  for (int64_t k = 0; k < k_count; ++k) {
+    auto& set = sets[static_cast<size_t>(k)];
+    for (const auto& f : fields) {
+      if (named(f.name) && !f.value.null)
+        slice_into(f, k, set);
+      else if (!named(f.name))
+        set.push_back(f);
+    }
+    set.push_back({format::kRowField, main->member, main->source, int64_value(k)});
+  }
+  return sets;
+}
+
+// Several outputs from one source: the first is `first`, the others go to first.more.
+void gather(std::vector<ProcessedSample>&& outs, ProcessedSample& first) {
+  first = std::move(outs.front());
+  for (size_t i = 1; i < outs.size(); ++i) first.more.push_back(std::move(outs[i]));
+}
+
+// Renders each label set of a sample from one ImageSource (made lazily, once).
+void render_all(const RawSample& raw, const Member* image, const std::vector<const Member*>& dense,
+                const std::vector<std::string>& dense_suffixes,
+                std::vector<std::vector<SampleField>>&& sets, const std::vector<std::string>& keys,
+                const ConvertOptions& o, const std::vector<IgnoredMember>& ignored,
+                ProcessedSample& result) {
+  std::vector<ProcessedSample> outs(sets.size());
+  for (size_t i = 0; i < sets.size(); ++i) {
+    outs[i].key = keys[i];
+    outs[i].input = raw.input;
+  }
+  Context ctx;
+  std::optional<ImageSource> src;
+  ProcessedSample source_error;
+  if (image)
+    guarded(source_error, ctx, [&] {
+      src.emplace(*image, dense, dense_suffixes, o, sets.size() == 1, ctx);
+    });
+  for (size_t i = 0; i < sets.size(); ++i) {
+    ProcessedSample& out = outs[i];
+    if (!source_error.error.empty()) {
+      out.error = source_error.error;
+      out.error_code = source_error.error_code;
+      continue;
+    }
+    Context row_ctx;
+    guarded(out, row_ctx, [&] {
+      if (src) src->render(sets[i], out, row_ctx);
+    });
+    out.fields = std::move(sets[i]);
+    if (out.error.empty()) select_fields(out.fields, o);
+  }
+  outs.front().ignored = ignored;
+  gather(std::move(outs), result);
+}
+
 }  // namespace
 
 ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
   ProcessedSample out;
   out.key = raw.key;
   out.input = raw.input;
-  const std::string* current_member = nullptr;
-  // What a ParseError (or OpenCV's failure) from the current member means for the sample.
-  ErrorCode parse_code = ErrorCode::BadSample;
-  try {
+  Context ctx;
+  const Member* image = nullptr;
+  std::vector<const Member*> dense(o.dense.size(), nullptr);
+  bool done = false;  // the outputs are made (several: instances)
+  guarded(out, ctx, [&] {
     if (!raw.errors.empty()) throw SampleError(raw.errors.front(), raw.error_code);
-    const Member* image = nullptr;
     size_t image_rank = o.image_exts.size();
-    std::vector<const Member*> dense(o.dense.size(), nullptr);
     std::vector<std::pair<const Member*, std::string>> labels;
     std::vector<std::pair<const Member*, std::string>> by_last_ext;  // "rgb.png" for "png"
     for (const auto& m : raw.members) {
@@ -338,160 +671,109 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
     }
 
     for (const auto& [m, ext] : labels) {
-      current_member = &m->name;
-      parse_code = label_error_code(ext);
+      ctx.member = &m->name;
+      ctx.parse_code = label_error_code(ext);
       parse_label_member(*m, ext, o.max_member_size, out.fields);
     }
-    current_member = nullptr;
-    for (const auto& name : o.require_fields) {
-      const SampleField* f = find_field(out.fields, name);
-      if (!f || f->value.null)
-        throw SampleError("required field '" + name + "' is " + (f ? "null" : "missing") +
-                              " (--require " + name + ")",
-                          ErrorCode::BadField);
+    ctx.member = nullptr;
+    check_required(out.fields, o);
+    if (!o.no_images) {
+      if (!image && by_last_ext.size() > 1) throw several_images(by_last_ext, raw.key, o.key_rule);
+      if (!image) throw no_image(raw, o.image_exts);
+      if (o.classes_from_dirs) add_class(*image, o.classes, out.fields);
+      for (size_t i = 0; i < dense.size(); ++i)
+        if (!dense[i])
+          throw SampleError("sample has no dense map member '." + o.dense[i] + "'",
+                            ErrorCode::NoDenseMap);
     }
-    if (o.no_images) {
-      select_fields(out.fields, o);
+    if (o.instances.empty()) return;
+    auto sets = split_instances(out.fields, o);
+    if (sets.empty())
+      throw SampleError("instances field '" + o.instances + "' has no entries (--instances)",
+                        ErrorCode::NoInstances);
+    std::vector<std::string> keys;
+    for (size_t k = 0; k < sets.size(); ++k) keys.push_back(raw.key + "/" + std::to_string(k));
+    render_all(raw, o.no_images ? nullptr : image, dense, o.dense, std::move(sets), keys, o,
+               out.ignored, out);
+    done = true;
+  });
+  if (done || !out.error.empty()) return out;
+  if (o.no_images) {
+    select_fields(out.fields, o);
+    return out;
+  }
+  std::vector<std::vector<SampleField>> one;
+  one.push_back(std::move(out.fields));
+  render_all(raw, image, dense, o.dense, std::move(one), {raw.key}, o, out.ignored, out);
+  return out;
+}
+
+ProcessedSample process_table_group(const RawSample& raw, const TablePlan& plan,
+                                    const ConvertOptions& o) {
+  const TableGroup& g = plan.groups()[static_cast<size_t>(raw.table_group)];
+  ProcessedSample out;
+  out.key = g.key;
+  out.input = raw.input;
+  std::vector<std::vector<SampleField>> sets;
+  std::vector<std::string> keys;
+  std::vector<ProcessedSample> bad;  // rows whose labels are refused before any decoding
+  Context ctx;
+  for (uint64_t row : g.rows) {
+    ProcessedSample r;
+    r.key = plan.row_key(g, row);
+    r.input = raw.input;
+    std::vector<SampleField> fields = plan.row_fields(row);
+    guarded(r, ctx, [&] {
+      check_required(fields, o);
+      if (o.classes_from_dirs) add_class(raw.members.front(), o.classes, fields);
+    });
+    if (!r.error.empty()) {
+      bad.push_back(std::move(r));
+      continue;
+    }
+    sets.push_back(std::move(fields));
+    keys.push_back(r.key);
+  }
+  if (!raw.errors.empty() || raw.members.size() != g.paths.size() || sets.empty()) {
+    // The members did not all come (or the rows are all refused): each row says why.
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ProcessedSample r;
+      r.key = keys[i];
+      r.input = raw.input;
+      r.error = raw.errors.empty() ? "the sample's members are incomplete" : raw.errors.front();
+      r.error_code = raw.errors.empty() ? ErrorCode::MissingMember : raw.error_code;
+      bad.push_back(std::move(r));
+    }
+    gather(std::move(bad), out);
+    return out;
+  }
+  std::vector<const Member*> dense;
+  std::vector<std::string> suffixes;
+  for (size_t i = 1; i < raw.members.size(); ++i) {
+    // The map keeps its column's name and its member's last extension: "depth.png".
+    const std::string& name = raw.members[i].name;
+    const std::string file = name.substr(name.rfind('/') + 1);
+    const size_t dot = file.rfind('.');
+    const std::string ext = dot == std::string::npos ? "" : file.substr(dot + 1);
+    if (ext == "npy") {
+      for (auto& k : keys) {
+        ProcessedSample r;
+        r.key = k;
+        r.input = raw.input;
+        r.error = "member '" + name +
+                  "': a .npy dense map named by a table column is not supported; with --table, "
+                  "dense maps must be images (PNG, TIFF, ...)";
+        r.error_code = ErrorCode::BadDenseMap;
+        bad.push_back(std::move(r));
+      }
+      gather(std::move(bad), out);
       return out;
     }
-
-    if (!image && by_last_ext.size() > 1) throw several_images(by_last_ext, raw.key, o.key_rule);
-    if (!image) throw no_image(raw, o.image_exts);
-    if (o.classes_from_dirs) add_class(*image, o.classes, out.fields);
-    for (size_t i = 0; i < dense.size(); ++i)
-      if (!dense[i])
-        throw SampleError("sample has no dense map member '." + o.dense[i] + "'",
-                          ErrorCode::NoDenseMap);
-
-    if (o.channels != ChannelMode::Three &&
-        (o.format == OutputFormat::Webp || o.format == OutputFormat::Raw ||
-         (o.format == OutputFormat::Keep && o.channels == ChannelMode::One)))
-      throw FatalError("--channels " + std::string(o.channels == ChannelMode::One ? "1" : "keep") +
-                       " cannot be stored with --format " +
-                       (o.format == OutputFormat::Keep ? "keep (the source bytes)"
-                                                       : format_extension(o.format)) +
-                       ": WebP and raw images are 3-channel; use --format jpg or png");
-    current_member = &image->name;
-    parse_code = ErrorCode::BadImage;
-    // JPEGs in stored orientation are decoded after the geometry is known, and only as far
-    // as the crop needs (jpeg_region.h); everything else is decoded whole first.
-    const ImageHeader hdr = probe_image(image->data);
-    check_image_pixels(hdr, o.max_pixels);
-    const bool plain_jpeg = hdr.format == ImageFormat::Jpeg && !hdr.cmyk && hdr.width > 0;
-    const bool region_path = plain_jpeg && hdr.orientation == 1 && o.format != OutputFormat::Keep;
-    cv::Mat src;
-    int src_w = hdr.display_width(), src_h = hdr.display_height();
-    if (o.format == OutputFormat::Keep && plain_jpeg) {
-      validate_jpeg(image->data);
-    } else if (!region_path) {
-      src = decode_image(image->data, o.max_pixels);
-      src_w = src.cols;
-      src_h = src.rows;
-    }
-    std::optional<Region> field_box;
-    if (o.geometry.crop == CropMode::Field) {
-      current_member = nullptr;  // the field's own member is named in the message
-      SampleField& f = numeric_field(out.fields, o.crop_field, "crop box");
-      if (f.value.num_elements() != 4)
-        throw SampleError("crop box field '" + o.crop_field + "' (member '" + f.member +
-                              "') has shape " + shape_text(f.value.shape) + "; it needs 4 numbers",
-                          ErrorCode::BadField);
-      const std::vector<double> b = as_doubles(f.value);
-      field_box = region_from_box(b.data(), o.crop_field_xyxy);
-    }
-    current_member = &image->name;
-    const Geometry g = compute_geometry(o.geometry, src_w, src_h, field_box);
-    out.affine = g.m;
-
-    if (o.format == OutputFormat::Keep) {
-      if (!g.identity)
-        throw FatalError(
-            "--format keep stores the source bytes untouched, so it cannot be "
-            "combined with a crop or resize");
-      out.image.bytes = image->data;
-      std::string k, ext;
-      split_member_name(image->name, k, ext, o.key_rule);
-      out.image.member_suffix = ext;
-    } else {
-      cv::Mat warped;
-      if (region_path) {
-        const RegionDecode rd = decode_jpeg_region(image->data, src_w, src_h, g);
-        if (rd.pixels.empty())
-          warped = cv::Mat(g.out_height, g.out_width, CV_8UC3, cv::Scalar::all(o.pad_value));
-        else
-          warped = warp_image(rd.pixels, rd.m, g.out_width, g.out_height, o.pad_value);
-      } else {
-        warped = g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.pad_value);
-      }
-      // Grey sources are decoded as 3 equal channels; OpenCV's BGR->grey weights (their
-      // fixed-point values sum to exactly 1) give each grey value back unchanged.
-      if (o.channels == ChannelMode::One || (o.channels == ChannelMode::Keep && hdr.grey)) {
-        cv::Mat grey;
-        cv::cvtColor(warped, grey, cv::COLOR_BGR2GRAY);
-        warped = grey;
-      }
-      out.image.bytes =
-          encode_image(warped.isContinuous() ? warped : warped.clone(), o.format, o.quality);
-      out.image.member_suffix = format_extension(o.format);
-    }
-    out.image.width = g.out_width;
-    out.image.height = g.out_height;
-    out.image.crc32 = crc_of(out.image.bytes);
-
-    for (size_t i = 0; i < dense.size(); ++i) {
-      current_member = &dense[i]->name;
-      parse_code = ErrorCode::BadDenseMap;
-      Blob b;
-      b.member_suffix = o.dense[i];
-      b.width = g.out_width;
-      b.height = g.out_height;
-      if (format::is_npy_dense(o.dense[i])) {
-        b.bytes = npy_dense_map(dense[i]->data, src_w, src_h, g, o.max_pixels);
-        b.crc32 = crc_of(b.bytes);
-        out.dense.push_back(std::move(b));
-        continue;
-      }
-      cv::Mat d = decode_dense(dense[i]->data, o.max_pixels);
-      if (g.identity && d.cols == src_w && d.rows == src_h) {
-        b.bytes = dense[i]->data;
-      } else {
-        Affine m = g.m;
-        if (d.cols != src_w || d.rows != src_h)
-          m = compose(g.m, dense_to_image(d.cols, d.rows, src_w, src_h));
-        b.bytes = encode_dense(warp_dense(d, m, g.out_width, g.out_height), dense[i]->name);
-        if (last_component(b.member_suffix) != "png")
-          b.member_suffix = stem_or_self(b.member_suffix) + ".png";
-      }
-      b.crc32 = crc_of(b.bytes);
-      out.dense.push_back(std::move(b));
-    }
-    current_member = nullptr;
-
-    // A null field has nothing to transform (it stays null); an absent one is an error.
-    auto is_null = [&](const std::string& name) {
-      const SampleField* f = find_field(out.fields, name);
-      return f && f->value.null;
-    };
-    for (const auto& name : o.points)
-      if (!is_null(name)) transform_points(numeric_field(out.fields, name, "points"), g.m);
-    for (const auto& [name, xyxy] : o.boxes)
-      if (!is_null(name)) transform_boxes(numeric_field(out.fields, name, "boxes"), xyxy, g.m);
-  } catch (const ParseError& e) {
-    out.error = (current_member ? "member '" + *current_member + "': " : "") + e.what();
-    out.error_code = parse_code;
-  } catch (const SampleError& e) {
-    out.error = (current_member ? "member '" + *current_member + "': " : "") + e.what();
-    out.error_code = e.code();
-  } catch (const cv::Exception& e) {
-    out.error =
-        (current_member ? "member '" + *current_member + "': " : "") + "OpenCV failed: " + e.what();
-    out.error_code = parse_code;
-  } catch (const std::bad_alloc&) {
-    out.error = (current_member ? "member '" + *current_member + "': " : "") +
-                "out of memory while converting this sample";
-    out.error_code = ErrorCode::OutOfMemory;
+    dense.push_back(&raw.members[i]);
+    suffixes.push_back(o.dense[i - 1] + "." + (ext.empty() ? "png" : ext));
   }
-  if (out.error.empty()) select_fields(out.fields, o);
+  render_all(raw, &raw.members.front(), dense, suffixes, std::move(sets), keys, o, {}, out);
+  for (auto& b : bad) out.more.push_back(std::move(b));
   return out;
 }
 

@@ -36,9 +36,20 @@ struct ProcessedSample {
   std::vector<Blob> dense;  ///< in the order of ConvertOptions::dense
   Affine affine{1, 0, 0, 0, 1, 0};
   std::vector<IgnoredMember> ignored;
+  /// Further outputs made from the same source (table rows sharing an image, instances), in
+  /// order, after this one.
+  std::vector<ProcessedSample> more;
 };
+
+class TablePlan;
 
 /// Processes one sample. Never throws for bad data: the reason goes to `error`.
 ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& options);
+
+/// Processes the rows of table group raw.table_group (raw.members: its members in the plan's
+/// slot order, the image first): one decode of the image, one output per row, in row order.
+/// Never throws for bad data: each row's reason goes to its own `error`.
+ProcessedSample process_table_group(const RawSample& raw, const TablePlan& plan,
+                                    const ConvertOptions& options);
 
 }  // namespace tarmac

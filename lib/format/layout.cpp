@@ -65,6 +65,7 @@ class LayoutReader {
       problem("the first stored blob kind is '" + l.blobs[0].kind + "', not '" + kImageBlob + "'");
     read_encodings(l);
     read_classes(l);
+    read_table(l);
     if (l.has_images()) l.affine = need(kAffineColumn, DType::F64, {n, 2, 3});
 
     bool schema_read = false;
@@ -143,6 +144,17 @@ class LayoutReader {
     if (std::set<std::string>(names.begin(), names.end()).size() != names.size())
       problem("metadata entry 'classes' names a class twice");
     l.classes = std::move(names);
+  }
+
+  // The optional `table` entry: a JSON object.
+  void read_table(DatasetLayout& l) {
+    auto it = h_.metadata.find(kMetaTable);
+    if (it == h_.metadata.end()) return;
+    if (!json::parse(it->second, nullptr, false).is_object()) {
+      problem("metadata entry 'table' is not a JSON object");
+      return;
+    }
+    l.table = it->second;
   }
 
   void read_encodings(DatasetLayout& l) {
@@ -224,6 +236,7 @@ std::map<std::string, std::string> layout_metadata(const LayoutMetadata& m) {
                                              {kMetaTool, m.tool}};
   if (all_known) meta[kMetaBlobEncodings] = encodings.dump();
   if (m.classes) meta[kMetaClasses] = json(*m.classes).dump();
+  if (m.table) meta[kMetaTable] = *m.table;
   return meta;
 }
 

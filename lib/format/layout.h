@@ -49,6 +49,8 @@ struct DatasetLayout {
   /// The `classes` metadata: class names, index = the `cls` column's value; nullopt when the
   /// file has none.
   std::optional<std::vector<std::string>> classes;
+  /// The `table` metadata (convert --table): JSON object text; nullopt when the file has none.
+  std::optional<std::string> table;
 
   bool has_images() const { return !blobs.empty(); }
   const FieldLayout* find_field(std::string_view name) const;
@@ -65,6 +67,9 @@ struct LayoutMetadata {
   std::string tool;  ///< "tarmac 0.1.0"
   /// Class names (--classes-from-dirs), written as the `classes` entry when set.
   std::optional<std::vector<std::string>> classes;
+  /// What an annotation table said beyond its rows (convert --table): a JSON object
+  /// {"format": ..., "metadata": {...}} (COCO's categories and skeleton), as the `table` entry.
+  std::optional<std::string> table;
 };
 std::map<std::string, std::string> layout_metadata(const LayoutMetadata& m);
 

@@ -32,8 +32,14 @@ inline constexpr const char* kMetaBlobEncodings = "blob_encodings";
 inline constexpr const char* kMetaTool = "tool";
 /// JSON array of class names, index = class id (convert --classes-from-dirs); optional.
 inline constexpr const char* kMetaClasses = "classes";
+/// JSON object {"format", "metadata"}: what an annotation table said beyond its rows (convert
+/// --table: COCO's categories with keypoint names and skeleton, HumanData's 0-d members).
+inline constexpr const char* kMetaTable = "table";
 /// The label column of the class ids that kMetaClasses names (I64 scalar per sample).
 inline constexpr const char* kClassField = "cls";
+/// The label column of the table row (convert --table) or the instance index (--instances) an
+/// output sample came from (I64 scalar per sample).
+inline constexpr const char* kRowField = "__row__";
 
 /// Reserved columns.
 inline constexpr const char* kKeyColumn = "__key__";

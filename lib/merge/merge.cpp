@@ -515,6 +515,10 @@ MergeResult merge_datasets(const MergeOptions& o) {
     lm.shards = shard_names;
     lm.tool = std::string("tarmac ") + kVersion;
     lm.classes = all_parts[0]->a.layout().classes;
+    // A table's metadata (COCO's categories) is kept when every part has the same.
+    lm.table = all_parts[0]->a.layout().table;
+    for (const auto& p : all_parts)
+      if (p->a.layout().table != lm.table) lm.table.reset();
     for (size_t k = 0; k < kinds.size(); ++k)
       lm.blobs.emplace_back(kinds[k], merged_encoding(parts, k));
     const std::map<std::string, std::string> meta = layout_metadata(lm);

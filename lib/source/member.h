@@ -30,6 +30,7 @@ struct RawSample {
   bool dropped = false;  ///< a duplicate left out whole (no members; its note is in duplicates)
   std::vector<DuplicateNote> duplicates;   ///< what was left out of this key as a duplicate
   ErrorCode error_code = ErrorCode::None;  ///< the code of errors.front()
+  int64_t table_group = -1;  ///< convert --table: the group of rows it is (-1: not a table's)
   uint64_t bytes() const {
     uint64_t n = 0;
     for (const auto& m : members) n += m.data.size();

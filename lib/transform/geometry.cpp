@@ -115,6 +115,13 @@ Geometry compute_geometry(const GeometryOptions& o, int w, int h,
       const double side = std::max(r.width(), r.height());
       r = scale_about_centre(r, side / r.width(), side / r.height());
     }
+    if (o.fit_aspect && o.width > 0 && o.height > 0) {
+      const double aspect = static_cast<double>(o.width) / o.height;
+      if (r.width() / r.height() > aspect)
+        r = scale_about_centre(r, 1.0, r.width() / aspect / r.height());
+      else
+        r = scale_about_centre(r, r.height() * aspect / r.width(), 1.0);
+    }
   }
 
   Geometry g;

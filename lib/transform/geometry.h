@@ -27,6 +27,9 @@ struct GeometryOptions {
   Region box;                 ///< CropMode::Box: the fixed region
   double crop_scale = 1.0;    ///< scales the box/field region about its centre
   bool square = false;        ///< grow the region to a square (side = longer side)
+  /// Grow the region about its centre to the aspect ratio of --size (width / height), as
+  /// top-down pose models crop (e.g. 192x256); `square` is the case of a square --size.
+  bool fit_aspect = false;
   int width = 0, height = 0;  ///< --size; 0 = not given
   ResizeMode resize = ResizeMode::None;
   int bucket_step = 64;           ///< ResizeMode::Bucket: sides are multiples of this
