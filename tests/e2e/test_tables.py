@@ -107,7 +107,12 @@ class Instances(fx.TmpCase):
             src = fx.smooth_rgb(w, h, seed=list(self.FRAMES).index(key))
             out = fx.decode_rgb(ds.blob(i))
             self.assertEqual(out.shape, (32, 24, 3))
-            self.assertLess(fx.mean_abs(out, fx.warp_ref(src, m, 24, 32)), 1.0)
+            err = fx.mean_abs(out, fx.warp_ref(src, m, 24, 32))
+            # Below half scale the source is area-reduced first (as in test_convert): looser.
+            self.assertLess(err, 0.1 if m[0, 0] >= 0.5 else 3.0)
+            shifted = m.copy()
+            shifted[0, 2] += 0.5
+            self.assertGreater(fx.mean_abs(out, fx.warp_ref(src, shifted, 24, 32)), max(2 * err, 0.3))
         # The frame with nobody: counted and listed, never silent.
         self.assertEqual(ds.manifest["counts"]["no_instance_samples"], 1)
         listed = [j for j in ds.manifest["ignored"] if j.get("code") == "no_instances"]
