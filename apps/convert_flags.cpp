@@ -234,18 +234,22 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   o.instance_fields = f.instance_fields;
   if (o.table.empty() && (!f.table_image.empty() || !f.table_columns.empty() ||
                           !f.table_prefix.empty() || f.table_format != "auto"))
-    throw CLI::ValidationError("--table-*", "the --table-... flags describe a --table FILE; give one");
+    throw CLI::ValidationError("--table-*",
+                               "the --table-... flags describe a --table FILE; give one");
   if (!o.table.empty() && o.no_images)
-    throw CLI::ValidationError("--table", "rows are made from the images they name; it cannot be "
-                                          "combined with --no-images");
+    throw CLI::ValidationError("--table",
+                               "rows are made from the images they name; it cannot be "
+                               "combined with --no-images");
   if (!o.table.empty() && !o.instances.empty())
-    throw CLI::ValidationError("--instances", "with --table, each row is already one output; "
-                                              "--instances splits per-sample label files");
+    throw CLI::ValidationError("--instances",
+                               "with --table, each row is already one output; "
+                               "--instances splits per-sample label files");
   if (o.instances.empty() && !o.instance_fields.empty())
     throw CLI::ValidationError("--instance-fields", "needs --instances FIELD");
   if (f.fit_aspect && (o.geometry.width == 0 || o.geometry.height == 0))
-    throw CLI::ValidationError("--fit-aspect", "grows the region to the aspect ratio of --size, so "
-                                               "it needs --size WxH");
+    throw CLI::ValidationError("--fit-aspect",
+                               "grows the region to the aspect ratio of --size, so "
+                               "it needs --size WxH");
   o.ragged.insert(f.ragged.begin(), f.ragged.end());
   o.keep_fields = f.keep_fields;
   o.drop_fields = f.drop_fields;

@@ -203,11 +203,13 @@ ConvertResult convert(const ConvertOptions& options,
   std::optional<TablePlan> plan;
   if (!o.table.empty()) {
     if (o.no_images)
-      throw FatalError("--table: rows are made from the images they name; it cannot be combined "
-                       "with --no-images");
+      throw FatalError(
+          "--table: rows are made from the images they name; it cannot be combined "
+          "with --no-images");
     if (!o.instances.empty())
-      throw FatalError("--instances splits per-sample label files; with --table each row is "
-                       "already one output");
+      throw FatalError(
+          "--instances splits per-sample label files; with --table each row is "
+          "already one output");
     Table table = load_table(o.table, o.table_options);
     o.table_metadata =
         json{{"format", table_format_name(table.format)}, {"metadata", table.metadata}}.dump();
@@ -366,8 +368,14 @@ ConvertResult convert(const ConvertOptions& options,
     result.shards = writer.shard_names().size();
     result.image_bytes = writer.blob_bytes();
     result.annotation_bytes = fs::file_size(labels);
-    ManifestRecord rec{o,      split,   reader.inputs(), cp ? std::optional(resume_entries) : std::nullopt,
-                       result, writer,  staging,         labels,
+    ManifestRecord rec{o,
+                       split,
+                       reader.inputs(),
+                       cp ? std::optional(resume_entries) : std::nullopt,
+                       result,
+                       writer,
+                       staging,
+                       labels,
                        plan ? &*plan : nullptr};
     json manifest = run_manifest(rec, std::move(skipped_json), std::move(ignored_json),
                                  std::move(duplicates_json));

@@ -205,12 +205,12 @@ void SampleFeed::on_table_member(uint32_t input, Member&& m) {
       (p.filled[s] ? have : want) += (p.filled[s] ? have : want).empty()
                                          ? "'" + group.paths[s] + "'"
                                          : ", '" + group.paths[s] + "'";
-    throw FatalError("the members that the table's rows pair are further apart in the inputs "
-                     "than the group window (" +
-                     std::to_string(o_.group_window >> 20) + " MiB): " + have +
-                     " waits for " + want +
-                     "; pass a larger --group-window, or order the inputs so that each row's "
-                     "members are near each other");
+    throw FatalError(
+        "the members that the table's rows pair are further apart in the inputs "
+        "than the group window (" +
+        std::to_string(o_.group_window >> 20) + " MiB): " + have + " waits for " + want +
+        "; pass a larger --group-window, or order the inputs so that each row's "
+        "members are near each other");
   }
 }
 

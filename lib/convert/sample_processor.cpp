@@ -314,11 +314,11 @@ void check_channels_format(const ConvertOptions& o) {
   if (o.channels != ChannelMode::Three &&
       (o.format == OutputFormat::Webp || o.format == OutputFormat::Raw ||
        (o.format == OutputFormat::Keep && o.channels == ChannelMode::One)))
-    throw FatalError("--channels " + std::string(o.channels == ChannelMode::One ? "1" : "keep") +
-                     " cannot be stored with --format " +
-                     (o.format == OutputFormat::Keep ? "keep (the source bytes)"
-                                                     : format_extension(o.format)) +
-                     ": WebP and raw images are 3-channel; use --format jpg or png");
+    throw FatalError(
+        "--channels " + std::string(o.channels == ChannelMode::One ? "1" : "keep") +
+        " cannot be stored with --format " +
+        (o.format == OutputFormat::Keep ? "keep (the source bytes)" : format_extension(o.format)) +
+        ": WebP and raw images are 3-channel; use --format jpg or png");
 }
 
 void check_required(const std::vector<SampleField>& fields, const ConvertOptions& o) {
@@ -354,8 +354,7 @@ class ImageSource {
     hdr_ = probe_image(image.data);
     check_image_pixels(hdr_, o.max_pixels);
     const bool plain_jpeg = hdr_.format == ImageFormat::Jpeg && !hdr_.cmyk && hdr_.width > 0;
-    region_path_ =
-        single && plain_jpeg && hdr_.orientation == 1 && o.format != OutputFormat::Keep;
+    region_path_ = single && plain_jpeg && hdr_.orientation == 1 && o.format != OutputFormat::Keep;
     src_w_ = hdr_.display_width();
     src_h_ = hdr_.display_height();
     if (o.format == OutputFormat::Keep && plain_jpeg) {
@@ -530,16 +529,16 @@ int64_t instance_count(const SampleField& f, const std::string& role) {
 std::vector<std::vector<SampleField>> split_instances(const std::vector<SampleField>& fields,
                                                       const ConvertOptions& o) {
   const auto named = [&](const std::string& n) {
-    return n == o.instances ||
-           std::find(o.instance_fields.begin(), o.instance_fields.end(), n) != o.instance_fields.end();
+    return n == o.instances || std::find(o.instance_fields.begin(), o.instance_fields.end(), n) !=
+                                   o.instance_fields.end();
   };
   const SampleField* main = nullptr;
   for (const auto& f : fields)
     if (f.name == o.instances) main = &f;
   if (!main)
-    throw SampleError("instances field '" + o.instances + "' is missing (--instances " +
-                          o.instances + ")",
-                      ErrorCode::BadField);
+    throw SampleError(
+        "instances field '" + o.instances + "' is missing (--instances " + o.instances + ")",
+        ErrorCode::BadField);
   const int64_t k_count = instance_count(*main, "instances");
   for (const auto& name : o.instance_fields) {
     const SampleField* f = nullptr;
@@ -588,9 +587,8 @@ void render_all(const RawSample& raw, const Member* image, const std::vector<con
   std::optional<ImageSource> src;
   ProcessedSample source_error;
   if (image)
-    guarded(source_error, ctx, [&] {
-      src.emplace(*image, dense, dense_suffixes, o, sets.size() == 1, ctx);
-    });
+    guarded(source_error, ctx,
+            [&] { src.emplace(*image, dense, dense_suffixes, o, sets.size() == 1, ctx); });
   for (size_t i = 0; i < sets.size(); ++i) {
     ProcessedSample& out = outs[i];
     if (!source_error.error.empty()) {

@@ -67,8 +67,8 @@ TablePlan::TablePlan(Table table, const std::string& prefix, const std::vector<s
       const std::string& raw = table_.member_paths[c][row];
       std::string p = table_member_path(prefix, raw);
       if (p.empty())
-        throw FatalError("table '" + table_.path + "', row " + std::to_string(row) +
-                         ": column '" + cols[c] + "' holds no path");
+        throw FatalError("table '" + table_.path + "', row " + std::to_string(row) + ": column '" +
+                         cols[c] + "' holds no path");
       paths.push_back(std::move(p));
     }
     auto [it, fresh] = index.try_emplace(paths, static_cast<uint32_t>(groups_.size()));

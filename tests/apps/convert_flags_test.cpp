@@ -284,14 +284,16 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
       "in.tar -o out --crop field:bbox:xyxy --crop-scale 1.2 --square --size 32 --points kp "
       "--boxes bbox --format png --shard-size 64K --on-error skip --on-duplicate last -j 2",
       false);
-  CHECK(options_json(app, convert_options(f).threads) ==
-        R"({"inputs":"in.tar","--output":"out","--checkpoint-every":"30",)"
-        R"("--crop":"field:bbox:xyxy","--crop-scale":"1.2","--square":"true","--size":"32",)"
-        R"("--bucket-step":"64","--bucket-max-ratio":"4","--points":"kp","--boxes":"bbox",)"
-        R"("--pad-value":"0","--format":"png","--channels":"3","--quality":"95","--key-rule":"first-dot",)"
-        R"("--image":"jpg jpeg png webp bmp tif tiff","--max-pixels":"268435456",)"
-        R"("--max-member-size":"1G","--group-window":"64M","--shard-size":"64K",)"
-        R"("--on-error":"skip","--on-duplicate":"last","threads":2})");
+  CHECK(
+      options_json(app, convert_options(f).threads) ==
+      R"({"inputs":"in.tar","--output":"out","--checkpoint-every":"30",)"
+      R"("--crop":"field:bbox:xyxy","--crop-scale":"1.2","--square":"true","--size":"32",)"
+      R"("--bucket-step":"64","--bucket-max-ratio":"4","--points":"kp","--boxes":"bbox",)"
+      R"("--pad-value":"0","--format":"png","--channels":"3","--quality":"95","--key-rule":"first-dot",)"
+      R"("--image":"jpg jpeg png webp bmp tif tiff","--table-format":"auto",)"
+      R"("--max-pixels":"268435456",)"
+      R"("--max-member-size":"1G","--group-window":"64M","--shard-size":"64K",)"
+      R"("--on-error":"skip","--on-duplicate":"last","threads":2})");
 
   CLI::App app2;
   ConvertFlags f2;
@@ -307,7 +309,8 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
       R"("--crop":"none","--size":"640x480","--resize":"fit","--bucket-step":"64",)"
       R"("--bucket-max-ratio":"4","--pad-value":"0","--format":"jpg","--channels":"3","--quality":"95",)"
       R"("--key-rule":"last-dot","--image":[".jpg","png"],"--no-images":"true","--ragged":["a","b"],)"
-      R"("--max-pixels":"268435456","--max-member-size":"1G","--group-window":"1M",)"
+      R"("--table-format":"auto","--max-pixels":"268435456","--max-member-size":"1G",)"
+      R"("--group-window":"1M",)"
       R"("--shard-size":"1G","--shard":"1/2","--on-error":"skip","--on-duplicate":"first",)"
       R"("threads":3})");
 }
