@@ -192,7 +192,8 @@ Table load_table(const std::string& path, const TableOptions& options) {
   Table table;
   switch (format) {
     case TableFormat::Coco:
-      throw FatalError("table " + path + ": COCO tables are not read by this build yet");
+      table = load_coco_table(path, bytes, options);
+      break;
     case TableFormat::Npz:
       throw FatalError("table " + path +
                        ": npz tables need the HumanData reader, which this build does not have "
@@ -201,7 +202,8 @@ Table load_table(const std::string& path, const TableOptions& options) {
       table = load_jsonl_table(path, bytes, options);
       break;
     case TableFormat::Csv:
-      throw FatalError("table " + path + ": CSV tables are not read by this build yet");
+      table = load_csv_table(path, bytes, options);
+      break;
     case TableFormat::List:
     case TableFormat::Auto:
       table = load_list_table(path, bytes, options);

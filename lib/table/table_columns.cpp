@@ -33,6 +33,73 @@ TableColumn make_column(std::string name, std::vector<FieldValue> values) {
   return column;
 }
 
+void ColumnBuilder::add_numeric(DType dtype, const std::vector<int64_t>& shape, const void* bytes,
+                                size_t size) {
+  if (!per_row_ && (rows_ == 0 || (dtype == dtype_ && shape == shape_))) {
+    if (rows_ == 0) {
+      dtype_ = dtype;
+      shape_ = shape;
+    }
+    const auto* p = static_cast<const uint8_t*>(bytes);
+    data_.insert(data_.end(), p, p + size);
+    ++rows_;
+    return;
+  }
+  FieldValue v;
+  v.kind = FieldKind::Numeric;
+  v.dtype = dtype;
+  v.shape = shape;
+  const auto* p = static_cast<const uint8_t*>(bytes);
+  v.data.assign(p, p + size);
+  add(std::move(v));
+}
+
+void ColumnBuilder::add(FieldValue value) {
+  if (!per_row_ && !value.null && value.kind == FieldKind::Numeric &&
+      (rows_ == 0 || (value.dtype == dtype_ && value.shape == shape_))) {
+    add_numeric(value.dtype, value.shape, value.data.data(), value.data.size());
+    return;
+  }
+  spill();
+  values_.push_back(std::move(value));
+  ++rows_;
+}
+
+void ColumnBuilder::pad_to(uint64_t rows) {
+  while (rows_ < rows) add(null_value());
+}
+
+void ColumnBuilder::spill() {
+  if (per_row_) return;
+  per_row_ = true;
+  values_.reserve(rows_ + 1);
+  const size_t row_bytes = rows_ == 0 ? 0 : data_.size() / rows_;
+  for (uint64_t r = 0; r < rows_; ++r) {
+    FieldValue v;
+    v.kind = FieldKind::Numeric;
+    v.dtype = dtype_;
+    v.shape = shape_;
+    v.data.assign(data_.begin() + static_cast<std::ptrdiff_t>(r * row_bytes),
+                  data_.begin() + static_cast<std::ptrdiff_t>((r + 1) * row_bytes));
+    values_.push_back(std::move(v));
+  }
+  std::vector<uint8_t>().swap(data_);
+}
+
+TableColumn ColumnBuilder::finish() && {
+  TableColumn column;
+  column.name = std::move(name_);
+  if (per_row_ || rows_ == 0) {
+    column.values = std::move(values_);
+    return column;
+  }
+  column.uniform = true;
+  column.dtype = dtype_;
+  column.row_shape = std::move(shape_);
+  column.data = std::move(data_);
+  return column;
+}
+
 FieldValue string_value(std::string_view text) {
   FieldValue v;
   v.kind = FieldKind::String;

@@ -30,7 +30,8 @@ TEST_CASE("load_table records size and CRC-32 of the file") {
 TEST_CASE("load_table detects the format from the content") {
   CHECK(load("d1", "{\"image_path\": \"a.jpg\"}\n{\"image_path\": \"b.jpg\"}\n").format ==
         TableFormat::JsonLines);
-
+  CHECK(load("d2", "image_path,label\na.jpg,1\n").format == TableFormat::Csv);
+  CHECK(load("d3", "\n\nimage_path,label\na.jpg,1\n").format == TableFormat::Csv);
   CHECK(load("d4", "a.jpg b.png\n").format == TableFormat::List);
   // A one-line JSON object that is not COCO is a one-row JSON Lines table.
   CHECK(load("d5", "{\"image_path\": \"a.jpg\", \"x\": [1, 2]}").format == TableFormat::JsonLines);
