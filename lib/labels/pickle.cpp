@@ -21,7 +21,7 @@ constexpr int kMaxDepth = 64;
 constexpr size_t kMaxDims = 64;
 
 // The only callables a pickle may name. Each is interpreted here, never called.
-enum class Global { Reconstruct, NdarrayType, DTypeType, Scalar, CodecsEncode, FromBuffer };
+enum class Global { Reconstruct, NdarrayType, DTypeType, Scalar, CodecsEncode, FromBuffer, Bytes };
 
 // numpy 1.x names its modules numpy.core.*, numpy 2.x numpy._core.*.
 bool lookup_global(const std::string& module, const std::string& name, Global& out) {
@@ -37,6 +37,8 @@ bool lookup_global(const std::string& module, const std::string& name, Global& o
     out = Global::NdarrayType;
   else if (module == "numpy" && name == "dtype")
     out = Global::DTypeType;
+  else if ((module == "builtins" || module == "__builtin__") && name == "bytes")
+    out = Global::Bytes;  // protocol 2 writes b'' as bytes(); nothing else is accepted
   else if (module == "_codecs" && name == "encode")
     out = Global::CodecsEncode;
   else
@@ -538,6 +540,9 @@ class Unpickler {
         node(i).text = std::move(out);
         return i;
       }
+      case Global::Bytes:
+        args_of(args, 0, fn);
+        return make(Node::Kind::Bytes);
       case Global::NdarrayType:
         break;
     }
