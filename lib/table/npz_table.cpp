@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -119,8 +120,22 @@ DType dtype_of_descr(const std::string& d) {
   return DType::F64;  // "f8": the unpickler accepts no other numeric dtype
 }
 
+// Nested JSON lists of an empty array still cost one list per index before its first zero
+// dimension; (2**60, 0) would never end. Arrays with elements are bounded by their data.
+void check_empty_shape(const std::vector<int64_t>& shape) {
+  uint64_t lists = 1;
+  for (int64_t d : shape) {
+    if (d == 0) return;
+    if (__builtin_mul_overflow(lists, static_cast<uint64_t>(d), &lists) || lists > (1u << 24))
+      break;
+  }
+  if (count_of(shape) == 0 && lists > (1u << 16))
+    throw ParseError("an empty array of shape " + shape_text(shape) + " is too large to read");
+}
+
 // A pickled array as a leaf.
 Leaf leaf_of_array(const std::string& name, const PickleValue& a) {
+  check_empty_shape(a.shape);
   Leaf l;
   l.name = name;
   l.shape = a.shape;
@@ -323,8 +338,15 @@ class NpzTableReader {
     for (const auto& item : j) flatten_strings(item, out);
   }
 
+  void claim(const std::string& name) {
+    if (!names_.insert(name).second)
+      throw ParseError("the name '" + name + "' is given twice (a member and a key of a dict)");
+  }
+
   // A 0-d leaf is a single value: metadata.
   void add_leaf(Leaf l) {
+    claim(l.name);
+    check_empty_shape(l.shape);
     if (l.shape.empty()) {
       metadata_[l.name] = leaf_json(l);
       return;
@@ -355,12 +377,13 @@ class NpzTableReader {
         l.kind = Leaf::Kind::Objects;
         l.shape = {static_cast<int64_t>(v.items.size())};
         l.objects = v.items;
-        leaves_.push_back(std::move(l));
+        add_leaf(std::move(l));
         return;
       }
       case T::Bytes:
         throw ParseError("'" + name + "' is a bytes value, which a table cannot hold");
       default:
+        claim(name);
         metadata_[name] = to_json(v);
     }
   }
@@ -470,6 +493,7 @@ class NpzTableReader {
   const TableOptions& o_;
   std::string member_;
   std::vector<Leaf> leaves_;
+  std::set<std::string> names_;
   nlohmann::ordered_json metadata_ = nlohmann::ordered_json::object();
 };
 

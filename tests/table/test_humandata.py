@@ -349,6 +349,14 @@ class HumanData(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("'__data_len__' says 13 rows", err)
 
+    def test_a_name_given_twice_is_refused(self):
+        members, smplx, _ = humandata(np.random.default_rng(5))
+        members["smplx.betas"] = smplx["betas"]
+        np.savez_compressed(self.path, **members)
+        rc, _, err = dump("npz", self.path)
+        self.assertEqual(rc, 1)
+        self.assertIn("'smplx.betas' is given twice", err)
+
     def test_damaged_pickle_names_file_and_member(self):
         members, _, _ = humandata(np.random.default_rng(4))
         np.savez_compressed(self.path, **members)
