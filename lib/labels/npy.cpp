@@ -408,7 +408,7 @@ FieldValue text_value(const Descr& d, const std::vector<uint8_t>& data,
 
 }  // namespace
 
-FieldValue parse_npy(std::span<const uint8_t> bytes) {
+NpyHeader parse_npy_header(std::span<const uint8_t> bytes) {
   if (bytes.size() < 10 || !std::equal(std::begin(kMagic), std::end(kMagic), bytes.begin())) {
     if (bytes.size() >= 6 && std::equal(std::begin(kMagic), std::end(kMagic), bytes.begin()))
       throw ParseError("the .npy file is truncated inside its preamble");
@@ -460,7 +460,6 @@ FieldValue parse_npy(std::span<const uint8_t> bytes) {
     throw ParseError("the .npy array has " + std::to_string(shape_value->items.size()) +
                      " dimensions, more than " + std::to_string(kMaxDims));
 
-  const Descr d = parse_descr(descr->str);
   std::vector<int64_t> shape;
   uint64_t count = 1;
   for (const PyValue& dim : shape_value->items) {
@@ -477,23 +476,36 @@ FieldValue parse_npy(std::span<const uint8_t> bytes) {
       throw ParseError("the .npy shape " + numpy_shape_text(shape) +
                        "... has more elements than can be counted");
   }
+  NpyHeader h;
+  h.descr = descr->str;
+  h.fortran_order = fortran->boolean;
+  h.shape = std::move(shape);
+  h.data_offset = header_at + header_len;
+  return h;
+}
+
+FieldValue parse_npy(std::span<const uint8_t> bytes) {
+  const NpyHeader h = parse_npy_header(bytes);
+  const Descr d = parse_descr(h.descr);
+  std::vector<int64_t> shape = h.shape;
+  uint64_t count = 1;
+  for (int64_t dim : shape) count *= static_cast<uint64_t>(dim);
   uint64_t need = 0;
   if (__builtin_mul_overflow(count, uint64_t{d.itemsize}, &need))
     throw ParseError("the .npy shape " + numpy_shape_text(shape) +
                      " is too large to hold in memory");
-  const size_t have = bytes.size() - header_at - header_len;
+  const size_t have = bytes.size() - h.data_offset;
   if (need > have)
     throw ParseError("the .npy data is truncated: shape " + numpy_shape_text(shape) + " of '" +
-                     descr->str + "' needs " + std::to_string(need) + " bytes but only " +
+                     h.descr + "' needs " + std::to_string(need) + " bytes but only " +
                      std::to_string(have) + " follow the header");
   if (need < have)
     throw ParseError("the .npy file has " + std::to_string(have - need) +
                      " bytes after the array data; it is corrupt or not what its header says");
 
-  std::vector<uint8_t> data(bytes.begin() + static_cast<ptrdiff_t>(header_at + header_len),
-                            bytes.end());
+  std::vector<uint8_t> data(bytes.begin() + static_cast<ptrdiff_t>(h.data_offset), bytes.end());
   if (d.big_endian) byte_swap(data, d.swap_unit);
-  if (fortran->boolean && shape.size() > 1 && count > 1)
+  if (h.fortran_order && shape.size() > 1 && count > 1)
     data = fortran_to_c(data, shape, d.itemsize, count);
 
   if (d.base != Descr::Base::Numeric) return text_value(d, data, shape, count, bytes.size());

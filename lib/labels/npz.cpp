@@ -25,8 +25,7 @@ std::string archive_reason(archive* a) {
 
 }  // namespace
 
-Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix,
-                 uint64_t max_member_size) {
+std::vector<NpzMember> read_npz_members(std::span<const uint8_t> bytes, uint64_t max_member_size) {
   if (bytes.empty()) throw ParseError("the .npz file is empty");
   ArchivePtr a(archive_read_new(), archive_read_free);
   if (!a) throw std::bad_alloc();
@@ -34,7 +33,7 @@ Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix,
   if (archive_read_open_memory(a.get(), bytes.data(), bytes.size()) != ARCHIVE_OK)
     throw ParseError("the .npz file is not a readable zip archive: " + archive_reason(a.get()));
 
-  Fields out;
+  std::vector<NpzMember> out;
   std::unordered_set<std::string> seen;
   std::vector<uint8_t> chunk(64 * 1024);
   for (;;) {
@@ -72,13 +71,22 @@ Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix,
                          std::to_string(max_member_size) + " bytes");
       data.insert(data.end(), chunk.begin(), chunk.begin() + n);
     }
+    out.emplace_back(name.substr(0, name.size() - 4), std::move(data));
+  }
+  return out;
+}
+
+Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix,
+                 uint64_t max_member_size) {
+  Fields out;
+  for (auto& [name, data] : read_npz_members(bytes, max_member_size)) {
     FieldValue value;
     try {
       value = parse_npy(data);
     } catch (const ParseError& e) {
-      throw ParseError("'" + name + "' in the .npz: " + e.what());
+      throw ParseError("'" + name + ".npy' in the .npz: " + e.what());
     }
-    out.emplace_back(std::string(prefix) + name.substr(0, name.size() - 4), std::move(value));
+    out.emplace_back(std::string(prefix) + name, std::move(value));
   }
   return out;
 }

@@ -2,7 +2,10 @@
 // NumPy .npz archives: a zip of .npy arrays, one field per array.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "labels/field_value.h"
 
@@ -11,6 +14,14 @@ namespace tarmac {
 /// Returns one field per array, named prefix + entry name without ".npy", in zip order.
 /// Throws ParseError for a damaged zip, an entry that is not a .npy, a repeated entry name,
 /// an entry larger than max_member_size once uncompressed, or any array parse_npy refuses.
+/// One .npy entry of an .npz: its name without ".npy", and its bytes once inflated.
+using NpzMember = std::pair<std::string, std::vector<uint8_t>>;
+
+/// Returns every entry of the zip (stored, DEFLATE, ZIP64 as numpy writes), in zip order.
+/// Throws ParseError for a damaged zip, an entry that is not a .npy, a repeated entry name, or
+/// an entry larger than max_member_size once uncompressed.
+std::vector<NpzMember> read_npz_members(std::span<const uint8_t> bytes, uint64_t max_member_size);
+
 Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix, uint64_t max_member_size);
 
 }  // namespace tarmac

@@ -195,9 +195,8 @@ Table load_table(const std::string& path, const TableOptions& options) {
       table = load_coco_table(path, bytes, options);
       break;
     case TableFormat::Npz:
-      throw FatalError("table " + path +
-                       ": npz tables need the HumanData reader, which this build does not have "
-                       "yet; convert the table to JSON Lines or CSV");
+      table = load_npz_table(path, bytes, options);
+      break;
     case TableFormat::JsonLines:
       table = load_jsonl_table(path, bytes, options);
       break;

@@ -22,7 +22,8 @@ Table load_csv_table(const std::string& path, std::span<const uint8_t> bytes,
 /// Whitespace-separated split list: every column a member column.
 Table load_list_table(const std::string& path, std::span<const uint8_t> bytes,
                       const TableOptions& options);
-/// mmhuman3d HumanData npz.
+/// An mmhuman3d HumanData .npz: rows are the first axis of the N-long arrays; the pickled
+/// dicts (smplx, meta) are read by the restricted unpickler and flattened ("smplx.body_pose").
 Table load_npz_table(const std::string& path, std::span<const uint8_t> bytes,
                      const TableOptions& options);
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Writes the seed inputs of the fuzz_tar_grouping, fuzz_image_decode, fuzz_npy_dense and
-fuzz_dataset corpora.
+"""Writes the seed inputs of the fuzz_tar_grouping, fuzz_image_decode, fuzz_npy_dense,
+fuzz_dataset, fuzz_pickle and fuzz_table_npz corpora.
 
 The seeds are small, valid (or nearly valid) examples of every format the target reads, so that
 the fuzzer starts from deep inside each parser. Re-running rewrites only these seeds; inputs
@@ -9,6 +9,7 @@ The fuzz_dataset seeds are datasets made by the real converter: $TARMAC, else bu
 """
 import io
 import os
+import pickle
 import struct
 import subprocess
 import sys
@@ -160,8 +161,51 @@ def datasets():
                 save("fuzz_safetensors", "layout_" + name, f.read())
 
 
+def pickles():
+    """Pickles as numpy and mmhuman3d write them (protocols 2-5), and HumanData npz tables."""
+    value = {
+        "pose": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "fortran": np.asfortranarray(np.arange(6, dtype=">f8").reshape(2, 3)),
+        "names": np.array(["male", "female"]),
+        "kid": np.array([True, False]),
+        "scalars": [np.float32(1.5), np.int64(-2), np.bool_(True)],
+        "list": ["a", "a", 1, 2.5, None, (1, 2)],
+        "bytes": b"\x00\xffab",
+        "objects": np.array([{"k": 1}, "x"], dtype=object),
+    }
+    for protocol in (2, 3, 4, 5):
+        save("fuzz_pickle", f"protocol{protocol}.pkl", pickle.dumps(value, protocol=protocol))
+    save("fuzz_pickle", "object_array.pkl", pickle.dumps(np.array(value, dtype=object), protocol=3))
+    n = 3
+    members = {
+        "image_path": np.array([f"images/{i}.jpg" for i in range(n)]),
+        "bbox_xywh": np.arange(n * 5, dtype=np.float64).reshape(n, 5),
+        "keypoints2d": np.zeros((n, 4, 3)),
+        "keypoints2d_mask": np.ones(4, dtype=np.uint8),
+        "config": np.array("agora"),
+        "__data_len__": np.array(n),
+        "__key_strict__": np.array(False),
+        "smplx": np.array({"betas": np.zeros((n, 2), np.float32),
+                           "body_pose": np.ones((n, 2, 3), np.float32)}, dtype=object),
+        "meta": np.array({"gender": ["male", "female", "male"],
+                          "age": np.array(["kid", "adult", "adult"]),
+                          "kid": [True, False, False], "occlusion": [0.0, 0.5, 1.0]},
+                         dtype=object),
+    }
+    for name, kw in (("humandata.npz", members),
+                     ("no_pickles.npz", {k: v for k, v in members.items()
+                                         if k not in ("smplx", "meta")})):
+        b = io.BytesIO()
+        np.savez_compressed(b, **kw)
+        save("fuzz_table_npz", name, b.getvalue())
+    b = io.BytesIO()
+    np.savez(b, **members)
+    save("fuzz_table_npz", "stored.npz", b.getvalue())
+
+
 if __name__ == "__main__":
     archives()
     images()
     npy_dense()
     datasets()
+    pickles()
