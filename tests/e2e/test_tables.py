@@ -223,5 +223,192 @@ class SplitList(fx.TmpCase):
         self.assertIn("'depth'", err)
 
 
+COCO_KP_NAMES = ["nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder",
+                 "right_shoulder", "left_elbow", "right_elbow", "left_wrist", "right_wrist",
+                 "left_hip", "right_hip", "left_knee", "right_knee", "left_ankle", "right_ankle"]
+COCO_SKELETON = [[16, 14], [14, 12], [17, 15], [15, 13], [12, 13], [6, 12], [7, 13], [6, 7],
+                 [6, 8], [7, 9], [8, 10], [9, 11], [2, 3], [1, 2], [1, 3], [2, 4], [3, 5], [4, 6],
+                 [5, 7]]
+
+
+class Coco(fx.TmpCase):
+    """COCO keypoints: person_keypoints_*.json (as the COCO API documents it) with its images in
+    train2017.zip (members train2017/NNNNNNNNNNNN.jpg); top-down crops of each person."""
+
+    IMAGES = [(391895, 96, 72), (522418, 80, 64), (184613, 64, 80)]
+    # (image id, bbox); rows deliberately not grouped by image.
+    PERSONS = [(391895, [10.5, 8, 30, 40]), (522418, [20, 10, 36, 30]), (391895, [50, 12.25, 24, 50]),
+               (184613, [8, 20, 40, 44]), (391895, [30, 30, 20, 20])]
+
+    @classmethod
+    def build(cls):
+        rng = np.random.default_rng(3)
+        cls.src = {}
+        cls.zip = cls.tmp + "/train2017.zip"
+        with zipfile.ZipFile(cls.zip, "w", zipfile.ZIP_DEFLATED) as z:
+            for n, (iid, w, h) in enumerate(cls.IMAGES):
+                data = fx.jpg(fx.smooth_rgb(w, h, seed=30 + n), quality=95)
+                cls.src[iid] = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1]
+                z.writestr("train2017/%012d.jpg" % iid, data)
+            z.writestr("train2017/000000000999.jpg", fx.jpg(fx.smooth_rgb(16, 16)))  # no person
+        anns = []
+        for k, (iid, box) in enumerate(cls.PERSONS):
+            x, y, w, h = box
+            kp = np.zeros((17, 3))
+            kp[:, 0] = rng.uniform(x, x + w, 17).round(1)
+            kp[:, 1] = rng.uniform(y, y + h, 17).round(1)
+            kp[:, 2] = rng.integers(0, 3, 17)
+            kp[kp[:, 2] == 0, :2] = 0  # COCO writes unlabelled joints as 0, 0, 0
+            crowd = k == 3
+            seg = ({"counts": [int(v) for v in rng.integers(1, 50, 6)], "size": [80, 64]} if crowd
+                   else [[x, y, x + w, y, x + w, y + h, x, y + h]])
+            anns.append({"segmentation": seg, "num_keypoints": int((kp[:, 2] > 0).sum()),
+                         "area": round(w * h * 0.7, 3), "iscrowd": int(crowd),
+                         "keypoints": [float(v) if v % 1 else int(v) for v in kp.ravel()],
+                         "image_id": iid, "bbox": box, "category_id": 1, "id": 900100 + k})
+        cls.coco = {
+            "info": {"description": "COCO 2017 Dataset", "version": "1.0", "year": 2017},
+            "licenses": [{"url": "http://creativecommons.org/licenses/by-nc-sa/2.0/", "id": 1, "name": "x"}],
+            "images": [{"license": 1, "file_name": "%012d.jpg" % iid, "coco_url": "http://x/%d.jpg" % iid,
+                        "height": h, "width": w, "date_captured": "2013-11-14 11:18:45",
+                        "flickr_url": "http://y", "id": iid} for iid, w, h in cls.IMAGES],
+            "annotations": anns,
+            "categories": [{"supercategory": "person", "id": 1, "name": "person",
+                            "keypoints": COCO_KP_NAMES, "skeleton": COCO_SKELETON}],
+        }
+        cls.json = cls.tmp + "/person_keypoints_train2017.json"
+        with open(cls.json, "w") as f:
+            json.dump(cls.coco, f)
+
+    def test_top_down_crops(self):
+        _, ds = fx.convert(self, [self.zip], "--table", self.json, "--table-prefix", "train2017/",
+                           "--crop", "field:bbox", "--crop-scale", "1.25", "--fit-aspect",
+                           "--size", "24x32", "--points", "keypoints", "--format", "png")
+        # Images in the zip's order, each image's rows in table order.
+        order = [row for iid, _, _ in self.IMAGES for row, (i, _) in enumerate(self.PERSONS) if i == iid]
+        self.assertEqual(ds.keys, ["train2017/%012d/%d" % (self.PERSONS[r][0], r) for r in order])
+        self.assertEqual(ds.t["__row__"].tolist(), order)
+        for i, row in enumerate(order):
+            ann = self.coco["annotations"][row]
+            m = region_affine(ann["bbox"], 1.25, 24, 32, fit_aspect=True)
+            np.testing.assert_allclose(ds.affine(i), m, atol=1e-9)
+            kp = np.array(ann["keypoints"], np.float64).reshape(17, 3)
+            np.testing.assert_allclose(ds.t["keypoints"][i], fx.apply_affine(m, kp), atol=1e-9)
+            # Every other value of the row, as the table has it.
+            np.testing.assert_array_equal(ds.t["bbox"][i], ann["bbox"])
+            for name in ("id", "image_id", "category_id", "iscrowd", "num_keypoints"):
+                self.assertEqual(int(ds.t[name][i]), ann[name], name)
+            self.assertEqual(float(ds.t["area"][i]), ann["area"])
+            self.assertEqual(json.loads(ds.string("segmentation", i)), ann["segmentation"])
+            img = next(im for im in self.coco["images"] if im["id"] == ann["image_id"])
+            self.assertEqual(int(ds.t["image.width"][i]), img["width"])
+            self.assertEqual(int(ds.t["image.height"][i]), img["height"])
+            out = fx.decode_rgb(ds.blob(i))
+            ref = fx.warp_ref(self.src[ann["image_id"]], m, 24, 32)
+            err = fx.mean_abs(out, ref)
+            self.assertLess(err, 1.0 if m[0, 0] >= 0.5 else 3.0)
+            shifted = m.copy()
+            shifted[1, 2] += 0.5
+            self.assertGreater(fx.mean_abs(out, fx.warp_ref(self.src[ann["image_id"]], shifted, 24, 32)),
+                               max(2 * err, 0.3))
+        table = json.loads(ds.meta["table"])
+        self.assertEqual(table["format"], "coco")
+        self.assertEqual(table["metadata"]["categories"], self.coco["categories"])
+        with open(self.json, "rb") as f:
+            self.assertEqual(ds.manifest["table"]["crc32"], fx.crc_hex(f.read()))
+        self.assertEqual(ds.manifest["counts"]["unused_images"], 1)
+
+    def test_without_the_prefix_the_message_says_so(self):
+        p, _ = fx.convert(self, [self.zip], "--table", self.json, expect=1)
+        err = p.stderr.decode()
+        self.assertIn("'%012d.jpg'" % self.PERSONS[0][0], err)
+        self.assertIn("--table-prefix", err)
+
+
+def humandata_npz(path, image_paths, rng):
+    """An mmhuman3d HumanData file as HumanData.dump writes it: np.savez_compressed of the
+    N-long arrays, 0-d flags, a <U5 config and the pickled dicts smplx and meta."""
+    n = len(image_paths)
+    bbox = np.zeros((n, 5))
+    bbox[:, 0] = rng.uniform(2, 20, n)
+    bbox[:, 1] = rng.uniform(2, 16, n)
+    bbox[:, 2] = rng.uniform(16, 30, n)
+    bbox[:, 3] = rng.uniform(16, 30, n)
+    bbox[:, 4] = 1.0
+    kp2d = np.concatenate([rng.uniform(0, 48, (n, 127, 2)), rng.integers(0, 2, (n, 127, 1))], axis=2)
+    smplx = {"body_pose": rng.standard_normal((n, 21, 3)).astype(np.float32),
+             "global_orient": rng.standard_normal((n, 3)).astype(np.float32),
+             "betas": rng.standard_normal((n, 10)).astype(np.float32),
+             "transl": rng.standard_normal((n, 3)).astype(np.float32),
+             "left_hand_pose": rng.standard_normal((n, 15, 3)).astype(np.float32),
+             "right_hand_pose": rng.standard_normal((n, 15, 3)).astype(np.float32),
+             "expression": rng.standard_normal((n, 10)).astype(np.float32),
+             "jaw_pose": rng.standard_normal((n, 3)).astype(np.float32),
+             "leye_pose": rng.standard_normal((n, 3)).astype(np.float32),
+             "reye_pose": rng.standard_normal((n, 3)).astype(np.float32)}
+    meta = {"gender": np.array(rng.choice(["male", "female"], n)),
+            "age": np.array(rng.choice(["31-50", "kid", "18-30"], n)),
+            "kid": rng.random(n) < 0.3,
+            "occlusion": rng.uniform(0, 80, n),
+            "ethnicity": np.array(rng.choice(["asian", "black", "white", "hispanic"], n))}
+    arrays = dict(image_path=np.array(image_paths), bbox_xywh=bbox, keypoints2d=kp2d,
+                  keypoints3d=rng.standard_normal((n, 127, 4)),
+                  keypoints2d_mask=np.ones(190, np.uint8), keypoints3d_mask=np.ones(190, np.uint8),
+                  config=np.array("agora"), __data_len__=np.array(n),
+                  __key_strict__=np.array(False), __keypoints_compressed__=np.array(False),
+                  smplx=np.array(smplx, dtype=object), meta=np.array(meta, dtype=object))
+    np.savez_compressed(path, **arrays)
+    return arrays, smplx, meta
+
+
+class HumanData(fx.TmpCase):
+    """HMR on AGORA with mmhuman3d: one npz, one row per person, several persons per frame."""
+
+    @classmethod
+    def build(cls):
+        rng = np.random.default_rng(11)
+        cls.root = cls.tmp + "/agora"
+        frames = ["images/train/ag_trainset_renderpeople_bfh_archviz_5_10_cam02_%05d_1280x720.png" % i
+                  for i in range(3)]
+        cls.src = {}
+        for i, f in enumerate(frames):
+            os.makedirs(os.path.dirname(os.path.join(cls.root, f)), exist_ok=True)
+            cls.src[f] = fx.smooth_rgb(64, 48, seed=50 + i)
+            with open(os.path.join(cls.root, f), "wb") as out:
+                out.write(fx.png(cls.src[f]))
+        # 7 persons: consecutive rows share a frame, as in AGORA's files.
+        cls.paths = [frames[0]] * 3 + [frames[1]] * 2 + [frames[2]] * 2
+        cls.npz = cls.tmp + "/agora_train_smplx.npz"
+        cls.arrays, cls.smplx, cls.meta = humandata_npz(cls.npz, cls.paths, rng)
+
+    def test_one_crop_per_person(self):
+        _, ds = fx.convert(self, [self.root], "--table", self.npz, "--crop", "field:bbox_xywh",
+                           "--square", "--size", "32", "--points", "keypoints2d", "--format", "png")
+        n = len(self.paths)
+        self.assertEqual(ds.keys, [p[:-4] + "/%d" % r for r, p in enumerate(self.paths)])
+        for r in range(n):
+            m = region_affine(self.arrays["bbox_xywh"][r], 1.0, 32, 32, square=True)
+            np.testing.assert_allclose(ds.affine(r), m, atol=1e-9)
+            np.testing.assert_allclose(ds.t["keypoints2d"][r], fx.apply_affine(m, self.arrays["keypoints2d"][r]),
+                                       atol=1e-9)
+            np.testing.assert_array_equal(ds.t["bbox_xywh"][r], self.arrays["bbox_xywh"][r])
+            np.testing.assert_array_equal(ds.t["keypoints3d"][r], self.arrays["keypoints3d"][r])
+            for k, v in self.smplx.items():
+                np.testing.assert_array_equal(ds.t["smplx." + k][r], v[r], k)
+                self.assertEqual(ds.t["smplx." + k].dtype, v.dtype)
+            for k in ("gender", "age", "ethnicity"):
+                self.assertEqual(ds.string("meta." + k, r), str(self.meta[k][r]))
+            self.assertEqual(bool(ds.t["meta.kid"][r]), bool(self.meta["kid"][r]))
+            self.assertEqual(float(ds.t["meta.occlusion"][r]), float(self.meta["occlusion"][r]))
+            out = fx.decode_rgb(ds.blob(r))
+            ref = fx.warp_ref(self.src[self.paths[r]], m, 32, 32)
+            self.assertLess(fx.mean_abs(out, ref), 0.1 if m[0, 0] >= 0.5 else 3.0)
+        table = json.loads(ds.meta["table"])
+        self.assertEqual(table["format"], "npz")
+        self.assertEqual(table["metadata"]["config"], "agora")
+        self.assertEqual(ds.manifest["table"]["rows"], n)
+        self.assertEqual(ds.manifest["table"]["images"], 3)
+
+
 if __name__ == "__main__":
     unittest.main()
