@@ -410,5 +410,80 @@ class HumanData(fx.TmpCase):
         self.assertEqual(ds.manifest["table"]["images"], 3)
 
 
+class TableRunGuarantees(fx.TmpCase):
+    """Resume and --shard I/N + merge with a table (JSON Lines, rows in another order than the
+    images in the tar, two rows per image, a nullable column)."""
+
+    IMAGES = 60
+
+    @classmethod
+    def build(cls):
+        rng = np.random.default_rng(5)
+        jpgs = [fx.jpg(fx.smooth_rgb(64, 48, seed=s), quality=90) for s in range(4)]
+        cls.tar = fx.write_tar(cls.tmp + "/img.tar", [("img/%03d.jpg" % i, jpgs[i % 4]) for i in range(cls.IMAGES)])
+        rows = []
+        for i in rng.permutation(cls.IMAGES).tolist() * 2:
+            x, y = rng.uniform(0, 30, 2).round(2).tolist()
+            rows.append({"image_path": "./img/%03d.jpg" % i, "bbox": [x, y, 20, 16],
+                         "kp": [[x + 2, y + 3], [x + 10, y + 8]], "note": None if len(rows) % 3 else "n%d" % len(rows)})
+        cls.rows = rows
+        cls.table = cls.tmp + "/rows.jsonl"
+        with open(cls.table, "w") as f:
+            f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+        cls.ref = cls.tmp + "/ref"
+        p = fx.run(cls.args(cls.ref))
+        assert p.returncode == 0, p.stderr
+
+    @classmethod
+    def args(cls, out, *extra):
+        return ["convert", cls.tar, "-o", out, "--table", cls.table, "--crop", "field:bbox", "--size", "16",
+                "--points", "kp", "--shard-size", "16K", "-j", "2", *extra]
+
+    def test_values_and_nulls(self):
+        ds = fx.Dataset(self.ref)
+        self.assertEqual(len(ds.keys), len(self.rows))
+        for i, key in enumerate(ds.keys):
+            r = int(key.rsplit("/", 1)[1])
+            self.assertEqual(int(ds.t["__row__"][i]), r)
+            row = self.rows[r]
+            m = region_affine(row["bbox"], 1.0, 16, 16)
+            np.testing.assert_allclose(ds.t["kp"][i], fx.apply_affine(m, row["kp"]), atol=1e-9)
+            self.assertEqual(bool(ds.t["note.valid"][i]), row["note"] is not None)
+            if row["note"] is not None:
+                self.assertEqual(ds.string("note", i), row["note"])
+
+    def test_resume_after_kill_is_byte_identical(self):
+        import test_resume  # the kill-at-checkpoint helper
+        out = self.path("killed")
+        code, cp = test_resume.kill_at_checkpoint(self.args(out), out, 30)
+        self.assertEqual(code, -9, "finished before the kill")
+        self.assertGreaterEqual(cp["entries"], 30)
+        p = fx.run(self.args(out, "--resume"))
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        names = sorted(n for n in os.listdir(self.ref) if n == "labels.safetensors" or n.startswith("shard-"))
+        for n in names:
+            with open(os.path.join(out, n), "rb") as a, open(os.path.join(self.ref, n), "rb") as b:
+                self.assertEqual(a.read(), b.read(), n)
+
+    def test_shards_merge_to_the_whole(self):
+        parts = []
+        for i in range(2):
+            part = self.path("part%d" % i)
+            p = fx.run(self.args(part, "--shard", "%d/2" % i))
+            self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+            parts.append(part)
+        merged = self.path("merged")
+        p = fx.run(["merge", *parts, "-o", merged])
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        ds, ref = fx.Dataset(merged), fx.Dataset(self.ref)
+        self.assertEqual(sorted(ds.keys), sorted(ref.keys))
+        where = {k: i for i, k in enumerate(ref.keys)}
+        for i, k in enumerate(ds.keys):
+            np.testing.assert_array_equal(ds.t["kp"][i], ref.t["kp"][where[k]])
+            np.testing.assert_array_equal(ds.affine(i), ref.affine(where[k]))
+            self.assertEqual(ds.blob(i), ref.blob(where[k]))
+        self.assertEqual(json.loads(ds.meta["table"]), json.loads(ref.meta["table"]))
+
+
 if __name__ == "__main__":
     unittest.main()
