@@ -17,6 +17,34 @@ constexpr size_t kMaxSizesListed = 1000;  // in --json; the count of distinct si
 constexpr size_t kMaxClassesShown = 20;   // in the text; --json lists them all
 
 // "3: cat (0), dog (1), eel (2)"; the first kMaxClassesShown, then how many more.
+// "coco; metadata: categories (1: person, 17 keypoints, skeleton of 19 links), info".
+std::string table_text(const std::string& table_json) {
+  const auto t = nlohmann::ordered_json::parse(table_json, nullptr, false);
+  if (!t.is_object()) return "(unreadable)";
+  std::string out = t.value("format", "?");
+  const auto& meta = t.contains("metadata") ? t["metadata"] : nlohmann::ordered_json();
+  if (!meta.is_object() || meta.empty()) return out;
+  out += "; metadata:";
+  bool first = true;
+  for (const auto& [k, v] : meta.items()) {
+    out += (first ? " " : ", ") + k;
+    first = false;
+    if (k != "categories" || !v.is_array()) continue;
+    out += " (" + std::to_string(v.size()) + ":";
+    for (size_t i = 0; i < v.size() && i < 4; ++i) {
+      const auto& c = v[i];
+      if (!c.is_object()) continue;
+      out += (i ? ", " : " ") + c.value("name", std::string("?"));
+      if (c.contains("keypoints") && c["keypoints"].is_array())
+        out += " with " + std::to_string(c["keypoints"].size()) + " keypoints";
+      if (c.contains("skeleton") && c["skeleton"].is_array())
+        out += ", a skeleton of " + std::to_string(c["skeleton"].size()) + " links";
+    }
+    out += v.size() > 4 ? ", ...)" : ")";
+  }
+  return out + " (--json shows it)";
+}
+
 std::string classes_text(const std::vector<std::string>& classes) {
   std::string out = std::to_string(classes.size()) + ":";
   for (size_t i = 0; i < classes.size() && i < kMaxClassesShown; ++i)
@@ -76,6 +104,8 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       j["blobs"] = s.blobs;
       j["schema"] = schema;
       if (s.classes) j["classes"] = *s.classes;
+      if (!s.table_json.empty())
+        j["table"] = nlohmann::ordered_json::parse(s.table_json, nullptr, false);
       nlohmann::ordered_json shards = nlohmann::ordered_json::array();
       for (const auto& sh : s.shards)
         shards.push_back({{"name", sh.name}, {"size", sh.size}, {"present", sh.present}});
@@ -111,6 +141,8 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       for (const auto& b : s.blobs) std::printf("%s ", b.c_str());
       if (!s.image_sizes.empty()) std::printf("\n  image sizes         %s", sizes_text(s).c_str());
       if (s.classes) std::printf("\n  classes             %s", classes_text(*s.classes).c_str());
+      if (!s.table_json.empty())
+        std::printf("\n  table               %s", table_text(s.table_json).c_str());
       std::printf("\n  fields:\n");
       if (schema.is_object())
         for (const auto& [name, f] : schema.items())

@@ -70,6 +70,7 @@ DatasetSummary summarize_dataset(const std::string& dir, bool image_sizes) {
   }
   for (const auto& b : layout.blobs) s.blobs.push_back(b.kind);
   s.classes = layout.classes;
+  if (layout.table) s.table_json = *layout.table;
   for (const auto& t : h.tensors)
     s.tensors.push_back({t.name, std::string(dtype_name(t.dtype)), t.shape, t.end - t.begin});
   if (image_sizes && layout.has_images()) {

@@ -16,6 +16,8 @@ struct DatasetSummary {
   std::vector<std::string> blobs;  ///< stored blob kinds: "__image__", "__depth__", ...
   /// Class names, index = the `cls` value (convert --classes-from-dirs); nullopt when none.
   std::optional<std::vector<std::string>> classes;
+  /// The `table` metadata entry (convert --table), JSON object text; empty when none.
+  std::string table_json;
   struct Shard {
     std::string name;
     uint64_t size = 0;  ///< on disk; 0 when missing

@@ -317,6 +317,10 @@ class Coco(fx.TmpCase):
         with open(self.json, "rb") as f:
             self.assertEqual(ds.manifest["table"]["crc32"], fx.crc_hex(f.read()))
         self.assertEqual(ds.manifest["counts"]["unused_images"], 1)
+        info = fx.run(["info", ds.out])
+        self.assertIn("person with 17 keypoints, a skeleton of 19 links", info.stdout.decode())
+        info = json.loads(fx.run(["info", ds.out, "--json"]).stdout)
+        self.assertEqual(info["table"]["metadata"]["categories"][0]["skeleton"], COCO_SKELETON)
 
     def test_without_the_prefix_the_message_says_so(self):
         p, _ = fx.convert(self, [self.zip], "--table", self.json, expect=1)
