@@ -358,9 +358,11 @@ class Dataset:
 
     @property
     def metadata(self):
-        """The annotation file's __metadata__ entries the format defines."""
+        """The annotation file's __metadata__ entries the format defines (text, as stored; the
+        optional `classes` and `table` entries are JSON: json.loads them)."""
         out = {}
-        for k in ("format", "num_samples", "schema", "shards", "blobs", "blob_encodings", "tool"):
+        for k in ("format", "num_samples", "schema", "shards", "blobs", "blob_encodings", "classes",
+                  "table", "tool"):
             v = self._lib.tarmac_metadata(self._ptr, k.encode())
             if v is not None:
                 out[k] = v.decode()
