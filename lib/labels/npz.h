@@ -11,9 +11,6 @@
 
 namespace tarmac {
 
-/// Returns one field per array, named prefix + entry name without ".npy", in zip order.
-/// Throws ParseError for a damaged zip, an entry that is not a .npy, a repeated entry name,
-/// an entry larger than max_member_size once uncompressed, or any array parse_npy refuses.
 /// One .npy entry of an .npz: its name without ".npy", and its bytes once inflated.
 using NpzMember = std::pair<std::string, std::vector<uint8_t>>;
 
@@ -22,6 +19,9 @@ using NpzMember = std::pair<std::string, std::vector<uint8_t>>;
 /// an entry larger than max_member_size once uncompressed.
 std::vector<NpzMember> read_npz_members(std::span<const uint8_t> bytes, uint64_t max_member_size);
 
+/// Returns one field per array, named prefix + entry name without ".npy", in zip order.
+/// Throws ParseError for a damaged zip, an entry that is not a .npy, a repeated entry name,
+/// an entry larger than max_member_size once uncompressed, or any array parse_npy refuses.
 Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix, uint64_t max_member_size);
 
 }  // namespace tarmac

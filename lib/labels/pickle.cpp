@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <string_view>
 #include <unordered_map>
 
@@ -798,7 +799,7 @@ class Unpickler {
 
   std::span<const uint8_t> in_;
   size_t pos_ = 0;
-  std::vector<Node> nodes_;
+  std::deque<Node> nodes_;  // a deque: references to nodes stay valid as it grows
   std::vector<uint32_t> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, uint32_t> memo_;
