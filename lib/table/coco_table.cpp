@@ -52,21 +52,38 @@ class CocoReader {
         image_key_(options.image_column.empty() ? "file_name" : options.image_column) {}
 
   // --- nlohmann SAX interface ---
-  bool null() { return value(Json(nullptr)); }
-  bool boolean(bool b) { return value(Json(b)); }
-  bool number_integer(int64_t n) { return value(Json(n)); }
-  bool number_unsigned(uint64_t n) { return value(Json(n)); }
-  bool number_float(double d, const std::string&) {
-    if (!std::isfinite(d)) fail("it holds a number too large for a double");
-    return value(Json(d));
+  bool null() { return direct_ ? direct_scalar("null", 0) : value(Json(nullptr)); }
+  bool boolean(bool b) {
+    return direct_ ? direct_scalar(b ? "true" : "false", b ? 1 : 0) : value(Json(b));
   }
-  bool string(std::string& s) { return value(Json(std::move(s))); }
+  bool number_integer(int64_t n) {
+    return direct_ ? direct_scalar(std::to_string(n), static_cast<double>(n), true)
+                   : value(Json(n));
+  }
+  bool number_unsigned(uint64_t n) {
+    return direct_ ? direct_scalar(std::to_string(n), static_cast<double>(n), true)
+                   : value(Json(n));
+  }
+  bool number_float(double d, const std::string& token) {
+    if (!std::isfinite(d)) fail("it holds a number too large for a double");
+    return direct_ ? direct_scalar(token, d, true) : value(Json(d));
+  }
+  bool string(std::string& s) {
+    return direct_ ? direct_scalar(Json(s).dump(), 0) : value(Json(std::move(s)));
+  }
   bool binary(nlohmann::json::binary_t&) { return fail("it holds binary data"); }
-  bool start_object(size_t) { return open(Json::object()); }
-  bool start_array(size_t) { return open(Json::array()); }
-  bool end_object() { return close(); }
-  bool end_array() { return close(); }
+  bool start_object(size_t) { return direct_ ? direct_open('{') : open(Json::object()); }
+  bool start_array(size_t) { return direct_ ? direct_open('[') : open(Json::array()); }
+  bool end_object() { return direct_ ? direct_close('}') : close(); }
+  bool end_array() { return direct_ ? direct_close(']') : close(); }
   bool key(std::string& k) {
+    if (direct_) {
+      direct_separator();
+      direct_text_ += Json(k).dump();
+      direct_text_ += ':';
+      after_key_ = true;
+      return true;
+    }
     if (depth_ == 1) {
       top_key_ = k;
       if (!top_keys_.insert(k).second) fail("its top-level object has the key '" + k + "' twice");
@@ -76,6 +93,10 @@ class CocoReader {
       Json& object = *stack_.back();
       if (object.contains(k)) fail(where_element() + " has the key '" + k + "' twice");
       pending_key_ = std::move(k);
+      // The bulk of a keypoints file: read straight into text or numbers, never a DOM.
+      if (depth_ == 3 && section_ == Section::Annotations &&
+          (pending_key_ == "segmentation" || pending_key_ == "keypoints" || pending_key_ == "bbox"))
+        direct_pending_ = true;
     }
     return true;
   }
@@ -92,6 +113,55 @@ class CocoReader {
   std::string where_element() const {
     return (section_ == Section::Images ? "images[" : "annotations[") +
            std::to_string(element_index_) + "]";
+  }
+
+  // --- direct values: segmentation as JSON text (the raw number tokens, no double -> text
+  // round trip), keypoints and bbox as flat numbers. A placeholder null holds the key's place
+  // in the element, so that a repeated key is still caught.
+  struct Direct {
+    std::string text;
+    std::vector<double> numbers;
+    bool flat = true;  // only numbers, in one array
+  };
+
+  void direct_separator() {
+    if (after_key_) {
+      after_key_ = false;
+    } else if (!direct_levels_.empty()) {
+      if (!direct_levels_.back()) direct_text_ += ',';
+      direct_levels_.back() = false;
+    }
+  }
+  bool direct_scalar(const std::string& token, double number, bool is_number = false) {
+    direct_separator();
+    direct_text_ += token;
+    if (!is_number || direct_levels_.size() != 1) direct_flat_ = false;
+    direct_numbers_.push_back(number);
+    return true;
+  }
+  bool direct_open(char bracket) {
+    if (++depth_ > kMaxDepth) fail("it is nested deeper than 64 levels");
+    direct_separator();
+    direct_text_ += bracket;
+    direct_levels_.push_back(true);
+    if (bracket != '[' || direct_levels_.size() > 1) direct_flat_ = false;
+    return true;
+  }
+  bool direct_close(char bracket) {
+    --depth_;
+    direct_text_ += bracket;
+    direct_levels_.pop_back();
+    if (direct_levels_.empty()) {
+      Direct& d = direct_values_[pending_key_];
+      d.text = std::move(direct_text_);
+      d.numbers = std::move(direct_numbers_);
+      d.flat = direct_flat_;
+      direct_text_.clear();
+      direct_numbers_.clear();
+      direct_ = false;
+      insert(Json(nullptr));
+    }
+    return true;
   }
 
   // Where a value at the current depth goes: into the element being built, or it starts one.
@@ -111,6 +181,7 @@ class CocoReader {
         fail(where_element() + " is not an object");
       return true;  // inside a skipped section: nothing is kept
     }
+    direct_pending_ = false;  // a scalar value of a direct key goes into the DOM
     insert(std::move(v));
     return true;
   }
@@ -124,6 +195,12 @@ class CocoReader {
   }
 
   bool open(Json container) {
+    if (direct_pending_) {  // the value of a direct key is a container: stream it
+      direct_pending_ = false;
+      direct_ = true;
+      direct_flat_ = true;
+      return direct_open(container.is_array() ? '[' : '{');
+    }
     if (++depth_ > kMaxDepth) fail("it is nested deeper than 64 levels");
     if (depth_ == 1) {
       if (!container.is_object()) fail("it is not a JSON object");
@@ -187,7 +264,8 @@ class CocoReader {
   void add_annotation(const Json& annotation);
   int64_t integer(const Json& v, const char* key) const;
   ColumnBuilder& builder(const std::string& name);
-  void add_fixed(const std::string& name, const Json& v, const char* what, size_t multiple);
+  void add_fixed(const std::string& name, const Json& v, const char* what, size_t multiple,
+                 size_t exact);
 
   std::string path_;
   std::string image_key_;
@@ -200,6 +278,11 @@ class CocoReader {
   std::vector<Json*> stack_;
   uint64_t element_index_ = 0;
   bool have_images_ = false, have_annotations_ = false;
+  bool direct_pending_ = false, direct_ = false, direct_flat_ = true, after_key_ = false;
+  std::string direct_text_;
+  std::vector<double> direct_numbers_;
+  std::vector<bool> direct_levels_;
+  std::unordered_map<std::string, Direct> direct_values_;
 
   std::vector<Image> images_;
   std::unordered_map<int64_t, uint32_t> image_by_id_;
@@ -255,23 +338,21 @@ ColumnBuilder& CocoReader::builder(const std::string& name) {
 
 // A flat array of numbers, as F64 of shape {n} (multiple 1) or {n / m, m}.
 void CocoReader::add_fixed(const std::string& name, const Json& v, const char* what,
-                           size_t multiple) {
+                           size_t multiple, size_t exact) {
   ColumnBuilder& column = builder(name);
-  if (v.is_null()) {
+  const auto direct = direct_values_.find(name);
+  if (direct == direct_values_.end()) {
+    if (!v.is_null()) fail(where_element() + ": '" + name + "' is " + v.dump() + ", not " + what);
     column.add(detail::null_value());
     return;
   }
-  bool numbers = v.is_array();
-  if (numbers)
-    for (const Json& x : v) numbers &= x.is_number();
-  if (!numbers || v.size() % multiple != 0)
+  const std::vector<double>& values = direct->second.numbers;
+  if (!direct->second.flat || values.size() % multiple != 0 ||
+      (exact != 0 && values.size() != exact))
     fail(where_element() + ": '" + name + "' is not " + what);
-  std::vector<double> values;
-  values.reserve(v.size());
-  for (const Json& x : v) values.push_back(x.get<double>());
-  std::vector<int64_t> shape = {static_cast<int64_t>(v.size())};
+  std::vector<int64_t> shape = {static_cast<int64_t>(values.size())};
   if (multiple > 1)
-    shape = {static_cast<int64_t>(v.size() / multiple), static_cast<int64_t>(multiple)};
+    shape = {static_cast<int64_t>(values.size() / multiple), static_cast<int64_t>(multiple)};
   column.add_numeric(DType::F64, shape, values.data(), values.size() * sizeof(double));
 }
 
@@ -282,11 +363,9 @@ void CocoReader::add_annotation(const Json& annotation) {
   Json others = Json::object();
   for (const auto& [key, v] : annotation.items()) {
     if (key == "bbox") {
-      if (!v.is_null() && v.size() != 4)
-        fail(where_element() + ": 'bbox' is not 4 numbers [x, y, width, height]");
-      add_fixed(key, v, "4 numbers [x, y, width, height]", 1);
+      add_fixed(key, v, "4 numbers [x, y, width, height]", 1, 4);
     } else if (key == "keypoints") {
-      add_fixed(key, v, "a flat list of (x, y, visibility) triples", 3);
+      add_fixed(key, v, "a flat list of (x, y, visibility) triples", 3, 0);
     } else if (key == "id" || key == "image_id" || key == "category_id" || key == "iscrowd" ||
                key == "num_keypoints") {
       if (v.is_null()) {
@@ -305,10 +384,12 @@ void CocoReader::add_annotation(const Json& annotation) {
       }
     } else if (key == "segmentation") {
       // Polygons in one annotation, RLE in another: no one column type, so JSON text.
-      if (v.is_null()) {
+      const auto direct = direct_values_.find(key);
+      if (direct == direct_values_.end() && v.is_null()) {
         builder(key).add(detail::null_value());
       } else {
-        FieldValue text = detail::string_value(v.dump());
+        FieldValue text =
+            detail::string_value(direct == direct_values_.end() ? v.dump() : direct->second.text);
         text.kind = FieldKind::Json;
         builder(key).add(std::move(text));
       }
@@ -332,6 +413,7 @@ void CocoReader::add_annotation(const Json& annotation) {
       builder(name).add(std::move(value));
     }
   }
+  direct_values_.clear();
   ++rows_;
   for (ColumnBuilder& column : columns_) column.pad_to(rows_);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes the seed inputs of the fuzz_tar_grouping, fuzz_image_decode, fuzz_npy_dense,
-fuzz_dataset, fuzz_pickle and fuzz_table_npz corpora.
+fuzz_table, fuzz_dataset, fuzz_pickle and fuzz_table_npz corpora.
 
 The seeds are small, valid (or nearly valid) examples of every format the target reads, so that
 the fuzzer starts from deep inside each parser. Re-running rewrites only these seeds; inputs
@@ -203,7 +203,41 @@ def pickles():
     save("fuzz_table_npz", "stored.npz", b.getvalue())
 
 
+def tables():
+    """fuzz_table: the first byte picks the reader (0 COCO, 1 JSON Lines, 2 CSV, 3 split list;
+    0x10 named list columns, 0x20 the image column 'file')."""
+    import json
+    coco = {"info": {"year": 2017}, "licenses": [{"id": 1}],
+            "images": [{"id": 3, "file_name": "a.jpg", "width": 5, "height": 4, "file": "b.jpg"},
+                       {"id": 7, "file_name": "c.jpg", "width": 6, "height": 2}],
+            "annotations": [
+                {"id": 1, "image_id": 3, "bbox": [0, 1, 2.5, 3], "keypoints": [1, 2, 2, 0, 0, 0],
+                 "num_keypoints": 1, "area": 7.5, "iscrowd": 0, "category_id": 1,
+                 "segmentation": [[0, 1, 2, 1.5, 2, 3]], "extra": {"a": [1, 2]}},
+                {"id": 2, "image_id": 7, "bbox": None, "keypoints": [3, 4, 1, 5, 6, 2],
+                 "iscrowd": 1, "segmentation": {"counts": "P1Q", "size": [2, 6]}}],
+            "categories": [{"id": 1, "name": "person", "keypoints": ["a", "b"], "skeleton": [[1, 2]]}]}
+    save("fuzz_table", "coco.json", b"\x00" + json.dumps(coco).encode())
+    save("fuzz_table", "coco_file.json", b"\x20" + json.dumps(coco, indent=1).encode())
+    jsonl = (b'{"image_path": "a.jpg", "label": 3, "box": [1, 2, 3, 4], "meta": {"g": "f"}}\n'
+             b'\n{"image_path": "b.jpg", "label": null, "box": [[1, 2], [3, 4]], "x": [1, "a"]}\r\n'
+             b'{"image_path": "c.jpg", "file": "d.jpg", "label": 2.5, "box": [5, 6, 7, 8]}\n')
+    save("fuzz_table", "rows.jsonl", b"\x01" + jsonl)
+    save("fuzz_table", "rows_file.jsonl", b"\x21" + jsonl)
+    csv = (b'\xef\xbb\xbfimage_path,label,score,caption,file\r\n'
+           b'000123.jpg,3,0.5,"a cat, sitting",x.png\r\n'
+           b'b.jpg,-4,2,"she said ""hi""\nand left",y.png\r\n'
+           b'"c,1.jpg",,1e-3,plain,z.png\r\n')
+    save("fuzz_table", "table.csv", b"\x02" + csv)
+    save("fuzz_table", "table_file.csv", b"\x22" + csv)
+    lst = (b"# hypersim\ntrain/ai_001_001/rgb_cam_00_fr0000.png train/ai_001_001/depth_plane_cam_00_fr0000.png\n"
+           b"\n  train/ai_001_001/rgb_cam_00_fr0001.png\t train/ai_001_001/depth_plane_cam_00_fr0001.png \r\n")
+    save("fuzz_table", "filename_list.txt", b"\x03" + lst)
+    save("fuzz_table", "filename_list_named.txt", b"\x13" + lst)
+
+
 if __name__ == "__main__":
+    tables()
     archives()
     images()
     npy_dense()

@@ -136,6 +136,19 @@ TEST_CASE("COCO: malformed tables name the annotation or image") {
   CHECK_THROWS_WITH(
       load("c4.json", "{" + img + R"(, "annotations": [{"image_id": 1, "bbox": [1, 2, 3]}]})", o),
       Contains("annotations[0]") && Contains("'bbox'"));
+  CHECK_THROWS_WITH(
+      load("c3b.json",
+           "{" + img + R"(, "annotations": [{"image_id": 1, "keypoints": [[1, 2, 3]]}]})", o),
+      Contains("annotations[0]") && Contains("'keypoints' is not a flat list"));
+  CHECK_THROWS_WITH(
+      load("c3c.json", "{" + img + R"(, "annotations": [{"image_id": 1, "bbox": "1 2 3 4"}]})", o),
+      Contains("annotations[0]") && Contains("'bbox' is \"1 2 3 4\""));
+  CHECK_THROWS_WITH(
+      load("c3d.json",
+           "{" + img +
+               R"(, "annotations": [{"image_id": 1, "segmentation": [], "segmentation": []}]})",
+           o),
+      Contains("annotations[0] has the key 'segmentation' twice"));
   CHECK_THROWS_WITH(load("c5.json", "{" + img + R"(, "annotations": [{"id": 1}]})", o),
                     Contains("annotations[0] has no 'image_id'"));
   CHECK_THROWS_WITH(load("c6.json", "{" + img + "}", o), Contains("no 'annotations'"));
@@ -162,4 +175,17 @@ TEST_CASE("COCO: malformed tables name the annotation or image") {
            R"({"images": [{"id": 1, "x": )" + std::string(200, '[') + std::string(200, ']') + "}]}",
            o),
       Contains("64 levels"));
+}
+
+TEST_CASE("COCO: null and empty values of the streamed keys") {
+  const auto t = load("nulls.json", R"({"images": [{"id": 1, "file_name": "a.jpg"}],
+    "annotations": [{"image_id": 1, "bbox": null, "segmentation": null, "keypoints": []},
+                    {"image_id": 1, "bbox": [1, 2, 3, 4], "segmentation": {"counts": "PQ1", "size": [2, 2]},
+                     "keypoints": [1, 2, 2]}]})");
+  CHECK(column(t, "bbox").value(0).null);
+  CHECK(values_of<double>(column(t, "bbox").value(1)) == std::vector<double>{1, 2, 3, 4});
+  CHECK(column(t, "segmentation").value(0).null);
+  CHECK(text_of(column(t, "segmentation").value(1)) == R"({"counts":"PQ1","size":[2,2]})");
+  CHECK(column(t, "keypoints").value(0).shape == std::vector<int64_t>{0, 3});
+  CHECK(column(t, "keypoints").value(1).shape == std::vector<int64_t>{1, 3});
 }
