@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "common/error.h"
 #include "format/names.h"
@@ -60,7 +59,10 @@ TablePlan::TablePlan(Table table, const std::string& prefix, const std::vector<s
     slot_cols.push_back(static_cast<size_t>(it - cols.begin()));
   }
   // Rows naming the same members are one group, numbered in order of their first row.
-  std::map<std::vector<std::string>, uint32_t> index;
+  // Keyed by the paths joined with '\0' (which no path holds).
+  std::unordered_map<std::string, uint32_t> index;
+  index.reserve(static_cast<size_t>(table_.rows));
+  std::string joined;
   for (uint64_t row = 0; row < table_.rows; ++row) {
     std::vector<std::string> paths;
     for (size_t c : slot_cols) {
@@ -71,7 +73,9 @@ TablePlan::TablePlan(Table table, const std::string& prefix, const std::vector<s
                          cols[c] + "' holds no path");
       paths.push_back(std::move(p));
     }
-    auto [it, fresh] = index.try_emplace(paths, static_cast<uint32_t>(groups_.size()));
+    joined.clear();
+    for (const auto& p : paths) (joined += p) += '\0';
+    auto [it, fresh] = index.try_emplace(joined, static_cast<uint32_t>(groups_.size()));
     if (fresh) {
       TableGroup g;
       g.key = path_key(paths.front());
@@ -80,6 +84,7 @@ TablePlan::TablePlan(Table table, const std::string& prefix, const std::vector<s
     }
     groups_[it->second].rows.push_back(row);
   }
+  by_path_.reserve(groups_.size() * slot_cols.size());
   for (uint32_t g = 0; g < groups_.size(); ++g)
     for (uint32_t s = 0; s < groups_[g].paths.size(); ++s)
       by_path_[groups_[g].paths[s]].emplace_back(g, s);
