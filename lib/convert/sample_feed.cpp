@@ -163,17 +163,18 @@ void SampleFeed::on_table_member(uint32_t input, Member&& m) {
                         false, image ? ErrorCode::UnusedImage : ErrorCode::UnusedMember});
     return;
   }
+  const std::string name = m.name;  // m is moved into the last group that needs it
   for (size_t i = 0; i < slots->size(); ++i) {
     const auto [g, slot] = (*slots)[i];
     const TableGroup& group = table_->groups()[g];
     auto it = pending_groups_.find(g);
     if (released_groups_[g] || (it != pending_groups_.end() && it->second.filled[slot])) {
       // The same path twice in the inputs: the rows took the first.
-      notices_.push_back({input, m.name,
+      notices_.push_back({input, name,
                           "read again: the table's rows took the first member of this name",
                           o_.on_duplicate == OnDuplicate::Error, ErrorCode::DuplicateMember});
       if (o_.on_duplicate == OnDuplicate::Error && !o_.skip_errors)
-        throw FatalError("'" + reader_.inputs()[input].path + "', member '" + m.name +
+        throw FatalError("'" + reader_.inputs()[input].path + "', member '" + name +
                          "': a member of this name was read before, and the table's rows name "
                          "it: which one they mean is unclear (--on-duplicate first keeps the "
                          "first)");
@@ -187,7 +188,8 @@ void SampleFeed::on_table_member(uint32_t input, Member&& m) {
       it = pending_groups_.emplace(g, std::move(p)).first;
     }
     PendingGroup& p = it->second;
-    p.members[slot] = i + 1 == slots->size() ? std::move(m) : m;
+    // Copied for all but the last group needing it, which takes it.
+    p.members[slot] = i + 1 == slots->size() ? std::move(m) : m;  // NOLINT(bugprone-use-after-move)
     p.filled[slot] = true;
     p.bytes += p.members[slot].data.size();
     pending_group_bytes_ += p.members[slot].data.size();
