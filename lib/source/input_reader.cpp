@@ -318,6 +318,13 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
   }
 }
 
+bool InputReader::excluded(const fs::path& dir) const {
+  std::error_code ec;
+  for (const auto& x : options_.exclude)
+    if (fs::equivalent(dir, x, ec)) return true;
+  return false;
+}
+
 void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
   InputInfo& info = inputs_[index];
   const fs::path root(info.path);
@@ -331,6 +338,10 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
       const fs::path rel = fs::relative(e.path().parent_path(), root) / e.path().filename();
       cb.on_notice({index, rel.lexically_normal().generic_string(), "symbolic link, not followed",
                     false, ErrorCode::Link});
+      continue;
+    }
+    if (e.is_directory() && excluded(e.path())) {
+      it.disable_recursion_pending();
       continue;
     }
     if (e.is_regular_file()) files.push_back(e.path());
