@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "common/bytes.h"
@@ -14,7 +15,7 @@ namespace {
 
 std::string duration_text(double s) {
   char buf[32];
-  const auto t = static_cast<long long>(s + 0.5);
+  const long long t = std::llround(s);
   if (t >= 3600)
     std::snprintf(buf, sizeof buf, "%lldh%02lldm", t / 3600, t / 60 % 60);
   else
@@ -84,7 +85,8 @@ ProgressEstimate estimate(const ProgressSnapshot& s, double seconds, uint64_t ha
     e.expected = s.seen;
   } else if (s.total_bytes > 0 && s.bytes_read > 0 && s.seen > 0) {
     const double per_byte = static_cast<double>(s.seen) / s.bytes_read;
-    e.expected = std::max<uint64_t>(s.seen, static_cast<uint64_t>(per_byte * s.total_bytes + 0.5));
+    e.expected =
+        std::max<uint64_t>(s.seen, static_cast<uint64_t>(std::llround(per_byte * s.total_bytes)));
   }
   if (!e.expected) return e;
   const uint64_t total = std::max(*e.expected, s.handled);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <utility>
 
 #include "common/bytes.h"
 #include "common/crc32.h"
@@ -151,7 +152,7 @@ std::string normalise(std::string name) {
 }  // namespace
 
 InputReader::InputReader(const std::vector<std::string>& paths, InputReaderOptions options)
-    : options_(options) {
+    : options_(std::move(options)) {
   for (auto& p : paths) {
     InputInfo info;
     info.path = p;

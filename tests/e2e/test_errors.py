@@ -171,7 +171,8 @@ class ErrorsTest(fx.TmpCase):
         other = self.tar("labels-other.tar", [("m/0.json", b"{\"id\": 0}"), ("b/0.jpg", self.jpeg[:50]),
                                                ("b/0.json", b"{\"id\": 1}")])
         r = fx.run(["convert", other, "-o", self.path("labels-other-skip"), "--on-error", "skip"])
-        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.returncode, 1)  # nothing converted (#16)
+        self.assertIn("no sample was converted: all 2 sample(s) were skipped as bad", r.stderr.decode())
         self.assertNotIn("--no-images", r.stderr.decode())
         # with --no-images it converts
         _, ds = fx.convert(self, [p], "--no-images")
