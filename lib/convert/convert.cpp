@@ -150,8 +150,8 @@ std::vector<std::string> output_inside_inputs(const ConvertOptions& o,
     if (dir == out)
       throw FatalError("the output directory '" + o.output + "' is the input directory '" + in +
                        "': choose an output directory outside it (e.g. -o ../out)");
-    const auto [end, at] = std::mismatch(dir.begin(), dir.end(), out.begin(), out.end());
-    if (end == dir.end())
+    // Inside: every component of the input's path starts the output's.
+    if (std::mismatch(dir.begin(), dir.end(), out.begin(), out.end()).first == dir.end())
       notes.push_back("input '" + in + "' holds the output directory '" + o.output +
                       "': it is left out of the input (never read as input)");
   }
