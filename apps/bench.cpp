@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "apps/commands.h"
+#include "apps/errors.h"
 #include "read/batch_loader.h"
 #include "read/dataset.h"
 #include "read/partition.h"
@@ -127,7 +128,7 @@ Runner setup_bench(CLI::App& app, const GlobalFlags& g) {
       return kDataError;
     }
     if (g.json) {
-      std::printf("%s\n", j.dump(2).c_str());
+      print_json(j);
       return kOk;
     }
     std::printf("%s: %zu samples, opened in %.2f ms\n", o->dir.c_str(), ds->size(), open_ms);

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "apps/errors.h"
 #include "check/inspect.h"
 #include "common/error.h"
 
@@ -40,7 +41,7 @@ Runner setup_cat(CLI::App& app, const GlobalFlags& g) {
         throw FatalError("no sample '" + f->sample + "' in '" + f->dir + "' (" +
                          std::to_string(a.size()) + " samples)");
       if (f->labels || g.json) {
-        std::printf("%s\n", check::sample_json(a, *i).dump(2).c_str());
+        print_json(check::sample_json(a, *i));
         return kOk;
       }
       const size_t kind = check::blob_kind(a, f->dense.empty() ? "image" : f->dense);

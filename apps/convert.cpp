@@ -1,6 +1,8 @@
 // tarmac convert: flags -> ConvertOptions -> tarmac::convert() -> summary + exit code.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -9,6 +11,7 @@
 
 #include "apps/commands.h"
 #include "apps/convert_flags.h"
+#include "apps/errors.h"
 #include "apps/progress.h"
 #include "apps/signals.h"
 #include "common/bytes.h"
@@ -130,24 +133,34 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       spdlog::error("{}", e.what());
       return kUsageError;
     }
+    if (std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end() &&
+        ::isatty(STDIN_FILENO)) {
+      spdlog::error(
+          "standard input ('-') is a terminal: pipe an archive in (e.g. 'cat data.tar | tarmac "
+          "convert - -o out') or name the archives and directories to read");
+      return kUsageError;
+    }
     o.stop = &stop_on_signals();
-    ProgressBar bar(g.verbosity >= 0);
+    ConvertProgress progress;
+    o.progress = &progress;
+    ProgressDisplay display(progress_mode(f->progress, g.verbosity < 0, ::isatty(STDERR_FILENO)),
+                            f->progress_every, [&progress] { return snapshot_of(progress); });
     ConvertResult r;
     try {
-      r = convert(o, [&](const Progress& p) { bar.update(p); });
+      r = convert(o);
     } catch (const ConvertStopped& e) {
-      bar.end_line();
+      display.finish(false);
       return report_stop(e, o, g);
     } catch (const FatalError& e) {
-      bar.end_line();
+      display.finish(false);
       spdlog::error("{}", e.what());
       return kDataError;
     }
+    display.finish(!r.already_complete);
+    for (const auto& n : r.notes) spdlog::info("{}", n);
     if (r.already_complete) {
       spdlog::info("nothing to resume: '{}' already holds a complete dataset", o.output);
-      if (g.json)
-        std::printf("{\"output\": %s, \"already_complete\": true}\n",
-                    nlohmann::ordered_json(o.output).dump().c_str());
+      if (g.json) print_json({{"output", o.output}, {"already_complete", true}});
       return kOk;
     }
     if (r.resumed)
@@ -155,12 +168,13 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
                    r.resumed_samples);
     for (const auto& e : r.input_errors) spdlog::warn("input not read to its end: {}", e);
     if (r.samples == 0)
-      spdlog::warn("no samples were converted: the dataset in '{}' is empty", o.output);
+      spdlog::warn("no samples were converted (--allow-empty): the dataset in '{}' is empty",
+                   o.output);
     for (const auto& w : r.field_warnings) spdlog::warn("{}", w);
     if (const std::string advice = skip_advice(r); !advice.empty()) spdlog::warn("{}", advice);
     if (g.json)
-      std::printf("%s\n", result_json(r, o.output).dump(2).c_str());
-    else
+      print_json(result_json(r, o.output));
+    else if (g.verbosity >= 0)
       print_summary(r, o);
     return kOk;
   };

@@ -262,6 +262,7 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   if (f.on_error != "fail" && f.on_error != "skip")
     throw CLI::ValidationError("--on-error", "'" + f.on_error + "': use fail or skip");
   o.skip_errors = f.on_error == "skip";
+  o.allow_empty = f.allow_empty;
   if (f.on_duplicate == "first")
     o.on_duplicate = OnDuplicate::First;
   else if (f.on_duplicate == "last")
@@ -297,7 +298,8 @@ std::string options_json(const CLI::App& app, int threads) {
   for (const CLI::Option* opt : app.get_options()) {
     const std::string name = opt->get_name();
     if (name.empty() || name == "--help" || name == "--json" || name == "--quiet" ||
-        name == "--verbose" || name == "--threads")
+        name == "--verbose" || name == "--threads" || name == "--progress" ||
+        name == "--progress-every")
       continue;
     auto results = opt->reduced_results();
     if (results.empty()) results = {opt->get_default_str()};
@@ -486,6 +488,20 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->group(beh)
       ->check(CLI::IsMember({"error", "first", "last"}))
       ->default_str("error");
+  app.add_flag("--allow-empty", f.allow_empty,
+               "Accept a run that converts no sample (an empty dataset, exit 0); without it such "
+               "a run fails (exit 1) saying why")
+      ->group(beh);
+  app.add_option("--progress", f.progress,
+                 "auto | bar | plain | none: a line redrawn on a terminal (bar), a line every "
+                 "--progress-every seconds for logs (plain); auto: bar on a terminal, else plain")
+      ->group(beh)
+      ->check(CLI::IsMember({"auto", "bar", "plain", "none"}))
+      ->default_str("auto");
+  app.add_option("--progress-every", f.progress_every, "Seconds between plain progress lines")
+      ->group(beh)
+      ->check(CLI::Range(0.1, 86400.0))
+      ->default_val(10);
 }
 
 }  // namespace tarmac::cli

@@ -47,6 +47,10 @@ struct ConvertFlags {
   int threads = 0;    ///< 0 = all cores
   std::string shard;  ///< --shard I/N; "" = the whole input
   std::string on_error = "fail", on_duplicate = "error";
+  bool allow_empty = false;
+  // Display (not options of the conversion).
+  std::string progress = "auto";
+  double progress_every = 10;
 };
 
 /// Registers the flags of `tarmac convert` on `app`, to be parsed into `f` (which must outlive

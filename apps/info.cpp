@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/errors.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "read/dataset_summary.h"
@@ -128,7 +129,7 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
         auto m = nlohmann::ordered_json::parse(s.manifest_json, nullptr, false);
         if (!m.is_discarded() && m.contains("counts")) j["counts"] = m["counts"];
       }
-      std::printf("%s\n", j.dump(2).c_str());
+      print_json(j);
     } else {
       std::printf("%s: %s dataset, %llu samples\n", s.path.c_str(), s.format.c_str(),
                   static_cast<unsigned long long>(s.samples));

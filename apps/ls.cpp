@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/errors.h"
 #include "check/annotation.h"
 #include "common/error.h"
 
@@ -46,7 +47,7 @@ Runner setup_ls(CLI::App& app, const GlobalFlags& g) {
           std::printf("%s\n", key.c_str());
         }
       }
-      if (g.json) std::printf("%s\n", list.dump(2).c_str());
+      if (g.json) print_json(list);
       return kOk;
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());

@@ -1,12 +1,13 @@
 // tarmac: converts tar archives of images + labels into training-ready datasets.
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
 #include "apps/commands.h"
+#include "apps/errors.h"
 #include "common/version.h"
 
 namespace {
@@ -59,31 +60,38 @@ int main(int argc, char** argv) try {
     sub->add_flag("-v,--verbose", verbose, "More detail on stderr");
     runners[sub] = c.setup(*sub, g);
   }
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : tarmac::cli::kUsageError;
+    tarmac::cli::early_error(tarmac::cli::parse_error_text(e, app, args));
+    if (json) tarmac::cli::print_json_error(tarmac::cli::kUsageError);
+    return tarmac::cli::kUsageError;
   }
-  auto logger = spdlog::stderr_color_mt("tarmac");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("tarmac: %^%l%$: %v");
-  spdlog::set_level(quiet     ? spdlog::level::err
-                    : verbose ? spdlog::level::debug
-                              : spdlog::level::info);
+  tarmac::cli::install_logger(quiet ? -1 : verbose ? 1 : 0);
   g.verbosity = quiet ? -1 : verbose ? 1 : 0;
+  int code = tarmac::cli::kUsageError;
   for (auto& [sub, run] : runners) {
     if (!sub->parsed()) continue;
     // Each command reports its own errors; this is for what none of them expected (out of
     // memory, a filesystem error outside the library's checks): a message, not an abort.
     try {
-      return run();
+      code = run();
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
-      return tarmac::cli::kDataError;
+      code = tarmac::cli::kDataError;
     }
   }
-  return tarmac::cli::kUsageError;
+  if (g.json) tarmac::cli::print_json_error(code);
+  return code;
 } catch (const std::exception& e) {  // before the logger exists (e.g. setting up the options)
-  std::fprintf(stderr, "tarmac: error: %s\n", e.what());
+  tarmac::cli::early_error(e.what());
   return tarmac::cli::kDataError;
 }

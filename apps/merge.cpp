@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/errors.h"
 #include "apps/signals.h"
 #include "common/bytes.h"
 #include "common/error.h"
@@ -49,8 +50,8 @@ Runner setup_merge(CLI::App& app, const GlobalFlags& g) {
           {"linked", r.linked},           {"copied", r.copied},
           {"image_bytes", r.image_bytes}, {"annotation_bytes", r.annotation_bytes},
           {"seconds", r.seconds},         {"warnings", r.warnings}};
-      std::printf("%s\n", j.dump(2).c_str());
-    } else {
+      print_json(j);
+    } else if (g.verbosity >= 0) {
       std::printf(
           "merged %zu part(s) into %s in %.1f s: %llu samples, %llu shard(s) (%llu linked, %llu "
           "copied), "

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/errors.h"
 #include "check/verify.h"
 #include "common/bytes.h"
 
@@ -48,8 +49,7 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
       auto& list = j["problems"] = nlohmann::ordered_json::array();
       for (const auto& p : r.problems)
         list.push_back({{"file", p.file}, {"sample", p.sample}, {"problem", p.what}});
-      std::printf("%s\n",
-                  j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+      print_json(j);
     } else {
       for (const auto& p : r.problems)
         std::printf("%s: %s%s\n", p.file.c_str(),
@@ -58,14 +58,15 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
       if (r.problem_count > r.problems.size())
         std::printf("... and %llu more problem(s)\n",
                     static_cast<unsigned long long>(r.problem_count - r.problems.size()));
-      std::printf(
-          "%s %s: %llu samples, %llu shard(s), %llu blob(s), %s checked in %.1f s (%s/s)%s\n",
-          r.ok() ? "OK" : "FAILED", r.dir.c_str(), static_cast<unsigned long long>(r.samples),
-          static_cast<unsigned long long>(r.shards), static_cast<unsigned long long>(r.blobs),
-          format_bytes(r.bytes_checked).c_str(), r.seconds,
-          format_bytes(r.seconds > 0 ? static_cast<uint64_t>(r.bytes_checked / r.seconds) : 0)
-              .c_str(),
-          r.ok() ? "" : (", " + std::to_string(r.problem_count) + " problem(s)").c_str());
+      if (g.verbosity >= 0 || !r.ok())
+        std::printf(
+            "%s %s: %llu samples, %llu shard(s), %llu blob(s), %s checked in %.1f s (%s/s)%s\n",
+            r.ok() ? "OK" : "FAILED", r.dir.c_str(), static_cast<unsigned long long>(r.samples),
+            static_cast<unsigned long long>(r.shards), static_cast<unsigned long long>(r.blobs),
+            format_bytes(r.bytes_checked).c_str(), r.seconds,
+            format_bytes(r.seconds > 0 ? static_cast<uint64_t>(r.bytes_checked / r.seconds) : 0)
+                .c_str(),
+            r.ok() ? "" : (", " + std::to_string(r.problem_count) + " problem(s)").c_str());
     }
     if (!r.ok()) spdlog::error("'{}' failed verification: {} problem(s)", r.dir, r.problem_count);
     return r.ok() ? kOk : kDataError;

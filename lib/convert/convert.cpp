@@ -28,6 +28,7 @@
 #include "convert/pipeline.h"
 #include "convert/run_manifest.h"
 #include "convert/run_recorder.h"
+#include "convert/run_report.h"
 #include "convert/sample_feed.h"
 #include "convert/sample_processor.h"
 #include "convert/table_plan.h"
@@ -80,14 +81,25 @@ struct StopSignal {
   int signal;
 };
 
+// A run that converted no sample, without allow_empty; why.
+struct EmptyRun {
+  std::string reason;
+};
+
+void begin_phase(ConvertProgress* p, ConvertProgress::Phase phase, uint64_t total_bytes) {
+  if (!p) return;
+  p->bytes_read.store(0, std::memory_order_relaxed);
+  p->total_bytes.store(total_bytes, std::memory_order_relaxed);
+  p->phase.store(phase);
+}
+
 // How the run groups members into samples. --on-duplicate: inputs are numbered among all of
 // o.inputs, so that a part of --shard I/N by inputs keeps the sample one run over all inputs
 // would keep. Under `last`, a pre-pass over this part's inputs and all later ones finds each
 // key's last input; under `first`, a part by inputs reads the keys of the parts before it
 // (into `kept`, which the options then point to).
 GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const InputReaderOptions& ro,
-                            const std::function<void(const Progress&)>& progress,
-                            Clock::time_point t0, KeySet& kept) {
+                            KeySet& kept) {
   GrouperOptions grouping;
   grouping.window_bytes = o.group_window;
   grouping.on_duplicate = o.on_duplicate;
@@ -104,20 +116,12 @@ GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const Inpu
   const auto begin = o.inputs.begin() + (last ? grouping.first_input : 0);
   InputReader scan(
       std::vector<std::string>(begin, last ? o.inputs.end() : begin + grouping.first_input), ro);
-  // Progress at most four times a second: the pre-pass reads every archive once more.
-  auto last_report = Clock::now();
-  const char* phase = last ? "finding each key's last input (--on-duplicate last)"
-                           : "reading the keys of earlier parts (--on-duplicate first)";
+  begin_phase(o.progress,
+              last ? ConvertProgress::Phase::LastScan : ConvertProgress::Phase::FirstScan,
+              scan.total_size());
   kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, o.key_rule, [&] {
     if (o.stop && o.stop->requested()) throw StopSignal{o.stop->signal.load()};
-    if (!progress || Clock::now() - last_report < std::chrono::milliseconds(250)) return;
-    last_report = Clock::now();
-    Progress p;
-    p.phase = phase;
-    p.bytes_read = scan.bytes_read();
-    p.total_bytes = scan.total_size();
-    p.seconds = seconds_since(t0);
-    progress(p);
+    if (o.progress) o.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
   });
   grouping.kept = &kept;
   return grouping;
@@ -125,22 +129,64 @@ GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const Inpu
 
 // --classes-from-dirs: the class folders of every input of the run (not only this part's, so
 // that every part numbers classes alike), read by name before anything is converted.
-std::vector<std::string> class_folders(const ConvertOptions& o, const InputReaderOptions& ro,
-                                       const std::function<void(const Progress&)>& progress,
-                                       Clock::time_point t0) {
+std::vector<std::string> class_folders(const ConvertOptions& o, const InputReaderOptions& ro) {
   InputReader scan(o.inputs, ro);
-  auto last_report = Clock::now();
+  begin_phase(o.progress, ConvertProgress::Phase::ClassScan, scan.total_size());
   return scan_class_folders(scan, o.key_rule, o.image_exts, [&] {
     if (o.stop && o.stop->requested()) throw StopSignal{o.stop->signal.load()};
-    if (!progress || Clock::now() - last_report < std::chrono::milliseconds(250)) return;
-    last_report = Clock::now();
-    Progress p;
-    p.phase = "finding the class folders (--classes-from-dirs)";
-    p.bytes_read = scan.bytes_read();
-    p.total_bytes = scan.total_size();
-    p.seconds = seconds_since(t0);
-    progress(p);
+    if (o.progress) o.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
   });
+}
+
+// The output directory when an input directory holds it: never read as input. Returns the
+// directories to leave out, and says which input held it in `notes`.
+std::vector<std::string> output_inside_inputs(const ConvertOptions& o,
+                                              std::vector<std::string>& notes) {
+  std::error_code ec;
+  const fs::path out = fs::weakly_canonical(o.output, ec);
+  if (ec) return {};
+  for (const auto& in : o.inputs) {
+    if (in == "-" || !fs::is_directory(in, ec)) continue;
+    const fs::path dir = fs::weakly_canonical(in, ec);
+    if (ec) continue;
+    if (dir == out)
+      throw FatalError("the output directory '" + o.output + "' is the input directory '" + in +
+                       "': choose an output directory outside it (e.g. -o ../out)");
+    // Inside: every component of the input's path starts the output's.
+    if (std::mismatch(dir.begin(), dir.end(), out.begin(), out.end()).first == dir.end())
+      notes.push_back("input '" + in + "' holds the output directory '" + o.output +
+                      "': it is left out of the input (never read as input)");
+  }
+  if (notes.empty()) return {};
+  return {out.string()};
+}
+
+// The bytes a run reads from `inputs`, for progress: files' sizes, directories' walked (what
+// the reader will read from them, `exclude` left out); 0 when unknown (standard input).
+uint64_t input_bytes(const std::vector<std::string>& inputs,
+                     const std::vector<std::string>& exclude) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& in : inputs) {
+    if (in == "-") return 0;
+    if (!fs::is_directory(in, ec)) {
+      total += fs::file_size(in, ec);
+      if (ec) return 0;
+      continue;
+    }
+    for (auto it = fs::recursive_directory_iterator(in, ec); !ec && it != fs::end(it);
+         it.increment(ec)) {
+      if (it->is_symlink(ec)) continue;
+      if (it->is_directory(ec)) {
+        for (const auto& x : exclude)
+          if (fs::equivalent(it->path(), x, ec)) it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file(ec)) total += it->file_size(ec);
+    }
+    if (ec) return 0;
+  }
+  return total;
 }
 
 // What the output lock says of this run: the command line, or what a library caller asked.
@@ -164,8 +210,27 @@ std::optional<uint64_t> keep_resumable(const ConvertOptions& o, const fs::path& 
 
 }  // namespace
 
-ConvertResult convert(const ConvertOptions& options,
-                      const std::function<void(const Progress&)>& progress) {
+const char* phase_text(ConvertProgress::Phase phase) {
+  switch (phase) {
+    case ConvertProgress::Phase::Starting:
+      return "starting";
+    case ConvertProgress::Phase::ClassScan:
+      return "finding the class folders (--classes-from-dirs)";
+    case ConvertProgress::Phase::FirstScan:
+      return "reading the keys of earlier parts (--on-duplicate first)";
+    case ConvertProgress::Phase::LastScan:
+      return "finding each key's last input (--on-duplicate last)";
+    case ConvertProgress::Phase::Converting:
+      return "converting";
+    case ConvertProgress::Phase::Finishing:
+      return "writing the annotation file";
+    case ConvertProgress::Phase::Done:
+      return "done";
+  }
+  return "";
+}
+
+ConvertResult convert(const ConvertOptions& options) {
   const auto t0 = Clock::now();
   ConvertOptions o = options;  // with the class folders found, under --classes-from-dirs
   if (o.format == OutputFormat::Keep &&
@@ -183,6 +248,7 @@ ConvertResult convert(const ConvertOptions& options,
     throw FatalError(
         "--classes-from-dirs takes each sample's class from the folder of its image; it cannot "
         "be combined with --no-images");
+  std::vector<std::string> notes;
   if (o.classes_from_dirs && o.classes.empty()) {
     if (std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
       throw FatalError(
@@ -191,8 +257,9 @@ ConvertResult convert(const ConvertOptions& options,
     InputReaderOptions ro;
     ro.max_member_size = o.max_member_size;
     ro.skip_errors = o.skip_errors;
+    ro.exclude = output_inside_inputs(o, notes);
     try {
-      o.classes = class_folders(o, ro, progress, t0);
+      o.classes = class_folders(o, ro);
     } catch (const StopSignal& s) {  // nothing written yet: an earlier checkpoint is as it was
       throw ConvertStopped("stopped by " + signal_name(s.signal), s.signal,
                            checkpoint_samples(staging));
@@ -218,6 +285,9 @@ ConvertResult convert(const ConvertOptions& options,
   const json fingerprint = run_fingerprint(o, part_inputs);
   ConvertResult result;
   const OutputLock lock(out, lock_record(o));
+  notes.clear();  // the output exists now: the check is exact
+  const std::vector<std::string> exclude = output_inside_inputs(o, notes);
+  result.notes = notes;
   bool complete = false;
   std::optional<json> cp = prepare_output(o, out, staging, complete);
   if (complete) {
@@ -232,6 +302,7 @@ ConvertResult convert(const ConvertOptions& options,
     InputReaderOptions ro;
     ro.max_member_size = o.max_member_size;
     ro.skip_errors = o.skip_errors;
+    ro.exclude = exclude;
     InputReader reader(part_inputs, ro);
     DatasetWriter writer(o, staging, cp ? &cp->at("writer") : nullptr);
     if (cp) {
@@ -241,7 +312,9 @@ ConvertResult convert(const ConvertOptions& options,
     RunRecorder recorder(o, staging, fingerprint, cp ? &*cp : nullptr, reader, writer, result);
 
     KeySet kept;
-    const GrouperOptions grouping = grouping_for(o, split, ro, progress, t0, kept);
+    const GrouperOptions grouping = grouping_for(o, split, ro, kept);
+    begin_phase(o.progress, ConvertProgress::Phase::Converting,
+                o.progress ? input_bytes(part_inputs, exclude) : 0);
 
     const int threads =
         o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -261,17 +334,15 @@ ConvertResult convert(const ConvertOptions& options,
 
     for (int i = 0; i < threads; ++i) pool.start([&] { run_worker(pipe, work_fn, worker_stats); });
 
-    auto report = [&](bool final) {
+    // The counts the writer keeps, for a progress display (the feed counts what it has read).
+    ConvertProgress* const progress = o.progress;
+    auto report = [&] {
       if (!progress) return;
-      Progress p;
-      p.samples = writer.samples();
-      p.skipped = result.skipped_samples;
-      p.bytes_read = reader.bytes_read();
-      p.total_bytes = reader.total_size();
-      p.seconds = seconds_since(t0);
-      p.final = final;
-      progress(p);
+      progress->samples.store(writer.samples(), std::memory_order_relaxed);
+      progress->skipped.store(result.skipped_samples, std::memory_order_relaxed);
+      progress->handled.store(recorder.entries_done(), std::memory_order_relaxed);
     };
+    report();
 
     // A stop request ends the input where it is; what is in flight is still written (for at
     // most kStopDrainSeconds, or none if urgent), then a checkpoint records it.
@@ -287,12 +358,13 @@ ConvertResult convert(const ConvertOptions& options,
     std::exception_ptr writer_failure;
     const auto writer_t0 = Clock::now();
     try {
-      while (auto item = pipe.next(std::chrono::milliseconds(250), [&] {
+      while (auto item = pipe.next(std::chrono::milliseconds(100), [&] {
         poll_stop();
-        report(false);
+        report();
       })) {
         for (Entry& entry : item->entries)
           if (!entry.replay) recorder.handle(entry);
+        report();
         poll_stop();
       }
       poll_stop();
@@ -307,6 +379,8 @@ ConvertResult convert(const ConvertOptions& options,
       throw StopSignal{o.stop->signal.load()};
     }
     const double writer_seconds = seconds_since(writer_t0);
+    report();
+    if (progress) progress->phase.store(ConvertProgress::Phase::Finishing);
     const auto finish_t0 = Clock::now();
     pool.join();
     const Pipeline::Waits waits = pipe.waits();
@@ -363,6 +437,22 @@ ConvertResult convert(const ConvertOptions& options,
                               {"reason", in.error}});
     }
     result.unused_images = feed.unused_images();
+    if (writer.samples() == 0 && !o.allow_empty) {
+      uint64_t members = 0;
+      for (const auto& in : reader.inputs()) members += in.members;
+      throw EmptyRun{empty_run_reason(result, members, o)};
+    }
+    // Labels only, and no member was a label: samples of nothing but their keys.
+    if (o.no_images && writer.schema().fields().empty() && !o.allow_empty) {
+      std::string why = "the " + std::to_string(writer.samples()) +
+                        " sample(s) hold no label: none of their members is a label file tarmac "
+                        "reads (.json, .npy, .npz, .txt, .cls)";
+      if (!ignored_json.empty())
+        why += " (the first of " + std::to_string(ignored_json.size()) + " ignored: '" +
+               ignored_json.at(0).value("member", std::string()) +
+               "': " + ignored_json.at(0).value("reason", std::string()) + ")";
+      throw EmptyRun{why};
+    }
     const fs::path labels = writer.finish(std::string("tarmac ") + kVersion);
     result.samples = writer.samples();
     result.shards = writer.shard_names().size();
@@ -398,10 +488,17 @@ ConvertResult convert(const ConvertOptions& options,
     publish_dataset(out, staging, writer.shard_names(), o.overwrite);
     result.stages.finish_seconds = seconds_since(finish_t0);
     result.seconds = seconds_since(t0);
-    report(true);
+    if (progress) progress->phase.store(ConvertProgress::Phase::Done);
   } catch (const StopSignal& s) {
     throw ConvertStopped("stopped by " + signal_name(s.signal), s.signal,
                          keep_resumable(o, staging));
+  } catch (const EmptyRun& e) {  // nothing worth resuming: the staging directory goes
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    throw ConvertStopped("no sample was converted: " + e.reason +
+                             ". Nothing was published; pass --allow-empty to accept an empty "
+                             "dataset",
+                         0, std::nullopt);
   } catch (const BadSampleError& e) {
     throw ConvertStopped(e.what(), 0, keep_resumable(o, staging), /*bad_sample=*/true);
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 // The converter: inputs -> samples -> transform -> shards + one annotation file.
 // This is the library's one entry point for `tarmac convert`.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -84,6 +85,8 @@ struct ConvertOptions {
   uint64_t shard_size = 1ull << 30;
   int threads = 0;  ///< 0 = all cores
   bool skip_errors = false;
+  /// A run that converts no sample publishes an empty dataset (else it fails, saying why).
+  bool allow_empty = false;
   /// A key in two inputs, or a member name twice in one sample: an error, or keep the first
   /// or the last (Last reads the inputs' member names once more first; no standard input).
   OnDuplicate on_duplicate = OnDuplicate::Error;
@@ -95,6 +98,9 @@ struct ConvertOptions {
   // Provenance for the manifest.
   std::vector<std::string> command_line;
   std::string options_json;  ///< the resolved options, as the CLI sees them
+
+  /// Updated as the run goes (null: not wanted); see ConvertProgress.
+  struct ConvertProgress* progress = nullptr;
 
   /// Polled during the run (null: never stops early). Once requested, the run stops reading,
   /// finishes the samples in flight (at most kStopDrainSeconds; at once if urgent()), writes a
@@ -188,20 +194,36 @@ struct ConvertResult {
   std::vector<std::string> field_warnings;
   std::vector<Skipped> skipped;           ///< first 20, for the summary; all are in the manifest
   std::vector<std::string> input_errors;  ///< inputs not read to their end (under skip)
-  bool resumed = false;                   ///< went on from an interrupted run's checkpoint
-  uint64_t resumed_samples = 0;           ///< samples that run had converted
-  bool already_complete = false;          ///< --resume found a finished dataset: nothing done
-  StageTimes stages;                      ///< where the time went (not on --resume's replay)
+  /// Input directories that hold the output directory, which was left out of them (never read
+  /// as input): "input '.' holds the output directory 'out'...".
+  std::vector<std::string> notes;
+  bool resumed = false;           ///< went on from an interrupted run's checkpoint
+  uint64_t resumed_samples = 0;   ///< samples that run had converted
+  bool already_complete = false;  ///< --resume found a finished dataset: nothing done
+  StageTimes stages;              ///< where the time went (not on --resume's replay)
 };
 
-struct Progress {
-  uint64_t samples = 0, skipped = 0, bytes_read = 0, total_bytes = 0;
-  double seconds = 0;
-  bool final = false;
-  /// Set during a phase before the conversion proper (the --on-duplicate pre-pass): what it
-  /// is; bytes_read/total_bytes then count that phase's reading.
-  const char* phase = nullptr;
+/// What a running conversion has done so far. convert() updates it as it goes (while it reads,
+/// at least every 100 ms); any thread may read it at any time, e.g. to draw a progress line.
+/// Counts are of this run's part and include what a resumed run had done before.
+struct ConvertProgress {
+  enum class Phase { Starting, ClassScan, FirstScan, LastScan, Converting, Finishing, Done };
+  std::atomic<Phase> phase{Phase::Starting};
+  std::atomic<uint64_t> samples{0};  ///< written into the dataset
+  std::atomic<uint64_t> skipped{0};  ///< bad samples left out (--on-error skip)
+  /// Samples whose work is done: written, skipped, or left out as duplicates.
+  std::atomic<uint64_t> handled{0};
+  /// Samples met in the input so far (grouped, or waiting in the group window); the total once
+  /// input_done.
+  std::atomic<uint64_t> seen{0};
+  std::atomic<bool> input_done{false};
+  std::atomic<uint64_t> bytes_read{0};   ///< input bytes read in this phase
+  std::atomic<uint64_t> total_bytes{0};  ///< input bytes this phase reads (0: unknown, stdin)
 };
+
+/// What a phase does, for a progress line: "converting", "finding the class folders
+/// (--classes-from-dirs)", ...
+const char* phase_text(ConvertProgress::Phase phase);
 
 /// How --shard I/N splits the input: with at least N inputs, part I gets the contiguous
 /// block of inputs [I*M/N, (I+1)*M/N) (so parts merged in order keep the single run's
@@ -217,7 +239,7 @@ PartSplit select_part(const ConvertOptions& options, std::vector<std::string>* p
 /// resume), else ConvertStopped: for the first bad sample with skip_errors off, any error on
 /// the way, or a stop request. Either way nothing is left in the output directory that looks
 /// like a dataset, and the last checkpoint is kept for --resume when there is one.
-ConvertResult convert(const ConvertOptions& options,
-                      const std::function<void(const Progress&)>& progress);
+/// `options.progress`, when set, is updated throughout.
+ConvertResult convert(const ConvertOptions& options);
 
 }  // namespace tarmac

@@ -26,6 +26,8 @@ class RunRecorder {
   /// Handles the next entry in order. Throws BadSampleError naming input, sample and reason for a
   /// bad sample under --on-error fail.
   void handle(Entry& e);
+  /// Entries handled so far, in order (with those before a resumed run's checkpoint).
+  uint64_t entries_done() const { return entries_done_; }
   /// Syncs everything written so far and records it in checkpoint.json, atomically.
   void write_checkpoint();
 

@@ -44,6 +44,32 @@ std::string skip_advice(const ConvertResult& r) {
   return "";
 }
 
+std::string empty_run_reason(const ConvertResult& r, uint64_t members, const ConvertOptions& o) {
+  std::string why;
+  if (r.skipped_samples > 0) {
+    why = "all " + std::to_string(r.skipped_samples) + " sample(s) were skipped as bad";
+    if (!r.skipped.empty())
+      why += " (the first: '" + r.skipped[0].input + "', sample '" + r.skipped[0].what +
+             "': " + r.skipped[0].reason + ")";
+    if (const std::string advice = skip_advice(r); !advice.empty()) why += "; " + advice;
+  } else if (r.duplicates > 0) {
+    why = "every sample was left out as a duplicate (--on-duplicate " +
+          std::string(on_duplicate_name(o.on_duplicate)) + ")";
+  } else if (members == 0) {
+    why = "the input holds no member (an empty archive, directory or standard input)";
+  } else if (o.part_count > 1) {
+    why = "part " + std::to_string(o.part_index) + "/" + std::to_string(o.part_count) +
+          " of the input holds no sample";
+  } else {
+    why = "none of the input's " + std::to_string(members) + " member(s) made a sample";
+    if (r.ignored_members || r.error_members)
+      why += " (" + std::to_string(r.ignored_members + r.error_members) +
+             " ignored or refused: hidden files, names without an extension, links, ...)";
+  }
+  for (const auto& e : r.input_errors) why += "; input not read to its end: " + e;
+  return why;
+}
+
 std::string stage_advice(const StageTimes& st) {
   switch (stage_limit(st)) {
     case StageLimit::Workers:
@@ -95,6 +121,7 @@ nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& ou
   j["missing_values"] = missing;
   j["field_warnings"] = r.field_warnings;
   j["input_errors"] = r.input_errors;
+  j["notes"] = r.notes;
   const StageTimes& st = r.stages;
   j["stages"] = {{"threads", st.threads},
                  {"reader_seconds", st.reader_seconds},

@@ -33,6 +33,11 @@ void SampleFeed::run() noexcept {
       pipe_.cancel();
     }
   }
+  if (o_.progress) {
+    o_.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
+    o_.progress->seen.store(entries_read_, std::memory_order_relaxed);
+    o_.progress->input_done.store(true);
+  }
   pipe_.close_input(seq_);
   seconds_ = seconds_since(t0_);
 }
@@ -118,6 +123,16 @@ void SampleFeed::on_member(uint32_t input, Member&& m) {
     }
     grouper_.add(input, std::move(m), key, ready_);
     go_ahead(key);
+    if (o_.progress) {
+      // Samples still in the group window count too; by sample, this part's share of them.
+      // Stored with the bytes read, so that samples per byte is of one moment.
+      const uint64_t waiting = grouper_.pending_samples();
+      o_.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
+      o_.progress->seen.store(
+          entries_read_ + ready_.size() / (split_ == PartSplit::Samples ? o_.part_count : 1) +
+              waiting / (split_ == PartSplit::Samples ? o_.part_count : 1),
+          std::memory_order_relaxed);
+    }
   } catch (const SampleError& e) {
     if (in_part()) {
       Entry bad;

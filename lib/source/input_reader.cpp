@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <utility>
 
 #include "common/bytes.h"
 #include "common/crc32.h"
@@ -151,7 +152,7 @@ std::string normalise(std::string name) {
 }  // namespace
 
 InputReader::InputReader(const std::vector<std::string>& paths, InputReaderOptions options)
-    : options_(options) {
+    : options_(std::move(options)) {
   for (auto& p : paths) {
     InputInfo info;
     info.path = p;
@@ -318,6 +319,13 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
   }
 }
 
+bool InputReader::excluded(const fs::path& dir) const {
+  std::error_code ec;
+  for (const auto& x : options_.exclude)
+    if (fs::equivalent(dir, x, ec)) return true;
+  return false;
+}
+
 void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
   InputInfo& info = inputs_[index];
   const fs::path root(info.path);
@@ -331,6 +339,10 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
       const fs::path rel = fs::relative(e.path().parent_path(), root) / e.path().filename();
       cb.on_notice({index, rel.lexically_normal().generic_string(), "symbolic link, not followed",
                     false, ErrorCode::Link});
+      continue;
+    }
+    if (e.is_directory() && excluded(e.path())) {
+      it.disable_recursion_pending();
       continue;
     }
     if (e.is_regular_file()) files.push_back(e.path());

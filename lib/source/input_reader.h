@@ -4,6 +4,7 @@
 // and "-" for standard input. Nothing is extracted to disk.
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,6 +35,8 @@ struct MemberNotice {
 struct InputReaderOptions {
   uint64_t max_member_size = 1ull << 30;
   bool skip_errors = false;  ///< keep going after a truncated or corrupt archive
+  /// Directories not walked into when a directory input holds them (the output directory).
+  std::vector<std::string> exclude;
 };
 
 struct InputCallbacks {
@@ -66,6 +69,7 @@ class InputReader {
  private:
   void read_archive(uint32_t index, const InputCallbacks& cb);
   void read_directory(uint32_t index, const InputCallbacks& cb);
+  bool excluded(const std::filesystem::path& dir) const;
   void read_entries(uint32_t index, const InputCallbacks& cb, FdSource& src,
                     const std::string& where);
 

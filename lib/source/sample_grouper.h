@@ -51,6 +51,8 @@ class SampleGrouper {
   void flush(std::vector<RawSample>& ready);
 
   uint64_t pending_bytes() const { return pending_bytes_; }
+  /// Samples waiting in the window.
+  size_t pending_samples() const { return pending_index_.size(); }
   /// The sample of `key` still waiting in the window, or null (released, or never seen). Valid
   /// until the next add() or flush().
   const RawSample* find_pending(const std::string& key) const {

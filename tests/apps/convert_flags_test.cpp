@@ -314,3 +314,24 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
       R"("--shard-size":"1G","--shard":"1/2","--on-error":"skip","--on-duplicate":"first",)"
       R"("threads":3})");
 }
+
+TEST_CASE("convert flags: --allow-empty, and --progress, which is no option of the conversion") {
+  CHECK_FALSE(options("").allow_empty);
+  CHECK(options("--allow-empty").allow_empty);
+  const ConvertFlags d = parse("");
+  CHECK(d.progress == "auto");
+  CHECK(d.progress_every == 10);
+  const ConvertFlags f = parse("--progress plain --progress-every 2.5");
+  CHECK(f.progress == "plain");
+  CHECK(f.progress_every == 2.5);
+  CHECK_THROWS_AS(parse("--progress fancy"), CLI::ValidationError);
+  CHECK_THROWS_AS(parse("--progress-every 0"), CLI::ValidationError);
+  // Not recorded in the manifest's options: they change nothing in the output.
+  CLI::App app;
+  ConvertFlags g;
+  add_convert_flags(app, g);
+  app.parse("in.tar -o out --progress none --progress-every 3 --allow-empty", false);
+  const std::string j = options_json(app, 1);
+  CHECK(j.find("--progress") == std::string::npos);
+  CHECK(j.find(R"("--allow-empty":"true")") != std::string::npos);
+}

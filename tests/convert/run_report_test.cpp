@@ -136,8 +136,8 @@ TEST_CASE("result_json: the document convert --json prints, key for key, in orde
         R"("bbox":{"kind":"numeric","dtype":"F32","shape":[4],"ragged":false,"source":"json"},)"
         R"("kp":{"kind":"numeric","dtype":"F64","shape":[-1,2],"ragged":true,"source":"npz"},)"
         R"("caption":{"kind":"string","dtype":"U8","shape":[],"ragged":false,"source":"txt"}},)"
-            R"("missing_values":{},"field_warnings":[],)"
-        R"("input_errors":["'b.tar': truncated"],)"
+        R"("missing_values":{},"field_warnings":[],)"
+        R"("input_errors":["'b.tar': truncated"],"notes":[],)"
         R"("stages":{"threads":2,"reader_seconds":4.0,"reader_blocked_seconds":1.0,)"
         R"("worker_seconds":8.0,"worker_idle_seconds":0.5,"writer_seconds":4.0,)"
         R"("writer_idle_seconds":2.0,"finish_seconds":0.25,"first_release_seconds":0.5,)"
@@ -153,4 +153,28 @@ TEST_CASE("result_json: an empty run has an empty schema object and no limit") {
   CHECK(j.at("samples_per_second") == 0);
   CHECK(j.at("stages").at("limit") == "");
   CHECK(j.at("stages").at("reader_busy") == 0.0);
+}
+
+TEST_CASE("empty_run_reason: why a run converted no sample") {
+  ConvertOptions o;
+  ConvertResult r;
+  CHECK(empty_run_reason(r, 0, o) ==
+        "the input holds no member (an empty archive, directory or standard input)");
+  CHECK(empty_run_reason(r, 4, o) == "none of the input's 4 member(s) made a sample");
+  r.skipped_samples = 2;
+  r.no_image_samples = 2;
+  r.skipped = {{"a.tar", "k/1", "no_image", "sample has no image member"}};
+  CHECK(empty_run_reason(r, 4, o) ==
+        "all 2 sample(s) were skipped as bad (the first: 'a.tar', sample 'k/1': sample has no "
+        "image member); every sample was skipped for want of an image member: if the input has "
+        "no images at all, pass --no-images");
+  r = ConvertResult{};
+  r.duplicates = 3;
+  o.on_duplicate = OnDuplicate::First;
+  CHECK(empty_run_reason(r, 6, o) ==
+        "every sample was left out as a duplicate (--on-duplicate first)");
+  r = ConvertResult{};
+  o.part_index = 5;
+  o.part_count = 8;
+  CHECK(empty_run_reason(r, 6, o) == "part 5/8 of the input holds no sample");
 }

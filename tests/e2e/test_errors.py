@@ -150,12 +150,19 @@ class ErrorsTest(fx.TmpCase):
         # fail: the first sample stops the run, and no sample before it had an image
         self.refuse([p], says=["m/0", "its members: 'm/0.json'", "No sample before it had an image",
                                "pass --no-images"])
-        # skip: every sample is skipped for want of an image; the end of the run says so
+        # skip: every sample is skipped for want of an image; the run converted nothing, so it
+        # fails (#16), and says why
         r = fx.run(["convert", p, "-o", self.path("labels-only-skip"), "--on-error", "skip"])
         err = r.stderr.decode()
-        self.assertEqual(r.returncode, 0, err)
+        self.assertEqual(r.returncode, 1, err)
         self.assertIn("every sample was skipped for want of an image member", err)
         self.assertIn("pass --no-images", err)
+        # with --allow-empty the empty dataset is published, and the warning says the same
+        r = fx.run(["convert", p, "-o", self.path("labels-only-empty"), "--on-error", "skip",
+                    "--allow-empty"])
+        err = r.stderr.decode()
+        self.assertEqual(r.returncode, 0, err)
+        self.assertIn("tarmac: warning: every sample was skipped for want of an image member", err)
         # ... and not when some sample converted, or another reason left one out
         mixed = self.tar("labels-mixed.tar", good("a/0") + [("m/1.json", b"{\"id\": 1}")])
         r = fx.run(["convert", mixed, "-o", self.path("labels-mixed-skip"), "--on-error", "skip"])
@@ -164,7 +171,8 @@ class ErrorsTest(fx.TmpCase):
         other = self.tar("labels-other.tar", [("m/0.json", b"{\"id\": 0}"), ("b/0.jpg", self.jpeg[:50]),
                                                ("b/0.json", b"{\"id\": 1}")])
         r = fx.run(["convert", other, "-o", self.path("labels-other-skip"), "--on-error", "skip"])
-        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.returncode, 1)  # nothing converted (#16)
+        self.assertIn("no sample was converted: all 2 sample(s) were skipped as bad", r.stderr.decode())
         self.assertNotIn("--no-images", r.stderr.decode())
         # with --no-images it converts
         _, ds = fx.convert(self, [p], "--no-images")

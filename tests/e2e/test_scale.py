@@ -231,11 +231,12 @@ class ShardMergeTest(fx.TmpCase):
         p = fx.run(["convert", *cls.inputs, "-o", cls.single, *cls.flags])
         assert p.returncode == 0, p.stderr.decode()
 
-    def parts(self, name, n, inputs=None):
+    def parts(self, name, n, inputs=None, *extra):
         dirs = []
         for i in range(n):
             d = os.path.join(self.tmp, f"{name}-{i}")
-            p = fx.run(["convert", *(inputs or self.inputs), "-o", d, "--shard", f"{i}/{n}", *self.flags])
+            p = fx.run(["convert", *(inputs or self.inputs), "-o", d, "--shard", f"{i}/{n}", *self.flags,
+                        *extra])
             self.assertEqual(p.returncode, 0, p.stderr.decode())
             dirs.append(d)
         return dirs
@@ -277,7 +278,12 @@ class ShardMergeTest(fx.TmpCase):
         self.assertNotEqual(a.st_ino, b.st_ino)
 
     def test_more_parts_than_samples(self):
-        dirs = self.parts("many", 8, self.inputs[:1])
+        # Parts 5..7 get no sample: an empty part fails unless --allow-empty (#16).
+        p = fx.run(["convert", self.inputs[0], "-o", os.path.join(self.tmp, "many-empty"), "--shard", "7/8",
+                    *self.flags])
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"part 7/8 of the input holds no sample", p.stderr)
+        dirs = self.parts("many", 8, self.inputs[:1], "--allow-empty")
         self.assertEqual(sum(len(fx.Dataset(d).keys) for d in dirs), 5)
         out, _ = self.merge(dirs, "many-merged")
         self.assertEqual(sorted(fx.Dataset(out).keys), sorted(fx.Dataset(dirs[0]).keys + fx.Dataset(dirs[4]).keys +

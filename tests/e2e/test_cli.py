@@ -1,0 +1,314 @@
+"""End-to-end: the command line's habits (issue #16, items 4 and 6). Progress on a terminal
+(a pseudo-terminal) and in a log, on real runs made slow by feeding a named pipe at the test's
+pace; the output folder inside the input folder; runs that convert nothing; -q; "did you mean";
+every error prefixed "tarmac: error:"; NO_COLOR; a terminal on standard input; --json errors."""
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fixtures as fx  # noqa: E402
+import numpy as np  # noqa: E402
+
+SGR = re.compile(rb"\x1b\[[0-9;]*m")  # an ANSI colour (Select Graphic Rendition)
+
+
+def samples(n, seed=0, noise=False):
+    """n samples; `noise`: ~190 KB PNGs of noise, so that the pipeline's batches (1 MiB or 64
+    samples) hand samples on every few samples."""
+    rng = np.random.default_rng(seed)
+    members = []
+    for i in range(n):
+        img = rng.integers(0, 256, (256, 256, 3), np.uint8) if noise else fx.smooth_rgb(48, 32, seed=seed + i % 5)
+        members.append((f"s/{i:05d}.png", fx.png(img)))
+        members.append((f"s/{i:05d}.json", fx.js({"id": i})))
+    return members
+
+
+def on_pty(args, env=None, timeout=60):
+    """Runs tarmac with stdin, stdout and stderr on a pseudo-terminal; (exit code, output)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([fx.TARMAC, *args], stdin=slave, stdout=slave, stderr=slave, env=env,
+                         close_fds=True)
+    os.close(slave)
+    out = bytearray()
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r, _, _ = select.select([master], [], [], 0.1)
+        if r:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif p.poll() is not None:
+            break
+    os.close(master)
+    return p.wait(timeout=timeout), bytes(out)
+
+
+class SlowFeed:
+    """Writes a tar into a named pipe at a fixed pace, so that a run lasts as long as the test
+    says, whatever the machine. pause()/resume() hold the feed at a point."""
+
+    def __init__(self, path, data, chunks=40, interval=0.06):
+        self.path, self.data, self.chunks, self.interval = path, data, chunks, interval
+        self.gate = threading.Event()
+        self.gate.set()
+        self.hold_at = None
+        os.mkfifo(path)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        step = -(-len(self.data) // self.chunks)
+        try:
+            with open(self.path, "wb") as f:
+                for i in range(0, len(self.data), step):
+                    if self.hold_at is not None and i >= self.hold_at:
+                        self.gate.wait()
+                    f.write(self.data[i:i + step])
+                    f.flush()
+                    time.sleep(self.interval)
+        except BrokenPipeError:  # the reader stops at the end-of-archive blocks, before the padding
+            pass
+
+    def hold_from(self, fraction):
+        self.hold_at = int(len(self.data) * fraction)
+        self.gate.clear()
+
+
+def tar_bytes(path, members):
+    fx.write_tar(path, members)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def bar_lines(out):
+    """The progress lines drawn (each redraw starts with a carriage return)."""
+    text = out.decode(errors="replace").replace("\x1b[K", "")
+    return [l for l in re.split(r"[\r\n]", text) if l.startswith("[") and "samples" in l]
+
+
+def count(line):
+    m = re.search(r"\] +(?:\d+%|\?%) (\d+)(?: of (~?)(\d+))? samples", line)
+    assert m, line
+    return int(m.group(1)), m.group(2), (int(m.group(3)) if m.group(3) else None)
+
+
+class ProgressTest(fx.TmpCase):
+    N = 40
+
+    @classmethod
+    def build(cls):
+        cls.data = tar_bytes(os.path.join(cls.tmp, "src.tar"), samples(cls.N, noise=True))
+
+    def test_bar_redraws_on_a_terminal_and_ends_at_every_sample(self):
+        fifo = self.path("bar.fifo")
+        SlowFeed(fifo, self.data, chunks=40, interval=0.06)  # >= 2.4 s whatever the machine
+        out = self.path("bar-out")
+        rc, text = on_pty(["convert", fifo, "-o", out, "-j", "1", "--group-window", "1K"])
+        self.assertEqual(rc, 0, text.decode(errors="replace"))
+        lines = bar_lines(text)
+        # Redrawn every 200 ms for at least 2.4 s: several redraws, not one at the end.
+        self.assertGreaterEqual(len(lines), 6, lines)
+        done = [count(l)[0] for l in lines]
+        self.assertEqual(done, sorted(done), "samples done never go back")
+        self.assertGreater(len(set(done)), 3, "the count moves while the run goes")
+        ds = fx.Dataset(out)
+        n = len(ds.keys)
+        self.assertEqual(n, self.N)
+        last = lines[-1]
+        self.assertTrue(last.startswith("[" + "#" * 24 + "] 100% "), last)
+        self.assertEqual(count(last), (n, "", n))
+        self.assertIn("read", last)  # bytes read: the second figure
+        # Before the end, a pipe has no size: no percentage is invented.
+        self.assertTrue(any("?%" in l for l in lines[:-2]), lines)
+        # The summary follows on a line of its own.
+        self.assertIn(b"\nconverted 40 samples", text.replace(b"\r\n", b"\n"))
+
+    def test_plain_lines_reach_a_log_before_the_end(self):
+        fifo = self.path("plain.fifo")
+        feed = SlowFeed(fifo, self.data, chunks=20, interval=0.02)
+        feed.hold_from(0.5)
+        out = self.path("plain-out")
+        log_path = self.path("plain.log")
+        with open(log_path, "wb") as log:
+            p = subprocess.Popen([fx.TARMAC, "convert", fifo, "-o", out, "-v", "--progress-every",
+                                  "0.3", "--group-window", "1K"], stdout=subprocess.DEVNULL,
+                                 stderr=log)
+            try:
+                # The feed is held half way: the run cannot end, yet lines must appear.
+                deadline = time.time() + 30
+                while time.time() < deadline:
+                    with open(log_path, "rb") as f:
+                        seen = f.read().decode(errors="replace")
+                    if seen.count("tarmac: progress:") >= 2:
+                        break
+                    time.sleep(0.1)
+                self.assertIsNone(p.poll(), "the run waits for the rest of its input")
+                self.assertGreaterEqual(seen.count("tarmac: progress:"), 2, seen)
+                self.assertNotIn("\r", seen)
+                self.assertNotIn("\x1b", seen)
+            finally:
+                feed.gate.set()
+            self.assertEqual(p.wait(timeout=60), 0)
+        with open(log_path) as f:
+            lines = [l for l in f.read().splitlines() if l.startswith("tarmac: progress:")]
+        self.assertRegex(lines[-1], r"^tarmac: progress: 100% 40 of 40 samples")
+
+    def test_none_and_quiet_draw_nothing(self):
+        src = self.path("small.tar")
+        fx.write_tar(src, samples(5))
+        rc, text = on_pty(["convert", src, "-o", self.path("none-out"), "--progress", "none"])
+        self.assertEqual(rc, 0)
+        self.assertNotIn(b"samples/s;", text)
+        self.assertNotIn(b"\r\x1b[K", text)
+        self.assertIn(b"converted 5 samples", text)  # the summary still comes
+        rc, text = on_pty(["convert", src, "-o", self.path("quiet-out"), "-q"])
+        self.assertEqual(rc, 0)
+        self.assertEqual(text, b"")  # -q: nothing but errors; there were none
+        self.assertEqual(len(fx.Dataset(self.path("quiet-out")).keys), 5)
+
+
+class HabitsTest(fx.TmpCase):
+    def test_output_inside_the_input_folder_is_not_read(self):
+        data = self.path("data")
+        fx.write_tree(data, samples(6))
+        p = subprocess.run([fx.TARMAC, "convert", ".", "-o", "out", "--checkpoint-every", "0"],
+                           cwd=data, capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertIn("input '.' holds the output directory 'out': it is left out", p.stderr.decode())
+        ds = fx.Dataset(os.path.join(data, "out"))
+        self.assertEqual(sorted(ds.keys), [f"s/{i:05d}" for i in range(6)])
+        self.assertEqual(ds.manifest["counts"].get("ignored_members", 0), 0, ds.manifest["counts"])
+        # The output may not be the input folder itself.
+        p = subprocess.run([fx.TARMAC, "convert", ".", "-o", "."], cwd=data, capture_output=True)
+        self.assertNotEqual(p.returncode, 0)
+
+    def test_a_run_that_converts_nothing_fails_unless_allowed(self):
+        no_images = fx.write_tar(self.path("noimg.tar"),
+                                 [("a/1.json", b'{"a": 1}'), ("a/2.json", b'{"a": 2}')])
+        unparsed = fx.write_tar(self.path("unparsed.tar"), [("a/1.foo", b"x"), ("a/2.foo", b"y")])
+        cases = [
+            ([no_images, "--on-error", "skip"], None, "all 2 sample(s) were skipped as bad"),
+            (["-"], b"", "the input holds no member"),
+            ([unparsed, "--no-images"], None, "hold no label"),
+        ]
+        for i, (args, stdin, why) in enumerate(cases):
+            out = self.path(f"empty{i}")
+            p = fx.run(["convert", *args, "-o", out], stdin=stdin)
+            err = p.stderr.decode()
+            self.assertEqual(p.returncode, 1, err)
+            self.assertIn("tarmac: error: no sample was converted: ", err)
+            self.assertIn(why, err)
+            self.assertIn("--allow-empty", err)
+            self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+            self.assertFalse(os.path.exists(os.path.join(out, ".tarmac-partial")))
+            out = self.path(f"allowed{i}")
+            p = fx.run(["convert", *args, "-o", out, "--allow-empty"], stdin=stdin)
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+            self.assertTrue(os.path.exists(os.path.join(out, "labels.safetensors")))
+
+    def test_quiet_prints_only_errors(self):
+        src = fx.write_tar(self.path("q.tar"), samples(3))
+        p = fx.run(["convert", src, "-o", self.path("q-out"), "-q"])
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, b"", b""))
+        p = fx.run(["merge", self.path("q-out"), "-o", self.path("q-merged"), "-q"])
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, b"", b""))
+        p = fx.run(["verify", self.path("q-merged"), "-q"])
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, b"", b""))
+        p = fx.run(["convert", self.path("missing.tar"), "-o", self.path("q-bad"), "-q"])
+        self.assertEqual(p.returncode, 1)
+        self.assertTrue(p.stderr.startswith(b"tarmac: error: "), p.stderr)
+
+    def test_did_you_mean(self):
+        p = fx.run(["covnert", "x.tar", "-o", "out"])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("tarmac: error: unknown command 'covnert'; did you mean 'convert'?",
+                      p.stderr.decode())
+        p = fx.run(["convert", "x.tar", "-o", "out", "--szie", "256"])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("did you mean '--size'?", p.stderr.decode())
+        p = fx.run(["verify", "out", "--decdoe"])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("did you mean '--decode'?", p.stderr.decode())
+        p = fx.run(["frobnicate"])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("unknown command 'frobnicate'", p.stderr.decode())
+        self.assertNotIn("did you mean", p.stderr.decode())
+
+    def test_every_error_starts_tarmac_error(self):
+        for args in ([], ["convert", "x.tar"], ["convert", "x.tar", "-o", "o", "--quality", "500"],
+                     ["info"], ["convert", "x.tar", "-o", "o", "--on-error", "maybe"],
+                     ["info", self.path("nothing-here")], ["covnert"]):
+            p = fx.run(args)
+            self.assertNotEqual(p.returncode, 0, args)
+            self.assertTrue(p.stderr.startswith(b"tarmac: error: "), (args, p.stderr))
+
+    def test_no_color(self):
+        env = dict(os.environ)
+        env.pop("NO_COLOR", None)
+        _, coloured = on_pty(["info", self.path("nothing")], env=env)
+        self.assertRegex(coloured, SGR, "an error on a terminal is coloured by default")
+        for value in ("1", "true"):
+            _, plain = on_pty(["info", self.path("nothing")], env={**env, "NO_COLOR": value})
+            self.assertIn(b"tarmac: error: ", plain)
+            self.assertNotRegex(plain, SGR)
+        _, empty = on_pty(["info", self.path("nothing")], env={**env, "NO_COLOR": ""})
+        self.assertRegex(empty, SGR, "NO_COLOR set but empty: colour stays")
+
+    def test_standard_input_on_a_terminal_is_refused(self):
+        t0 = time.time()
+        rc, text = on_pty(["convert", "-", "-o", self.path("tty-out")], timeout=20)
+        self.assertEqual(rc, 2, text)
+        self.assertLess(time.time() - t0, 15)
+        self.assertIn(b"tarmac: error: standard input ('-') is a terminal: pipe an archive in",
+                      SGR.sub(b"", text))
+
+    def test_json_errors_are_json_documents(self):
+        ds = self.path("j-ds")
+        src = fx.write_tar(self.path("j.tar"), samples(2))
+        self.assertEqual(fx.run(["convert", src, "-o", ds, "-q"]).returncode, 0)
+        missing = self.path("j-missing")
+        runs = [
+            ["convert", self.path("j-none.tar"), "-o", self.path("j-out")],
+            ["info", missing], ["ls", missing], ["cat", ds, "no/such/key"],
+            ["merge", missing, "-o", self.path("j-merged")], ["bench", missing],
+            ["convert", src, "-o", self.path("j-out2"), "--szie", "3"],
+        ]
+        for args in runs:
+            p = fx.run([*args, "--json"])
+            self.assertIn(p.returncode, (1, 2), args)
+            doc = json.loads(p.stdout)  # one document, nothing else
+            self.assertIn("error", doc, (args, doc))
+            err = doc["error"]
+            self.assertEqual(err["exit_code"], p.returncode, args)
+            self.assertEqual(err["code"], "usage_error" if p.returncode == 2 else "data_error")
+            self.assertTrue(err["message"], args)
+            self.assertIn(err["message"], p.stderr.decode())
+        # A command whose own document reports the failure prints only that one.
+        p = fx.run(["verify", missing, "--json"])
+        self.assertEqual(p.returncode, 1)
+        self.assertFalse(json.loads(p.stdout)["ok"])
+        with open(os.path.join(ds, fx.Dataset(ds).shards[0]), "r+b") as f:
+            f.seek(700)
+            b = f.read(1)
+            f.seek(700)
+            f.write(bytes([b[0] ^ 0xFF]))
+        p = fx.run(["verify", ds, "--json"])
+        self.assertEqual(p.returncode, 1)
+        self.assertFalse(json.loads(p.stdout)["ok"])
+
+
+if __name__ == "__main__":
+    unittest.main()
