@@ -1,11 +1,22 @@
 #pragma once
 // Annotation tables (convert --table): one ROW per output sample, read from a file beside the
 // inputs. A row names the members it uses (its image, and for split lists its dense maps) by
-// their paths in the inputs, and carries label values, one per column. Formats: COCO JSON
-// (rows = annotations joined to images), npz (mmhuman3d HumanData: rows = the first axis of
-// the N-long arrays, pickled dicts read by a restricted unpickler), JSON Lines, CSV, and
-// whitespace-separated split lists. Every table is untrusted input: parsed defensively, never
-// executed.
+// their paths in the inputs, and carries label values, one per column. Every table is
+// untrusted input: parsed defensively, never executed. The formats (docs/cli.md, "Annotation
+// tables"):
+//  - COCO JSON: rows = annotations[] in file order, joined to images[] by image_id; member
+//    column "image" = images[].file_name; bbox F64 [4], keypoints F64 [K, 3], ids I64, area
+//    F64, segmentation JSON text, other keys typed as JSON labels, image.width/height/id;
+//    metadata: categories, coco_info. Read through a SAX parser (no whole-document DOM).
+//  - npz (mmhuman3d HumanData): rows = the first axis of the N-long arrays, pickled dicts read
+//    by a restricted unpickler (npz_table.cpp).
+//  - JSON Lines: one object per line; columns = the union of the flattened keys, typed as
+//    .json labels; missing or null -> null. Image column `image_path`.
+//  - CSV (RFC 4180, header row): integer columns I64, numeric F64, empty cells null, any other
+//    text makes the column String. Image column `image_path`.
+//  - split list: whitespace-separated paths per line, `#` comments; every column a member
+//    column ("image", "path1", ... or TableOptions::list_columns), no label columns.
+// Auto-detection looks at the content, never the file name (table.cpp says why the order).
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -46,7 +57,8 @@ struct TableColumn {
   std::vector<uint8_t> data;       ///< uniform: rows x row bytes, little-endian, C order
   std::vector<FieldValue> values;  ///< not uniform: one per row (null where a row has none)
 
-  /// Row `row`'s value (a copy), with its shape.
+  /// Row `row`'s value (a copy, owning its bytes), with its shape. Throws std::out_of_range
+  /// past the last row.
   FieldValue value(uint64_t row) const;
 };
 
