@@ -38,6 +38,8 @@ cmake -S . -B build-tsan "${FLAGS[@]}" -DTARMAC_TSAN=ON -DTARMAC_BUILD_TESTS=ON 
 cmake --build build-tsan -j2 --target tarmac test_read_dataset test_convert
 TARMAC="$PWD/build-tsan/apps/tarmac" /usr/bin/python3 tests/e2e/test_convert.py
 TARMAC="$PWD/build-tsan/apps/tarmac" /usr/bin/python3 tests/e2e/test_inputs.py
+# Zip members inflated by the workers, samples converted ahead included.
+TARMAC="$PWD/build-tsan/apps/tarmac" /usr/bin/python3 tests/e2e/test_zip.py
 # A graceful stop: the writer drains the workers, checkpoints, then joins the reader.
 TARMAC="$PWD/build-tsan/apps/tarmac" /usr/bin/python3 tests/reliability/test_stop.py -k sigint
 ctest --test-dir build-tsan --output-on-failure -L threads

@@ -20,6 +20,8 @@ std::string_view error_code_name(ErrorCode c) {
       "duplicate_member",
       "late_member",
       "out_of_memory",
+      "corrupt_member",
+      "unsupported_member",
       "bad_sample",
       "missing_member",
       "bad_member_name",

@@ -15,23 +15,25 @@ namespace tarmac {
 enum class ErrorCode : uint8_t {
   None,
   // A sample left out (--on-error skip) or that stopped the run.
-  NoImage,          ///< no image member
-  AmbiguousImage,   ///< several image members, and nothing says which is the image
-  NoDenseMap,       ///< a --dense member is missing
-  BadImage,         ///< the image does not decode (corrupt, truncated, too large, unsupported)
-  BadDenseMap,      ///< a dense map does not decode or is of an unsupported kind
-  BadJson,          ///< a .json label member does not parse
-  BadNpy,           ///< a .npy label member does not parse
-  BadNpz,           ///< a .npz label member does not parse
-  BadText,          ///< a .txt/.cls label member does not parse
-  BadField,         ///< a field named by an option (--points, --boxes, --crop field:) is unusable
-  SchemaMismatch,   ///< the sample's fields contradict earlier samples'
-  DuplicateKey,     ///< a key in two inputs (--on-duplicate)
-  DuplicateMember,  ///< a member name twice in one sample (--on-duplicate)
-  LateMember,       ///< a member came after its sample left the group window
-  OutOfMemory,      ///< the sample did not fit in memory
-  BadSample,        ///< anything else wrong with the sample
-  MissingMember,    ///< a table row names a member that is not in the inputs
+  NoImage,            ///< no image member
+  AmbiguousImage,     ///< several image members, and nothing says which is the image
+  NoDenseMap,         ///< a --dense member is missing
+  BadImage,           ///< the image does not decode (corrupt, truncated, too large, unsupported)
+  BadDenseMap,        ///< a dense map does not decode or is of an unsupported kind
+  BadJson,            ///< a .json label member does not parse
+  BadNpy,             ///< a .npy label member does not parse
+  BadNpz,             ///< a .npz label member does not parse
+  BadText,            ///< a .txt/.cls label member does not parse
+  BadField,           ///< a field named by an option (--points, --boxes, --crop field:) is unusable
+  SchemaMismatch,     ///< the sample's fields contradict earlier samples'
+  DuplicateKey,       ///< a key in two inputs (--on-duplicate)
+  DuplicateMember,    ///< a member name twice in one sample (--on-duplicate)
+  LateMember,         ///< a member came after its sample left the group window
+  OutOfMemory,        ///< the sample did not fit in memory
+  CorruptMember,      ///< a zip member does not inflate, or not to its declared size and CRC-32
+  UnsupportedMember,  ///< a zip member is encrypted, or its sizes cannot be right
+  BadSample,          ///< anything else wrong with the sample
+  MissingMember,      ///< a table row names a member that is not in the inputs
   // A member left out, or an input not read to its end.
   BadMemberName,     ///< not valid UTF-8
   UnsafeMemberName,  ///< absolute, "..", or otherwise unsafe

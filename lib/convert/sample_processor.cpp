@@ -17,6 +17,7 @@
 #include "labels/npz.h"
 #include "labels/text_labels.h"
 #include "source/class_scan.h"
+#include "source/packed_member.h"
 #include "transform/jpeg_region.h"
 #include "transform/warp.h"
 #include "write/column_store.h"
@@ -622,7 +623,22 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
     size_t image_rank = o.image_exts.size();
     std::vector<std::pair<const Member*, std::string>> labels;
     std::vector<std::pair<const Member*, std::string>> by_last_ext;  // "rgb.png" for "png"
+    // Zip members are inflated and checked here, on a worker, not by the reader thread.
+    std::vector<Member> inflated;
+    std::vector<const Member*> members;
+    members.reserve(raw.members.size());
     for (const auto& m : raw.members) {
+      if (!is_packed(m)) {
+        members.push_back(&m);
+        continue;
+      }
+      if (inflated.empty()) inflated.resize(raw.members.size());
+      current_member = &m.name;
+      members.push_back(&unpack_member(m, inflated[members.size()]));
+    }
+    current_member = nullptr;
+    for (const Member* member : members) {
+      const Member& m = *member;
       std::string key, ext;
       split_member_name(m.name, key, ext, o.key_rule);
       auto d = std::find(o.dense.begin(), o.dense.end(), ext);

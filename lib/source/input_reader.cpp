@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/utf8.h"
 #include "source/gzip_inflater.h"
+#include "source/zip_directory.h"
 
 namespace tarmac {
 namespace fs = std::filesystem;
@@ -212,6 +213,23 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
     ::posix_fadvise(src.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   }
 
+  struct stat st {};
+  uint8_t head[4];
+  if (src.owned && ::fstat(src.fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      ::pread(src.fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
+      starts_zip(head, sizeof head)) {
+    bool done = false;
+    try {
+      done = read_zip(index, cb, src, where);
+    } catch (...) {
+      close_cb(nullptr, &src);
+      throw;
+    }
+    if (done) {
+      close_cb(nullptr, &src);
+      return;
+    }
+  }
   read_entries(index, cb, src, where);
   if (src.seeked && info.error.empty() && !names_only_) checksum_file(info.path, info);
 }
@@ -272,19 +290,10 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
                     type == AE_IFLNK ? ErrorCode::Link : ErrorCode::NotRegularFile});
       continue;
     }
-    if (auto why = unsafe_name_reason(name); !why.empty()) {
-      cb.on_notice(
-          {index, name, "unsafe member name (" + why + ")", true, ErrorCode::UnsafeMemberName});
+    // libarchive skips the data of a member not admitted on the next header read
+    if (!admit(index, cb, name, static_cast<uint64_t>(archive_entry_size(entry)),
+               archive_entry_size_is_set(entry)))
       continue;
-    }
-    if (archive_entry_size_is_set(entry) &&
-        static_cast<uint64_t>(archive_entry_size(entry)) > options_.max_member_size) {
-      cb.on_notice({index, name,
-                    "member is " + format_bytes(static_cast<uint64_t>(archive_entry_size(entry))) +
-                        ", over --max-member-size " + format_bytes(options_.max_member_size),
-                    true, ErrorCode::MemberTooLarge});
-      continue;  // libarchive skips the data on the next header read
-    }
     Member m;
     m.name = std::move(name);
     if (names_only_) {
@@ -324,6 +333,179 @@ bool InputReader::excluded(const fs::path& dir) const {
   for (const auto& x : options_.exclude)
     if (fs::equivalent(dir, x, ec)) return true;
   return false;
+}
+
+// A regular member's name and declared size: true when it may be read, else a notice says why.
+bool InputReader::admit(uint32_t index, const InputCallbacks& cb, const std::string& name,
+                        uint64_t size, bool size_known) {
+  if (auto why = unsafe_name_reason(name); !why.empty()) {
+    cb.on_notice(
+        {index, name, "unsafe member name (" + why + ")", true, ErrorCode::UnsafeMemberName});
+    return false;
+  }
+  if (size_known && size > options_.max_member_size) {
+    cb.on_notice({index, name,
+                  "member is " + format_bytes(size) + ", over --max-member-size " +
+                      format_bytes(options_.max_member_size),
+                  true, ErrorCode::MemberTooLarge});
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+// Reads a file front to back in blocks, checksumming and counting every byte (as read_raw does
+// for libarchive), and hands out the ranges asked for, in increasing order.
+class SequentialReader {
+ public:
+  explicit SequentialReader(FdSource& src) : src_(src) {}
+  uint64_t position() const { return pos_; }
+  // Reads up to `offset` (not before the current position), then `size` bytes into `out`.
+  void read(uint64_t offset, size_t size, uint8_t* out) {
+    if (offset < pos_)
+      throw ParseError(
+          "a member's local header lies inside the member before it: the zip is "
+          "corrupt or crafted");
+    skip_to(offset);
+    while (size > 0) {
+      if (have_ == used_) fill();
+      const size_t n = std::min(size, have_ - used_);
+      std::memcpy(out, src_.buffer.data() + used_, n);
+      used_ += n;
+      pos_ += n;
+      out += n;
+      size -= n;
+    }
+  }
+  void skip_to(uint64_t offset) {
+    while (pos_ < offset) {
+      if (have_ == used_) fill();
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(offset - pos_, have_ - used_));
+      used_ += n;
+      pos_ += n;
+    }
+  }
+  void to_end() {
+    while (true) {
+      pos_ += have_ - used_;
+      used_ = have_;
+      const ssize_t n = read_raw(&src_);
+      if (n < 0) throw ParseError("read error: " + src_.read_error);
+      if (n == 0) return;
+      have_ = static_cast<size_t>(n);
+      used_ = 0;
+    }
+  }
+
+ private:
+  void fill() {
+    const ssize_t n = read_raw(&src_);
+    if (n < 0) throw ParseError("read error: " + src_.read_error);
+    if (n == 0) throw ParseError("the file ended early (it shrank while being read)");
+    have_ = static_cast<size_t>(n);
+    used_ = 0;
+  }
+  FdSource& src_;
+  uint64_t pos_ = 0;
+  size_t have_ = 0, used_ = 0;
+};
+
+}  // namespace
+
+// A seekable zip: the central directory first (a few preads from the end), then one pass over the
+// file that checksums every byte and hands each member on as stored. False, with nothing handed
+// on, when some member is compressed otherwise than stored or deflated (bzip2, LZMA, zstd...):
+// libarchive reads that zip instead.
+bool InputReader::read_zip(uint32_t index, const InputCallbacks& cb, FdSource& src,
+                           const std::string& where) {
+  InputInfo& info = inputs_[index];
+  const int fd = src.fd;
+  const uint64_t file_size = info.size;
+  auto fail = [&](const std::string& what) {
+    const std::string msg = where + ": " + what;
+    if (!options_.skip_errors) throw FatalError(msg);
+    info.error = msg;
+  };
+  ZipDirectory dir;
+  try {
+    dir = read_zip_directory(
+        [fd](uint64_t offset, size_t size, uint8_t* out) {
+          size_t got = 0;
+          while (got < size) {
+            const ssize_t n = ::pread(fd, out + got, size - got, static_cast<off_t>(offset + got));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return false;
+            got += static_cast<size_t>(n);
+          }
+          return true;
+        },
+        file_size);
+  } catch (const ParseError& e) {
+    fail(std::string("zip is corrupt: ") + e.what());
+    return true;
+  }
+  for (const auto& z : dir.entries)
+    if (!(z.flags & 1) && z.method != 0 && z.method != 8) return false;
+
+  SequentialReader file(src);
+  uint8_t local[kZipLocalHeaderSize];
+  try {
+    for (const auto& z : dir.entries) {
+      std::string name = normalise(z.name);
+      ++info.members;
+      if (z.kind == ZipEntry::Kind::Directory) continue;
+      if (!is_valid_utf8(name)) {
+        cb.on_notice(
+            {index, name, "member name is not valid UTF-8", true, ErrorCode::BadMemberName});
+        continue;
+      }
+      if (z.kind != ZipEntry::Kind::File) {
+        const bool link = z.kind == ZipEntry::Kind::Symlink;
+        cb.on_notice({index, name, link ? "symbolic link, not followed" : "not a regular file",
+                      false, link ? ErrorCode::Link : ErrorCode::NotRegularFile});
+        continue;
+      }
+      if (!admit(index, cb, name, z.size, true)) continue;
+      Member m;
+      m.name = std::move(name);
+      m.size = z.size;
+      m.crc32 = z.crc32;
+      if (names_only_) {
+        cb.on_member(index, std::move(m));
+        continue;
+      }
+      if (z.flags & 1) {
+        m.packing = Packing::ZipRefused;
+        m.refused =
+            "zip member is encrypted; tarmac reads no encrypted members: extract the archive "
+            "with its password and convert the files";
+      } else if ((z.method == 0 && z.compressed_size != z.size) ||
+                 z.compressed_size > z.size + z.size / 8 + 1024) {
+        // Deflate never needs that much more than the data (at most 9 bits a byte): the sizes
+        // are wrong, and reading the stored bytes would hold more memory than declared.
+        m.packing = Packing::ZipRefused;
+        m.refused = "zip member declares " + std::to_string(z.size) + " bytes stored in " +
+                    std::to_string(z.compressed_size) +
+                    (z.method == 0 ? " without compression" : " of deflate data") +
+                    ": its central directory is corrupt";
+      } else {
+        file.read(z.local_offset, sizeof local, local);
+        const uint64_t data = zip_data_offset(local, z.local_offset);
+        if (data < file.position() || data > dir.directory_offset ||
+            dir.directory_offset - data < z.compressed_size)
+          throw ParseError("member '" + m.name + "' runs into the central directory");
+        m.packing = z.method == 0 ? Packing::ZipStored : Packing::ZipDeflated;
+        m.data.resize(static_cast<size_t>(z.compressed_size));
+        file.read(data, m.data.size(), m.data.data());
+      }
+      cb.on_member(index, std::move(m));
+    }
+    if (!names_only_) file.to_end();
+  } catch (const ParseError& e) {
+    fail(std::string("zip is corrupt: ") + e.what());
+  }
+  return true;
 }
 
 void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {

@@ -1,7 +1,9 @@
 #pragma once
 // Reads the members of every input in order, streaming: archives of any format and
 // compression libarchive knows (tar, pax, gnu, ustar, zip; gz, zst, xz, bz2), directories,
-// and "-" for standard input. Nothing is extracted to disk.
+// and "-" for standard input. Nothing is extracted to disk. A zip file (seekable, its members
+// stored or deflated) is read by zip_directory.h instead: its members are handed on as stored,
+// for the workers to inflate and check (packed_member.h).
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -72,6 +74,9 @@ class InputReader {
   bool excluded(const std::filesystem::path& dir) const;
   void read_entries(uint32_t index, const InputCallbacks& cb, FdSource& src,
                     const std::string& where);
+  bool read_zip(uint32_t index, const InputCallbacks& cb, FdSource& src, const std::string& where);
+  bool admit(uint32_t index, const InputCallbacks& cb, const std::string& name, uint64_t size,
+             bool size_known);
 
   std::vector<InputInfo> inputs_;
   InputReaderOptions options_;

@@ -2,16 +2,33 @@
 // What the source stage hands on: members of archives, grouped into samples.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
 
 namespace tarmac {
 
+/// How a member's bytes are held. A seekable zip's members come as the zip stores them, so
+/// that the workers, not the reader thread, inflate and check them (packed_member.h).
+enum class Packing : uint8_t {
+  Plain,        ///< `data` is the member's bytes
+  ZipStored,    ///< `data` is the member's bytes, still to be checked against `crc32`
+  ZipDeflated,  ///< `data` is a raw deflate stream of `size` bytes whose CRC-32 is `crc32`
+  ZipRefused,   ///< no data: the member cannot be read (`refused` says why)
+};
+
 /// One regular-file member of an input, read whole into memory.
 struct Member {
+  Member() = default;
+  Member(std::string n, std::vector<uint8_t> d) : name(std::move(n)), data(std::move(d)) {}
+
   std::string name;  ///< path inside the archive, normalised (no leading "./")
   std::vector<uint8_t> data;
+  Packing packing = Packing::Plain;
+  uint32_t crc32 = 0;   ///< zip: the CRC-32 its central directory declares
+  uint64_t size = 0;    ///< zip: the size its central directory declares
+  std::string refused;  ///< ZipRefused: why, in a sentence that names no member
 };
 
 /// A sample or member left out as a duplicate under --on-duplicate first|last.
@@ -31,6 +48,7 @@ struct RawSample {
   std::vector<DuplicateNote> duplicates;   ///< what was left out of this key as a duplicate
   ErrorCode error_code = ErrorCode::None;  ///< the code of errors.front()
   int64_t table_group = -1;  ///< convert --table: the group of rows it is (-1: not a table's)
+  /// The members' bytes as held (a zip member's compressed size): what the group window counts.
   uint64_t bytes() const {
     uint64_t n = 0;
     for (const auto& m : members) n += m.data.size();

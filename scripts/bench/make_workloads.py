@@ -6,8 +6,13 @@
   W2  captioned photos: 1-3 MP JPEGs of mixed aspect ratios + .txt captions + .json
   W3  depth pairs: 640x480 PNG RGB + 16-bit PNG depth
   W4  labels only at scale: N samples of small per-sample .npz labels (the seed-1 case)
+  W5  img2dataset metadata at scale: N samples of KEY.json (indent=4, nulls, optional fields)
+      + KEY.txt captions (some empty), converted with --no-images
 
-usage: make_workloads.py OUTDIR [--w1 N] [--w2 N] [--w3 N] [--w4 N] [--formats tar,tar.gz,tar.zst]
+W1's formats may include zip: the same members in a deflated zip (Python's zipfile).
+
+usage: make_workloads.py OUTDIR [--w1 N] [--w2 N] [--w3 N] [--w4 N] [--w5 N]
+                         [--formats tar,tar.gz,tar.zst,zip]
 """
 import argparse
 import io
@@ -15,6 +20,7 @@ import json
 import os
 import subprocess
 import tarfile
+import zipfile
 
 import cv2
 import numpy as np
@@ -73,6 +79,10 @@ def w1(out, n, rng):
                                        betas=rng.normal(size=10).astype(np.float32),
                                        body_pose=rng.normal(size=69).astype(np.float32),
                                        gender=np.array("neutral")))
+    if "zip" in FORMATS:
+        with tarfile.open(path) as tar, zipfile.ZipFile(os.path.join(out, "w1.zip"), "w", zipfile.ZIP_DEFLATED) as z:
+            for ti in tar:
+                z.writestr(ti.name, tar.extractfile(ti).read())
     if "tar.gz" in FORMATS:
         subprocess.run(["gzip", "-k", "-f", "-6", path], check=True)
     if "tar.zst" in FORMATS:
@@ -116,6 +126,33 @@ def w4(out, n, rng):
                                              betas=rng.normal(size=10).astype(np.float32)))
 
 
+def w5(out, n, rng):
+    """img2dataset's per-sample metadata, as it writes it: json.dumps(meta, indent=4)."""
+    path = os.path.join(out, "w5.tar")
+    licenses = [None, "?", "CC-BY", "CC-BY-SA"]
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(n):
+            key = f"{i:09d}"
+            ok = rng.random() > 0.1
+            w, h = int(rng.integers(64, 1024)), int(rng.integers(64, 1024))
+            meta = {"url": f"https://example.com/images/{i}/{rng.integers(1 << 30)}.jpg", "key": key,
+                    "status": "success" if ok else "failed_to_download",
+                    "error_message": None if ok else "HTTP Error 404: Not Found",
+                    "width": w if ok else None, "height": h if ok else None,
+                    "original_width": 2 * w if ok else None, "original_height": 2 * h if ok else None,
+                    "exif": None if rng.random() < 0.7 else json.dumps({"Image Make": "Canon", "Image Model": "EOS"}),
+                    "sha256": f"{rng.integers(1 << 62):064x}" if ok else None,
+                    "NSFW": None if rng.random() < 0.6 else str(rng.choice(["UNLIKELY", "NSFW"])),
+                    "similarity": None if rng.random() < 0.5 else float(rng.uniform(0.2, 0.4)),
+                    "LICENSE": licenses[int(rng.integers(0, 4))]}
+            if rng.random() < 0.2:  # optional fields absent in some samples
+                del meta["exif"]
+            if rng.random() < 0.1:
+                del meta["LICENSE"]
+            add(tar, f"w5/{key}.json", json.dumps(meta, indent=4).encode())
+            add(tar, f"w5/{key}.txt", b"" if i % 7 == 0 else f"a caption for image {i}".encode())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("outdir")
@@ -123,13 +160,14 @@ def main():
     ap.add_argument("--w2", type=int, default=0)
     ap.add_argument("--w3", type=int, default=0)
     ap.add_argument("--w4", type=int, default=0)
+    ap.add_argument("--w5", type=int, default=0)
     ap.add_argument("--formats", default="tar,tar.gz,tar.zst",
-                    help="W1's archive formats, comma-separated (tar is always written)")
+                    help="W1's archive formats, comma-separated (tar is always written; zip too)")
     a = ap.parse_args()
     FORMATS[:] = a.formats.split(",")
     os.makedirs(a.outdir, exist_ok=True)
     rng = np.random.default_rng(1)
-    for name, n in (("w1", a.w1), ("w2", a.w2), ("w3", a.w3), ("w4", a.w4)):
+    for name, n in (("w1", a.w1), ("w2", a.w2), ("w3", a.w3), ("w4", a.w4), ("w5", a.w5)):
         if n:
             globals()[name](a.outdir, n, rng)
             print(name, n)

@@ -1,5 +1,6 @@
 // libFuzzer target: arbitrary bytes read as an archive (any format and filter libarchive
-// knows) by InputReader, members grouped into samples by SampleGrouper, as convert does.
+// knows, and zip files through their central directory) by InputReader, members grouped into
+// samples by SampleGrouper and unpacked (a zip member inflated and checked) as the workers do.
 // The only acceptable failures are FatalError (unusable archive) and SampleError (bad member).
 #include <sys/mman.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include "common/error.h"
 #include "source/input_reader.h"
 #include "source/member.h"
+#include "source/packed_member.h"
 #include "source/sample_grouper.h"
 
 namespace {
@@ -30,8 +32,16 @@ void check(const tarmac::RawSample& s) {
   if (s.key.empty() || (s.members.empty() && s.errors.empty())) __builtin_trap();
   for (const auto& m : s.members) {
     std::string key, ext;
-    if (m.data.size() > kMaxMember || !tarmac::split_member_name(m.name, key, ext) || key != s.key)
+    if (m.data.size() > kMaxMember + kMaxMember / 8 + 1024 ||
+        !tarmac::split_member_name(m.name, key, ext) || key != s.key)
       __builtin_trap();
+    try {
+      tarmac::Member scratch;
+      const tarmac::Member& u = tarmac::unpack_member(m, scratch);
+      if (u.data.size() > kMaxMember || (tarmac::is_packed(m) && u.data.size() != m.size))
+        __builtin_trap();
+    } catch (const tarmac::SampleError&) {
+    }
   }
 }
 

@@ -67,6 +67,31 @@ def archives():
         f.writestr("k/1.json", b'{"v": [1, 2]}')
         f.writestr(zipfile.ZipInfo("k/1.txt"), b"deflated " * 8, compress_type=zipfile.ZIP_DEFLATED)
     save("fuzz_tar_grouping", "deflate.zip", z.getvalue())
+    # ZIP64 extra fields in the local headers, and data descriptors (written to a stream)
+    z = io.BytesIO()
+    with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as f:
+        for name, data in sample[:3]:
+            with f.open(zipfile.ZipInfo(name), "w", force_zip64=True) as m:
+                m.write(data)
+    save("fuzz_tar_grouping", "zip64.zip", z.getvalue())
+
+    class Stream(io.RawIOBase):
+        def __init__(self):
+            self.b = bytearray()
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            self.b += b
+            return len(b)
+
+    z = Stream()
+    with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as f:
+        for name, data in sample[:3]:
+            with f.open(zipfile.ZipInfo(name), "w") as m:
+                m.write(data)
+    save("fuzz_tar_grouping", "descriptors.zip", bytes(z.b))
 
 
 def images():

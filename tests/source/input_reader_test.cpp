@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "source/input_reader.h"
+#include "source/packed_member.h"
 
 using tarmac::FatalError;
 using tarmac::InputCallbacks;
@@ -130,7 +131,11 @@ struct Collected {
   }
   std::map<std::string, std::string> by_name() const {
     std::map<std::string, std::string> out;
-    for (const auto& [i, m] : members) out[m.name] = std::string(m.data.begin(), m.data.end());
+    for (const auto& [i, m] : members) {  // zip members as the workers unpack them
+      Member scratch;
+      const Member& u = tarmac::unpack_member(m, scratch);
+      out[u.name] = std::string(u.data.begin(), u.data.end());
+    }
     return out;
   }
   const MemberNotice* notice(const std::string& member) const {
