@@ -608,6 +608,25 @@ void render_all(const RawSample& raw, const Member* image, const std::vector<con
   gather(std::move(outs), result);
 }
 
+// The sample's members with their bytes as meant: zip members inflated into `inflated` (which
+// must outlive the pointers), the others as they are.
+std::vector<const Member*> unpacked_members(const RawSample& raw, std::vector<Member>& inflated,
+                                            Context& ctx) {
+  std::vector<const Member*> members;
+  members.reserve(raw.members.size());
+  inflated.resize(raw.members.size());
+  for (const auto& m : raw.members) {
+    if (!is_packed(m)) {
+      members.push_back(&m);
+      continue;
+    }
+    ctx.member = &m.name;
+    members.push_back(&unpack_member(m, inflated[members.size()]));
+  }
+  ctx.member = nullptr;
+  return members;
+}
+
 }  // namespace
 
 ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
@@ -618,25 +637,16 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
   const Member* image = nullptr;
   std::vector<const Member*> dense(o.dense.size(), nullptr);
   bool done = false;  // the outputs are made (several: instances)
+  // Zip members are inflated and checked here, on a worker, not by the reader thread; the
+  // inflated bytes live as long as the outputs are being made.
+  std::vector<Member> inflated;
+  std::vector<const Member*> members;
   guarded(out, ctx, [&] {
     if (!raw.errors.empty()) throw SampleError(raw.errors.front(), raw.error_code);
     size_t image_rank = o.image_exts.size();
     std::vector<std::pair<const Member*, std::string>> labels;
     std::vector<std::pair<const Member*, std::string>> by_last_ext;  // "rgb.png" for "png"
-    // Zip members are inflated and checked here, on a worker, not by the reader thread.
-    std::vector<Member> inflated;
-    std::vector<const Member*> members;
-    members.reserve(raw.members.size());
-    for (const auto& m : raw.members) {
-      if (!is_packed(m)) {
-        members.push_back(&m);
-        continue;
-      }
-      if (inflated.empty()) inflated.resize(raw.members.size());
-      current_member = &m.name;
-      members.push_back(&unpack_member(m, inflated[members.size()]));
-    }
-    current_member = nullptr;
+    members = unpacked_members(raw, inflated, ctx);
     for (const Member* member : members) {
       const Member& m = *member;
       std::string key, ext;
@@ -748,14 +758,27 @@ ProcessedSample process_table_group(const RawSample& raw, const TablePlan& plan,
     sets.push_back(std::move(fields));
     keys.push_back(r.key);
   }
-  if (!raw.errors.empty() || raw.members.size() != g.paths.size() || sets.empty()) {
+  std::vector<Member> inflated;
+  std::vector<const Member*> members;
+  ProcessedSample unpack_error;
+  guarded(unpack_error, ctx, [&] { members = unpacked_members(raw, inflated, ctx); });
+  if (!raw.errors.empty() || !unpack_error.error.empty() || raw.members.size() != g.paths.size() ||
+      sets.empty()) {
     // The members did not all come (or the rows are all refused): each row says why.
     for (size_t i = 0; i < keys.size(); ++i) {
       ProcessedSample r;
       r.key = keys[i];
       r.input = raw.input;
-      r.error = raw.errors.empty() ? "the sample's members are incomplete" : raw.errors.front();
-      r.error_code = raw.errors.empty() ? ErrorCode::MissingMember : raw.error_code;
+      if (!raw.errors.empty()) {
+        r.error = raw.errors.front();
+        r.error_code = raw.error_code;
+      } else if (!unpack_error.error.empty()) {
+        r.error = unpack_error.error;
+        r.error_code = unpack_error.error_code;
+      } else {
+        r.error = "the sample's members are incomplete";
+        r.error_code = ErrorCode::MissingMember;
+      }
       bad.push_back(std::move(r));
     }
     gather(std::move(bad), out);
@@ -763,9 +786,9 @@ ProcessedSample process_table_group(const RawSample& raw, const TablePlan& plan,
   }
   std::vector<const Member*> dense;
   std::vector<std::string> suffixes;
-  for (size_t i = 1; i < raw.members.size(); ++i) {
+  for (size_t i = 1; i < members.size(); ++i) {
     // The map keeps its column's name and its member's last extension: "depth.png".
-    const std::string& name = raw.members[i].name;
+    const std::string& name = members[i]->name;
     const std::string file = name.substr(name.rfind('/') + 1);
     const size_t dot = file.rfind('.');
     const std::string ext = dot == std::string::npos ? "" : file.substr(dot + 1);
@@ -783,10 +806,10 @@ ProcessedSample process_table_group(const RawSample& raw, const TablePlan& plan,
       gather(std::move(bad), out);
       return out;
     }
-    dense.push_back(&raw.members[i]);
+    dense.push_back(members[i]);
     suffixes.push_back(o.dense[i - 1] + "." + (ext.empty() ? "png" : ext));
   }
-  render_all(raw, &raw.members.front(), dense, suffixes, std::move(sets), keys, o, {}, out);
+  render_all(raw, members.front(), dense, suffixes, std::move(sets), keys, o, {}, out);
   for (auto& b : bad) out.more.push_back(std::move(b));
   return out;
 }
