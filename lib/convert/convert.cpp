@@ -353,7 +353,7 @@ ConvertResult convert(const ConvertOptions& options,
     json manifest = run_manifest(rec, std::move(skipped_json), std::move(ignored_json),
                                  std::move(duplicates_json));
     if (!writer.shard_names().empty()) {
-      format::ShardList list{dataset_name(out), {}};
+      format::ShardList list;
       for (size_t k = 0; k < writer.shard_names().size(); ++k)
         list.shards.push_back({writer.shard_names()[k], writer.shard_samples()[k],
                                fs::file_size(staging / writer.shard_names()[k])});

@@ -11,10 +11,9 @@ std::string shard_list_text(const ShardList& list) {
   json shards = json::array();
   for (const auto& s : list.shards)
     shards.push_back({{"url", s.url}, {"nsamples", s.nsamples}, {"filesize", s.filesize}});
-  const json doc = {{"__kind__", kShardListKind},
-                    {"wids_version", 1},
-                    {"name", list.name},
-                    {"shardlist", std::move(shards)}};
+  json doc = {{"__kind__", kShardListKind}, {"wids_version", 1}};
+  if (!list.name.empty()) doc["name"] = list.name;
+  doc["shardlist"] = std::move(shards);
   return doc.dump(1) + "\n";
 }
 

@@ -20,7 +20,9 @@ struct ShardListEntry {
 };
 
 struct ShardList {
-  std::string name;  ///< the dataset's name (wids' `name`; informative)
+  /// wids' `name` (informative; written only when not empty: tarmac writes none, so that a
+  /// dataset's bytes do not depend on its folder's name).
+  std::string name;
   std::vector<ShardListEntry> shards;
 };
 

@@ -558,7 +558,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
     manifest["ignored"] = ignored;
     manifest["duplicates"] = duplicates;
     if (!shard_names.empty()) {
-      format::ShardList list{dataset_name(out), {}};
+      format::ShardList list;
       for (size_t k = 0; k < shard_names.size(); ++k)
         list.shards.push_back(
             {shard_names[k], shard_samples[k], fs::file_size(staging / shard_names[k])});

@@ -276,9 +276,9 @@ Sheet draw_contact_sheet(const SheetOptions& o, bool jpeg) {
     std::vector<std::string> dp, db;
     declared_fields(o.dir, dp, db);
     // The manifest's fields may since have been dropped (--fields): draw those that exist.
-    auto present = [&](std::vector<std::string> v) {
+    auto present = [&](const std::vector<std::string>& v) {
       std::vector<std::string> out;
-      for (auto& s : v)
+      for (const auto& s : v)
         if (ds.find_field(parse_box(s).name)) out.push_back(s);
       return out;
     };
@@ -286,6 +286,7 @@ Sheet draw_contact_sheet(const SheetOptions& o, bool jpeg) {
     if (!o.boxes_given) box_specs = present(db);
   }
   std::vector<BoxField> boxes;
+  boxes.reserve(box_specs.size());
   for (const auto& s : box_specs) boxes.push_back(parse_box(s));
   for (const auto& p : points) check_field(ds, p, "points", 2, true);
   for (const auto& b : boxes) check_field(ds, b.name, "boxes", 4, false);

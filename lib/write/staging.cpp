@@ -9,12 +9,6 @@ namespace tarmac {
 namespace fs = std::filesystem;
 using namespace format;
 
-std::string dataset_name(const fs::path& out) {
-  fs::path p = fs::absolute(out).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();
-  return p.filename().string();
-}
-
 std::string write_shard_list(const fs::path& staging, const ShardList& list) {
   const std::string text = shard_list_text(list);
   write_file_atomic((staging / kShardListFile).string(), text);

@@ -9,9 +9,6 @@
 
 namespace tarmac {
 
-/// The name of the dataset in directory `out` (its folder's name, "." resolved): the shard
-/// list's `name`.
-std::string dataset_name(const std::filesystem::path& out);
 /// Writes `list` as the shard list (format::kShardListFile) into `staging`, for
 /// publish_dataset to move into place; returns the CRC-32 of its bytes as 8 hex digits (the
 /// manifest's `shard_list` entry). Throws FatalError.

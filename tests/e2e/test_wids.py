@@ -71,7 +71,7 @@ class ShardListTest(fx.TmpCase):
             doc = json.load(f)
         self.assertEqual(doc["__kind__"], "wids-shard-index-v1")
         self.assertEqual(doc["wids_version"], 1)
-        self.assertIsInstance(doc["name"], str)
+        self.assertNotIn("name", doc)  # the bytes do not depend on the folder's name
         self.assertEqual([s["url"] for s in doc["shardlist"]], ds.shards)
         all_keys = []
         for s in doc["shardlist"]:
@@ -94,8 +94,7 @@ class ShardListTest(fx.TmpCase):
         _, ds = fx.convert(self, [self.src], "--dense", "depth.png", "--format", "png",
                            "--shard-size", "24K", out=self.path("conv"))
         self.assertGreater(len(ds.shards), 2)  # several shards, so counts differ from N
-        doc = self.check_list(ds.out, N)
-        self.assertEqual(doc["name"], "conv")
+        self.check_list(ds.out, N)
         p = fx.run(["verify", ds.out])
         self.assertEqual(p.returncode, 0, p.stderr.decode())
 
