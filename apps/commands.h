@@ -29,6 +29,7 @@ Runner setup_cat(CLI::App& app, const GlobalFlags& g);
 Runner setup_ls(CLI::App& app, const GlobalFlags& g);
 Runner setup_merge(CLI::App& app, const GlobalFlags& g);
 Runner setup_bench(CLI::App& app, const GlobalFlags& g);
+Runner setup_preview(CLI::App& app, const GlobalFlags& g);
 
 /// "1344x768 (120), 1024x1024 (80), and 3 more sizes": the `most` most frequent image sizes.
 std::string sizes_text(const DatasetSummary& s, size_t most = 8);

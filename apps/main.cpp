@@ -28,6 +28,8 @@ const Command kCommands[] = {
      tarmac::cli::setup_verify},
     {"cat", "Write one sample's stored image (or dense map) bytes, or its labels as JSON",
      tarmac::cli::setup_cat},
+    {"preview", "Draw a contact sheet of samples: images, keys, points, boxes, dense maps (a PNG)",
+     tarmac::cli::setup_preview},
     {"ls", "List a dataset's sample keys (-l: index, size, width x height)", tarmac::cli::setup_ls},
     {"merge", "Join datasets converted in parts (convert --shard I/N) into one",
      tarmac::cli::setup_merge},

@@ -18,6 +18,9 @@ echo
 echo "== tarmac info"
 build/apps/tarmac info demo-out/dataset
 echo
+echo "== tarmac preview (a contact sheet: crops, keys, keypoints and boxes drawn)"
+build/apps/tarmac preview demo-out/dataset -o demo-out/sheet.png
+echo
 echo "== what it made: demo-out/dataset"
 ls -l demo-out/dataset
 echo
@@ -26,6 +29,7 @@ members=$(tar -tvf demo-out/dataset/shard-000000.tar)
 echo "== the shard is a plain tar ($(wc -l <<<"$members") members), the first three:"
 sed -n '1,3p' <<<"$members"
 echo
-echo "demo: done. Input archives in demo-out/raw/, the dataset in demo-out/dataset/; next:"
+echo "demo: done. Input archives in demo-out/raw/, the dataset in demo-out/dataset/, its contact"
+echo "sheet in demo-out/sheet.png (open it: the keypoints sit on the crops); next:"
 echo "  build/apps/tarmac verify demo-out/dataset --decode"
 echo "  PYTHONPATH=python /usr/bin/python3 -c \"import tarmac; print(tarmac.Dataset('demo-out/dataset')[0]['__key__'])\""

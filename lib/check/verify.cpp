@@ -13,6 +13,8 @@
 
 #include "check/shard_check.h"
 #include "common/crc32.h"
+#include "common/error.h"
+#include "format/shard_list.h"
 
 namespace tarmac::check {
 namespace fs = std::filesystem;
@@ -81,6 +83,68 @@ std::optional<uint64_t> u64_at(const json& j, const char* a, const char* b = nul
   }
   if (!p->is_number_unsigned()) return std::nullopt;
   return p->get<uint64_t>();
+}
+
+// Checks the shard list (format.md 7) against the dataset: it must exist when the manifest
+// records one (with its CRC-32) or the dataset has shards and it is there; every shard in
+// order, each `nsamples` the number of samples whose image the shard holds, each `filesize`
+// the shard's size.
+void check_shard_list(const fs::path& dir, const Annotation& a, const json* recorded,
+                      const std::vector<uint64_t>& samples, const std::vector<uint64_t>& sizes,
+                      std::vector<Problem>& problems, uint64_t& bytes) {
+  const char* file = format::kShardListFile;
+  std::error_code ec;
+  if (!fs::exists(dir / file, ec)) {
+    if (recorded) problems.push_back({file, "", "is missing; the manifest records one"});
+    return;
+  }
+  std::ifstream in(dir / file, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  bytes += text.size();
+  if (recorded) {
+    const std::string crc = hex(crc32_update(0, text.data(), text.size()));
+    const std::string said =
+        recorded->is_object() && recorded->contains("crc32") && (*recorded)["crc32"].is_string()
+            ? (*recorded)["crc32"].get<std::string>()
+            : std::string("nothing");
+    if (said != crc)
+      problems.push_back({kManifest, "",
+                          std::string("CRC-32 of ") + file + ": the manifest says " + said +
+                              ", the dataset has " + crc});
+  }
+  format::ShardList list;
+  try {
+    list = format::parse_shard_list(text);
+  } catch (const ParseError& e) {
+    problems.push_back({file, "", std::string(e.what()) + " (WebDataset's wids cannot read it)"});
+    return;
+  }
+  if (list.shards.size() != a.shards().size()) {
+    problems.push_back({file, "",
+                        "lists " + std::to_string(list.shards.size()) +
+                            " shard(s), the annotation file " + std::to_string(a.shards().size())});
+    return;
+  }
+  for (size_t s = 0; s < list.shards.size(); ++s) {
+    const format::ShardListEntry& e = list.shards[s];
+    const std::string& name = a.shards()[s];
+    if (e.url != name) {
+      problems.push_back({file, "",
+                          "entry " + std::to_string(s) + " is '" + e.url + "', shard " +
+                              std::to_string(s) + " is '" + name + "'"});
+      continue;
+    }
+    if (e.nsamples != samples[s])
+      problems.push_back({file, "",
+                          "'" + name + "' has nsamples " + std::to_string(e.nsamples) +
+                              ", the shard holds " + std::to_string(samples[s]) + " sample(s)"});
+    if (e.filesize != 0 && e.filesize != sizes[s])
+      problems.push_back({file, "",
+                          "'" + name + "' has filesize " + std::to_string(e.filesize) +
+                              ", the shard has " + std::to_string(sizes[s]) + " bytes"});
+  }
 }
 
 }  // namespace
@@ -251,6 +315,17 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     const std::string crc =
         e.contains("crc32") && e["crc32"].is_string() ? e["crc32"].get<std::string>() : "nothing";
     if (crc != hex(c.crc32)) mismatch("CRC-32 of " + name, crc, hex(c.crc32));
+  }
+  {
+    std::vector<uint64_t> samples(results.size(), 0), sizes(results.size(), 0);
+    for (size_t s = 0; s < results.size(); ++s) {
+      for (BlobEntry e : per_shard[s])
+        if (e % kinds == 0) ++samples[s];  // the image: one per sample
+      sizes[s] = fs::file_size(dir / a.shards()[s], ec);
+      ec.clear();
+    }
+    const json* recorded = have_manifest && m.contains("shard_list") ? &m["shard_list"] : nullptr;
+    check_shard_list(dir, a, recorded, samples, sizes, problems, r.bytes_checked);
   }
   if (progress) {
     p.bytes_done = bytes_done.load();

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/version.h"
 #include "format/names.h"
+#include "format/shard_list.h"
 #include "write/file_util.h"
 #include "write/output_lock.h"
 
@@ -62,7 +63,10 @@ std::optional<json> prepare_output(const ConvertOptions& o, const fs::path& out,
       for (const auto& n : names)
         if (!fs::exists(staging / n, ec) && fs::exists(out / n, ec))
           atomic_rename((out / n).string(), (staging / n).string());
-      if (!has_labels) fs::remove(out / kManifestFile, ec);
+      if (!has_labels) {
+        fs::remove(out / kManifestFile, ec);
+        fs::remove(out / kShardListFile, ec);
+      }
       return cp;
     }
     if (o.resume && has_labels) {
@@ -80,7 +84,7 @@ std::optional<json> prepare_output(const ConvertOptions& o, const fs::path& out,
     // A staging directory without the annotation file is a killed run. It may have got as far
     // as publishing some shards and the manifest: those are its files too (format.md).
     if (fs::exists(staging, ec) && !has_labels) {
-      std::vector<fs::path> published{out / kManifestFile};
+      std::vector<fs::path> published{out / kManifestFile, out / kShardListFile};
       for (const auto& e : fs::directory_iterator(out, ec))
         if (is_shard_name(e.path().filename().string())) published.push_back(e.path());
       for (const auto& p : published) fs::remove(p, ec);
@@ -245,7 +249,7 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging) {
     const std::string n = e.path().filename().string();
     const bool listed = std::find(names.begin(), names.end(), n) != names.end();
     if ((is_shard_name(n) && !listed) || n == kLabelsFile || n == kManifestFile ||
-        n.ends_with(".tmp"))
+        n == kShardListFile || n.ends_with(".tmp"))
       fs::remove(e.path(), ec);
   }
 }

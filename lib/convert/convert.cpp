@@ -33,6 +33,7 @@
 #include "convert/sample_processor.h"
 #include "convert/table_plan.h"
 #include "format/layout.h"
+#include "format/shard_list.h"
 #include "labels/schema.h"
 #include "source/class_scan.h"
 #include "source/input_reader.h"
@@ -469,6 +470,14 @@ ConvertResult convert(const ConvertOptions& options) {
                        plan ? &*plan : nullptr};
     json manifest = run_manifest(rec, std::move(skipped_json), std::move(ignored_json),
                                  std::move(duplicates_json));
+    if (!writer.shard_names().empty()) {
+      format::ShardList list;
+      for (size_t k = 0; k < writer.shard_names().size(); ++k)
+        list.shards.push_back({writer.shard_names()[k], writer.shard_samples()[k],
+                               fs::file_size(staging / writer.shard_names()[k])});
+      manifest["shard_list"] = {{"name", format::kShardListFile},
+                                {"crc32", write_shard_list(staging, list)}};
+    }
     write_file_atomic((staging / kManifestFile).string(),
                       sealed_manifest_text(std::move(manifest)));
     result.schema = writer.schema().specs();

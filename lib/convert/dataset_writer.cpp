@@ -103,6 +103,14 @@ DatasetWriter::DatasetWriter(const ConvertOptions& o, fs::path staging, const js
   shard_names_ = resume->at("shards").get<std::vector<std::string>>();
   shard_crcs_ = resume->at("shard_crcs").get<std::vector<uint32_t>>();
   shard_sizes_ = resume->at("shard_sizes").get<std::vector<uint64_t>>();
+  if (!resume->contains("shard_samples"))
+    throw FatalError("cannot resume: the checkpoint in '" + staging_.string() +
+                     "' was written by an earlier tarmac (it lacks the samples per shard); run "
+                     "again with --overwrite");
+  shard_samples_ = resume->at("shard_samples").get<std::vector<uint64_t>>();
+  if (shard_samples_.size() != shard_names_.size())
+    throw FatalError("cannot resume: the checkpoint in '" + staging_.string() +
+                     "' is inconsistent (samples per shard); run again with --overwrite");
   if (!schema_.fields().empty()) open_label_columns(resume);
   if (const json& open = resume->at("open_shard"); !open.is_null())
     tar_ = std::make_unique<TarWriter>((staging_ / shard_names_.back()).string(),
@@ -120,6 +128,7 @@ json DatasetWriter::checkpoint() {
   j["shards"] = shard_names_;
   j["shard_crcs"] = shard_crcs_;
   j["shard_sizes"] = shard_sizes_;
+  j["shard_samples"] = shard_samples_;
   if (tar_) {
     tar_->sync();
     j["open_shard"] = {{"size", tar_->size()}, {"crc32", tar_->crc32()}};
@@ -248,7 +257,9 @@ void DatasetWriter::write_blobs(const ProcessedSample& s) {
   if (!tar_) {
     shard_names_.push_back(shard_name(shard_names_.size()));
     tar_ = std::make_unique<TarWriter>((staging_ / shard_names_.back()).string());
+    shard_samples_.push_back(0);
   }
+  ++shard_samples_.back();
   const int32_t shard = static_cast<int32_t>(shard_names_.size() - 1);
   for (size_t i = 0; i < items.size(); ++i) {
     const uint64_t off = tar_->add(items[i].first, items[i].second->bytes);

@@ -40,6 +40,8 @@ class DatasetWriter {
   const std::vector<std::string>& shard_names() const { return shard_names_; }
   /// CRC-32 of each finished shard file, in shard order.
   const std::vector<uint32_t>& shard_crcs() const { return shard_crcs_; }
+  /// Samples whose image is in each shard, in shard order (the shard list's `nsamples`).
+  const std::vector<uint64_t>& shard_samples() const { return shard_samples_; }
   uint64_t samples() const { return samples_; }
   uint64_t blob_bytes() const { return blob_bytes_; }
 
@@ -59,6 +61,7 @@ class DatasetWriter {
   std::vector<std::string> shard_names_;
   std::vector<uint32_t> shard_crcs_;
   std::vector<uint64_t> shard_sizes_;  // of the closed shards, for checkpoints
+  std::vector<uint64_t> shard_samples_;
   uint64_t samples_ = 0;
   uint64_t blob_bytes_ = 0;
   uint64_t key_bytes_ = 0;

@@ -455,6 +455,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
   try {
     std::vector<std::string> shard_names;
     std::vector<int32_t> shard_base;
+    std::vector<uint64_t> shard_samples;  // per merged shard: samples whose image is in it
     json shards = json::array(), merged_from = json::array(), inputs = json::array();
     json skipped = json::array(), ignored = json::array(), duplicates = json::array();
     std::map<std::string, uint64_t> counts;
@@ -462,6 +463,14 @@ MergeResult merge_datasets(const MergeOptions& o) {
       if (p->a.size() > 0 || p.get() == parts[0])
         shard_base.push_back(static_cast<int32_t>(shard_names.size()));
       const json& mshards = p->manifest.contains("shards") ? p->manifest["shards"] : json::array();
+      const size_t first_shard = shard_samples.size();
+      shard_samples.resize(first_shard + p->a.shards().size(), 0);
+      if (!p->a.blob_kinds().empty())
+        for (uint64_t i = 0; i < p->a.size(); ++i) {
+          const int32_t s = p->a.blob(0, i).shard;  // checked by the part's validation
+          if (s >= 0 && static_cast<size_t>(s) < p->a.shards().size())
+            ++shard_samples[first_shard + static_cast<size_t>(s)];
+        }
       for (size_t s = 0; s < p->a.shards().size(); ++s) {
         throw_if_stopped(o.stop);
         const std::string name = shard_name(shard_names.size());
@@ -552,6 +561,14 @@ MergeResult merge_datasets(const MergeOptions& o) {
     manifest["skipped"] = skipped;
     manifest["ignored"] = ignored;
     manifest["duplicates"] = duplicates;
+    if (!shard_names.empty()) {
+      format::ShardList list;
+      for (size_t k = 0; k < shard_names.size(); ++k)
+        list.shards.push_back(
+            {shard_names[k], shard_samples[k], fs::file_size(staging / shard_names[k])});
+      manifest["shard_list"] = {{"name", kShardListFile},
+                                {"crc32", write_shard_list(staging, list)}};
+    }
     write_file_atomic((staging / kManifestFile).string(),
                       sealed_manifest_text(std::move(manifest)));
 

@@ -412,7 +412,7 @@ class ErrorsTest(fx.TmpCase):
         small = self.tar("ow-small.tar", good("c/0", 5))
         _, again = fx.convert(self, [small], "--overwrite", out=first.out)
         self.assertEqual(again.keys, ["c/0"])
-        self.assertEqual(sorted(os.listdir(first.out)), sorted(["labels.safetensors", "manifest.json", *again.shards]))
+        self.assertEqual(sorted(os.listdir(first.out)), sorted(["labels.safetensors", "manifest.json", "shardlist.json", *again.shards]))
 
     def test_stale_partial_dir_is_not_a_dataset(self):
         p = self.tar("stale.tar", good("a/0"))

@@ -121,7 +121,7 @@ class DatasetFormatTest(fx.TmpCase):
 
     def test_only_dataset_files(self):
         self.assertEqual(sorted(os.listdir(self.ds.out)),
-                         sorted(["labels.safetensors", "manifest.json", *self.ds.shards]))
+                         sorted(["labels.safetensors", "manifest.json", "shardlist.json", *self.ds.shards]))
 
     def test_shards_bounded_and_samples_whole(self):
         self.assertGreater(len(self.ds.shards), 1)

@@ -107,6 +107,9 @@ class ResumeTest(fx.TmpCase):
         self.assertEqual(m["counts"]["samples"], SAMPLES - len(BAD))
         self.assertEqual(m["shards"], ref["shards"])
         self.assertEqual(m["inputs"], ref["inputs"])  # the input checksum covers the whole input
+        # The shard list's counts (wids) carried over the checkpoint: the reference's.
+        with open(os.path.join(out, "shardlist.json")) as f, open(os.path.join(self.ref, "shardlist.json")) as g:
+            self.assertEqual(json.load(f)["shardlist"], json.load(g)["shardlist"])
         # The image of a sample converted after the resume is the same as the reference's.
         ds, rds = fx.Dataset(out), fx.Dataset(self.ref)
         self.assertEqual(ds.keys, rds.keys)

@@ -208,7 +208,7 @@ class KillTest(fx.TmpCase):
                 f.write(b"left by the killed run")
         p = fx.run(["convert", small, "-o", out])
         self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
-        self.assertEqual(sorted(os.listdir(out)), ["labels.safetensors", "manifest.json", "shard-000000.tar"])
+        self.assertEqual(sorted(os.listdir(out)), ["labels.safetensors", "manifest.json", "shard-000000.tar", "shardlist.json"])
 
 
 if __name__ == "__main__":

@@ -199,7 +199,7 @@ class StopTest(fx.TmpCase):
         self.assertIn("is in use by another tarmac (pid %d" % (a if winner == "a" else b).pid, errs[loser])
         self.assertLess(ends[loser], ends[winner], "the second writer must fail at once")
         conv.assert_same_dataset(self, out, self.ref)
-        self.assertEqual(sorted(os.listdir(out)), sorted(["manifest.json", *conv.outputs(self.ref)]))
+        self.assertEqual(sorted(os.listdir(out)), sorted(["manifest.json", "shardlist.json", *conv.outputs(self.ref)]))
 
     def test_two_resumes_at_once(self):
         out = self.path("two-resumes")
