@@ -374,8 +374,10 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
   app.add_option("--boxes", f.boxes,
                  "Label fields of boxes [..., 4] to transform: NAME or NAME:xyxy")
       ->group(tr);
-  app.add_option("--dense", f.dense,
-                 "Dense-map member suffixes (e.g. depth.png) warped by nearest neighbour")
+  app.add_option(
+         "--dense", f.dense,
+         "Dense-map member suffixes (e.g. depth.png) warped by nearest neighbour; with --table, "
+         "columns of member paths (e.g. depth)")
       ->group(tr);
   app.add_option("--pad-value", f.pad_value, "Value for pixels outside the source")
       ->group(tr)

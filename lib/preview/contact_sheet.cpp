@@ -285,6 +285,24 @@ Sheet draw_contact_sheet(const SheetOptions& o, bool jpeg) {
     if (!o.points_given) points = present(dp);
     if (!o.boxes_given) box_specs = present(db);
   }
+  // Without --skeleton, a table's own (COCO's categories[0].skeleton, convert --table) is drawn.
+  std::vector<std::pair<int, int>> skeleton = o.skeleton;
+  if (skeleton.empty())
+    if (auto it = ds.metadata().find(format::kMetaTable); it != ds.metadata().end()) {
+      const auto t = nlohmann::json::parse(it->second, nullptr, false);
+      const auto* cats = t.is_object() && t.contains("metadata") && t["metadata"].is_object() &&
+                                 t["metadata"].contains("categories")
+                             ? &t["metadata"]["categories"]
+                             : nullptr;
+      if (cats && cats->is_array() && !cats->empty() && (*cats)[0].is_object() &&
+          (*cats)[0].contains("skeleton") && (*cats)[0]["skeleton"].is_array())
+        for (const auto& pair : (*cats)[0]["skeleton"])
+          if (pair.is_array() && pair.size() == 2 && pair[0].is_number_integer() &&
+              pair[1].is_number_integer() && pair[0].get<int64_t>() >= 1 &&
+              pair[1].get<int64_t>() >= 1 && pair[0].get<int64_t>() <= 10000 &&
+              pair[1].get<int64_t>() <= 10000)
+            skeleton.emplace_back(pair[0].get<int>(), pair[1].get<int>());
+    }
   std::vector<BoxField> boxes;
   boxes.reserve(box_specs.size());
   for (const auto& s : box_specs) boxes.push_back(parse_box(s));
@@ -350,7 +368,7 @@ Sheet draw_contact_sheet(const SheetOptions& o, bool jpeg) {
       const cv::Scalar colour = kPointColours[p % std::size(kPointColours)];
       if (joints > 0)
         for (size_t first = 0; first + joints <= count; first += joints)
-          for (const auto& [a, b] : o.skeleton) {
+          for (const auto& [a, b] : skeleton) {
             const size_t ja = first + size_t(a) - 1, jb = first + size_t(b) - 1;
             if (size_t(a) > joints || size_t(b) > joints || !drawn(ja) || !drawn(jb)) continue;
             cv::line(tile, at(ja), at(jb), colour, 1, cv::LINE_8);

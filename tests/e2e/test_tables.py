@@ -321,6 +321,16 @@ class Coco(fx.TmpCase):
         self.assertIn("person with 17 keypoints, a skeleton of 19 links", info.stdout.decode())
         info = json.loads(fx.run(["info", ds.out, "--json"]).stdout)
         self.assertEqual(info["table"]["metadata"]["categories"][0]["skeleton"], COCO_SKELETON)
+        # preview draws the table's skeleton without being told: the same sheet as --skeleton coco.
+        sheets = []
+        for extra in ([], ["--skeleton", "coco"], ["--skeleton", "1-2"]):
+            out = self.path("sheet%d.png" % len(sheets))
+            p = fx.run(["preview", ds.out, "-o", out, "--tile-height", "64", *extra])
+            self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+            with open(out, "rb") as f:
+                sheets.append(f.read())
+        self.assertEqual(sheets[0], sheets[1])
+        self.assertNotEqual(sheets[0], sheets[2])
 
     def test_without_the_prefix_the_message_says_so(self):
         p, _ = fx.convert(self, [self.zip], "--table", self.json, expect=1)
