@@ -42,9 +42,10 @@ PARTS="$OUT.parts"
 rm -rf "$PARTS"
 mkdir -p "$PARTS"
 
-# Part I of N; --halt stops the other parts at the first failure.
+# Part I of N; --halt stops the other parts at the first failure. --allow-empty: with more parts
+# than samples a part may hold none, and merge joins it anyway.
 parallel -q --will-cite --halt now,fail=1 -j "$JOBS" \
-  "$TARMAC" convert "${INPUTS[@]}" -o "$PARTS/part-{}" --shard "{}/$N" -j "$THREADS" -q "${OPTS[@]}" \
+  "$TARMAC" convert "${INPUTS[@]}" -o "$PARTS/part-{}" --shard "{}/$N" -j "$THREADS" -q --allow-empty "${OPTS[@]}" \
   ::: $(seq 0 $((N - 1)))
 
 PART_DIRS=()
