@@ -28,6 +28,7 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g);
 Runner setup_cat(CLI::App& app, const GlobalFlags& g);
 Runner setup_ls(CLI::App& app, const GlobalFlags& g);
 Runner setup_merge(CLI::App& app, const GlobalFlags& g);
+Runner setup_column(CLI::App& app, const GlobalFlags& g);
 Runner setup_bench(CLI::App& app, const GlobalFlags& g);
 Runner setup_preview(CLI::App& app, const GlobalFlags& g);
 

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "check/column_check.h"
 #include "check/shard_check.h"
 #include "common/crc32.h"
 #include "common/error.h"
@@ -197,8 +198,8 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   auto opt_text = [](std::optional<uint64_t> v) {
     return v ? std::to_string(*v) : std::string("nothing");
   };
+  const std::string labels_crc = hex(crc_of(labels.data(), labels.size()));
   if (have_manifest) {
-    const std::string labels_crc = hex(crc_of(labels.data(), labels.size()));
     const std::string said = m.contains("labels_crc32") && m["labels_crc32"].is_string()
                                  ? m["labels_crc32"].get<std::string>()
                                  : std::string("nothing");
@@ -327,6 +328,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     const json* recorded = have_manifest && m.contains("shard_list") ? &m["shard_list"] : nullptr;
     check_shard_list(dir, a, recorded, samples, sizes, problems, r.bytes_checked);
   }
+  check_columns(dir, labels_crc, a.size(), problems, r.bytes_checked);
   if (progress) {
     p.bytes_done = bytes_done.load();
     p.seconds = std::chrono::duration<double>(clock::now() - t0).count();

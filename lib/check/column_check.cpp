@@ -1,0 +1,140 @@
+#include "check/column_check.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "common/crc32.h"
+#include "common/error.h"
+#include "format/column_file.h"
+#include "format/safetensors.h"
+#include "read/mapped_file.h"
+
+namespace tarmac::check {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string hex(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+std::span<const uint8_t> bytes_of(std::span<const uint8_t> file, const TensorInfo& t) {
+  return file.subspan(t.begin, t.end - t.begin);
+}
+
+// How many per-sample problems one column lists before it stops looking.
+constexpr size_t kMostPerColumn = 10;
+
+void check_column(const fs::path& path, const std::string& name, const std::string& labels_crc32,
+                  uint64_t n, std::vector<Problem>& problems, uint64_t& bytes_read) {
+  const std::string file = std::string(format::kColumnsDir) + "/" + path.filename().string();
+  auto problem = [&](const std::string& sample, const std::string& what) {
+    problems.push_back({file, sample, what});
+  };
+  std::optional<MappedFile> map;
+  format::ColumnLayout l;
+  SafetensorsHeader h;
+  try {
+    map.emplace(path.string());
+    h = parse_safetensors(map->bytes());
+    l = format::read_column_layout(h);
+  } catch (const std::exception& e) {
+    problem("", e.what());
+    return;
+  }
+  const auto bytes = map->bytes();
+  bytes_read += bytes.size();
+  if (l.name != name)
+    problem("", "says it is column '" + l.name + "', its file name says '" + name + "'");
+  if (l.labels_crc32 != labels_crc32 || l.num_samples != n) {
+    problem("", "was computed from another version of the dataset (annotation file CRC-32 " +
+                    l.labels_crc32 + ", " + std::to_string(l.num_samples) +
+                    " samples; the dataset has " + labels_crc32 + ", " + std::to_string(n) +
+                    "): remove it with `tarmac column rm` and derive it again");
+    return;
+  }
+  const std::pair<const TensorInfo*, const std::string*> sums[] = {
+      {l.values, &l.values_crc32}, {l.offsets, &l.offsets_crc32}, {l.shapes, &l.shapes_crc32}};
+  bool intact = true;
+  for (const auto& [t, said] : sums) {
+    const std::string crc = hex(crc32_of(bytes_of(bytes, *t)));
+    if (crc != *said) {
+      problem("", "CRC-32 of its '" + t->name + "' tensor is " + crc + ", its " + t->name +
+                      "_crc32 says " + *said + ": the file was damaged after it was merged");
+      intact = false;
+    }
+  }
+  if (!intact) return;  // the per-sample checks below would only repeat it
+  const auto* offsets = reinterpret_cast<const int64_t*>(bytes.data() + l.offsets->begin);
+  const auto* shapes = reinterpret_cast<const int64_t*>(bytes.data() + l.shapes->begin);
+  const int64_t esz = static_cast<int64_t>(dtype_size(l.dtype));
+  const int64_t total = static_cast<int64_t>(l.values->end - l.values->begin) / esz;
+  const auto d = static_cast<int64_t>(l.ndim);
+  size_t listed = 0;
+  if (offsets[0] != 0)
+    problem("0", "its offsets start at " + std::to_string(offsets[0]) + ", not 0");
+  for (uint64_t i = 0; i < n && listed < kMostPerColumn; ++i) {
+    const auto si = static_cast<int64_t>(i);
+    int64_t elements = 1;
+    bool bad_shape = false;
+    for (int64_t a = 0; a < d; ++a) {
+      const int64_t dim = shapes[si * d + a];
+      if (dim < 0 || (dim > 0 && elements > total / dim)) bad_shape = true;
+      if (!bad_shape) elements *= dim;
+    }
+    const int64_t b = offsets[i], e = offsets[i + 1];
+    std::string what;
+    if (bad_shape)
+      what = "has an impossible shape";
+    else if (b < 0 || e < b || e > total)
+      what = "has offsets " + std::to_string(b) + ".." + std::to_string(e) + " outside its " +
+             std::to_string(total) + " values";
+    else if (e - b != elements)
+      what =
+          "has " + std::to_string(e - b) + " values, its shape needs " + std::to_string(elements);
+    else if (l.uniform_shape) {
+      for (int64_t a = 0; a < d; ++a)
+        if (shapes[si * d + a] != (*l.uniform_shape)[static_cast<size_t>(a)])
+          what = "has a shape other than the column's one shape";
+    }
+    if (!what.empty()) {
+      problem(std::to_string(i), "its output " + what);
+      ++listed;
+    }
+  }
+  if (listed == 0 && n > 0 && offsets[n] != total)
+    problem("", "its offsets end at " + std::to_string(offsets[n]) + ", it holds " +
+                    std::to_string(total) + " values");
+}
+
+}  // namespace
+
+void check_columns(const fs::path& dir, const std::string& labels_crc32, uint64_t num_samples,
+                   std::vector<Problem>& problems, uint64_t& bytes_read) {
+  const fs::path columns = dir / format::kColumnsDir;
+  std::error_code ec;
+  if (!fs::is_directory(columns, ec)) return;
+  std::vector<fs::path> entries;
+  for (fs::directory_iterator it(columns, ec), end; !ec && it != end; it.increment(ec))
+    entries.push_back(it->path());
+  std::sort(entries.begin(), entries.end());
+  const std::string suffix = ".safetensors";
+  for (const fs::path& p : entries) {
+    const std::string f = p.filename().string();
+    if (f.ends_with(".safetensors.partial")) {
+      problems.push_back({std::string(format::kColumnsDir) + "/" + f, "",
+                          "an interrupted `tarmac column merge` left this file: remove it and "
+                          "merge again"});
+      continue;
+    }
+    if (!f.ends_with(suffix) || f.size() == suffix.size()) continue;
+    const std::string name = f.substr(0, f.size() - suffix.size());
+    if (!format::is_valid_column_name(name)) continue;
+    check_column(p, name, labels_crc32, num_samples, problems, bytes_read);
+  }
+}
+
+}  // namespace tarmac::check

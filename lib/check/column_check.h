@@ -1,0 +1,20 @@
+#pragma once
+// `tarmac verify` on derived columns (docs/format.md 9): every DIR/columns/NAME.safetensors is
+// a valid column file of this dataset (its annotation file's CRC-32 and sample count), holds
+// exactly one output per sample whose offsets agree with its shape, and every byte matches the
+// CRC-32s recorded at merge. Parts not yet merged are work in progress, not problems.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "check/annotation.h"
+
+namespace tarmac::check {
+
+/// Appends what is wrong with the columns of the dataset in `dir`, whose annotation file has
+/// CRC-32 `labels_crc32` (8 hex digits) and `num_samples` samples; adds the bytes read.
+void check_columns(const std::filesystem::path& dir, const std::string& labels_crc32,
+                   uint64_t num_samples, std::vector<Problem>& problems, uint64_t& bytes_read);
+
+}  // namespace tarmac::check

@@ -1,0 +1,469 @@
+#include "columns/column_ops.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "columns/column_parts.h"
+#include "common/crc32.h"
+#include "common/error.h"
+#include "common/version.h"
+#include "format/column_file.h"
+#include "format/names.h"
+#include "format/safetensors.h"
+#include "read/mapped_file.h"
+#include "write/file_util.h"
+#include "write/manifest_file.h"
+#include "write/output_lock.h"
+#include "write/safetensors_writer.h"
+
+namespace tarmac {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t k = 0; k < s.size(); ++k) out += (k ? ", " : "") + std::to_string(s[k]);
+  return out + "]";
+}
+
+// One chunk file of a part, mapped and checked.
+struct Chunk {
+  std::string file;
+  MappedFile map;
+  SafetensorsHeader header;
+  const TensorInfo* index = nullptr;
+  const TensorInfo* shape = nullptr;
+  const TensorInfo* values = nullptr;
+
+  template <class T>
+  const T* at(const TensorInfo* t) const {
+    return reinterpret_cast<const T*>(map.bytes().data() + t->begin);
+  }
+};
+
+// Where one sample's output lies.
+struct Source {
+  uint32_t chunk = UINT32_MAX;  // none yet
+  uint64_t row = 0;             // its row of the chunk's index and shape
+  uint64_t element = 0;         // its first element in the chunk's values
+};
+
+[[noreturn]] void bad_chunk(const fs::path& file, const std::string& what) {
+  throw ParseError(file.string() + ": " + what +
+                   " (the chunk is damaged: re-run its rank with --restart)");
+}
+
+class Merger {
+ public:
+  explicit Merger(const ColumnMergeOptions& o) : o_(o), dir_(o.dir) {}
+
+  ColumnMergeResult run() {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!format::is_valid_column_name(o_.name))
+      throw ArgumentError("'" + o_.name +
+                          "' is not a column name: use 1-128 of A-Z a-z 0-9 _ . -, not starting "
+                          "with _ or .");
+    const DatasetIdentity id = dataset_identity(dir_);
+    n_ = id.num_samples;
+    const fs::path parts_dir = dir_ / format::column_parts_dir(o_.name);
+    if (!fs::is_directory(parts_dir))
+      throw ColumnRefused("column '" + o_.name + "' has no parts in '" + parts_dir.string() +
+                          "': compute them first with `python -m tarmac.derive " + o_.dir +
+                          " --name " + o_.name + " --fn MODULE:FUNC` on every rank");
+    OutputLock lock(dir_, o_.command);
+    std::vector<PartRecord> parts = read_part_records(parts_dir);
+    if (parts.empty())
+      throw ColumnRefused("column '" + o_.name + "': '" + parts_dir.string() +
+                          "' holds no part records (part-R-of-W.json)");
+    check_parts(parts, id);
+    sources_.assign(n_, Source{});
+    for (const PartRecord& p : parts) load_part(parts_dir, p);
+    report_missing(parts);
+
+    ColumnMergeResult r;
+    r.path = (dir_ / format::column_file(o_.name)).string();
+    write(parts, id, r);
+    if (!o_.keep_parts) {
+      std::error_code ec;
+      fs::remove_all(parts_dir, ec);
+      r.parts_removed = !ec;
+    }
+    r.samples = n_;
+    r.parts = parts.size();
+    r.chunks = chunks_.size();
+    r.world = world_;
+    r.dtype = std::string(dtype_name(dtype_));
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  }
+
+ private:
+  void check_parts(const std::vector<PartRecord>& parts, const DatasetIdentity& id) {
+    std::set<uint64_t> worlds;
+    for (const PartRecord& p : parts) worlds.insert(p.world);
+    if (worlds.size() > 1) {
+      std::string list;
+      for (const PartRecord& p : parts) list += "\n  " + p.path.filename().string();
+      throw ColumnRefused("column '" + o_.name + "' has parts of " + std::to_string(worlds.size()) +
+                          " different world sizes; a column is computed by one set of ranks. "
+                          "Remove the stale parts (or all of them: `tarmac column rm " +
+                          o_.dir + " " + o_.name + "`) and derive again:" + list);
+    }
+    world_ = *worlds.begin();
+    for (const PartRecord& p : parts) {
+      const std::string part = p.path.filename().string();
+      if (p.column != o_.name)
+        throw ColumnRefused(part + " is a part of column '" + p.column + "', not '" + o_.name +
+                            "'");
+      if (p.labels_crc32 != id.labels_crc32 || p.num_samples != n_)
+        throw ColumnRefused(
+            part +
+            " was computed from another version of the dataset (its annotation file had "
+            "CRC-32 " +
+            p.labels_crc32 + " and " + std::to_string(p.num_samples) + " samples; '" + o_.dir +
+            "' now has " + id.labels_crc32 + " and " + std::to_string(n_) +
+            "): the dataset was converted again after the part was computed. Remove the "
+            "column's parts with `tarmac column rm " +
+            o_.dir + " " + o_.name + "` and derive again");
+      const format::SampleRange share = format::rank_share(n_, p.rank, p.world);
+      if (p.begin != share.begin || p.end != share.end)
+        throw ColumnRefused(part + " covers samples " + std::to_string(p.begin) + ".." +
+                            std::to_string(p.end) + ", but rank " + std::to_string(p.rank) +
+                            " of " + std::to_string(p.world) + " computes " +
+                            std::to_string(share.begin) + ".." + std::to_string(share.end));
+      if (p.fn != parts.front().fn)
+        throw ColumnRefused(part + " was computed by " + p.fn + ", " +
+                            parts.front().path.filename().string() + " by " + parts.front().fn +
+                            ": a column is computed by one function. Re-run the odd rank with "
+                            "the same --fn and --restart");
+    }
+  }
+
+  void load_part(const fs::path& parts_dir, const PartRecord& p) {
+    for (const PartChunk& pc : p.chunks) {
+      const fs::path file = parts_dir / pc.file;
+      throw_if_stopped(o_.stop);
+      auto c = std::make_unique<Chunk>();
+      c->file = file.string();
+      c->map = MappedFile(file.string());  // throws FatalError naming a missing chunk
+      const auto bytes = c->map.bytes();
+      if (bytes.size() != pc.bytes)
+        bad_chunk(file, "is " + std::to_string(bytes.size()) + " bytes, its part record says " +
+                            std::to_string(pc.bytes));
+      if (crc32_hex(crc32_of(bytes)) != pc.crc32)
+        bad_chunk(file, "its CRC-32 is " + crc32_hex(crc32_of(bytes)) + ", its part record says " +
+                            pc.crc32);
+      try {
+        c->header = parse_safetensors(bytes);
+      } catch (const ParseError& e) {
+        bad_chunk(file, e.what());
+      }
+      c->index = c->header.find("index");
+      c->shape = c->header.find("shape");
+      c->values = c->header.find("values");
+      if (!c->index || !c->shape || !c->values || c->header.tensors.size() != 3)
+        bad_chunk(file, "does not hold exactly the tensors index, shape and values");
+      const auto k = static_cast<int64_t>(pc.samples);
+      if (c->index->dtype != DType::I64 || c->index->shape != std::vector<int64_t>{k})
+        bad_chunk(file, "'index' is not I64 [" + std::to_string(k) + "]");
+      if (c->shape->dtype != DType::I64 || c->shape->shape.size() != 2 || c->shape->shape[0] != k ||
+          c->shape->shape[1] < 0 || c->shape->shape[1] >= static_cast<int64_t>(format::kMaxDims))
+        bad_chunk(file, "'shape' is not I64 [" + std::to_string(k) + ", D]");
+      if (c->values->shape.size() != 1) bad_chunk(file, "'values' is not one-dimensional");
+      for (const TensorInfo* t : {c->index, c->shape, c->values})
+        if (t->begin % dtype_size(t->dtype) != 0)
+          bad_chunk(file, "tensor '" + t->name + "' is not aligned to its element size");
+      const auto d = static_cast<size_t>(c->shape->shape[1]);
+      if (!have_kind_) {
+        dtype_ = c->values->dtype;
+        ndim_ = d;
+        have_kind_ = true;
+      } else if (dtype_ != c->values->dtype || ndim_ != d) {
+        bad_kind(file, c->values->dtype, d);
+      }
+      const auto chunk_id = static_cast<uint32_t>(chunks_.size());
+      const auto* index = c->at<int64_t>(c->index);
+      const auto* shape = c->at<int64_t>(c->shape);
+      const auto total = static_cast<uint64_t>(c->values->shape[0]);
+      uint64_t element = 0;
+      for (int64_t s = 0; s < k; ++s) {
+        const int64_t i = index[s];
+        if (i < static_cast<int64_t>(p.begin) || i >= static_cast<int64_t>(p.end))
+          bad_chunk(file, "holds sample " + std::to_string(i) + ", outside its rank's samples " +
+                              std::to_string(p.begin) + ".." + std::to_string(p.end));
+        uint64_t elements = 1;
+        for (size_t a = 0; a < d; ++a) {
+          const int64_t dim = shape[s * static_cast<int64_t>(d) + static_cast<int64_t>(a)];
+          if (dim < 0 || (dim > 0 && elements > (total + 1) / static_cast<uint64_t>(dim)))
+            bad_chunk(file, "sample " + std::to_string(i) + " has an impossible shape");
+          elements *= static_cast<uint64_t>(dim);
+        }
+        if (element + elements > total)
+          bad_chunk(file,
+                    "its shapes need more than the " + std::to_string(total) + " values it holds");
+        Source& src = sources_[static_cast<size_t>(i)];
+        if (src.chunk != UINT32_MAX)
+          bad_chunk(file, "holds sample " + std::to_string(i) + ", which " +
+                              chunks_[src.chunk]->file + " holds too");
+        src = {chunk_id, static_cast<uint64_t>(s), element};
+        element += elements;
+      }
+      if (element != total)
+        bad_chunk(file, "holds " + std::to_string(total) + " values, its shapes need " +
+                            std::to_string(element));
+      chunks_.push_back(std::move(c));
+    }
+  }
+
+  [[noreturn]] void bad_kind(const fs::path& file, DType dtype, size_t d) const {
+    throw ColumnRefused(file.string() + " holds " + std::string(dtype_name(dtype)) +
+                        " outputs of " + std::to_string(d) + " dimensions, " +
+                        chunks_.front()->file + " holds " + std::string(dtype_name(dtype_)) +
+                        " of " + std::to_string(ndim_) +
+                        ": one column has one dtype and one number of dimensions");
+  }
+
+  void report_missing(const std::vector<PartRecord>& parts) {
+    uint64_t missing_total = 0;
+    std::string lines;
+    std::map<uint64_t, const PartRecord*> by_rank;
+    for (const PartRecord& p : parts) by_rank[p.rank] = &p;
+    for (uint64_t r = 0; r < world_; ++r) {
+      const format::SampleRange share = format::rank_share(n_, r, world_);
+      std::vector<uint64_t> missing;
+      for (uint64_t i = share.begin; i < share.end; ++i)
+        if (sources_[i].chunk == UINT32_MAX) missing.push_back(i);
+      if (missing.empty()) continue;
+      missing_total += missing.size();
+      const std::string who = "rank " + std::to_string(r) + " of " + std::to_string(world_);
+      const auto it = by_rank.find(r);
+      if (it == by_rank.end()) {
+        lines += "\n  " + who + ": no part at all, samples " + ranges_text(missing) +
+                 " (run derive with --rank " + std::to_string(r) + " --world " +
+                 std::to_string(world_) + ")";
+      } else {
+        lines += "\n  " + who + ": " + std::to_string(missing.size()) + " of " +
+                 std::to_string(share.end - share.begin) + " samples missing, " +
+                 ranges_text(missing) +
+                 (it->second->complete ? " (its part says complete: it is damaged; re-run the "
+                                         "rank with --restart)"
+                                       : " (its part is unfinished: re-run the rank, it goes on "
+                                         "where it stopped)");
+      }
+    }
+    if (missing_total)
+      throw ColumnRefused(
+          "column '" + o_.name + "' is incomplete: " + std::to_string(missing_total) + " of " +
+          std::to_string(n_) + " samples have no output; nothing was merged." + lines);
+  }
+
+  std::pair<const Chunk&, Source> at(uint64_t i) const {
+    const Source s = sources_[i];
+    return {*chunks_[s.chunk], s};
+  }
+
+  void write(const std::vector<PartRecord>& parts, const DatasetIdentity& id,
+             ColumnMergeResult& r) {
+    // Shapes and offsets in memory (16 bytes + 8 D per sample); values streamed from the chunks.
+    std::vector<int64_t> shapes(n_ * ndim_);
+    std::vector<int64_t> offsets(n_ + 1, 0);
+    std::optional<std::vector<int64_t>> uniform;
+    for (uint64_t i = 0; i < n_; ++i) {
+      const auto [chunk, src] = at(i);
+      const int64_t* shape =
+          chunk.at<int64_t>(chunk.shape) + src.row * static_cast<uint64_t>(ndim_);
+      std::vector<int64_t> s(shape, shape + ndim_);
+      int64_t elements = 1;
+      for (const int64_t dim : s) elements *= dim;
+      std::copy(s.begin(), s.end(), shapes.begin() + static_cast<ptrdiff_t>(i * ndim_));
+      offsets[i + 1] = offsets[i] + elements;
+      if (i == 0)
+        uniform = s;
+      else if (uniform && *uniform != s)
+        uniform.reset();
+    }
+    const size_t esz = dtype_size(dtype_);
+    const auto total = static_cast<uint64_t>(offsets[n_]);
+    auto each_value_piece = [&](const std::function<void(std::span<const uint8_t>)>& f) {
+      for (uint64_t i = 0; i < n_; ++i) {
+        if ((i & 4095) == 0) throw_if_stopped(o_.stop);
+        const auto [chunk, src] = at(i);
+        const auto count = static_cast<size_t>(offsets[i + 1] - offsets[i]);
+        f(chunk.map.bytes().subspan(chunk.values->begin + src.element * esz, count * esz));
+      }
+    };
+    uint32_t values_crc = 0;
+    each_value_piece([&](std::span<const uint8_t> b) {
+      values_crc = crc32_update(values_crc, b.data(), b.size());
+    });
+    auto crc_of = [](const std::vector<int64_t>& v) {
+      return crc32_update(0, v.data(), v.size() * sizeof(int64_t));
+    };
+    std::vector<int64_t> values_shape{static_cast<int64_t>(total)};
+    if (uniform && n_ > 0) {
+      values_shape = {static_cast<int64_t>(n_)};
+      values_shape.insert(values_shape.end(), uniform->begin(), uniform->end());
+      r.shape = shape_text(*uniform);
+    } else {
+      r.shape = "ragged, " + std::to_string(ndim_) + "-D";
+    }
+    std::vector<TensorSpec> tensors;
+    tensors.push_back({format::kColumnValues, dtype_, values_shape, [&](ByteSink& sink) {
+                         each_value_piece([&](std::span<const uint8_t> b) { sink.write(b); });
+                       }});
+    tensors.push_back(
+        {format::kColumnOffsets, DType::I64, {static_cast<int64_t>(n_ + 1)}, [&](ByteSink& sink) {
+           sink.write({reinterpret_cast<const uint8_t*>(offsets.data()),
+                       offsets.size() * sizeof(int64_t)});
+         }});
+    tensors.push_back({format::kColumnShapes,
+                       DType::I64,
+                       {static_cast<int64_t>(n_), static_cast<int64_t>(ndim_)},
+                       [&](ByteSink& sink) {
+                         sink.write({reinterpret_cast<const uint8_t*>(shapes.data()),
+                                     shapes.size() * sizeof(int64_t)});
+                       }});
+    const std::map<std::string, std::string> metadata{
+        {"format", std::string(format::kColumnFormat)},
+        {"column", o_.name},
+        {"num_samples", std::to_string(n_)},
+        {"labels_crc32", id.labels_crc32},
+        {"world", std::to_string(world_)},
+        {"fn", parts.front().fn},
+        {"tool", parts.front().tool},
+        {"merged_by", std::string("tarmac ") + kVersion},
+        {"values_crc32", crc32_hex(values_crc)},
+        {"offsets_crc32", crc32_hex(crc_of(offsets))},
+        {"shapes_crc32", crc32_hex(crc_of(shapes))}};
+    const fs::path final_path = r.path;
+    const fs::path partial = dir_ / format::kColumnsDir / ("." + o_.name + ".safetensors.partial");
+    try {
+      write_safetensors(partial.string(), std::move(tensors), metadata);
+      atomic_rename(partial.string(), final_path.string());
+    } catch (...) {
+      std::error_code ec;
+      fs::remove(partial, ec);
+      throw;
+    }
+    r.bytes = fs::file_size(final_path);
+  }
+
+  const ColumnMergeOptions& o_;
+  fs::path dir_;
+  uint64_t n_ = 0;
+  uint64_t world_ = 0;
+  std::vector<std::unique_ptr<Chunk>> chunks_;
+  std::vector<Source> sources_;
+  DType dtype_ = DType::U8;
+  size_t ndim_ = 0;
+  bool have_kind_ = false;
+};
+
+}  // namespace
+
+ColumnMergeResult merge_column(const ColumnMergeOptions& options) {
+  return Merger(options).run();
+}
+
+namespace {
+
+// A merged column file's summary, and what is wrong with it for this dataset (constant time:
+// the bytes are checked by `tarmac verify`).
+void describe_merged(const fs::path& file, const DatasetIdentity& id, ColumnInfo& c) {
+  c.merged = true;
+  try {
+    const MappedFile map(file.string());
+    c.bytes = map.bytes().size();
+    const SafetensorsHeader h = parse_safetensors(map.bytes());
+    const format::ColumnLayout l = format::read_column_layout(h);
+    c.samples = l.num_samples;
+    c.dtype = std::string(dtype_name(l.dtype));
+    c.shape =
+        l.uniform_shape ? shape_text(*l.uniform_shape) : "ragged, " + std::to_string(l.ndim) + "-D";
+    c.fn = l.fn;
+    if (l.name != c.name)
+      c.problem = "the file says it is column '" + l.name + "'";
+    else if (l.labels_crc32 != id.labels_crc32 || l.num_samples != id.num_samples)
+      c.problem = "computed from another version of the dataset (annotation file CRC-32 " +
+                  l.labels_crc32 + ", now " + id.labels_crc32 + "): derive it again";
+  } catch (const std::exception& e) {
+    c.problem = e.what();
+  }
+}
+
+void describe_parts(const fs::path& parts_dir, ColumnInfo& c) {
+  try {
+    const std::vector<PartRecord> parts = read_part_records(parts_dir);
+    for (const PartRecord& p : parts) {
+      c.part_world = std::max(c.part_world, p.world);
+      c.part_done += p.done;
+      c.part_ranks += 1;
+      c.part_ranks_complete += p.complete ? 1 : 0;
+      if (c.fn.empty()) c.fn = p.fn;
+    }
+  } catch (const std::exception& e) {
+    if (c.problem.empty()) c.problem = e.what();
+  }
+}
+
+}  // namespace
+
+std::vector<ColumnInfo> list_columns(const std::string& dir) {
+  const DatasetIdentity id = dataset_identity(dir);
+  std::map<std::string, ColumnInfo> by_name;
+  const fs::path columns = fs::path(dir) / format::kColumnsDir;
+  std::error_code ec;
+  for (fs::directory_iterator it(columns, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string f = it->path().filename().string();
+    for (const std::string suffix : {".safetensors", ".parts"}) {
+      if (f.size() <= suffix.size() || f.compare(f.size() - suffix.size(), suffix.size(), suffix))
+        continue;
+      const std::string name = f.substr(0, f.size() - suffix.size());
+      if (!format::is_valid_column_name(name)) continue;
+      ColumnInfo& c = by_name[name];
+      c.name = name;
+      if (suffix == ".safetensors")
+        describe_merged(it->path(), id, c);
+      else
+        describe_parts(it->path(), c);
+    }
+  }
+  std::vector<ColumnInfo> out;
+  for (auto& [name, c] : by_name) {
+    if (!c.merged && c.problem.empty())
+      c.problem = "not merged: " + std::to_string(c.part_done) + " of " +
+                  std::to_string(id.num_samples) + " samples computed, " +
+                  std::to_string(c.part_ranks_complete) + " of " + std::to_string(c.part_world) +
+                  " ranks complete";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void remove_column(const std::string& dir, const std::string& name, const std::string& command) {
+  if (!format::is_valid_column_name(name))
+    throw ArgumentError("'" + name + "' is not a column name");
+  const fs::path file = fs::path(dir) / format::column_file(name);
+  const fs::path parts = fs::path(dir) / format::column_parts_dir(name);
+  if (!fs::exists(file) && !fs::exists(parts)) {
+    std::string names;
+    for (const ColumnInfo& c : list_columns(dir)) names += (names.empty() ? "" : ", ") + c.name;
+    throw FatalError(
+        "'" + dir + "' has no column '" + name + "'" +
+        (names.empty() ? std::string(" (it has no columns)") : " (it has: " + names + ")"));
+  }
+  OutputLock lock(dir, command);
+  std::error_code ec;
+  fs::remove(file, ec);
+  if (ec) throw FatalError("cannot remove '" + file.string() + "': " + ec.message());
+  fs::remove_all(parts, ec);
+  if (ec) throw FatalError("cannot remove '" + parts.string() + "': " + ec.message());
+}
+
+}  // namespace tarmac

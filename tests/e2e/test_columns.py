@@ -1,0 +1,264 @@
+"""End-to-end: `tarmac column merge|ls|rm` and `verify` on derived columns (docs/format.md 8, 9).
+
+The parts are written here from the documented format (struct, json, numpy; the derive runner is
+not used), the merged file is read back with the independent safetensors reader, and every
+output is compared with the array the test wrote for that sample."""
+import json
+import os
+import shutil
+import struct
+import sys
+import unittest
+import zlib
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fixtures as fx  # noqa: E402
+import st_reader  # noqa: E402
+
+SIZES = [(320, 200), (200, 320), (240, 240), (330, 210), (180, 300), (250, 250), (310, 190)] * 3
+ST = {"float32": "F32", "float16": "F16", "int64": "I64", "uint8": "U8", "int32": "I32"}
+
+
+def safetensors_bytes(tensors, metadata):
+    """A safetensors file from the spec: tensors in the order given, header padded to 8."""
+    header, offset, blobs = {"__metadata__": metadata}, 0, []
+    for name, a in tensors:
+        a = np.ascontiguousarray(a)
+        header[name] = {"dtype": ST[a.dtype.name], "shape": list(a.shape),
+                        "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+        blobs.append(a.tobytes())
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - (8 + len(h)) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def share(n, rank, world):
+    return rank * n // world, (rank + 1) * n // world
+
+
+def write_part(ds_dir, name, rank, world, outputs, chunk_size=3, complete=True, labels_crc=None, n=None,
+               fn="tests:encode", skip=()):
+    """Rank's part: outputs {index: array} of its share, in chunks of chunk_size samples."""
+    parts = os.path.join(ds_dir, "columns", name + ".parts")
+    os.makedirs(parts, exist_ok=True)
+    if labels_crc is None:
+        with open(os.path.join(ds_dir, "manifest.json")) as f:
+            labels_crc = json.load(f)["labels_crc32"]
+    b, e = share(n, rank, world)
+    idx = [i for i in range(b, e) if i not in skip]
+    chunks = []
+    for c, start in enumerate(range(0, len(idx), chunk_size)):
+        rows = idx[start:start + chunk_size]
+        arrays = [np.asarray(outputs[i]) for i in rows]
+        data = safetensors_bytes([
+            ("index", np.array(rows, dtype=np.int64)),
+            ("shape", np.array([a.shape for a in arrays], dtype=np.int64).reshape(len(rows), arrays[0].ndim)),
+            ("values", np.concatenate([a.ravel() for a in arrays]))], {"format": "tarmac-column-chunk/1"})
+        fname = "part-%05d-of-%05d.chunk-%06d.safetensors" % (rank, world, c)
+        with open(os.path.join(parts, fname), "wb") as f:
+            f.write(data)
+        chunks.append({"file": fname, "samples": len(rows), "bytes": len(data), "crc32": fx.crc_hex(data)})
+    record = {"format": "tarmac-column-part/1", "column": name, "rank": rank, "world": world, "begin": b, "end": e,
+              "dataset": {"labels_crc32": labels_crc, "num_samples": n}, "fn": fn, "tool": "tarmac test",
+              "batch_size": chunk_size, "fields": [], "chunks": chunks, "done": len(idx), "complete": complete}
+    with open(os.path.join(parts, "part-%05d-of-%05d.json" % (rank, world)), "w") as f:
+        json.dump(record, f)
+
+
+class ColumnTest(fx.TmpCase):
+    @classmethod
+    def build(cls):
+        members = [("s%02d.png" % i, fx.png(fx.smooth_rgb(w, h, seed=i))) for i, (w, h) in enumerate(SIZES)]
+        cls.archive = fx.write_tar(os.path.join(cls.tmp, "photos.tar"), members)
+        cls.base = os.path.join(cls.tmp, "base")
+        fx.convert(cls, [cls.archive], "--resize", "bucket", "--size", "64", "--bucket-step", "16",
+                   "--format", "png", out=cls.base)
+
+    def dataset(self, name):
+        out = self.path(name)
+        shutil.copytree(self.base, out)
+        return out, fx.Dataset(out)
+
+    def outputs(self, ds, ragged, dtype=np.float32):
+        """A per-sample output: uniform [4, 2, 2], or ragged [4, h/16, w/16] like latents of buckets."""
+        rng = np.random.default_rng(7)
+        out = {}
+        for i in range(len(ds.keys)):
+            if ragged:
+                w, h = int(ds.t["__image__.width"][i]), int(ds.t["__image__.height"][i])
+                shape = (4, h // 16, w // 16)
+            else:
+                shape = (4, 2, 2)
+            out[i] = (rng.standard_normal(shape) * 100).astype(dtype)
+        return out
+
+    def merge(self, out, name, expect=0, *flags):
+        p = fx.run(["column", "merge", out, name, *flags])
+        self.assertEqual(p.returncode, expect, p.stderr.decode())
+        return p
+
+    def test_uniform_column_merges_from_two_ranks(self):
+        out, ds = self.dataset("uniform")
+        n = len(ds.keys)
+        outs = self.outputs(ds, ragged=False)
+        for r in range(2):
+            write_part(out, "emb", r, 2, outs, n=n)
+        self.merge(out, "emb")
+        t, meta = st_reader.load(os.path.join(out, "columns", "emb.safetensors"))
+        self.assertEqual(t["values"].shape, (n, 4, 2, 2))
+        np.testing.assert_array_equal(t["values"], np.stack([outs[i] for i in range(n)]))
+        np.testing.assert_array_equal(t["offsets"], np.arange(n + 1) * 16)
+        np.testing.assert_array_equal(t["shapes"], np.tile([4, 2, 2], (n, 1)))
+        self.assertEqual(meta["format"], "tarmac-column/1")
+        self.assertEqual(meta["labels_crc32"], ds.manifest["labels_crc32"])
+        self.assertEqual(meta["world"], "2")
+        self.assertEqual(meta["values_crc32"], fx.crc_hex(t["values"].tobytes()))
+        self.assertFalse(os.path.exists(os.path.join(out, "columns", "emb.parts")))
+        ls = json.loads(fx.run(["column", "ls", out, "--json"]).stdout)
+        self.assertEqual([(c["name"], c["merged"], c["samples"], c["ok"]) for c in ls], [("emb", True, n, True)])
+        v = fx.run(["verify", out])
+        self.assertEqual(v.returncode, 0, v.stdout.decode() + v.stderr.decode())
+
+    def test_ragged_column_keeps_each_samples_shape(self):
+        out, ds = self.dataset("ragged")
+        n = len(ds.keys)
+        outs = self.outputs(ds, ragged=True, dtype=np.float16)
+        for r in range(3):
+            write_part(out, "latents", r, 3, outs, n=n, chunk_size=4)
+        self.merge(out, "latents", 0, "--keep-parts")
+        self.assertTrue(os.path.isdir(os.path.join(out, "columns", "latents.parts")))
+        t, _ = st_reader.load(os.path.join(out, "columns", "latents.safetensors"))
+        self.assertEqual(t["values"].ndim, 1)
+        self.assertGreater(len({tuple(s) for s in t["shapes"]}), 1)
+        for i in range(n):
+            b, e = t["offsets"][i], t["offsets"][i + 1]
+            got = t["values"][b:e].view(np.float16).reshape(t["shapes"][i])
+            np.testing.assert_array_equal(got, outs[i])
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+
+    def test_incomplete_parts_are_refused_naming_ranks_and_ranges(self):
+        out, ds = self.dataset("missing")
+        n = len(ds.keys)
+        outs = self.outputs(ds, ragged=False)
+        write_part(out, "emb", 0, 4, outs, n=n)
+        write_part(out, "emb", 2, 4, outs, n=n, complete=False, skip={12, 13})
+        write_part(out, "emb", 3, 4, outs, n=n)
+        p = self.merge(out, "emb", 1)
+        err = p.stderr.decode()
+        b1, e1 = share(n, 1, 4)
+        missing = (e1 - b1) + 2
+        self.assertIn(f"{missing} of {n} samples have no output", err)
+        self.assertIn(f"rank 1 of 4: no part at all, samples {b1}..{e1 - 1}", err)
+        self.assertIn("--rank 1 --world 4", err)
+        self.assertIn("rank 2 of 4: 2 of", err)
+        self.assertIn("12..13", err)
+        self.assertIn("unfinished", err)
+        self.assertFalse(os.path.exists(os.path.join(out, "columns", "emb.safetensors")))
+        # The missing rank computed, the unfinished one resumed: then it merges.
+        write_part(out, "emb", 1, 4, outs, n=n)
+        write_part(out, "emb", 2, 4, outs, n=n)
+        self.merge(out, "emb")
+        t, _ = st_reader.load(os.path.join(out, "columns", "emb.safetensors"))
+        np.testing.assert_array_equal(t["values"], np.stack([outs[i] for i in range(n)]))
+
+    def test_parts_of_another_dataset_version_or_world_are_refused(self):
+        out, ds = self.dataset("stale")
+        n = len(ds.keys)
+        outs = self.outputs(ds, ragged=False)
+        write_part(out, "emb", 0, 2, outs, n=n, labels_crc="0badc0de")
+        write_part(out, "emb", 1, 2, outs, n=n)
+        err = self.merge(out, "emb", 1).stderr.decode()
+        self.assertIn("another version of the dataset", err)
+        self.assertIn("tarmac column rm", err)
+        shutil.rmtree(os.path.join(out, "columns"))
+        write_part(out, "emb", 0, 2, outs, n=n)
+        write_part(out, "emb", 1, 3, outs, n=n)
+        err = self.merge(out, "emb", 1).stderr.decode()
+        self.assertIn("2 different world sizes", err)
+        self.assertIn("part-00001-of-00003.json", err)
+
+    def test_damaged_chunks_are_refused(self):
+        out, ds = self.dataset("damaged")
+        n = len(ds.keys)
+        outs = self.outputs(ds, ragged=False)
+        for r in range(2):
+            write_part(out, "emb", r, 2, outs, n=n)
+        chunk = os.path.join(out, "columns", "emb.parts", "part-00001-of-00002.chunk-000001.safetensors")
+        with open(chunk, "r+b") as f:
+            f.seek(-3, 2)
+            b = f.read(1)
+            f.seek(-3, 2)
+            f.write(bytes([b[0] ^ 0x10]))
+        err = self.merge(out, "emb", 1).stderr.decode()
+        self.assertIn("part-00001-of-00002.chunk-000001.safetensors", err)
+        self.assertIn("CRC-32", err)
+        # A chunk listing a sample another chunk holds.
+        shutil.rmtree(os.path.join(out, "columns"))
+        write_part(out, "emb", 0, 1, outs, n=n)
+        rec = os.path.join(out, "columns", "emb.parts", "part-00000-of-00001.json")
+        with open(rec) as f:
+            record = json.load(f)
+        record["chunks"].append(record["chunks"][0])
+        with open(rec, "w") as f:
+            json.dump(record, f)
+        err = self.merge(out, "emb", 1).stderr.decode()
+        self.assertIn("holds too", err)
+
+    def test_verify_finds_a_flipped_byte_and_a_stale_column(self):
+        out, ds = self.dataset("verify")
+        n = len(ds.keys)
+        outs = self.outputs(ds, ragged=True)
+        write_part(out, "latents", 0, 1, outs, n=n)
+        self.merge(out, "latents")
+        path = os.path.join(out, "columns", "latents.safetensors")
+        with open(path, "r+b") as f:
+            f.seek(-100, 2)
+            b = f.read(1)
+            f.seek(-100, 2)
+            f.write(bytes([b[0] ^ 1]))
+        v = fx.run(["verify", out])
+        self.assertEqual(v.returncode, 1)
+        self.assertIn("columns/latents.safetensors", v.stdout.decode() + v.stderr.decode())
+        self.assertIn("values_crc32", v.stdout.decode() + v.stderr.decode())
+        # The dataset converted again with other options: a column copied over from the old one
+        # no longer belongs to it.
+        other = self.path("reconverted")
+        fx.convert(self, [self.archive], "--resize", "bucket", "--size", "48", "--bucket-step", "16",
+                   "--format", "png", out=other)
+        self.assertEqual(fx.run(["verify", other]).returncode, 0)
+        os.makedirs(os.path.join(other, "columns"))
+        write_part(self.path("verify"), "fresh", 0, 1, outs, n=n)
+        self.merge(self.path("verify"), "fresh")
+        shutil.copy(os.path.join(out, "columns", "fresh.safetensors"), os.path.join(other, "columns"))
+        v = fx.run(["verify", other])
+        self.assertEqual(v.returncode, 1)
+        self.assertIn("another version of the dataset", v.stdout.decode() + v.stderr.decode())
+        ls = fx.run(["column", "ls", other])
+        self.assertEqual(ls.returncode, 1)
+        self.assertIn("another version of the dataset", ls.stdout.decode())
+
+    def test_ls_and_rm(self):
+        out, ds = self.dataset("lsrm")
+        n = len(ds.keys)
+        outs = self.outputs(ds, ragged=False)
+        write_part(out, "a", 0, 2, outs, n=n)
+        ls = fx.run(["column", "ls", out])
+        self.assertEqual(ls.returncode, 1)
+        self.assertIn("not merged", ls.stdout.decode())
+        self.assertIn("1 of 2 ranks complete", ls.stdout.decode())
+        p = fx.run(["column", "rm", out, "b"])
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("it has: a", p.stderr.decode())
+        self.assertEqual(fx.run(["column", "rm", out, "a"]).returncode, 0)
+        self.assertFalse(os.path.exists(os.path.join(out, "columns", "a.parts")))
+        self.assertIn("no columns", fx.run(["column", "ls", out]).stdout.decode())
+        bad = fx.run(["column", "merge", out, "__x"])
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("not a column name", bad.stderr.decode())
+
+
+if __name__ == "__main__":
+    unittest.main()
