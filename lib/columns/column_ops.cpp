@@ -71,6 +71,12 @@ class Merger {
                           "with _ or .");
     const DatasetIdentity id = dataset_identity(dir_);
     n_ = id.num_samples;
+    // The reader puts columns beside the label fields and the image (ds[i][NAME]).
+    if (o_.name == "image" ||
+        std::find(id.field_names.begin(), id.field_names.end(), o_.name) != id.field_names.end())
+      throw ColumnRefused("'" + o_.name + "' is the name of " +
+                          (o_.name == "image" ? std::string("the image") : "a label field") +
+                          " of the dataset; give the column another name (derive --name)");
     const fs::path parts_dir = dir_ / format::column_parts_dir(o_.name);
     if (!fs::is_directory(parts_dir))
       throw ColumnRefused("column '" + o_.name + "' has no parts in '" + parts_dir.string() +

@@ -9,6 +9,7 @@
 
 #include "read/batch_loader.h"
 #include "read/dataset.h"
+#include "read/derived_column.h"
 #include "read/partition.h"
 
 struct tarmac_dataset {
@@ -274,6 +275,56 @@ int tarmac_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out
     need(out, "out");
     const tarmac::Column c = ds->ds.column(name);
     fill(c.values, c.offsets.empty() ? nullptr : c.offsets.data(), out);
+  });
+}
+
+int tarmac_num_derived(const tarmac_dataset* ds, int64_t* out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(out, "out");
+    *out = static_cast<int64_t>(ds->ds.derived_names().size());
+  });
+}
+
+int tarmac_derived_name(const tarmac_dataset* ds, int64_t k, const char** out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(out, "out");
+    const auto& names = ds->ds.derived_names();
+    if (k < 0 || static_cast<size_t>(k) >= names.size())
+      throw IndexError("derived column " + std::to_string(k) + " of " +
+                       std::to_string(names.size()));
+    *out = names[static_cast<size_t>(k)].c_str();
+  });
+}
+
+int tarmac_derived_value(const tarmac_dataset* ds, const char* name, int64_t i,
+                         tarmac_tensor* out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(name, "name");
+    need(out, "out");
+    fill(ds->ds.derived(name).value(index(i)), nullptr, out);
+  });
+}
+
+int tarmac_derived_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out,
+                          tarmac_tensor* shapes) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(name, "name");
+    need(out, "out");
+    const tarmac::DerivedColumn& c = ds->ds.derived(name);
+    fill(c.values(), c.uniform() ? nullptr : c.offsets().data(), out);
+    if (shapes) {
+      tarmac::TensorView v;
+      v.dtype = tarmac::DType::I64;
+      v.shape.ndim = 2;
+      v.shape.dims[0] = static_cast<int64_t>(ds->ds.size());
+      v.shape.dims[1] = static_cast<int64_t>(c.ndim());
+      v.bytes = {reinterpret_cast<const uint8_t*>(c.shapes().data()), c.shapes().size_bytes()};
+      fill(v, nullptr, shapes);
+    }
   });
 }
 

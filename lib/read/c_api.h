@@ -101,6 +101,20 @@ TARMAC_API int tarmac_has_value(const tarmac_dataset* ds, const char* name, int6
 /** The whole column of field `name` (or any tensor name of the file). */
 TARMAC_API int tarmac_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out);
 
+/** Derived columns (DIR/columns/NAME.safetensors, docs/format.md 9): how many, and the k-th
+ *  name (sorted). A column computed from another version of the dataset is TARMAC_E_DATA at
+ *  every access below. */
+TARMAC_API int tarmac_num_derived(const tarmac_dataset* ds, int64_t* out);
+TARMAC_API int tarmac_derived_name(const tarmac_dataset* ds, int64_t k, const char** out);
+/** Sample i's output of derived column `name`: dtype, its own shape, data; offsets NULL. */
+TARMAC_API int tarmac_derived_value(const tarmac_dataset* ds, const char* name, int64_t i,
+                                    tarmac_tensor* out);
+/** All outputs of derived column `name`: shape [N, ...] when every output has one shape, else
+ *  the flat [E] values with offsets [N+1] (element offsets; sample i is values[offsets[i] ..
+ *  offsets[i+1]]) set; `shapes` (may be NULL) receives the per-sample shapes, I64 [N, D]. */
+TARMAC_API int tarmac_derived_column(const tarmac_dataset* ds, const char* name, tarmac_tensor* out,
+                                     tarmac_tensor* shapes);
+
 /** Size of sample i's image once decoded. */
 TARMAC_API int tarmac_decoded_size(const tarmac_dataset* ds, int64_t i, int32_t* width,
                                    int32_t* height);

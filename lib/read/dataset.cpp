@@ -2,18 +2,25 @@
 
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
 #include <optional>
 #include <unordered_map>
 
+#include "common/crc32.h"
+#include "format/column_file.h"
 #include "format/layout.h"
 #include "format/npy_blob.h"
 #include "format/safetensors.h"
+#include "read/derived_column.h"
 #include "read/mapped_file.h"
 #include "transform/image_codec.h"
 
@@ -93,6 +100,11 @@ struct Dataset::State {
   const Tensor* key_values = nullptr;
   const Tensor* key_offsets = nullptr;
   const Tensor* affine = nullptr;
+  /// Derived columns, opened on first use: the column or what opening it threw.
+  std::mutex derived_mu;
+  std::map<std::string, std::unique_ptr<DerivedColumn>, std::less<>> derived;
+  std::map<std::string, std::exception_ptr, std::less<>> derived_errors;
+  std::optional<std::string> labels_crc32;
 };
 
 Dataset::~Dataset() = default;
@@ -151,6 +163,56 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
     if (!fs::exists(root / s, ec))
       throw FatalError("dataset '" + dir + "' is incomplete: shard '" + s + "' is missing");
     shards_.emplace_back((root / s).string());
+  }
+  for (fs::directory_iterator it(root / format::kColumnsDir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string f = it->path().filename().string();
+    const std::string_view suffix = ".safetensors";
+    if (f.size() <= suffix.size() || !f.ends_with(suffix)) continue;
+    const std::string name = f.substr(0, f.size() - suffix.size());
+    if (format::is_valid_column_name(name)) derived_names_.push_back(name);
+  }
+  std::sort(derived_names_.begin(), derived_names_.end());
+}
+
+const DerivedColumn& Dataset::derived(std::string_view name) const {
+  if (!std::binary_search(derived_names_.begin(), derived_names_.end(), name)) {
+    std::string there;
+    for (const auto& d : derived_names_) there += (there.empty() ? "" : ", ") + d;
+    throw ArgumentError("dataset '" + dir_ + "' has no derived column '" + std::string(name) +
+                        "' (" + (there.empty() ? "it has none" : "it has: " + there) + ")");
+  }
+  std::lock_guard lock(st_->derived_mu);
+  if (const auto it = st_->derived.find(name); it != st_->derived.end()) return *it->second;
+  if (const auto it = st_->derived_errors.find(name); it != st_->derived_errors.end())
+    std::rethrow_exception(it->second);
+  try {
+    if (!st_->labels_crc32) {
+      // The manifest records the annotation file's CRC-32 (`tarmac verify` checks that it is
+      // true); without a manifest the file is summed here, once.
+      std::optional<std::string> said;
+      try {
+        std::ifstream in(fs::path(dir_) / format::kManifestFile);
+        if (in) {
+          const auto m = nlohmann::json::parse(in);
+          if (m.is_object() && m.contains("labels_crc32") && m["labels_crc32"].is_string())
+            said = m["labels_crc32"].get<std::string>();
+        }
+      } catch (const nlohmann::json::exception&) {
+      }
+      if (!said) {
+        char buf[9];
+        std::snprintf(buf, sizeof buf, "%08x", crc32_of(labels_->bytes()));
+        said = buf;
+      }
+      st_->labels_crc32 = said;
+    }
+    const std::string path = (fs::path(dir_) / format::column_file(name)).string();
+    auto col = std::make_unique<DerivedColumn>(path, std::string(name), n_, *st_->labels_crc32);
+    return *st_->derived.emplace(std::string(name), std::move(col)).first->second;
+  } catch (...) {
+    st_->derived_errors.emplace(std::string(name), std::current_exception());
+    throw;
   }
 }
 

@@ -93,6 +93,7 @@ struct Pixels {
 };
 
 class MappedFile;
+class DerivedColumn;
 
 /// An opened tarmac dataset directory. Opening maps the files and validates everything
 /// later accesses trust, in O(number of fields + shards): no label page is touched until
@@ -134,6 +135,14 @@ class Dataset {
   /// The whole column of field `name` (any tensor name of the file is accepted too; a
   /// nullable field's mask is the tensor NAME.valid).
   Column column(std::string_view name) const;
+  /// Names of the derived columns (DIR/columns/NAME.safetensors, docs/format.md 9), sorted;
+  /// listed at open.
+  const std::vector<std::string>& derived_names() const { return derived_names_; }
+  /// Derived column `name`, opened and checked against this dataset on first use (thread-safe;
+  /// valid while the Dataset is open). Throws ArgumentError for a name not listed (naming
+  /// those there are), and, at every call, what opening it threw: DataError for a column
+  /// computed from another version of the dataset, ParseError, FatalError.
+  const DerivedColumn& derived(std::string_view name) const;
   /// The 2x3 affine of sample i (row-major M, docs/format.md 3).
   std::span<const double, 6> affine(size_t i) const;
 
@@ -193,6 +202,7 @@ class Dataset {
   std::vector<std::string> blob_kinds_;
   std::vector<FieldSpec> fields_;
   FieldSpec affine_field_;
+  std::vector<std::string> derived_names_;
   struct State;
   std::unique_ptr<State> st_;
 };

@@ -132,6 +132,10 @@ def load_library():
         "tarmac_has_value": (ctypes.c_int, [P, ctypes.c_char_p, i64, pp(ctypes.c_int32)]),
         "tarmac_column": (ctypes.c_int, [P, ctypes.c_char_p, pp(_Tensor)]),
         "tarmac_dense": (ctypes.c_int, [P, i64, ctypes.c_char_p, pp(_Tensor)]),
+        "tarmac_num_derived": (ctypes.c_int, [P, pp(i64)]),
+        "tarmac_derived_name": (ctypes.c_int, [P, i64, pp(ctypes.c_char_p)]),
+        "tarmac_derived_value": (ctypes.c_int, [P, ctypes.c_char_p, i64, pp(_Tensor)]),
+        "tarmac_derived_column": (ctypes.c_int, [P, ctypes.c_char_p, pp(_Tensor), pp(_Tensor)]),
         "tarmac_decoded_size": (ctypes.c_int, [P, i64, pp(i32), pp(i32)]),
         "tarmac_decode": (ctypes.c_int, [P, i64, P, sz, i32, i32, ctypes.c_int]),
         "tarmac_decoded_channels": (ctypes.c_int, [P, i64, pp(i32)]),
@@ -265,6 +269,13 @@ class Dataset:
             s = ctypes.c_char_p()
             _check(lib.tarmac_blob_kind(p, k, ctypes.byref(s)))
             self.blob_kinds.append(s.value.decode())
+        nd = ctypes.c_int64()
+        _check(lib.tarmac_num_derived(p, ctypes.byref(nd)))
+        self.derived = []  # derived columns (tarmac.derive + tarmac column merge), sorted
+        for k in range(nd.value):
+            s = ctypes.c_char_p()
+            _check(lib.tarmac_derived_name(p, k, ctypes.byref(s)))
+            self.derived.append(s.value.decode())
         self._loaders = {}
         self._loader_pid = os.getpid()
         self._getters = None
@@ -295,8 +306,40 @@ class Dataset:
             getters.append((name, get))
         if self.blob_kinds:
             getters.append(("__affine__", self.column("__affine__").__getitem__))
+        for name in self.derived:  # a column of another dataset version raises here
+            getters.append((name, self._derived_getter(name)))
         self._getters = getters
         return getters
+
+    def _derived_getter(self, name):
+        values, shapes = self._derived_arrays(name)
+        if shapes is None:
+            return values.__getitem__
+        return lambda i: self.derived_value(name, i)
+
+    def _derived_arrays(self, name):
+        """(values [N, ...], None) for a column of one shape, else (flat values, (offsets, shapes))."""
+        t, sh = _Tensor(), _Tensor()
+        _check(self._lib.tarmac_derived_column(self._ptr, name.encode(), ctypes.byref(t), ctypes.byref(sh)))
+        values = self._tensor_array(t)
+        if not t.offsets:
+            return values, None
+        off = ctypes.cast(t.offsets, ctypes.c_void_p).value
+        offsets = _view(self._h, off, (self._n + 1) * 8, "<i8", (self._n + 1,))
+        return values, (offsets, self._tensor_array(sh))
+
+    def _derived_dtype(self, name):
+        """The safetensors dtype name of derived column `name` ("F16", "BF16", ...)."""
+        t = _Tensor()
+        _check(self._lib.tarmac_derived_column(self._ptr, name.encode(), ctypes.byref(t), None))
+        return self._lib.tarmac_dtype_name(t.dtype).decode()
+
+    def derived_value(self, name, i):
+        """Sample i's output of derived column `name`: a read-only zero-copy array of its own
+        shape (BF16 outputs as their raw uint16 bits)."""
+        t = _Tensor()
+        _check(self._lib.tarmac_derived_value(self._ptr, name.encode(), self._index(i), ctypes.byref(t)))
+        return self._tensor_array(t)
 
     def _tensor(self, name):
         t = _Tensor()
@@ -403,7 +446,10 @@ class Dataset:
 
     def value(self, name, i):
         """Sample i's value of field `name`: a zero-copy array (ragged: its slice), str for strings;
-        None where a nullable field's sample has no value."""
+        None where a nullable field's sample has no value. A derived column's name gives
+        derived_value(name, i)."""
+        if name in self.derived and name not in self.fields:
+            return self.derived_value(name, i)
         if self.fields.get(name, {}).get("nullable"):
             has = ctypes.c_int32()
             _check(self._lib.tarmac_has_value(self._ptr, name.encode(), self._index(i), ctypes.byref(has)))
@@ -434,10 +480,17 @@ class Dataset:
     def column(self, name):
         """The whole column as one zero-copy array; ragged fields give (values, offsets).
 
+        A derived column (ds.derived) whose outputs share one shape gives them as one array
+        [N, ...]; one of several shapes (latents of several buckets) gives (values, offsets,
+        shapes): sample i is values[offsets[i]:offsets[i+1]].reshape(shapes[i]).
+
         A nullable field gives its values with a mask: a fixed field a numpy masked array
         (np.ma.MaskedArray, masked where the sample has no value; the data there is zeros), a
         ragged one (values, offsets, valid) with valid a bool array [N] (a sample without a
         value has an empty slice)."""
+        if name in self.derived and name not in self.fields:
+            values, ragged = self._derived_arrays(name)
+            return values if ragged is None else (values, ragged[0], ragged[1])
         t = _Tensor()
         _check(self._lib.tarmac_column(self._ptr, name.encode(), ctypes.byref(t)))
         values = self._tensor_array(t)

@@ -34,10 +34,12 @@ class TarmacDataset(torch.utils.data.Dataset):
     `fields` picks them (default: all fixed-shape fields). `threads`: native decoding threads
     for a whole batch (default: 1 in a loader worker, all cores in the main process).
     `channels`: C of every image, 3 (RGB, grey images replicated; the default) or 1 (grey,
-    colour images converted), so that a dataset mixing grey and colour images collates."""
+    colour images converted), so that a dataset mixing grey and colour images collates.
+    `columns`: the derived columns to include (default: all of ds.derived), each sample's
+    output as a tensor (BF16 outputs as torch.bfloat16); a batch of one bucket stacks them."""
 
     def __init__(self, path, fields=None, decode=True, chw=True, transform=None, threads=None,
-                 channels=3):
+                 channels=3, columns=None):
         self.path = os.fspath(path)
         self.decode, self.chw, self.transform, self.threads = decode, chw, transform, threads
         if channels not in (1, 3):
@@ -46,6 +48,9 @@ class TarmacDataset(torch.utils.data.Dataset):
         ds = tarmac.Dataset(self.path)
         self._n = len(ds)
         self.fields = list(ds.fixed_fields() if fields is None else fields)
+        self.columns = list(ds.derived if columns is None else columns)
+        for name in self.columns:  # a missing or stale column fails here, not mid-epoch
+            ds.derived_value(name, 0) if len(ds) else None
         self._ds, self._pid = None, None
 
     def _dataset(self):
@@ -76,6 +81,8 @@ class TarmacDataset(torch.utils.data.Dataset):
             out[name] = torch.from_numpy(np.array(ds._stored_value(name, i)))
             if ds.fields.get(name, {}).get("nullable"):
                 out[name + ".valid"] = torch.tensor(ds.value(name, i) is not None)
+        for name in self.columns:
+            out[name] = _column_tensor(ds, name, np.array(ds.derived_value(name, i)))
         return self.transform(out) if self.transform else out
 
 
@@ -102,7 +109,26 @@ class TarmacDataset(torch.utils.data.Dataset):
                     labels[name + ".valid"] = np.array([ds.value(name, i) is not None for i in idx], dtype=bool)
         for name in labels:
             out[name] = torch.from_numpy(labels[name])
+        for name in self.columns:
+            outputs = [ds.derived_value(name, i) for i in idx]
+            if len({o.shape for o in outputs}) > 1:
+                raise ValueError(f"derived column '{name}' has outputs of several shapes in one batch "
+                                 f"({sorted({o.shape for o in outputs})}): batch by bucket "
+                                 "(BucketBatchSampler)")
+            out[name] = _column_tensor(ds, name, np.stack(outputs) if outputs else np.empty(0))
         return self.transform(out) if self.transform else out
+
+
+def _column_tensor(ds, name, array):
+    """A derived column's outputs as a tensor: BF16 (numpy holds its raw uint16 bits) as
+    torch.bfloat16; unsigned types torch lacks widened (U16 to int32, U32 to int64)."""
+    array = np.ascontiguousarray(array)
+    if array.dtype == np.uint16 and ds._derived_dtype(name) == "BF16":
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    widen = {np.dtype(np.uint16): np.int32, np.dtype(np.uint32): np.int64}
+    if array.dtype in widen:
+        array = array.astype(widen[array.dtype])
+    return torch.from_numpy(array)
 
 
 def _uint8_tensor(shape, shared):

@@ -24,9 +24,9 @@ ST = {"float32": "F32", "float16": "F16", "int64": "I64", "uint8": "U8", "int32"
 def safetensors_bytes(tensors, metadata):
     """A safetensors file from the spec: tensors in the order given, header padded to 8."""
     header, offset, blobs = {"__metadata__": metadata}, 0, []
-    for name, a in tensors:
+    for name, a, *dtype in tensors:
         a = np.ascontiguousarray(a)
-        header[name] = {"dtype": ST[a.dtype.name], "shape": list(a.shape),
+        header[name] = {"dtype": dtype[0] if dtype else ST[a.dtype.name], "shape": list(a.shape),
                         "data_offsets": [offset, offset + a.nbytes]}
         offset += a.nbytes
         blobs.append(a.tobytes())
@@ -40,7 +40,7 @@ def share(n, rank, world):
 
 
 def write_part(ds_dir, name, rank, world, outputs, chunk_size=3, complete=True, labels_crc=None, n=None,
-               fn="tests:encode", skip=()):
+               fn="tests:encode", skip=(), bf16=False):
     """Rank's part: outputs {index: array} of its share, in chunks of chunk_size samples."""
     parts = os.path.join(ds_dir, "columns", name + ".parts")
     os.makedirs(parts, exist_ok=True)
@@ -56,7 +56,8 @@ def write_part(ds_dir, name, rank, world, outputs, chunk_size=3, complete=True, 
         data = safetensors_bytes([
             ("index", np.array(rows, dtype=np.int64)),
             ("shape", np.array([a.shape for a in arrays], dtype=np.int64).reshape(len(rows), arrays[0].ndim)),
-            ("values", np.concatenate([a.ravel() for a in arrays]))], {"format": "tarmac-column-chunk/1"})
+            ("values", np.concatenate([a.ravel() for a in arrays]), *(["BF16"] if bf16 else []))],
+            {"format": "tarmac-column-chunk/1"})
         fname = "part-%05d-of-%05d.chunk-%06d.safetensors" % (rank, world, c)
         with open(os.path.join(parts, fname), "wb") as f:
             f.write(data)
