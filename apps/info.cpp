@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "columns/column_ops.h"
+
 #include "apps/commands.h"
 #include "apps/errors.h"
 #include "common/bytes.h"
@@ -95,6 +97,12 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       missing += !sh.present;
     }
     const auto schema = nlohmann::ordered_json::parse(s.schema_json, nullptr, false);
+    std::vector<ColumnInfo> columns;
+    try {
+      columns = list_columns(s.path);
+    } catch (const std::exception& e) {
+      spdlog::warn("cannot list the derived columns: {}", e.what());
+    }
     if (g.json) {
       nlohmann::ordered_json j;
       j["path"] = s.path;
@@ -129,6 +137,17 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
         auto m = nlohmann::ordered_json::parse(s.manifest_json, nullptr, false);
         if (!m.is_discarded() && m.contains("counts")) j["counts"] = m["counts"];
       }
+      nlohmann::ordered_json cols = nlohmann::ordered_json::array();
+      for (const ColumnInfo& c : columns)
+        cols.push_back({{"name", c.name},
+                        {"merged", c.merged},
+                        {"dtype", c.dtype},
+                        {"shape", c.shape},
+                        {"bytes", c.bytes},
+                        {"fn", c.fn},
+                        {"ok", c.problem.empty()},
+                        {"problem", c.problem}});
+      j["columns"] = cols;
       print_json(j);
     } else {
       std::printf("%s: %s dataset, %llu samples\n", s.path.c_str(), s.format.c_str(),
@@ -151,6 +170,13 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
                       f.value("kind", "").c_str(), f.value("dtype", "").c_str(),
                       f["shape"].dump().c_str(), f.value("ragged", false) ? " ragged" : "",
                       f.value("source", "").c_str());
+      if (!columns.empty()) std::printf("  derived columns (tarmac column ls):\n");
+      for (const ColumnInfo& c : columns)
+        std::printf(
+            "    %-24s %s\n", c.name.c_str(),
+            c.merged && c.problem.empty()
+                ? (c.dtype + " " + c.shape + ", " + format_bytes(c.bytes) + ", fn " + c.fn).c_str()
+                : c.problem.c_str());
     }
     return missing ? kDataError : kOk;
   };

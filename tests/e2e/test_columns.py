@@ -122,6 +122,10 @@ class ColumnTest(fx.TmpCase):
         self.assertEqual([(c["name"], c["merged"], c["samples"], c["ok"]) for c in ls], [("emb", True, n, True)])
         v = fx.run(["verify", out])
         self.assertEqual(v.returncode, 0, v.stdout.decode() + v.stderr.decode())
+        info = json.loads(fx.run(["info", out, "--json"]).stdout)
+        self.assertEqual([(c["name"], c["dtype"], c["shape"], c["ok"]) for c in info["columns"]],
+                         [("emb", "F32", "[4, 2, 2]", True)])
+        self.assertIn("derived columns", fx.run(["info", out]).stdout.decode())
 
     def test_ragged_column_keeps_each_samples_shape(self):
         out, ds = self.dataset("ragged")
