@@ -7,9 +7,8 @@
 #include "common/error.h"
 
 namespace tarmac {
-namespace {
 
-std::string inflate_error(int code) {
+std::string isal_error_text(int code) {
   switch (code) {
     case ISAL_INVALID_BLOCK:
       return "invalid deflate block";
@@ -27,8 +26,6 @@ std::string inflate_error(int code) {
       return "inflate error " + std::to_string(code);
   }
 }
-
-}  // namespace
 
 GzipInflater::GzipInflater() : state_(std::make_unique<inflate_state>()) {
   isal_inflate_init(state_.get());
@@ -69,7 +66,7 @@ size_t GzipInflater::read(uint8_t* out, size_t size, bool end_of_input) {
     s.next_out = out;
     s.avail_out = static_cast<uint32_t>(size);
     const int r = isal_inflate(&s);
-    if (r < 0) throw ParseError("gzip data is corrupt: " + inflate_error(r));
+    if (r < 0) throw ParseError("gzip data is corrupt: " + isal_error_text(r));
     const size_t n = size - s.avail_out;
     if (s.block_state == ISAL_BLOCK_FINISH) between_members_ = true;
     if (n > 0) return n;

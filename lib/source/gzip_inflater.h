@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 struct inflate_state;
 
@@ -35,5 +36,9 @@ class GzipInflater {
   std::unique_ptr<inflate_state> state_;
   bool between_members_ = true;  // at the start, or after a member's trailer
 };
+
+/// What an ISA-L inflate error code (ISAL_INVALID_BLOCK, ...) means, in words; shared by the
+/// gzip reader and the zip members the workers inflate.
+std::string isal_error_text(int code);
 
 }  // namespace tarmac

@@ -9,6 +9,7 @@
 #include "common/bytes.h"
 #include "common/crc32.h"
 #include "common/error.h"
+#include "source/gzip_inflater.h"
 
 namespace tarmac {
 namespace {
@@ -31,19 +32,6 @@ void check_crc(uint32_t got, uint32_t declared) {
                   hex32(declared));
 }
 
-std::string inflate_failure(int code) {
-  switch (code) {
-    case ISAL_INVALID_BLOCK:
-      return "invalid deflate block";
-    case ISAL_INVALID_SYMBOL:
-      return "invalid deflate symbol";
-    case ISAL_INVALID_LOOKBACK:
-      return "invalid back-reference distance";
-    default:
-      return "inflate error " + std::to_string(code);
-  }
-}
-
 // Inflates `in` (raw deflate) into exactly `size` bytes, or throws: it never writes past `size`,
 // whatever the stream would give.
 std::vector<uint8_t> inflate_exactly(const std::vector<uint8_t>& in, uint64_t size, uint32_t& crc) {
@@ -61,7 +49,7 @@ std::vector<uint8_t> inflate_exactly(const std::vector<uint8_t>& in, uint64_t si
   s->next_out = out.data();
   s->avail_out = static_cast<uint32_t>(size);
   int r = isal_inflate(s.get());
-  if (r < 0) throw corrupt(inflate_failure(r));
+  if (r < 0) throw corrupt(isal_error_text(r));
   if (s->block_state != ISAL_BLOCK_FINISH) {
     if (s->avail_out > 0)
       throw corrupt("its deflate data ends after " + std::to_string(size - s->avail_out) +
@@ -72,7 +60,7 @@ std::vector<uint8_t> inflate_exactly(const std::vector<uint8_t>& in, uint64_t si
     s->next_out = &extra;
     s->avail_out = 1;
     r = isal_inflate(s.get());
-    if (r < 0) throw corrupt(inflate_failure(r));
+    if (r < 0) throw corrupt(isal_error_text(r));
     if (s->avail_out == 0)
       throw corrupt("it inflates past the " + std::to_string(size) +
                     " bytes its central directory declares (a damaged member or a zip bomb); "
