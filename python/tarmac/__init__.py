@@ -25,6 +25,7 @@ import sysconfig
 import numpy as np
 
 __all__ = ["Dataset", "TarmacError", "indices", "load_library"]
+__version__ = "0.1.0"  # the project's version (CMakeLists.txt, pyproject.toml)
 
 _DTYPES = ["?", "u1", "i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8", "<f2", "<u2", "<f4", "<f8"]
 _BF16 = 10  # numpy has no bfloat16: BF16 values are returned as their raw uint16 bits

@@ -1,0 +1,448 @@
+"""Run a model over a converted dataset once, on every rank, and keep its outputs as a column.
+
+    python -m tarmac.derive DIR --name latents --fn vae_encode:encode [--batch-size 16]
+    torchrun --nproc_per_node 8 -m tarmac.derive DIR --name latents --fn vae_encode:encode
+    tarmac column merge DIR latents && tarmac verify DIR
+
+FUNC receives a batch of images of one size (a dict: "image" uint8 tensor [B, H, W, 3],
+"__index__" int64 [B], and the label fields asked for with --fields) and returns one output
+per sample: a torch tensor (on any device) or numpy array [B, ...]. Where it runs is FUNC's
+business. Rank and world come from --rank/--world, torchrun's RANK/WORLD_SIZE or Slurm's
+SLURM_PROCID/SLURM_NTASKS; ranks never talk to each other. Rank r of W computes samples
+[r*N//W, (r+1)*N//W) and writes them to DIR/columns/NAME.parts/ (docs/format.md 8), in chunks:
+a rank killed or stopped, run again with the same command, goes on where it stopped. `tarmac
+column merge` joins the parts, and refuses while any sample lacks an output.
+
+The same as a function: tarmac.derive.run(DIR, NAME, fn, batch_size=16, ...).
+"""
+import argparse
+import concurrent.futures
+import importlib
+import json
+import os
+import re
+import signal
+import struct
+import sys
+import time
+import zlib
+
+import numpy as np
+
+import tarmac
+
+__all__ = ["run", "main", "DeriveError"]
+
+PART_FORMAT = "tarmac-column-part/1"
+CHUNK_FORMAT = "tarmac-column-chunk/1"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_ST_DTYPES = {np.dtype(np.bool_): "BOOL", np.dtype(np.uint8): "U8", np.dtype(np.int8): "I8",
+              np.dtype("<u2"): "U16", np.dtype("<i2"): "I16", np.dtype("<u4"): "U32", np.dtype("<i4"): "I32",
+              np.dtype("<u8"): "U64", np.dtype("<i8"): "I64", np.dtype("<f2"): "F16", np.dtype("<f4"): "F32",
+              np.dtype("<f8"): "F64"}
+_CHUNK_BYTES = 256 << 20  # a chunk is written when this much is buffered ...
+_CHUNK_SECONDS = 60.0     # ... or this long after the last one
+
+
+class DeriveError(Exception):
+    """What stops a derive run: the message says what and how to go on."""
+
+
+def _rank_world(rank, world):
+    """Explicit values, else torchrun's, else Slurm's, else 0 of 1."""
+    env = os.environ
+    for r_name, w_name in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
+        if rank is None and world is None and r_name in env and w_name in env:
+            rank, world = int(env[r_name]), int(env[w_name])
+    if (rank is None) != (world is None):
+        raise DeriveError("give both --rank and --world, or neither")
+    rank, world = (0, 1) if rank is None else (int(rank), int(world))
+    if world < 1 or not 0 <= rank < world:
+        raise DeriveError(f"rank {rank} of world {world}: need 0 <= rank < world")
+    return rank, world
+
+
+def _load_fn(fn):
+    """(callable, its MODULE:FUNC name)."""
+    if callable(fn):
+        return fn, f"{fn.__module__}:{getattr(fn, '__qualname__', fn.__class__.__name__)}"
+    if not isinstance(fn, str) or fn.count(":") != 1:
+        raise DeriveError(f"--fn must be MODULE:FUNC (e.g. vae_encode:encode), not {fn!r}")
+    module, func = fn.split(":")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does: the current folder's modules
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as e:
+        raise DeriveError(f"--fn {fn}: cannot import module '{module}': {e} (run from its folder or set "
+                          "PYTHONPATH)") from e
+    for part in func.split("."):
+        if not hasattr(obj, part):
+            raise DeriveError(f"--fn {fn}: module '{module}' has no '{func}'")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise DeriveError(f"--fn {fn}: '{func}' is not callable")
+    return obj, fn
+
+
+def _labels_crc32(path):
+    """The dataset's identity: the manifest's labels_crc32, or the annotation file's CRC-32."""
+    try:
+        with open(os.path.join(path, "manifest.json")) as f:
+            crc = json.load(f).get("labels_crc32")
+        if isinstance(crc, str) and re.fullmatch(r"[0-9a-f]{8}", crc):
+            return crc
+    except (OSError, ValueError, AttributeError):
+        pass
+    crc = 0
+    with open(os.path.join(path, "labels.safetensors"), "rb") as f:
+        while True:
+            block = f.read(1 << 24)
+            if not block:
+                break
+            crc = zlib.crc32(block, crc)
+    return "%08x" % crc
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(path))
+
+
+def _safetensors(tensors, metadata):
+    """A safetensors file: [(name, array, dtype name)], data in that order, header padded to 8."""
+    header, offset, blobs = {"__metadata__": metadata}, 0, []
+    for name, a, dtype in tensors:
+        a = np.ascontiguousarray(a)
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+        blobs.append(a.tobytes())
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def _chunk_index(path):
+    """The sample indices a chunk holds (its `index` tensor), read without trusting the rest."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + n])
+    t = header["index"]
+    b, e = t["data_offsets"]
+    if t["dtype"] != "I64" or e - b != 8 * t["shape"][0]:
+        raise ValueError("its index is not I64")
+    return np.frombuffer(data[8 + n + b:8 + n + e], dtype="<i8")
+
+
+def _as_numpy(out, batch_len, first):
+    """FUNC's result as (numpy array [B, ...], safetensors dtype name)."""
+    where = f"--fn's output for the batch starting at sample {first}"
+    if hasattr(out, "detach") and hasattr(out, "cpu"):  # a torch tensor, on any device
+        t = out.detach().cpu()
+        if str(t.dtype) == "torch.bfloat16":
+            import torch
+            arr, dtype = t.contiguous().view(torch.int16).numpy().view("<u2"), "BF16"
+        else:
+            arr = t.contiguous().numpy()
+            dtype = None
+    elif isinstance(out, np.ndarray):
+        arr, dtype = out, None
+    else:
+        raise DeriveError(f"{where} is a {type(out).__name__}; return a torch tensor or numpy array with one "
+                          "output per sample along the first axis")
+    if arr.ndim == 0 or arr.shape[0] != batch_len:
+        raise DeriveError(f"{where} has shape {tuple(arr.shape)}; its first axis must be the batch's "
+                          f"{batch_len} samples")
+    if dtype is None:
+        arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+        dtype = _ST_DTYPES.get(arr.dtype)
+        if dtype is None:
+            raise DeriveError(f"{where} has dtype {arr.dtype}, which a column cannot hold (numbers and bools)")
+    return np.ascontiguousarray(arr), dtype
+
+
+def _batches(ds, todo, batch_size):
+    """The remaining samples grouped by image size ((width, height) ascending), in index order
+    within a size, cut into batches of batch_size."""
+    if not ds.blob_kinds:
+        groups = [todo]
+    else:
+        w = np.asarray(ds.column("__image__.width"))[todo]
+        h = np.asarray(ds.column("__image__.height"))[todo]
+        key = (w.astype(np.int64) << 32) | h.astype(np.int64)
+        order = np.lexsort((todo, key))
+        todo, key = todo[order], key[order]
+        groups = np.split(todo, np.flatnonzero(np.diff(key)) + 1) if len(todo) else []
+    return [g[s:s + batch_size] for g in groups for s in range(0, len(g), batch_size)]
+
+
+class _Stop:
+    """The first SIGINT/SIGTERM asks the loop to stop after its batch; a second one exits."""
+
+    def __init__(self):
+        self.signal = None
+        self._old = {}
+
+    def __enter__(self):
+        import threading
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signal is not None:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        self.signal = signum
+
+    def __exit__(self, *exc):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+class _Part:
+    """One rank's part: its record and chunks in DIR/columns/NAME.parts/."""
+
+    def __init__(self, parts_dir, record):
+        self.dir, self.record = parts_dir, record
+        self.path = os.path.join(parts_dir, "part-%05d-of-%05d.json" % (record["rank"], record["world"]))
+
+    def save(self):
+        _write_atomic(self.path, json.dumps(self.record, indent=1).encode())
+
+    def write_chunk(self, items, dtype):
+        """items: [(index, array)] → the next chunk file, then the record that lists it."""
+        r = self.record
+        idx = np.array([i for i, _ in items], dtype=np.int64)
+        ndim = items[0][1].ndim
+        shapes = np.array([a.shape for _, a in items], dtype=np.int64).reshape(len(items), ndim)
+        values = np.concatenate([a.reshape(-1) for _, a in items])
+        data = _safetensors([("index", idx, "I64"), ("shape", shapes, "I64"), ("values", values, dtype)],
+                            {"format": CHUNK_FORMAT})
+        name = "part-%05d-of-%05d.chunk-%06d.safetensors" % (r["rank"], r["world"], len(r["chunks"]))
+        _write_atomic(os.path.join(self.dir, name), data)
+        r["chunks"].append({"file": name, "samples": len(items), "bytes": len(data),
+                            "crc32": "%08x" % (zlib.crc32(data) & 0xFFFFFFFF)})
+        r["done"] += len(items)
+        self.save()
+
+
+def _open_part(parts_dir, record, restart, log):
+    """The part to go on with: a new one, or the one a previous run of this rank left."""
+    part = _Part(parts_dir, record)
+    rank, world = record["rank"], record["world"]
+    if restart:
+        for f in os.listdir(parts_dir):
+            if f.startswith("part-%05d-of-%05d." % (rank, world)):
+                os.remove(os.path.join(parts_dir, f))
+    if not os.path.exists(part.path):
+        part.save()
+        return part, np.empty(0, dtype=np.int64)
+    try:
+        with open(part.path) as f:
+            old = json.load(f)
+    except (OSError, ValueError) as e:
+        raise DeriveError(f"{part.path} is unreadable ({e}): run this rank again with --restart") from e
+    for key, what in (("dataset", "dataset (it was converted again since)"), ("world", "world size"),
+                      ("fn", "--fn"), ("column", "column"), ("begin", "share"), ("end", "share")):
+        if old.get(key) != record[key]:
+            raise DeriveError(
+                f"{part.path} was computed with another {what}: {old.get(key)!r}, now {record[key]!r}. "
+                f"Remove the column's parts (tarmac column rm {os.path.dirname(os.path.dirname(parts_dir))} "
+                f"{record['column']}) and derive again, or run this rank with --restart")
+    done = []
+    for c in old.get("chunks", []):
+        path = os.path.join(parts_dir, c["file"])
+        try:
+            if os.path.getsize(path) != c["bytes"]:
+                raise ValueError(f"it is {os.path.getsize(path)} bytes, the record says {c['bytes']}")
+            done.append(_chunk_index(path))
+        except (OSError, ValueError, KeyError) as e:
+            raise DeriveError(f"{path} is damaged or missing ({e}): run this rank again with --restart") from e
+    record.update(chunks=old["chunks"], done=int(old.get("done", 0)), complete=bool(old.get("complete")))
+    done = np.concatenate(done) if done else np.empty(0, dtype=np.int64)
+    if len(done):
+        log(f"going on from {len(done)} of {record['end'] - record['begin']} samples already computed")
+    return part, done
+
+
+def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threads=None,
+        checkpoint_every=None, restart=False, log=None):
+    """Computes this rank's share of column `name` of the dataset at `path` with `fn` (a callable
+    or "MODULE:FUNC"); returns {"rank", "world", "samples", "computed", "batches", "seconds",
+    "complete"}. Raises DeriveError with what to do."""
+    path = os.fspath(path)
+    rank, world = _rank_world(rank, world)
+    func, fn_name = _load_fn(fn)
+    log = log or (lambda msg: print(f"tarmac.derive: rank {rank}/{world}: {msg}", file=sys.stderr, flush=True))
+    if batch_size < 1:
+        raise DeriveError("--batch-size must be at least 1")
+    if not _NAME.match(name or ""):
+        raise DeriveError(f"'{name}' is not a column name: use 1-128 of A-Z a-z 0-9 _ . -, starting with a letter "
+                          "or digit")
+    try:
+        ds = tarmac.Dataset(path)
+    except (tarmac.TarmacError, OSError) as e:
+        raise DeriveError(f"cannot open the dataset '{path}': {e}") from e
+    if name in ds.fields or name == "image":
+        raise DeriveError(f"'{name}' is the name of {'the image' if name == 'image' else 'a label field'} of the "
+                          "dataset; choose another --name")
+    fields = list(fields or [])
+    fixed = ds.fixed_fields()
+    for f in fields:
+        if f not in fixed:
+            raise DeriveError(f"--fields: '{f}' is not a fixed-shape field of the dataset (those are: "
+                              f"{', '.join(fixed) or 'none'})")
+    n = len(ds)
+    begin, end = rank * n // world, (rank + 1) * n // world
+    parts_dir = os.path.join(path, "columns", name + ".parts")
+    os.makedirs(parts_dir, exist_ok=True)
+    record = {"format": PART_FORMAT, "column": name, "rank": rank, "world": world, "begin": begin, "end": end,
+              "dataset": {"labels_crc32": _labels_crc32(path), "num_samples": n}, "fn": fn_name,
+              "tool": f"tarmac {tarmac.__version__} (python)", "batch_size": batch_size, "fields": fields,
+              "chunks": [], "done": 0, "complete": False}
+    part, done = _open_part(parts_dir, record, restart, log)
+    result = {"rank": rank, "world": world, "samples": end - begin, "computed": 0, "batches": 0,
+              "seconds": 0.0, "complete": False}
+    if record["complete"]:
+        log(f"already complete ({end - begin} samples); nothing to do")
+        result["complete"] = True
+        return result
+    todo = np.setdiff1d(np.arange(begin, end, dtype=np.int64), done)
+    batches = _batches(ds, todo, batch_size)
+    torch = _torch()
+    threads = 0 if threads is None else threads
+
+    def load(idx):
+        images, labels = ds.batch(idx, fields=fields, threads=threads)
+        return idx, images, labels
+
+    t0 = last_chunk = last_log = time.monotonic()
+    pending, pending_bytes, pending_batches, dtype = [], 0, 0, None
+    kind = None  # (dtype, ndim) of the outputs: one for the whole column
+
+    def flush():
+        nonlocal pending, pending_bytes, pending_batches, last_chunk
+        if pending:
+            part.write_chunk(pending, dtype)
+        pending, pending_bytes, pending_batches, last_chunk = [], 0, 0, time.monotonic()
+
+    with _Stop() as stop, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ahead = pool.submit(load, batches[0]) if batches else None
+        for k in range(len(batches)):
+            idx, images, labels = ahead.result()
+            ahead = pool.submit(load, batches[k + 1]) if k + 1 < len(batches) else None
+            batch = {"image": images, "__index__": idx}
+            batch.update(labels)
+            if torch is not None:
+                batch = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in batch.items()}
+            out, out_dtype = _as_numpy(func(batch), len(idx), int(idx[0]))
+            if kind is None and record["chunks"]:
+                kind = _recorded_kind(parts_dir, record)
+            if kind is not None and kind != (out_dtype, out.ndim - 1):
+                raise DeriveError(f"--fn's output for the batch starting at sample {int(idx[0])} is {out_dtype} "
+                                  f"with {out.ndim - 1} dimensions per sample; earlier outputs of this column are "
+                                  f"{kind[0]} with {kind[1]}: a column has one dtype and one number of dimensions")
+            kind, dtype = (out_dtype, out.ndim - 1), out_dtype
+            pending += [(int(i), out[j]) for j, i in enumerate(idx)]
+            pending_bytes += out.nbytes
+            pending_batches += 1
+            result["computed"] += len(idx)
+            result["batches"] += 1
+            now = time.monotonic()
+            if (checkpoint_every and pending_batches >= checkpoint_every) or pending_bytes >= _CHUNK_BYTES \
+                    or now - last_chunk >= _CHUNK_SECONDS:
+                flush()
+            if now - last_log >= 10:
+                last_log = now
+                rate = result["computed"] / (now - t0)
+                log(f"{record['done'] + len(pending)} of {end - begin} samples, {rate:.1f} samples/s")
+            if stop.signal is not None:
+                if ahead is not None:
+                    ahead.cancel()
+                flush()
+                code = 128 + stop.signal
+                log(f"stopped by {signal.Signals(stop.signal).name} after {record['done']} of {end - begin} samples "
+                    f"(checkpoint written); run the same command again to go on")
+                raise SystemExit(code)
+    flush()
+    record["complete"] = True
+    part.save()
+    result["seconds"] = time.monotonic() - t0
+    result["complete"] = True
+    log(f"done: {result['computed']} samples computed in {result['batches']} batches, {result['seconds']:.1f} s "
+        f"({end - begin} in this rank's share, samples {begin}..{end - 1 if end > begin else begin}); merge with "
+        f"`tarmac column merge {path} {name}` once every rank is done")
+    return result
+
+
+def _recorded_kind(parts_dir, record):
+    """(dtype, ndim) of the outputs in this part's first chunk."""
+    with open(os.path.join(parts_dir, record["chunks"][0]["file"]), "rb") as f:
+        data = f.read(8 + 65536)
+    (n,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + n])
+    return header["values"]["dtype"], header["shape"]["shape"][1]
+
+
+def _torch():
+    try:
+        import torch
+        return torch
+    except ImportError:
+        return None
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="python -m tarmac.derive",
+        description="Compute one output per sample of a converted dataset (VAE latents, embeddings) with "
+                    "your function, on every rank, into DIR/columns/NAME.parts/; then `tarmac column merge DIR "
+                    "NAME` joins the parts into DIR/columns/NAME.safetensors.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="FUNC gets {'image': uint8 [B, H, W, 3], '__index__': int64 [B], FIELDS...} (torch tensors, or\n"
+               "numpy arrays without torch), images of one size per batch, and returns one output per sample\n"
+               "([B, ...], torch or numpy; its device is FUNC's business).\n\n"
+               "Example (vae_encode.py in the current folder defines encode(batch)):\n"
+               "  torchrun --nproc_per_node 8 -m tarmac.derive buckets/ --name latents --fn vae_encode:encode\n"
+               "  tarmac column merge buckets/ latents && tarmac verify buckets/\n\n"
+               "Rank r of W computes samples [r*N//W, (r+1)*N//W). Killed or stopped (SIGTERM, SIGINT: the\n"
+               "batch in flight is finished and checkpointed), the same command goes on where it stopped.")
+    p.add_argument("dir", help="the converted dataset")
+    p.add_argument("--name", required=True, help="the column's name (latents, clip_emb, ...)")
+    p.add_argument("--fn", required=True, help="MODULE:FUNC, imported from the current folder or PYTHONPATH")
+    p.add_argument("--batch-size", type=int, default=16, help="samples per call of FUNC (default 16)")
+    p.add_argument("--fields", default="", help="comma-separated fixed-shape label fields to pass to FUNC")
+    p.add_argument("--rank", type=int, help="this rank (default: $RANK, $SLURM_PROCID, or 0)")
+    p.add_argument("--world", type=int, help="the number of ranks (default: $WORLD_SIZE, $SLURM_NTASKS, or 1)")
+    p.add_argument("--threads", type=int, default=0, help="native decoding threads (default 0: all cores)")
+    p.add_argument("--checkpoint-every", type=int, metavar="K",
+                   help="write a chunk every K batches (default: every 256 MiB of outputs or 60 s)")
+    p.add_argument("--restart", action="store_true", help="delete this rank's part and compute it from the start")
+    a = p.parse_args(argv)
+    try:
+        run(a.dir, a.name, a.fn, batch_size=a.batch_size, fields=[f for f in a.fields.split(",") if f],
+            rank=a.rank, world=a.world, threads=a.threads, checkpoint_every=a.checkpoint_every, restart=a.restart)
+    except DeriveError as e:
+        print(f"tarmac.derive: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
