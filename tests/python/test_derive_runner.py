@@ -1,0 +1,189 @@
+"""`python -m tarmac.derive` on its own: where rank and world come from, the share each rank
+writes (docs/format.md 8, read back here with struct/json/numpy), label fields passed to FUNC,
+what FUNC may return, refusals, and SIGTERM. Needs TARMAC_LIB, PYTHONPATH=python/, TARMAC."""
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+import zlib
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import fixtures as fx  # noqa: E402
+
+TARMAC = os.environ.get("TARMAC", "tarmac")
+SIZES = [(320, 200), (200, 320), (240, 240), (330, 210), (180, 300)] * 3
+
+FUNCS = textwrap.dedent("""
+    import os, time
+    import numpy as np
+
+    def mean_rgb(batch):      # per-sample mean colour, numpy out
+        return batch["image"].numpy().reshape(len(batch["__index__"]), -1, 3).mean(axis=1)
+
+    def affine(batch):        # a label field passed through
+        return batch["__affine__"]
+
+    def slow(batch):
+        time.sleep(0.3)
+        return batch["__index__"].reshape(-1, 1)
+
+    def a_list(batch):
+        return [1, 2, 3]
+
+    def short(batch):
+        return np.zeros((1, 2))
+
+    def text(batch):
+        return np.array(["x"] * len(batch["__index__"]))
+""")
+
+
+def load_st(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    dt = {"I64": "<i8", "F64": "<f8", "F32": "<f4"}
+    out = {k: np.frombuffer(data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dt[v["dtype"]])
+           .reshape(v["shape"]) for k, v in header.items()}
+    return out, meta
+
+
+class DeriveRunnerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tarmac-derive-runner-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        members = [("p%02d.png" % i, fx.png(fx.smooth_rgb(w, h, seed=i))) for i, (w, h) in enumerate(SIZES)]
+        archive = fx.write_tar(os.path.join(cls.tmp, "photos.tar"), members)
+        cls.base = os.path.join(cls.tmp, "base")
+        subprocess.run([TARMAC, "convert", "-q", archive, "-o", cls.base, "--resize", "bucket", "--size", "64",
+                        "--bucket-step", "16", "--format", "png"], check=True)
+        with open(os.path.join(cls.tmp, "funcs.py"), "w") as f:
+            f.write(FUNCS)
+        cls.ref = fx.Dataset(cls.base)
+        cls.n = len(cls.ref.keys)
+
+    def dataset(self, name):
+        out = os.path.join(self.tmp, name)
+        shutil.copytree(self.base, out)
+        return out
+
+    def derive(self, out, *args, env=None, expect=0):
+        e = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS")}
+        e.update(env or {})
+        p = subprocess.run([sys.executable, "-m", "tarmac.derive", out, *args], cwd=self.tmp, env=e,
+                           capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, expect, p.stderr.decode())
+        return p.stderr.decode()
+
+    def part(self, out, name, rank, world):
+        parts = os.path.join(out, "columns", name + ".parts")
+        with open(os.path.join(parts, "part-%05d-of-%05d.json" % (rank, world))) as f:
+            record = json.load(f)
+        got = {}
+        for c in record["chunks"]:
+            t, meta = load_st(os.path.join(parts, c["file"]))
+            self.assertEqual(meta["format"], "tarmac-column-chunk/1")
+            with open(os.path.join(parts, c["file"]), "rb") as f:
+                self.assertEqual("%08x" % (zlib.crc32(f.read()) & 0xFFFFFFFF), c["crc32"])
+            off = 0
+            for i, shape in zip(t["index"], t["shape"]):
+                k = int(np.prod(shape))
+                got[int(i)] = t["values"][off:off + k].reshape(shape)
+                off += k
+        return record, got
+
+    def test_rank_and_world_from_torchrun_and_slurm_env(self):
+        out = self.dataset("env")
+        self.derive(out, "--name", "m", "--fn", "funcs:mean_rgb", env={"RANK": "1", "WORLD_SIZE": "3"})
+        record, got = self.part(out, "m", 1, 3)
+        b, e = self.n // 3, 2 * self.n // 3
+        self.assertEqual((record["begin"], record["end"], record["complete"]), (b, e, True))
+        self.assertEqual(sorted(got), list(range(b, e)))
+        with open(os.path.join(out, "manifest.json")) as f:
+            self.assertEqual(record["dataset"], {"labels_crc32": json.load(f)["labels_crc32"], "num_samples": self.n})
+        self.assertEqual(record["fn"], "funcs:mean_rgb")
+        for i in range(b, e):  # against the stored PNG decoded by OpenCV here
+            rgb = fx.decode_rgb(self.ref.blob(i)).astype(np.float64)
+            np.testing.assert_allclose(got[i], rgb.reshape(-1, 3).mean(axis=0), rtol=1e-12)
+        self.derive(out, "--name", "m", "--fn", "funcs:mean_rgb", env={"SLURM_PROCID": "2", "SLURM_NTASKS": "3"})
+        self.derive(out, "--name", "m", "--fn", "funcs:mean_rgb", "--rank", "0", "--world", "3")
+        self.assertEqual(subprocess.run([TARMAC, "column", "merge", "-q", out, "m"]).returncode, 0)
+        err = self.derive(out, "--name", "x", "--fn", "funcs:mean_rgb", "--rank", "1", expect=1)
+        self.assertIn("both --rank and --world", err)
+
+    def test_fields_reach_the_function(self):
+        out = self.dataset("fields")
+        self.derive(out, "--name", "aff", "--fn", "funcs:affine", "--fields", "__affine__", "--batch-size", "4")
+        _, got = self.part(out, "aff", 0, 1)
+        for i in range(self.n):
+            np.testing.assert_array_equal(got[i], self.ref.affine(i))
+        err = self.derive(out, "--name", "aff2", "--fn", "funcs:affine", "--fields", "nope", expect=1)
+        self.assertIn("'nope' is not a fixed-shape field", err)
+
+    def test_bad_outputs_and_names_are_refused(self):
+        out = self.dataset("bad")
+        for fn, words in (("funcs:a_list", "is a list"), ("funcs:short", "first axis must be the batch's"),
+                          ("funcs:text", "a column cannot hold"), ("funcs:nothing", "has no 'nothing'"),
+                          ("nomodule:f", "cannot import module 'nomodule'"), ("funcs", "MODULE:FUNC")):
+            err = self.derive(out, "--name", "b", "--fn", fn, "--restart", expect=1)
+            self.assertIn(words, err)
+        self.assertIn("starting at sample", self.derive(out, "--name", "b", "--fn", "funcs:short", "--restart",
+                                                        expect=1))
+        self.assertIn("the image", self.derive(out, "--name", "image", "--fn", "funcs:slow", expect=1))
+        self.assertIn("not a column name", self.derive(out, "--name", "_x", "--fn", "funcs:slow", expect=1))
+
+    def test_another_fn_is_refused_and_restart_starts_over(self):
+        out = self.dataset("refuse")
+        self.derive(out, "--name", "c", "--fn", "funcs:slow", "--rank", "0", "--world", "2", "--batch-size", "8")
+        err = self.derive(out, "--name", "c", "--fn", "funcs:mean_rgb", "--rank", "0", "--world", "2", expect=1)
+        self.assertIn("another --fn", err)
+        self.assertIn("--restart", err)
+        self.assertIn("already complete", self.derive(out, "--name", "c", "--fn", "funcs:slow", "--rank", "0",
+                                                      "--world", "2"))
+        self.derive(out, "--name", "c", "--fn", "funcs:mean_rgb", "--rank", "0", "--world", "2", "--restart")
+        record, _ = self.part(out, "c", 0, 2)
+        self.assertEqual(record["fn"], "funcs:mean_rgb")
+
+    def test_sigterm_checkpoints_and_the_same_command_goes_on(self):
+        out = self.dataset("term")
+        cmd = [sys.executable, "-m", "tarmac.derive", out, "--name", "s", "--fn", "funcs:slow", "--batch-size", "2"]
+        p = subprocess.Popen(cmd, cwd=self.tmp, stderr=subprocess.PIPE)
+        record = os.path.join(out, "columns", "s.parts", "part-00000-of-00001.json")
+        deadline = time.time() + 60
+        while not os.path.exists(record) and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.7)  # a few batches in
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 143, err.decode())
+        self.assertIn("run the same command again", err.decode())
+        first, got = self.part(out, "s", 0, 1)
+        self.assertFalse(first["complete"])
+        self.assertGreater(first["done"], 0)
+        self.assertLess(first["done"], self.n)
+        self.assertEqual(len(got), first["done"])
+        r = subprocess.run(cmd, cwd=self.tmp, capture_output=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        self.assertIn("going on from %d" % first["done"], r.stderr.decode())
+        second, got = self.part(out, "s", 0, 1)
+        self.assertTrue(second["complete"])
+        self.assertEqual(sorted(got), list(range(self.n)))
+        for i in range(self.n):
+            self.assertEqual(int(got[i][0]), i)
+
+
+if __name__ == "__main__":
+    unittest.main()
