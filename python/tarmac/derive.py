@@ -316,6 +316,15 @@ def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threa
               "dataset": {"labels_crc32": _labels_crc32(path), "num_samples": n}, "fn": fn_name,
               "tool": f"tarmac {tarmac.__version__} (python)", "batch_size": batch_size, "fields": fields,
               "chunks": [], "done": 0, "complete": False}
+    torch = _torch()  # before the part exists: a signal from then on is a checkpoint, not a kill
+    with _Stop() as stop:
+        return _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields, threads,
+                        checkpoint_every, torch, stop, log)
+
+
+def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields, threads, checkpoint_every,
+             torch, stop, log):
+    rank, world, begin, end = record["rank"], record["world"], record["begin"], record["end"]
     part, done = _open_part(parts_dir, record, restart, log)
     result = {"rank": rank, "world": world, "samples": end - begin, "computed": 0, "batches": 0,
               "seconds": 0.0, "complete": False}
@@ -325,7 +334,6 @@ def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threa
         return result
     todo = np.setdiff1d(np.arange(begin, end, dtype=np.int64), done)
     batches = _batches(ds, todo, batch_size)
-    torch = _torch()
     threads = 0 if threads is None else threads
 
     def load(idx):
@@ -342,7 +350,7 @@ def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threa
             part.write_chunk(pending, dtype)
         pending, pending_bytes, pending_batches, last_chunk = [], 0, 0, time.monotonic()
 
-    with _Stop() as stop, concurrent.futures.ThreadPoolExecutor(1) as pool:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
         ahead = pool.submit(load, batches[0]) if batches else None
         for k in range(len(batches)):
             idx, images, labels = ahead.result()
