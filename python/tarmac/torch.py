@@ -144,9 +144,74 @@ def _uint8_tensor(shape, shared):
     return torch.empty(0, dtype=torch.uint8).set_(storage).view(shape)
 
 
-class DistributedSampler(torch.utils.data.Sampler):
+def _deal(order, rank, world, drop_last):
+    """Positions rank, rank + world, ... of `order`, padded cyclically from the order's start
+    to ceil(len / world) items (cut to floor with drop_last): tarmac.indices' rule."""
+    count = len(order) // world if drop_last else -(-len(order) // world)
+    if not len(order):
+        return order[:0]
+    return [order[(rank + k * world) % len(order)] for k in range(count)]
+
+
+class _Resumable:
+    """state_dict()/load_state_dict() for the samplers (docs/reader.md, "Resuming mid-epoch").
+
+    An epoch is one global order of items (samples, or bucket batches), a pure function of
+    (seed, epoch); rank r of W takes positions r, r + W, r + 2W, ... of what is left of it. After
+    every rank consumed c items in lockstep, the first `position` = start + c * W items of the
+    order are done, whatever W was; a run resumed on W' ranks deals the rest of the order among
+    them. So the union of what was seen before and after equals one epoch."""
+
+    _unit = "items"
+
+    def _init_state(self):
+        self.epoch, self._start, self._start_epoch, self._yielded = 0, 0, None, 0
+
+    def set_epoch(self, epoch):
+        if epoch != self._start_epoch:  # a new epoch starts from its beginning
+            self._start, self._start_epoch = 0, None
+        self.epoch = epoch
+
+    def _identity(self):
+        return {"seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last, "size": self._size()}
+
+    def state_dict(self, consumed=None):
+        """{"epoch", "position", "world", "seed", "shuffle", "drop_last", "size"}. `consumed`: how
+        many of this rank's items of the epoch the training loop has consumed (samples for
+        DistributedSampler, batches for BucketBatchSampler: its steps); by default how many the
+        iterator has yielded, which runs ahead of training when a DataLoader prefetches."""
+        consumed = self._yielded if consumed is None else int(consumed)
+        if consumed < 0:
+            raise ValueError(f"consumed must be >= 0, not {consumed}")
+        position = min(self._start + consumed * self.world, len(self._order()))
+        return dict(self._identity(), epoch=self.epoch, position=position, world=self.world)
+
+    def load_state_dict(self, state):
+        """Goes on from `state` (another world size allowed): the epoch's items before its
+        position are not yielded again. Refuses a state of another dataset size or order."""
+        mine = self._identity()
+        for key, value in mine.items():
+            if state.get(key) != value:
+                raise ValueError(f"cannot resume from this sampler state: its {key} is {state.get(key)!r}, this "
+                                 f"sampler's is {value!r} (a state of another dataset or another order)")
+        self.epoch = int(state["epoch"])
+        self._start, self._start_epoch = int(state["position"]), self.epoch
+
+    def _mine(self):
+        order = self._order()
+        return _deal(order[self._start:], self.rank, self.world, self.drop_last)
+
+    def __iter__(self):
+        self._yielded = 0
+        for item in self._mine():
+            self._yielded += 1
+            yield self._item(item)
+
+
+class DistributedSampler(_Resumable, torch.utils.data.Sampler):
     """Like torch's DistributedSampler, but the order comes from tarmac.indices: a fixed
-    algorithm, identical on every machine and in C++. Call set_epoch() before each epoch."""
+    algorithm, identical on every machine and in C++. Call set_epoch() before each epoch.
+    state_dict()/load_state_dict() resume mid-epoch, on the same or another number of ranks."""
 
     def __init__(self, num_samples, rank=None, world=None, seed=0, shuffle=True, drop_last=False):
         if rank is None or world is None:
@@ -155,25 +220,42 @@ class DistributedSampler(torch.utils.data.Sampler):
             rank = rank if rank is not None else (dist.get_rank() if ready else 0)
             world = world if world is not None else (dist.get_world_size() if ready else 1)
         self.n, self.rank, self.world = num_samples, rank, world
-        self.seed, self.shuffle, self.drop_last, self.epoch = seed, shuffle, drop_last, 0
+        self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
+        self._init_state()
 
-    def set_epoch(self, epoch):
-        self.epoch = epoch
+    def _size(self):
+        return self.n
+
+    def _order(self):
+        # The whole epoch's order: tarmac.indices for one rank (no padding).
+        return tarmac.indices(self.n, 0, 1, self.seed, self.epoch, self.shuffle, False) if self.n else \
+            np.empty(0, dtype=np.int64)
 
     def _indices(self):
-        return tarmac.indices(self.n, self.rank, self.world, self.seed, self.epoch, self.shuffle, self.drop_last)
+        if self._start == 0:  # the epoch from its start: exactly tarmac.indices' share
+            return tarmac.indices(self.n, self.rank, self.world, self.seed, self.epoch, self.shuffle,
+                                  self.drop_last)
+        return np.asarray(self._mine(), dtype=np.int64)
+
+    def _item(self, i):
+        return int(i)
 
     def __iter__(self):
-        return iter(self._indices().tolist())
+        self._yielded = 0
+        for i in self._indices().tolist():
+            self._yielded += 1
+            yield i
 
     def __len__(self):
-        return self.n // self.world if self.drop_last else -(-self.n // self.world)
+        left = self.n - min(self._start, self.n)
+        return left // self.world if self.drop_last else -(-left // self.world)
 
 
-class BucketBatchSampler(torch.utils.data.Sampler):
+class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
     """A batch_sampler for a dataset converted with --resize bucket: each batch holds images of
     one size, so the default collate stacks them (tarmac.bucket_batches has the rules). Every
     rank yields the same number of batches. Call set_epoch() before each epoch.
+    state_dict()/load_state_dict() resume mid-epoch (positions count batches).
 
         loader = DataLoader(TarmacDataset(path), batch_sampler=BucketBatchSampler(path, 16))"""
 
@@ -186,21 +268,26 @@ class BucketBatchSampler(torch.utils.data.Sampler):
         path = getattr(dataset, "path", dataset)
         self.dataset = dataset if isinstance(dataset, tarmac.Dataset) else tarmac.Dataset(path)
         self.batch_size, self.rank, self.world = batch_size, rank, world
-        self.seed, self.shuffle, self.drop_last, self.epoch = seed, shuffle, drop_last, 0
+        self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
+        self._init_state()
 
-    def set_epoch(self, epoch):
-        self.epoch = epoch
+    def _size(self):
+        return [len(self.dataset), self.batch_size]
 
-    def _batches(self):
-        # The DataLoader asks for len() and iter() each epoch: compute the epoch's batches once.
+    def _order(self):
+        # The epoch's batches in their global order (bucket_batches for one rank deals them all);
+        # the DataLoader asks for len() and iter() each epoch: computed once per epoch.
         if getattr(self, "_cached_epoch", None) != self.epoch:
-            self._cached = tarmac.bucket_batches(self.dataset, self.batch_size, self.rank, self.world,
-                                                 self.seed, self.epoch, self.shuffle, self.drop_last)
+            self._cached = tarmac.bucket_batches(self.dataset, self.batch_size, 0, 1, self.seed, self.epoch,
+                                                 self.shuffle, self.drop_last)
             self._cached_epoch = self.epoch
         return self._cached
 
-    def __iter__(self):
-        return iter([b.tolist() for b in self._batches()])
+    def _batches(self):
+        return self._mine()
+
+    def _item(self, b):
+        return b.tolist()
 
     def __len__(self):
         return len(self._batches())

@@ -1,0 +1,139 @@
+"""Mid-epoch resumption of tarmac.torch's samplers (docs/reader.md, "Resuming mid-epoch"):
+ranks run some steps, one rank's state is saved, and a run on the same or another number of
+ranks goes on; what all ranks saw before and after is one epoch, exactly (no repeat, no skip)
+when the rest divides among the ranks, padded as at any epoch's start otherwise. The epoch's
+expected content is computed here (range(n), and the dataset's samples grouped by image size
+read with the independent safetensors reader). Needs TARMAC_LIB, PYTHONPATH=python/, TARMAC."""
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import fixtures as fx  # noqa: E402
+
+try:
+    import torch  # noqa: F401
+    import tarmac.torch as tt
+except ImportError:
+    tt = None
+
+TARMAC = os.environ.get("TARMAC", "tarmac")
+
+
+def run_steps(samplers, steps):
+    """Every rank takes `steps` items in lockstep; returns what each took."""
+    its = [iter(s) for s in samplers]
+    return [[next(it) for _ in range(steps)] for it in its]
+
+
+@unittest.skipIf(tt is None, "torch is not installed")
+class DistributedSamplerStateTest(unittest.TestCase):
+    def resume(self, n, w0, w1, steps, seed=5, epoch=2, drop_last=False):
+        before = [tt.DistributedSampler(n, rank=r, world=w0, seed=seed, drop_last=drop_last) for r in range(w0)]
+        for s in before:
+            s.set_epoch(epoch)
+        seen = run_steps(before, steps)
+        state = before[0].state_dict(consumed=steps)
+        self.assertEqual((state["epoch"], state["position"], state["world"]), (epoch, min(steps * w0, n), w0))
+        after = [tt.DistributedSampler(n, rank=r, world=w1, seed=seed, drop_last=drop_last) for r in range(w1)]
+        for s in after:
+            s.load_state_dict(state)
+            s.set_epoch(epoch)  # a loop that calls set_epoch(epoch) again keeps the position
+        rest = [list(s) for s in after]
+        self.assertEqual(len({len(r) for r in rest}), 1)  # lockstep: every rank the same count
+        self.assertEqual(len(after[0]), len(rest[0]))
+        return [i for r in seen for i in r], [i for r in rest for i in r]
+
+    def test_four_ranks_then_three_see_one_epoch_exactly(self):
+        n = 4 * 5 + 3 * 9  # 5 steps on 4 ranks, then 27 left for 3 ranks
+        first, second = self.resume(n, 4, 3, steps=5)
+        self.assertEqual(sorted(first + second), list(range(n)))
+        # What the epoch would have been: the same order, so the first part is its prefix.
+        order = tt.tarmac.indices(n, 0, 1, 5, 2)
+        self.assertEqual(sorted(first), sorted(order[:20].tolist()))
+
+    def test_same_world_and_other_sizes(self):
+        for n, w0, w1, steps in ((37, 3, 3, 4), (50, 2, 5, 10), (41, 4, 1, 3), (30, 3, 2, 0)):
+            first, second = self.resume(n, w0, w1, steps)
+            count = collections.Counter(first + second)
+            self.assertEqual(set(count), set(range(n)), (n, w0, w1))
+            extra = sum(c - 1 for c in count.values())
+            self.assertLess(extra, w1)  # only the padding of the last step repeats
+            self.assertEqual(extra, -(n - steps * w0) % w1)
+
+    def test_drop_last_skips_at_most_the_remainder(self):
+        first, second = self.resume(47, 4, 3, steps=5, drop_last=True)
+        self.assertEqual(len(set(first + second)), len(first + second))
+        self.assertEqual(47 - len(first + second), (47 - 20) % 3)
+
+    def test_resume_at_the_end_and_next_epoch(self):
+        s = tt.DistributedSampler(12, rank=0, world=3, seed=1)
+        list(s)
+        state = s.state_dict()  # the iterator's own count: all 4 items
+        self.assertEqual(state["position"], 12)
+        t = tt.DistributedSampler(12, rank=1, world=2, seed=1)
+        t.load_state_dict(state)
+        self.assertEqual(list(t), [])
+        t.set_epoch(1)  # the next epoch starts from its beginning
+        self.assertEqual(list(t), tt.tarmac.indices(12, 1, 2, 1, 1).tolist())
+
+    def test_a_state_of_another_dataset_or_order_is_refused(self):
+        state = tt.DistributedSampler(10, rank=0, world=2, seed=3).state_dict(consumed=2)
+        for other, word in ((tt.DistributedSampler(11, rank=0, world=2, seed=3), "size"),
+                            (tt.DistributedSampler(10, rank=0, world=2, seed=4), "seed"),
+                            (tt.DistributedSampler(10, rank=0, world=2, seed=3, shuffle=False), "shuffle")):
+            with self.assertRaises(ValueError) as e:
+                other.load_state_dict(state)
+            self.assertIn(word, str(e.exception))
+
+
+@unittest.skipIf(tt is None, "torch is not installed")
+class BucketBatchSamplerStateTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tarmac-sampler-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        sizes = [(320, 200), (200, 320), (240, 240), (330, 210)] * 6 + [(180, 300)] * 5
+        members = [("p%02d.png" % i, fx.png(fx.smooth_rgb(w, h, seed=i))) for i, (w, h) in enumerate(sizes)]
+        archive = fx.write_tar(os.path.join(cls.tmp, "p.tar"), members)
+        cls.out = os.path.join(cls.tmp, "ds")
+        subprocess.run([TARMAC, "convert", "-q", archive, "-o", cls.out, "--resize", "bucket", "--size", "64",
+                        "--bucket-step", "16", "--format", "png"], check=True)
+        ref = fx.Dataset(cls.out)
+        cls.n = len(ref.keys)
+        cls.size_of = {i: (int(ref.t["__image__.width"][i]), int(ref.t["__image__.height"][i])) for i in range(cls.n)}
+
+    def test_four_ranks_then_three_see_the_epochs_batches(self):
+        bs = 2
+        before = [tt.BucketBatchSampler(self.out, bs, rank=r, world=4, seed=9, drop_last=False) for r in range(4)]
+        whole = tt.BucketBatchSampler(self.out, bs, rank=0, world=1, seed=9, drop_last=False)
+        epoch = [tuple(b) for b in whole]  # the epoch's batches on one rank
+        seen = run_steps(before, 2)
+        state = before[2].state_dict(consumed=2)
+        self.assertEqual(state["position"], 8)
+        after = [tt.BucketBatchSampler(self.out, bs, rank=r, world=3, seed=9, drop_last=False) for r in range(3)]
+        for s in after:
+            s.load_state_dict(state)
+        rest = [list(s) for s in after]
+        self.assertEqual(len({len(r) for r in rest}), 1)
+        got = [tuple(b) for r in seen for b in r] + [tuple(b) for r in rest for b in r]
+        count = collections.Counter(got)
+        self.assertEqual(set(count), set(epoch))
+        self.assertEqual(sum(count.values()) - len(epoch), -(len(epoch) - 8) % 3)
+        samples = sorted(i for b in set(got) for i in b)
+        self.assertEqual(samples, list(range(self.n)))  # every sample, in one batch each
+        for b in got:
+            self.assertEqual(len({self.size_of[i] for i in b}), 1)  # one bucket per batch
+        with self.assertRaises(ValueError):
+            tt.BucketBatchSampler(self.out, 3, rank=0, world=3, seed=9).load_state_dict(state)
+
+
+if __name__ == "__main__":
+    unittest.main()
