@@ -80,7 +80,10 @@ void select_fields(std::vector<SampleField>& fields, const ConvertOptions& o) {
     return std::find(names.begin(), names.end(), n) != names.end();
   };
   std::erase_if(fields, [&](const SampleField& f) {
-    if (f.name == format::kRowField) return false;  // provenance, not a label: always kept
+    // Provenance and geometry, not labels: always kept.
+    if (f.name == format::kRowField || f.name == format::kOriginalSizeField ||
+        f.name == format::kCropTopLeftField || f.name == format::kTargetSizeField)
+      return false;
     return (!o.keep_fields.empty() && !listed(o.keep_fields, f.name)) ||
            listed(o.drop_fields, f.name);
   });
@@ -333,6 +336,16 @@ void check_required(const std::vector<SampleField>& fields, const ConvertOptions
   }
 }
 
+FieldValue int32_pair(int64_t a, int64_t b) {
+  FieldValue r;
+  r.dtype = DType::I32;
+  r.shape = {2};
+  const int32_t v[2] = {static_cast<int32_t>(a), static_cast<int32_t>(b)};
+  r.data.resize(sizeof v);
+  std::memcpy(r.data.data(), v, sizeof v);
+  return r;
+}
+
 // The image and dense maps of a sample: probed once and decoded at most once, however many
 // outputs (table rows, instances) are cut from them. With a single output, a JPEG in stored
 // orientation is decoded after the geometry is known, and only as far as the crop needs
@@ -371,6 +384,20 @@ class ImageSource {
   /// One output from `fields` (its labels): geometry, image, dense maps, transformed points
   /// and boxes, into `out`.
   void render(std::vector<SampleField>& fields, ProcessedSample& out, Context& ctx);
+
+  /// SDXL's micro-conditioning (format.md 1.4): original size, crop top-left, target size.
+  void add_micro_conditioning(std::vector<SampleField>& fields, const Geometry& g) const {
+    // The region's top-left edge: the original point M maps to the output's edge (-0.5, -0.5),
+    // in pixel-centre coordinates, plus 0.5: the pixels cut away (0 when nothing is).
+    const double left = (-0.5 - g.m[2]) / g.m[0] + 0.5;
+    const double top = (-0.5 - g.m[5]) / g.m[4] + 0.5;
+    const std::string source = "geometry";
+    fields.push_back({format::kOriginalSizeField, image_.name, source, int32_pair(src_h_, src_w_)});
+    fields.push_back({format::kCropTopLeftField, image_.name, source,
+                      int32_pair(std::llround(top), std::llround(left))});
+    fields.push_back(
+        {format::kTargetSizeField, image_.name, source, int32_pair(g.out_height, g.out_width)});
+  }
 
  private:
   const Member& image_;
@@ -479,6 +506,7 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
     if (!is_null(name)) transform_points(numeric_field(fields, name, "points"), g.m);
   for (const auto& [name, xyxy] : o.boxes)
     if (!is_null(name)) transform_boxes(numeric_field(fields, name, "boxes"), xyxy, g.m);
+  if (o.geometry.resize == ResizeMode::Bucket) add_micro_conditioning(fields, g);
 }
 
 FieldValue int64_value(int64_t v) {

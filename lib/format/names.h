@@ -41,6 +41,13 @@ inline constexpr const char* kClassField = "cls";
 /// output sample came from (I64 scalar per sample).
 inline constexpr const char* kRowField = "__row__";
 
+/// SDXL's micro-conditioning, written by `--resize bucket` (I32 [2] per sample, SDXL's order):
+/// the original image's (height, width), the crop's (top, left) in original pixels (the pixels
+/// cut away above and to the left of the region), the output's (height, width).
+inline constexpr const char* kOriginalSizeField = "__original_size__";
+inline constexpr const char* kCropTopLeftField = "__crop_top_left__";
+inline constexpr const char* kTargetSizeField = "__target_size__";
+
 /// Reserved columns.
 inline constexpr const char* kKeyColumn = "__key__";
 inline constexpr const char* kAffineColumn = "__affine__";

@@ -82,6 +82,32 @@ class BucketTest(fx.TmpCase):
                                        atol=1e-3, err_msg=key)
         self.assertGreaterEqual(len(seen), 4)  # the mixed shapes really landed in different buckets
 
+    def test_sdxl_micro_conditioning_columns(self):
+        # --fields keeps them (geometry, not labels); each is I32 [2] in SDXL's (h, w) / (top, left) order.
+        _, ds = fx.convert(self, [self.archive], "--resize", "bucket", "--size", "128", "--bucket-step", "32",
+                           "--format", "png", "--points", "kp", "--fields", "kp")
+        bs = buckets(128 * 128, 32, 4.0)
+        for name in ("__original_size__", "__crop_top_left__", "__target_size__"):
+            self.assertEqual(ds.schema[name]["dtype"], "I32")
+            self.assertEqual(ds.schema[name]["shape"], [2])
+        for i, key in enumerate(ds.keys):
+            h0, w0 = self.src[key].shape[:2]  # the size the test wrote
+            bw, bh = closest(bs, w0, h0)
+            a = bw / bh
+            cw, ch = (h0 * a, h0) if w0 / h0 > a else (w0, w0 / a)  # the largest centred region
+            self.assertEqual(ds.t["__original_size__"][i].tolist(), [h0, w0], key)
+            self.assertEqual(ds.t["__crop_top_left__"][i].tolist(),
+                             [math.floor((h0 - ch) / 2 + 0.5), math.floor((w0 - cw) / 2 + 0.5)], key)
+            out = fx.decode_rgb(ds.blob(i))
+            self.assertEqual(ds.t["__target_size__"][i].tolist(), list(out.shape[:2]), key)
+            # The crop's top-left maps to the output's top-left edge through the stored affine.
+            top, left = ds.t["__crop_top_left__"][i]
+            edge = fx.apply_affine(ds.affine(i), [[left - 0.5, top - 0.5]])[0]
+            self.assertLess(abs(edge[0] + 0.5) + abs(edge[1] + 0.5), 0.5 * ds.affine(i)[0, 0] * 2 + 1e-9, key)
+        # Not written without buckets.
+        _, plain = fx.convert(self, [self.archive], "--crop", "center", "--size", "64")
+        self.assertNotIn("__original_size__", plain.schema)
+
     def test_center_crop_means_the_same_and_max_ratio_limits_elongation(self):
         _, a = fx.convert(self, [self.archive], "--resize", "bucket", "--size", "128", "--bucket-step", "32",
                           "--crop", "center")
