@@ -42,6 +42,7 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
       j["samples"] = r.samples;
       j["shards"] = r.shards;
       j["blobs"] = r.blobs;
+      j["columns"] = r.columns;
       j["bytes_checked"] = r.bytes_checked;
       j["decoded"] = o->decode;
       j["seconds"] = r.seconds;
@@ -60,9 +61,10 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
                     static_cast<unsigned long long>(r.problem_count - r.problems.size()));
       if (g.verbosity >= 0 || !r.ok())
         std::printf(
-            "%s %s: %llu samples, %llu shard(s), %llu blob(s), %s checked in %.1f s (%s/s)%s\n",
+            "%s %s: %llu samples, %llu shard(s), %llu blob(s)%s, %s checked in %.1f s (%s/s)%s\n",
             r.ok() ? "OK" : "FAILED", r.dir.c_str(), static_cast<unsigned long long>(r.samples),
             static_cast<unsigned long long>(r.shards), static_cast<unsigned long long>(r.blobs),
+            r.columns ? (", " + std::to_string(r.columns) + " derived column(s)").c_str() : "",
             format_bytes(r.bytes_checked).c_str(), r.seconds,
             format_bytes(r.seconds > 0 ? static_cast<uint64_t>(r.bytes_checked / r.seconds) : 0)
                 .c_str(),

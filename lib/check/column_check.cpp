@@ -112,11 +112,12 @@ void check_column(const fs::path& path, const std::string& name, const std::stri
 
 }  // namespace
 
-void check_columns(const fs::path& dir, const std::string& labels_crc32, uint64_t num_samples,
-                   std::vector<Problem>& problems, uint64_t& bytes_read) {
+uint64_t check_columns(const fs::path& dir, const std::string& labels_crc32, uint64_t num_samples,
+                       std::vector<Problem>& problems, uint64_t& bytes_read) {
   const fs::path columns = dir / format::kColumnsDir;
   std::error_code ec;
-  if (!fs::is_directory(columns, ec)) return;
+  if (!fs::is_directory(columns, ec)) return 0;
+  uint64_t checked = 0;
   std::vector<fs::path> entries;
   for (fs::directory_iterator it(columns, ec), end; !ec && it != end; it.increment(ec))
     entries.push_back(it->path());
@@ -134,7 +135,9 @@ void check_columns(const fs::path& dir, const std::string& labels_crc32, uint64_
     const std::string name = f.substr(0, f.size() - suffix.size());
     if (!format::is_valid_column_name(name)) continue;
     check_column(p, name, labels_crc32, num_samples, problems, bytes_read);
+    ++checked;
   }
+  return checked;
 }
 
 }  // namespace tarmac::check

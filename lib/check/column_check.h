@@ -14,7 +14,8 @@ namespace tarmac::check {
 
 /// Appends what is wrong with the columns of the dataset in `dir`, whose annotation file has
 /// CRC-32 `labels_crc32` (8 hex digits) and `num_samples` samples; adds the bytes read.
-void check_columns(const std::filesystem::path& dir, const std::string& labels_crc32,
-                   uint64_t num_samples, std::vector<Problem>& problems, uint64_t& bytes_read);
+/// Returns how many column files it checked.
+uint64_t check_columns(const std::filesystem::path& dir, const std::string& labels_crc32,
+                       uint64_t num_samples, std::vector<Problem>& problems, uint64_t& bytes_read);
 
 }  // namespace tarmac::check

@@ -328,7 +328,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     const json* recorded = have_manifest && m.contains("shard_list") ? &m["shard_list"] : nullptr;
     check_shard_list(dir, a, recorded, samples, sizes, problems, r.bytes_checked);
   }
-  check_columns(dir, labels_crc, a.size(), problems, r.bytes_checked);
+  r.columns = check_columns(dir, labels_crc, a.size(), problems, r.bytes_checked);
   if (progress) {
     p.bytes_done = bytes_done.load();
     p.seconds = std::chrono::duration<double>(clock::now() - t0).count();

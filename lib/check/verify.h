@@ -29,6 +29,7 @@ struct VerifyReport {
   uint64_t samples = 0;
   uint64_t shards = 0;
   uint64_t blobs = 0;             ///< stored blobs checked (images + dense maps)
+  uint64_t columns = 0;           ///< derived columns checked (columns/NAME.safetensors)
   uint64_t bytes_checked = 0;     ///< bytes read: annotation file, manifest and shards
   uint64_t problem_count = 0;     ///< all problems found
   std::vector<Problem> problems;  ///< the first kMaxProblems, in a deterministic order

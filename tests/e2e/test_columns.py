@@ -120,8 +120,9 @@ class ColumnTest(fx.TmpCase):
         self.assertFalse(os.path.exists(os.path.join(out, "columns", "emb.parts")))
         ls = json.loads(fx.run(["column", "ls", out, "--json"]).stdout)
         self.assertEqual([(c["name"], c["merged"], c["samples"], c["ok"]) for c in ls], [("emb", True, n, True)])
-        v = fx.run(["verify", out])
+        v = fx.run(["verify", out, "--json"])
         self.assertEqual(v.returncode, 0, v.stdout.decode() + v.stderr.decode())
+        self.assertEqual(json.loads(v.stdout)["columns"], 1)
         info = json.loads(fx.run(["info", out, "--json"]).stdout)
         self.assertEqual([(c["name"], c["dtype"], c["shape"], c["ok"]) for c in info["columns"]],
                          [("emb", "F32", "[4, 2, 2]", True)])
