@@ -20,10 +20,14 @@ import tempfile
 import time
 import unittest
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixtures as fx  # noqa: E402
 
 SCRIPT = os.path.abspath(os.path.join(fx.HERE, "..", "..", "scripts", "convert-slurm.sbatch"))
+DERIVE_SCRIPT = os.path.abspath(os.path.join(fx.HERE, "..", "..", "scripts", "derive-slurm.sbatch"))
+PYTHON_DIR = os.path.abspath(os.path.join(fx.HERE, "..", "..", "python"))
 PARTS = 3
 OPTIONS = ["--crop", "center", "--size", "64", "--shard-size", "16K"]
 PREEMPTED = 1  # the array task whose first run is preempted after its CHECKPOINTS-th checkpoint
@@ -299,6 +303,33 @@ class SlurmTest(unittest.TestCase):
         merge_log = self.job_log(self.merge_job, 4294967294)  # %a of a job that is no array
         self.assertIn(f"\nOK {self.out}: {4 * 30} samples", merge_log)
         self.assertEqual(fx.run(["verify", self.out]).returncode, 0)
+
+    @unittest.skipUnless(os.environ.get("TARMAC_LIB"), "needs TARMAC_LIB (the reader library) for derive")
+    def test_derive_array_then_merge_and_verify(self):
+        # scripts/derive-slurm.sbatch: 3 ranks as array tasks (no GPU here: DERIVE_GRES empty),
+        # then merge + verify once all succeeded. The function: each image's mean colour.
+        work = os.path.join(self.tmp, "derive")
+        os.makedirs(work)
+        with open(os.path.join(work, "meancolour.py"), "w") as f:
+            f.write("def encode(batch):\n    return batch['image'].float().mean(dim=(1, 2))\n")
+        env = dict(self.cluster.env, TARMAC=os.path.abspath(fx.TARMAC), PYTHON=sys.executable, DERIVE_GRES="",
+                   SBATCH_MEM_PER_NODE="4G", PYTHONPATH=os.pathsep.join([PYTHON_DIR, work]))
+        p = subprocess.run([DERIVE_SCRIPT, "submit", "3", self.out, "mean", "meancolour:encode", "--",
+                            "--batch-size", "8"], env=env, cwd=work, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        words = p.stdout.split()  # "ranks: job 7 (array 0-2); merge + verify: job 8"
+        records = self.cluster.wait_jobs(words[2], words[-1])
+        states = {k: (r["JobState"], r["ExitCode"]) for k, r in records.items()}
+        self.assertEqual(set(states.values()), {("COMPLETED", "0:0")}, f"{states}\n{self.cluster.logs()}")
+        self.assertEqual(len(states), 4)
+        with open(os.path.join(work, f"tarmac-derive-{words[-1]}_4294967294.log"), errors="replace") as f:
+            self.assertIn("1 derived column(s)", f.read())
+        t, meta = fx.st_reader.load(os.path.join(self.out, "columns", "mean.safetensors"))
+        self.assertEqual(meta["world"], "3")
+        ds = fx.Dataset(self.out)
+        for i in range(len(ds.keys)):
+            ref = fx.decode_rgb(ds.blob(i)).reshape(-1, 3).mean(axis=0)
+            np.testing.assert_allclose(t["values"][i], ref, atol=1.0)
 
     def test_preempted_part_went_on_from_its_checkpoint(self):
         with open(self.preempt_log) as f:
