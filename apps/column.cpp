@@ -23,6 +23,21 @@ std::string command_line(const GlobalFlags& g) {
 
 }  // namespace
 
+nlohmann::ordered_json columns_json(const std::vector<ColumnInfo>& columns) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::array();
+  for (const ColumnInfo& c : columns)
+    j.push_back({{"name", c.name},
+                 {"merged", c.merged},
+                 {"samples", c.samples},
+                 {"dtype", c.dtype},
+                 {"shape", c.shape},
+                 {"bytes", c.bytes},
+                 {"fn", c.fn},
+                 {"ok", c.problem.empty()},
+                 {"problem", c.problem}});
+  return j;
+}
+
 Runner setup_column(CLI::App& app, const GlobalFlags& g) {
   app.require_subcommand(1);
   app.fallthrough();  // --json, -q, -v may follow the subcommand's name
@@ -92,18 +107,7 @@ Runner setup_column(CLI::App& app, const GlobalFlags& g) {
     if (ls->parsed()) {
       const std::vector<ColumnInfo> cols = list_columns(*ls_dir);
       if (g.json) {
-        nlohmann::ordered_json j = nlohmann::ordered_json::array();
-        for (const ColumnInfo& c : cols)
-          j.push_back({{"name", c.name},
-                       {"merged", c.merged},
-                       {"samples", c.samples},
-                       {"dtype", c.dtype},
-                       {"shape", c.shape},
-                       {"bytes", c.bytes},
-                       {"fn", c.fn},
-                       {"ok", c.problem.empty()},
-                       {"problem", c.problem}});
-        print_json(j);
+        print_json(columns_json(cols));
       } else if (g.verbosity >= 0) {
         if (cols.empty()) std::printf("no columns in %s\n", ls_dir->c_str());
         for (const ColumnInfo& c : cols) {

@@ -3,12 +3,14 @@
 // returns the function that runs it (an exit code; see docs/cli.md).
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace tarmac {
 struct DatasetSummary;
-}
+struct ColumnInfo;
+}  // namespace tarmac
 
 namespace tarmac::cli {
 
@@ -31,6 +33,9 @@ Runner setup_merge(CLI::App& app, const GlobalFlags& g);
 Runner setup_column(CLI::App& app, const GlobalFlags& g);
 Runner setup_bench(CLI::App& app, const GlobalFlags& g);
 Runner setup_preview(CLI::App& app, const GlobalFlags& g);
+
+/// The derived columns as JSON objects (`column ls --json`, `info --json`).
+nlohmann::ordered_json columns_json(const std::vector<ColumnInfo>& columns);
 
 /// "1344x768 (120), 1024x1024 (80), and 3 more sizes": the `most` most frequent image sizes.
 std::string sizes_text(const DatasetSummary& s, size_t most = 8);

@@ -137,17 +137,7 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
         auto m = nlohmann::ordered_json::parse(s.manifest_json, nullptr, false);
         if (!m.is_discarded() && m.contains("counts")) j["counts"] = m["counts"];
       }
-      nlohmann::ordered_json cols = nlohmann::ordered_json::array();
-      for (const ColumnInfo& c : columns)
-        cols.push_back({{"name", c.name},
-                        {"merged", c.merged},
-                        {"dtype", c.dtype},
-                        {"shape", c.shape},
-                        {"bytes", c.bytes},
-                        {"fn", c.fn},
-                        {"ok", c.problem.empty()},
-                        {"problem", c.problem}});
-      j["columns"] = cols;
+      j["columns"] = columns_json(columns);
       print_json(j);
     } else {
       std::printf("%s: %s dataset, %llu samples\n", s.path.c_str(), s.format.c_str(),
