@@ -285,7 +285,9 @@ def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threa
         checkpoint_every=None, restart=False, log=None):
     """Computes this rank's share of column `name` of the dataset at `path` with `fn` (a callable
     or "MODULE:FUNC"); returns {"rank", "world", "samples", "computed", "batches", "seconds",
-    "complete"}. Raises DeriveError with what to do."""
+    "wait_seconds" (blocked on the next batch's decoding), "fn_seconds" (in FUNC, until its output
+    is on the host), "data_wait" (wait_seconds / seconds), "complete"}. Raises DeriveError with
+    what to do."""
     path = os.fspath(path)
     rank, world = _rank_world(rank, world)
     func, fn_name = _load_fn(fn)
@@ -327,7 +329,7 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
     rank, world, begin, end = record["rank"], record["world"], record["begin"], record["end"]
     part, done = _open_part(parts_dir, record, restart, log)
     result = {"rank": rank, "world": world, "samples": end - begin, "computed": 0, "batches": 0,
-              "seconds": 0.0, "complete": False}
+              "seconds": 0.0, "wait_seconds": 0.0, "fn_seconds": 0.0, "data_wait": 0.0, "complete": False}
     if record["complete"]:
         log(f"already complete ({end - begin} samples); nothing to do")
         result["complete"] = True
@@ -353,13 +355,17 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         ahead = pool.submit(load, batches[0]) if batches else None
         for k in range(len(batches)):
+            t_wait = time.monotonic()
             idx, images, labels = ahead.result()
+            t_fn = time.monotonic()
+            result["wait_seconds"] += t_fn - t_wait
             ahead = pool.submit(load, batches[k + 1]) if k + 1 < len(batches) else None
             batch = {"image": images, "__index__": idx}
             batch.update(labels)
             if torch is not None:
                 batch = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in batch.items()}
-            out, out_dtype = _as_numpy(func(batch), len(idx), int(idx[0]))
+            out, out_dtype = _as_numpy(func(batch), len(idx), int(idx[0]))  # on the host: FUNC has finished
+            result["fn_seconds"] += time.monotonic() - t_fn
             if kind is None and record["chunks"]:
                 kind = _recorded_kind(parts_dir, record)
             if kind is not None and kind != (out_dtype, out.ndim - 1):
@@ -379,7 +385,8 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
             if now - last_log >= 10:
                 last_log = now
                 rate = result["computed"] / (now - t0)
-                log(f"{record['done'] + len(pending)} of {end - begin} samples, {rate:.1f} samples/s")
+                log(f"{record['done'] + len(pending)} of {end - begin} samples, {rate:.1f} samples/s, "
+                    f"waiting for data {result['wait_seconds'] / (now - t0):.0%} of the time")
             if stop.signal is not None:
                 if ahead is not None:
                     ahead.cancel()
@@ -392,8 +399,10 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
     record["complete"] = True
     part.save()
     result["seconds"] = time.monotonic() - t0
+    result["data_wait"] = result["wait_seconds"] / result["seconds"] if result["seconds"] > 0 else 0.0
     result["complete"] = True
-    log(f"done: {result['computed']} samples computed in {result['batches']} batches, {result['seconds']:.1f} s "
+    log(f"done: {result['computed']} samples computed in {result['batches']} batches, {result['seconds']:.1f} s, "
+        f"waiting for data {result['data_wait']:.0%} of it "
         f"({end - begin} in this rank's share, samples {begin}..{end - 1 if end > begin else begin}); merge with "
         f"`tarmac column merge {path} {name}` once every rank is done")
     return result

@@ -133,6 +133,24 @@ class DeriveRunnerTest(unittest.TestCase):
         err = self.derive(out, "--name", "aff2", "--fn", "funcs:affine", "--fields", "nope", expect=1)
         self.assertIn("'nope' is not a fixed-shape field", err)
 
+    def test_time_waiting_for_data_is_reported(self):
+        import tarmac.derive
+        out = self.dataset("timing")
+        calls = []
+
+        def slow(batch):  # FUNC sets the pace: 0.2 s a batch, during which the next is decoded
+            calls.append(len(batch["__index__"]))
+            time.sleep(0.2)
+            return batch["__index__"].reshape(-1, 1)
+
+        r = tarmac.derive.run(out, "t", slow, batch_size=4, rank=0, world=1, log=lambda m: None)
+        self.assertEqual((r["batches"], r["computed"]), (len(calls), self.n))
+        self.assertGreaterEqual(r["fn_seconds"], 0.2 * len(calls))
+        self.assertLessEqual(r["wait_seconds"] + r["fn_seconds"], r["seconds"])
+        self.assertAlmostEqual(r["data_wait"], r["wait_seconds"] / r["seconds"])
+        # decoding 4 images of <= 64 px takes milliseconds: the loop waited at most for the first batch
+        self.assertLess(r["data_wait"], 0.25)
+
     def test_bad_outputs_and_names_are_refused(self):
         out = self.dataset("bad")
         for fn, words in (("funcs:a_list", "is a list"), ("funcs:short", "first axis must be the batch's"),
