@@ -118,6 +118,15 @@ def gnu_tar(path, root, names, *flags):
     return path
 
 
+def flip_bit(path, from_end, mask=0x01):
+    """XORs one byte `from_end` bytes before the end of the file with `mask`."""
+    with open(path, "r+b") as f:
+        f.seek(-from_end, 2)
+        b = f.read(1)
+        f.seek(-from_end, 2)
+        f.write(bytes([b[0] ^ mask]))
+
+
 def crc_hex(data):
     return "%08x" % (zlib.crc32(data) & 0xFFFFFFFF)
 
@@ -169,6 +178,17 @@ def convert(test, inputs, *flags, stdin=None, expect=0, out=None):
         raise AssertionError(f"exit code {p.returncode}, expected {expect}; stderr:\n" + p.stderr.decode(errors="replace"))
     ds = Dataset(out) if expect == 0 else None
     return p, ds
+
+
+def bucketed_photos(tmp, sizes, name="ds"):
+    """Converts one smooth PNG per (w, h) of `sizes` with
+    `--resize bucket --size 64 --bucket-step 16 --format png` into tmp/name; returns its path."""
+    members = [("p%02d.png" % i, png(smooth_rgb(w, h, seed=i))) for i, (w, h) in enumerate(sizes)]
+    archive = write_tar(os.path.join(tmp, name + ".tar"), members)
+    out = os.path.join(tmp, name)
+    subprocess.run([TARMAC, "convert", "-q", archive, "-o", out, "--resize", "bucket", "--size", "64",
+                    "--bucket-step", "16", "--format", "png"], check=True)
+    return out
 
 
 class TmpCase(unittest.TestCase):

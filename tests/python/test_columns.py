@@ -31,11 +31,7 @@ class DerivedColumnReaderTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="tarmac-columns-")
         cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
-        members = [("s%02d.png" % i, fx.png(fx.smooth_rgb(w, h, seed=i))) for i, (w, h) in enumerate(SIZES)]
-        archive = fx.write_tar(os.path.join(cls.tmp, "photos.tar"), members)
-        cls.out = os.path.join(cls.tmp, "ds")
-        subprocess.run([TARMAC, "convert", "-q", archive, "-o", cls.out, "--resize", "bucket", "--size", "64",
-                        "--bucket-step", "16", "--format", "png"], check=True)
+        cls.out = fx.bucketed_photos(cls.tmp, SIZES)
         ds = tarmac.Dataset(cls.out)
         cls.n = len(ds)
         rng = np.random.default_rng(3)
@@ -74,7 +70,7 @@ class DerivedColumnReaderTest(unittest.TestCase):
         # Converted again with another size: same samples, another annotation file.
         os.rename(os.path.join(other, "columns"), os.path.join(self.tmp, "cols"))
         shutil.rmtree(other)
-        subprocess.run([TARMAC, "convert", "-q", os.path.join(self.tmp, "photos.tar"), "-o", other, "--resize",
+        subprocess.run([TARMAC, "convert", "-q", os.path.join(self.tmp, "ds.tar"), "-o", other, "--resize",
                         "bucket", "--size", "48", "--bucket-step", "16", "--format", "png"], check=True)
         os.rename(os.path.join(self.tmp, "cols"), os.path.join(other, "columns"))
         ds = tarmac.Dataset(other)  # opening works: the label data is fine

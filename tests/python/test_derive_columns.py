@@ -3,7 +3,6 @@ torchrun (gloo, CPU), `tarmac column merge`, `tarmac verify`, the readers. The o
 against the encoder run by this test on images it decoded itself with OpenCV from the shards
 (the stored PNG bytes, located with the independent safetensors reader), one sample at a time.
 Needs TARMAC_LIB, PYTHONPATH=python/, TARMAC, and Debian's python3-torch (skips without it)."""
-import json
 import os
 import shutil
 import subprocess
@@ -173,11 +172,7 @@ class DeriveChainTest(unittest.TestCase):
         self.assertEqual(subprocess.run([TARMAC, "verify", "-q", out]).returncode, 0)
         # One flipped byte in the column is found.
         path = os.path.join(out, "columns", "latents.safetensors")
-        with open(path, "r+b") as f:
-            f.seek(-40, 2)
-            b = f.read(1)
-            f.seek(-40, 2)
-            f.write(bytes([b[0] ^ 0x40]))
+        fx.flip_bit(path, 40, 0x40)
         v = subprocess.run([TARMAC, "verify", out], capture_output=True)
         self.assertEqual(v.returncode, 1)
         self.assertIn("latents.safetensors", v.stdout.decode() + v.stderr.decode())

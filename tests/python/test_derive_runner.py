@@ -65,11 +65,7 @@ class DeriveRunnerTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="tarmac-derive-runner-")
         cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
-        members = [("p%02d.png" % i, fx.png(fx.smooth_rgb(w, h, seed=i))) for i, (w, h) in enumerate(SIZES)]
-        archive = fx.write_tar(os.path.join(cls.tmp, "photos.tar"), members)
-        cls.base = os.path.join(cls.tmp, "base")
-        subprocess.run([TARMAC, "convert", "-q", archive, "-o", cls.base, "--resize", "bucket", "--size", "64",
-                        "--bucket-step", "16", "--format", "png"], check=True)
+        cls.base = fx.bucketed_photos(cls.tmp, SIZES, "base")
         with open(os.path.join(cls.tmp, "funcs.py"), "w") as f:
             f.write(FUNCS)
         cls.ref = fx.Dataset(cls.base)

@@ -7,12 +7,10 @@ read with the independent safetensors reader). Needs TARMAC_LIB, PYTHONPATH=pyth
 import collections
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
@@ -101,11 +99,7 @@ class BucketBatchSamplerStateTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="tarmac-sampler-")
         cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
         sizes = [(320, 200), (200, 320), (240, 240), (330, 210)] * 6 + [(180, 300)] * 5
-        members = [("p%02d.png" % i, fx.png(fx.smooth_rgb(w, h, seed=i))) for i, (w, h) in enumerate(sizes)]
-        archive = fx.write_tar(os.path.join(cls.tmp, "p.tar"), members)
-        cls.out = os.path.join(cls.tmp, "ds")
-        subprocess.run([TARMAC, "convert", "-q", archive, "-o", cls.out, "--resize", "bucket", "--size", "64",
-                        "--bucket-step", "16", "--format", "png"], check=True)
+        cls.out = fx.bucketed_photos(cls.tmp, sizes)
         ref = fx.Dataset(cls.out)
         cls.n = len(ref.keys)
         cls.size_of = {i: (int(ref.t["__image__.width"][i]), int(ref.t["__image__.height"][i])) for i in range(cls.n)}
