@@ -37,6 +37,13 @@ ENCODER = textwrap.dedent("""
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(3, 4, kernel_size=8, stride=8, dtype=torch.float64)
     calls = 0
+    if os.environ.get("GLOO"):  # a module that joins a process group, as training code does
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        one = torch.ones(1)
+        dist.all_reduce(one)
+        with open(os.environ["GLOO"] + "." + os.environ["RANK"], "w") as f:
+            f.write("%d of %d" % (int(one.item()), dist.get_world_size()))
 
     def encode(batch):
         global calls
@@ -122,8 +129,12 @@ class DeriveChainTest(unittest.TestCase):
         p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--tee", "1",
                             "--redirects", "2", "--log_dir", logs, "-m", "tarmac.derive", out, "--name", "latents",
                             "--fn", "enc:encode", "--batch-size", "3"],
-                           env=self.env(calls), cwd=self.tmp, capture_output=True, timeout=300)
+                           env=self.env(calls, GLOO=os.path.join(self.tmp, "gloo")), cwd=self.tmp,
+                           capture_output=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stdout.decode()[-3000:] + p.stderr.decode()[-3000:])
+        for r in range(2):  # both ranks were in one gloo group while they computed their shares
+            with open(os.path.join(self.tmp, "gloo.%d" % r)) as f:
+                self.assertEqual(f.read(), "2 of 2")
         parts = sorted(os.listdir(os.path.join(out, "columns", "latents.parts")))
         self.assertIn("part-00000-of-00002.json", parts)
         self.assertIn("part-00001-of-00002.json", parts)
