@@ -5,8 +5,10 @@
     tarmac column merge DIR latents && tarmac verify DIR
 
 FUNC receives a batch of images of one size (a dict: "image" uint8 tensor [B, H, W, 3],
-"__index__" int64 [B], and the label fields asked for with --fields) and returns one output
-per sample: a torch tensor (on any device) or numpy array [B, ...]. Where it runs is FUNC's
+"__index__" int64 [B], and the label fields asked for with --fields: fixed-shape ones stacked
+[B, ...], strings and ragged ones as lists of B values) and returns one output per sample: a
+torch tensor (on any device) or numpy array [B, ...]. A dataset converted with --no-images
+gives no "image": FUNC works on the labels (text embeddings of captions, say). Where it runs is FUNC's
 business. Rank and world come from --rank/--world, torchrun's RANK/WORLD_SIZE or Slurm's
 SLURM_PROCID/SLURM_NTASKS; ranks never talk to each other. Rank r of W computes samples
 [r*N//W, (r+1)*N//W) and writes them to DIR/columns/NAME.parts/ (docs/format.md 8), in chunks:
@@ -307,9 +309,9 @@ def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threa
     fields = list(fields or [])
     fixed = ds.fixed_fields()
     for f in fields:
-        if f not in fixed:
-            raise DeriveError(f"--fields: '{f}' is not a fixed-shape field of the dataset (those are: "
-                              f"{', '.join(fixed) or 'none'})")
+        if f not in fixed and f not in ds.fields:
+            known = fixed + [k for k in ds.fields if k not in fixed]
+            raise DeriveError(f"--fields: '{f}' is not a field of the dataset (it has: {', '.join(known) or 'none'})")
     n = len(ds)
     begin, end = rank * n // world, (rank + 1) * n // world
     parts_dir = os.path.join(path, "columns", name + ".parts")
@@ -338,8 +340,14 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
     batches = _batches(ds, todo, batch_size)
     threads = 0 if threads is None else threads
 
+    fixed = set(ds.fixed_fields())
+    stacked = [f for f in fields if f in fixed]
+    listed = [f for f in fields if f not in fixed]  # strings and ragged fields: one value per sample
+
     def load(idx):
-        images, labels = ds.batch(idx, fields=fields, threads=threads)
+        images, labels = ds.batch(idx, fields=stacked, threads=threads)
+        for f in listed:
+            labels[f] = [ds.value(f, int(i)) for i in idx]  # str, array, or None where null
         return idx, images, labels
 
     t0 = last_chunk = last_log = time.monotonic()
@@ -360,10 +368,11 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
             t_fn = time.monotonic()
             result["wait_seconds"] += t_fn - t_wait
             ahead = pool.submit(load, batches[k + 1]) if k + 1 < len(batches) else None
-            batch = {"image": images, "__index__": idx}
+            batch = {"__index__": idx} if images is None else {"image": images, "__index__": idx}
             batch.update(labels)
             if torch is not None:
-                batch = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in batch.items()}
+                batch = {key: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
+                         for key, v in batch.items()}
             out, out_dtype = _as_numpy(func(batch), len(idx), int(idx[0]))  # on the host: FUNC has finished
             result["fn_seconds"] += time.monotonic() - t_fn
             if kind is None and record["chunks"]:
@@ -433,8 +442,9 @@ def main(argv=None):
                     "NAME` joins the parts into DIR/columns/NAME.safetensors.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="FUNC gets {'image': uint8 [B, H, W, 3], '__index__': int64 [B], FIELDS...} (torch tensors, or\n"
-               "numpy arrays without torch), images of one size per batch, and returns one output per sample\n"
-               "([B, ...], torch or numpy; its device is FUNC's business).\n\n"
+               "numpy arrays without torch), images of one size per batch (no 'image' when the dataset was\n"
+               "converted with --no-images; string and ragged FIELDS come as lists), and returns one output\n"
+               "per sample ([B, ...], torch or numpy; its device is FUNC's business).\n\n"
                "Example (vae_encode.py in the current folder defines encode(batch)):\n"
                "  torchrun --nproc_per_node 8 -m tarmac.derive buckets/ --name latents --fn vae_encode:encode\n"
                "  tarmac column merge buckets/ latents && tarmac verify buckets/\n\n"
@@ -444,7 +454,8 @@ def main(argv=None):
     p.add_argument("--name", required=True, help="the column's name (latents, clip_emb, ...)")
     p.add_argument("--fn", required=True, help="MODULE:FUNC, imported from the current folder or PYTHONPATH")
     p.add_argument("--batch-size", type=int, default=16, help="samples per call of FUNC (default 16)")
-    p.add_argument("--fields", default="", help="comma-separated fixed-shape label fields to pass to FUNC")
+    p.add_argument("--fields", default="", help="comma-separated label fields to pass to FUNC (fixed-shape ones "
+                   "stacked [B, ...], strings and ragged ones as lists)")
     p.add_argument("--rank", type=int, help="this rank (default: $RANK, $SLURM_PROCID, or 0)")
     p.add_argument("--world", type=int, help="the number of ranks (default: $WORLD_SIZE, $SLURM_NTASKS, or 1)")
     p.add_argument("--threads", type=int, default=0, help="native decoding threads (default 0: all cores)")

@@ -45,6 +45,14 @@ FUNCS = textwrap.dedent("""
 
     def text(batch):
         return np.array(["x"] * len(batch["__index__"]))
+
+    def caption_bytes(batch):  # labels only: each caption's UTF-8 byte histogram, then its tokens' sum
+        assert "image" not in batch and isinstance(batch["txt"], list)
+        out = np.zeros((len(batch["__index__"]), 257), np.int64)
+        for j, (text, tokens) in enumerate(zip(batch["txt"], batch["tokens"])):
+            out[j, :256] = np.bincount(np.frombuffer(text.encode(), np.uint8), minlength=256)
+            out[j, 256] = -1 if tokens is None else int(np.asarray(tokens).sum())
+        return out
 """)
 
 
@@ -127,7 +135,32 @@ class DeriveRunnerTest(unittest.TestCase):
         for i in range(self.n):
             np.testing.assert_array_equal(got[i], self.ref.affine(i))
         err = self.derive(out, "--name", "aff2", "--fn", "funcs:affine", "--fields", "nope", expect=1)
-        self.assertIn("'nope' is not a fixed-shape field", err)
+        self.assertIn("'nope' is not a field of the dataset", err)
+
+    def test_labels_only_dataset_with_string_and_ragged_fields(self):
+        # Captions and token lists as a captioning tool writes them (KEY.txt, KEY.json with a null),
+        # converted with --no-images: FUNC gets no image, and lists for the string and ragged fields.
+        rng = np.random.default_rng(3)
+        words = ["a", "photo", "of", "café", "東京", "dog", "at", "night", ""]
+        raw, members = {}, []
+        for i in range(23):
+            key = "cap/%03d" % i
+            text = " ".join(rng.choice(words, size=int(rng.integers(0, 7))))
+            tokens = None if i == 5 else [int(t) for t in rng.integers(0, 50000, size=int(rng.integers(1, 9)))]
+            raw[key] = (text, tokens)
+            members += [(key + ".txt", text.encode()), (key + ".json", json.dumps({"tokens": tokens}).encode())]
+        archive = fx.write_tar(os.path.join(self.tmp, "captions.tar"), members)
+        out = os.path.join(self.tmp, "captions")
+        subprocess.run([TARMAC, "convert", "-q", archive, "-o", out, "--no-images"], check=True)
+        self.derive(out, "--name", "hist", "--fn", "funcs:caption_bytes", "--fields", "txt,tokens",
+                    "--batch-size", "5")
+        _, got = self.part(out, "hist", 0, 1)
+        keys = fx.Dataset(out).keys
+        self.assertEqual(sorted(got), list(range(len(raw))))
+        for i, key in enumerate(keys):
+            text, tokens = raw[key]
+            want = [text.encode().count(bytes([b])) for b in range(256)] + [-1 if tokens is None else sum(tokens)]
+            np.testing.assert_array_equal(got[i], want, err_msg=key)
 
     def test_time_waiting_for_data_is_reported(self):
         import tarmac.derive
