@@ -179,6 +179,11 @@ const DerivedColumn& Dataset::derived(std::string_view name) const {
   if (!std::binary_search(derived_names_.begin(), derived_names_.end(), name)) {
     std::string there;
     for (const auto& d : derived_names_) there += (there.empty() ? "" : ", ") + d;
+    std::error_code ec;
+    if (format::is_valid_column_name(name) &&
+        fs::exists(fs::path(dir_) / format::column_file(name), ec))
+      throw ArgumentError("derived column '" + std::string(name) + "' of '" + dir_ +
+                          "' was merged after the dataset was opened: open it again to read it");
     throw ArgumentError("dataset '" + dir_ + "' has no derived column '" + std::string(name) +
                         "' (" + (there.empty() ? "it has none" : "it has: " + there) + ")");
   }

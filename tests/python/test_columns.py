@@ -64,6 +64,19 @@ class DerivedColumnReaderTest(unittest.TestCase):
             ds.derived_value("nope", 0)
         self.assertIn("it has: emb, latents", str(e.exception))
 
+    def test_a_column_merged_after_opening_says_to_open_again(self):
+        late = os.path.join(self.tmp, "late")
+        shutil.copytree(self.out, late)
+        shutil.rmtree(os.path.join(late, "columns"))
+        ds = tarmac.Dataset(late)
+        for r in range(2):
+            write_part(late, "latents", r, 2, self.latents, n=self.n)
+        subprocess.run([TARMAC, "column", "merge", "-q", late, "latents"], check=True)
+        with self.assertRaises(tarmac.TarmacError) as e:
+            ds.derived_value("latents", 0)
+        self.assertIn("merged after the dataset was opened: open it again", str(e.exception))
+        np.testing.assert_array_equal(tarmac.Dataset(late).derived_value("latents", 3), self.latents[3])
+
     def test_a_column_of_another_dataset_version_is_refused(self):
         other = os.path.join(self.tmp, "other")
         shutil.copytree(self.out, other)
