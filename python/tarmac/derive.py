@@ -177,6 +177,21 @@ def _as_numpy(out, batch_len, first):
     return np.ascontiguousarray(arr), dtype
 
 
+def _stack_fields(ds, fields, idx):
+    """Fixed-shape fields of samples idx stacked as ds.batch stacks them (a nullable field's
+    missing values as zeros, NAME.valid beside it), without decoding any image."""
+    labels = {}
+    for f in fields:
+        values = [ds.value(f, int(i)) for i in idx]
+        if ds.fields.get(f, {}).get("nullable"):
+            valid = np.array([v is not None for v in values])
+            probe = ds._stored_value(f, 0)
+            values = [np.zeros_like(probe) if v is None else v for v in values]
+            labels[f + ".valid"] = valid
+        labels[f] = np.stack(values) if values else np.empty((0,))
+    return labels
+
+
 def _batches(ds, todo, batch_size):
     """The remaining samples grouped by image size ((width, height) ascending), in index order
     within a size, cut into batches of batch_size."""
@@ -284,9 +299,9 @@ def _open_part(parts_dir, record, restart, log):
 
 
 def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threads=None,
-        checkpoint_every=None, restart=False, log=None):
+        checkpoint_every=None, restart=False, log=None, images=True):
     """Computes this rank's share of column `name` of the dataset at `path` with `fn` (a callable
-    or "MODULE:FUNC"); returns {"rank", "world", "samples", "computed", "batches", "seconds",
+    or "MODULE:FUNC"); images=False gives FUNC no "image" and decodes nothing. Returns {"rank", "world", "samples", "computed", "batches", "seconds",
     "wait_seconds" (blocked on the next batch's decoding), "fn_seconds" (in FUNC, until its output
     is on the host), "data_wait" (wait_seconds / seconds), "complete"}. Raises DeriveError with
     what to do."""
@@ -322,12 +337,13 @@ def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threa
               "chunks": [], "done": 0, "complete": False}
     torch = _torch()  # before the part exists: a signal from then on is a checkpoint, not a kill
     with _Stop() as stop:
-        return _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields, threads,
-                        checkpoint_every, torch, stop, log)
+        return _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields,
+                        threads if images else None, checkpoint_every, torch, stop, log)
 
 
 def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields, threads, checkpoint_every,
              torch, stop, log):
+    """threads None: no images (FUNC gets the labels alone and nothing is decoded)."""
     rank, world, begin, end = record["rank"], record["world"], record["begin"], record["end"]
     part, done = _open_part(parts_dir, record, restart, log)
     result = {"rank": rank, "world": world, "samples": end - begin, "computed": 0, "batches": 0,
@@ -337,15 +353,18 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
         result["complete"] = True
         return result
     todo = np.setdiff1d(np.arange(begin, end, dtype=np.int64), done)
-    batches = _batches(ds, todo, batch_size)
-    threads = 0 if threads is None else threads
-
+    decode = threads is not None and bool(ds.blob_kinds)
+    batches = _batches(ds, todo, batch_size) if decode else \
+        [todo[s:s + batch_size] for s in range(0, len(todo), batch_size)]
     fixed = set(ds.fixed_fields())
     stacked = [f for f in fields if f in fixed]
     listed = [f for f in fields if f not in fixed]  # strings and ragged fields: one value per sample
 
     def load(idx):
-        images, labels = ds.batch(idx, fields=stacked, threads=threads)
+        if decode or not ds.blob_kinds:  # without images, ds.batch only stacks the fields
+            images, labels = ds.batch(idx, fields=stacked, threads=threads or 0)
+        else:
+            images, labels = None, _stack_fields(ds, stacked, idx)
         for f in listed:
             labels[f] = [ds.value(f, int(i)) for i in idx]  # str, array, or None where null
         return idx, images, labels
@@ -456,6 +475,8 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=16, help="samples per call of FUNC (default 16)")
     p.add_argument("--fields", default="", help="comma-separated label fields to pass to FUNC (fixed-shape ones "
                    "stacked [B, ...], strings and ragged ones as lists)")
+    p.add_argument("--no-images", action="store_true", help="give FUNC no 'image' and decode nothing (a function "
+                   "of the labels alone: text embeddings of the captions, say)")
     p.add_argument("--rank", type=int, help="this rank (default: $RANK, $SLURM_PROCID, or 0)")
     p.add_argument("--world", type=int, help="the number of ranks (default: $WORLD_SIZE, $SLURM_NTASKS, or 1)")
     p.add_argument("--threads", type=int, default=0, help="native decoding threads (default 0: all cores)")
@@ -465,7 +486,8 @@ def main(argv=None):
     a = p.parse_args(argv)
     try:
         run(a.dir, a.name, a.fn, batch_size=a.batch_size, fields=[f for f in a.fields.split(",") if f],
-            rank=a.rank, world=a.world, threads=a.threads, checkpoint_every=a.checkpoint_every, restart=a.restart)
+            rank=a.rank, world=a.world, threads=a.threads, checkpoint_every=a.checkpoint_every, restart=a.restart,
+            images=not a.no_images)
     except DeriveError as e:
         print(f"tarmac.derive: error: {e}", file=sys.stderr)
         return 1

@@ -33,6 +33,10 @@ FUNCS = textwrap.dedent("""
     def affine(batch):        # a label field passed through
         return batch["__affine__"]
 
+    def sizes_no_image(batch):  # --no-images: the micro-conditioning, no pixels
+        assert "image" not in batch
+        return np.concatenate([batch["__original_size__"], batch["__target_size__"]], axis=1)
+
     def slow(batch):
         time.sleep(0.3)
         return batch["__index__"].reshape(-1, 1)
@@ -62,7 +66,7 @@ def load_st(path):
     (n,) = struct.unpack_from("<Q", data, 0)
     header = json.loads(data[8:8 + n])
     meta = header.pop("__metadata__", {})
-    dt = {"I64": "<i8", "F64": "<f8", "F32": "<f4"}
+    dt = {"I64": "<i8", "I32": "<i4", "F64": "<f8", "F32": "<f4"}
     out = {k: np.frombuffer(data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dt[v["dtype"]])
            .reshape(v["shape"]) for k, v in header.items()}
     return out, meta
@@ -134,6 +138,16 @@ class DeriveRunnerTest(unittest.TestCase):
         _, got = self.part(out, "aff", 0, 1)
         for i in range(self.n):
             np.testing.assert_array_equal(got[i], self.ref.affine(i))
+        # --no-images: the same fields, stacked without decoding, in index order
+        self.derive(out, "--name", "sz", "--fn", "funcs:sizes_no_image", "--no-images", "--batch-size", "4",
+                    "--fields", "__original_size__,__target_size__")
+        record, got = self.part(out, "sz", 0, 1)
+        self.assertEqual(record["complete"], True)
+        for i in range(self.n):
+            want = [*self.ref.t["__original_size__"][i], *self.ref.t["__target_size__"][i]]
+            np.testing.assert_array_equal(got[i], want)
+        np.testing.assert_array_equal([SIZES[i][::-1] for i in range(self.n)],
+                                      [got[i][:2] for i in range(self.n)])  # (h, w) of the photo written
         err = self.derive(out, "--name", "aff2", "--fn", "funcs:affine", "--fields", "nope", expect=1)
         self.assertIn("'nope' is not a field of the dataset", err)
 
