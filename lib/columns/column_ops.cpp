@@ -50,6 +50,7 @@ struct Chunk {
 // Where one sample's output lies.
 struct Source {
   uint32_t chunk = UINT32_MAX;  // none yet
+  uint32_t crc = 0;             // the CRC-32 of its values' bytes
   uint64_t row = 0;             // its row of the chunk's index and shape
   uint64_t element = 0;         // its first element in the chunk's values
 };
@@ -151,6 +152,10 @@ class Merger {
     }
   }
 
+  // Each chunk is read once: its structure is walked and every sample's values summed (their
+  // CRC-32s give the merged column's values_crc32 without reading them again); the pieces'
+  // CRC-32s joined must equal the chunk's in its part record. A chunk whose structure is
+  // wrong is reported by its CRC-32 when that disagrees too (the damage is the cause).
   void load_part(const fs::path& parts_dir, const PartRecord& p) {
     for (const PartChunk& pc : p.chunks) {
       const fs::path file = parts_dir / pc.file;
@@ -162,69 +167,96 @@ class Merger {
       if (bytes.size() != pc.bytes)
         bad_chunk(file, "is " + std::to_string(bytes.size()) + " bytes, its part record says " +
                             std::to_string(pc.bytes));
-      if (crc32_hex(crc32_of(bytes)) != pc.crc32)
-        bad_chunk(file, "its CRC-32 is " + crc32_hex(crc32_of(bytes)) + ", its part record says " +
-                            pc.crc32);
-      try {
-        c->header = parse_safetensors(bytes);
-      } catch (const ParseError& e) {
-        bad_chunk(file, e.what());
-      }
-      c->index = c->header.find("index");
-      c->shape = c->header.find("shape");
-      c->values = c->header.find("values");
-      if (!c->index || !c->shape || !c->values || c->header.tensors.size() != 3)
-        bad_chunk(file, "does not hold exactly the tensors index, shape and values");
-      const auto k = static_cast<int64_t>(pc.samples);
-      if (c->index->dtype != DType::I64 || c->index->shape != std::vector<int64_t>{k})
-        bad_chunk(file, "'index' is not I64 [" + std::to_string(k) + "]");
-      if (c->shape->dtype != DType::I64 || c->shape->shape.size() != 2 || c->shape->shape[0] != k ||
-          c->shape->shape[1] < 0 || c->shape->shape[1] >= static_cast<int64_t>(format::kMaxDims))
-        bad_chunk(file, "'shape' is not I64 [" + std::to_string(k) + ", D]");
-      if (c->values->shape.size() != 1) bad_chunk(file, "'values' is not one-dimensional");
-      for (const TensorInfo* t : {c->index, c->shape, c->values})
-        if (t->begin % dtype_size(t->dtype) != 0)
-          bad_chunk(file, "tensor '" + t->name + "' is not aligned to its element size");
-      const auto d = static_cast<size_t>(c->shape->shape[1]);
-      if (!have_kind_) {
-        dtype_ = c->values->dtype;
-        ndim_ = d;
-        have_kind_ = true;
-      } else if (dtype_ != c->values->dtype || ndim_ != d) {
-        bad_kind(file, c->values->dtype, d);
-      }
       const auto chunk_id = static_cast<uint32_t>(chunks_.size());
-      const auto* index = c->at<int64_t>(c->index);
-      const auto* shape = c->at<int64_t>(c->shape);
-      const auto total = static_cast<uint64_t>(c->values->shape[0]);
-      uint64_t element = 0;
-      for (int64_t s = 0; s < k; ++s) {
-        const int64_t i = index[s];
-        if (i < static_cast<int64_t>(p.begin) || i >= static_cast<int64_t>(p.end))
-          bad_chunk(file, "holds sample " + std::to_string(i) + ", outside its rank's samples " +
-                              std::to_string(p.begin) + ".." + std::to_string(p.end));
-        uint64_t elements = 1;
-        for (size_t a = 0; a < d; ++a) {
-          const int64_t dim = shape[s * static_cast<int64_t>(d) + static_cast<int64_t>(a)];
-          if (dim < 0 || (dim > 0 && elements > (total + 1) / static_cast<uint64_t>(dim)))
-            bad_chunk(file, "sample " + std::to_string(i) + " has an impossible shape");
-          elements *= static_cast<uint64_t>(dim);
-        }
-        if (element + elements > total)
-          bad_chunk(file,
-                    "its shapes need more than the " + std::to_string(total) + " values it holds");
-        Source& src = sources_[static_cast<size_t>(i)];
-        if (src.chunk != UINT32_MAX)
-          bad_chunk(file, "holds sample " + std::to_string(i) + ", which " +
-                              chunks_[src.chunk]->file + " holds too");
-        src = {chunk_id, static_cast<uint64_t>(s), element};
-        element += elements;
+      uint32_t crc = 0;
+      try {
+        crc = walk_chunk(file, p, pc, *c, chunk_id);
+      } catch (const std::runtime_error&) {  // ParseError, ColumnRefused (another dtype)
+        if (const uint32_t whole = crc32_of(bytes); crc32_hex(whole) != pc.crc32)
+          bad_crc(file, whole, pc);
+        throw;
       }
-      if (element != total)
-        bad_chunk(file, "holds " + std::to_string(total) + " values, its shapes need " +
-                            std::to_string(element));
+      if (crc32_hex(crc) != pc.crc32) bad_crc(file, crc, pc);
       chunks_.push_back(std::move(c));
     }
+  }
+
+  [[noreturn]] static void bad_crc(const fs::path& file, uint32_t crc, const PartChunk& pc) {
+    bad_chunk(file, "its CRC-32 is " + crc32_hex(crc) + ", its part record says " + pc.crc32);
+  }
+
+  // Checks a chunk's tensors and records where each of its samples lies; returns the chunk's
+  // CRC-32. Throws ParseError (bad_chunk) on anything inconsistent.
+  uint32_t walk_chunk(const fs::path& file, const PartRecord& p, const PartChunk& pc, Chunk& c,
+                      uint32_t chunk_id) {
+    const auto bytes = c.map.bytes();
+    try {
+      c.header = parse_safetensors(bytes);
+    } catch (const ParseError& e) {
+      bad_chunk(file, e.what());
+    }
+    c.index = c.header.find("index");
+    c.shape = c.header.find("shape");
+    c.values = c.header.find("values");
+    if (!c.index || !c.shape || !c.values || c.header.tensors.size() != 3)
+      bad_chunk(file, "does not hold exactly the tensors index, shape and values");
+    const auto k = static_cast<int64_t>(pc.samples);
+    if (c.index->dtype != DType::I64 || c.index->shape != std::vector<int64_t>{k})
+      bad_chunk(file, "'index' is not I64 [" + std::to_string(k) + "]");
+    if (c.shape->dtype != DType::I64 || c.shape->shape.size() != 2 || c.shape->shape[0] != k ||
+        c.shape->shape[1] < 0 || c.shape->shape[1] >= static_cast<int64_t>(format::kMaxDims))
+      bad_chunk(file, "'shape' is not I64 [" + std::to_string(k) + ", D]");
+    if (c.values->shape.size() != 1) bad_chunk(file, "'values' is not one-dimensional");
+    for (const TensorInfo* t : {c.index, c.shape, c.values})
+      if (t->begin % dtype_size(t->dtype) != 0)
+        bad_chunk(file, "tensor '" + t->name + "' is not aligned to its element size");
+    const auto d = static_cast<size_t>(c.shape->shape[1]);
+    if (!have_kind_) {
+      dtype_ = c.values->dtype;
+      ndim_ = d;
+      have_kind_ = true;
+    } else if (dtype_ != c.values->dtype || ndim_ != d) {
+      bad_kind(file, c.values->dtype, d);
+    }
+    const size_t esz = dtype_size(c.values->dtype);
+    const uint64_t values_begin = c.values->begin;
+    Crc32Concat file_crc;
+    file_crc.append(crc32_of(bytes.first(values_begin)), values_begin);
+    const auto* index = c.at<int64_t>(c.index);
+    const auto* shape = c.at<int64_t>(c.shape);
+    const auto total = static_cast<uint64_t>(c.values->shape[0]);
+    uint64_t element = 0;
+    for (int64_t s = 0; s < k; ++s) {
+      const int64_t i = index[s];
+      if (i < static_cast<int64_t>(p.begin) || i >= static_cast<int64_t>(p.end))
+        bad_chunk(file, "holds sample " + std::to_string(i) + ", outside its rank's samples " +
+                            std::to_string(p.begin) + ".." + std::to_string(p.end));
+      uint64_t elements = 1;
+      for (size_t a = 0; a < d; ++a) {
+        const int64_t dim = shape[s * static_cast<int64_t>(d) + static_cast<int64_t>(a)];
+        if (dim < 0 || (dim > 0 && elements > (total + 1) / static_cast<uint64_t>(dim)))
+          bad_chunk(file, "sample " + std::to_string(i) + " has an impossible shape");
+        elements *= static_cast<uint64_t>(dim);
+      }
+      if (element + elements > total)
+        bad_chunk(file,
+                  "its shapes need more than the " + std::to_string(total) + " values it holds");
+      Source& src = sources_[static_cast<size_t>(i)];
+      if (src.chunk != UINT32_MAX)
+        bad_chunk(file, "holds sample " + std::to_string(i) + ", which " +
+                            (src.chunk == chunk_id ? file.string() : chunks_[src.chunk]->file) +
+                            " holds too");
+      const auto piece = bytes.subspan(values_begin + element * esz, elements * esz);
+      src = {chunk_id, crc32_of(piece), static_cast<uint64_t>(s), element};
+      file_crc.append(src.crc, piece.size());
+      element += elements;
+    }
+    if (element != total)
+      bad_chunk(file, "holds " + std::to_string(total) + " values, its shapes need " +
+                          std::to_string(element));
+    const uint64_t values_end = values_begin + total * esz;
+    file_crc.append(crc32_of(bytes.subspan(values_end)), bytes.size() - values_end);
+    return file_crc.value();
   }
 
   [[noreturn]] void bad_kind(const fs::path& file, DType dtype, size_t d) const {
@@ -304,10 +336,9 @@ class Merger {
         f(chunk.map.bytes().subspan(chunk.values->begin + src.element * esz, count * esz));
       }
     };
-    uint32_t values_crc = 0;
-    each_value_piece([&](std::span<const uint8_t> b) {
-      values_crc = crc32_update(values_crc, b.data(), b.size());
-    });
+    Crc32Concat values_crc;  // from the samples' CRC-32s, summed when their chunks were read
+    for (uint64_t i = 0; i < n_; ++i)
+      values_crc.append(sources_[i].crc, static_cast<uint64_t>(offsets[i + 1] - offsets[i]) * esz);
     auto crc_of = [](const std::vector<int64_t>& v) {
       return crc32_update(0, v.data(), v.size() * sizeof(int64_t));
     };
@@ -344,7 +375,7 @@ class Merger {
         {"fn", parts.front().fn},
         {"tool", parts.front().tool},
         {"merged_by", std::string("tarmac ") + kVersion},
-        {"values_crc32", crc32_hex(values_crc)},
+        {"values_crc32", crc32_hex(values_crc.value())},
         {"offsets_crc32", crc32_hex(crc_of(offsets))},
         {"shapes_crc32", crc32_hex(crc_of(shapes))}};
     const fs::path final_path = r.path;

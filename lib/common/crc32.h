@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
+#include <vector>
 
 namespace tarmac {
 
@@ -14,5 +16,18 @@ uint32_t crc32_update(uint32_t crc, const void* data, size_t size);
 inline uint32_t crc32_of(std::span<const uint8_t> bytes) {
   return crc32_update(0, bytes.data(), bytes.size());
 }
+
+/// The CRC-32 of pieces laid end to end, from each piece's own CRC-32 and length, without
+/// reading a byte again (zlib's crc32_combine). Pieces of a length seen before cost one
+/// carry-less product: the operator for a length is made once (up to 64 lengths are kept).
+class Crc32Concat {
+ public:
+  void append(uint32_t piece_crc, uint64_t piece_size);
+  uint32_t value() const { return crc_; }
+
+ private:
+  uint32_t crc_ = 0;
+  std::vector<std::pair<uint64_t, unsigned long>> ops_;  // length -> zlib's combine operator
+};
 
 }  // namespace tarmac

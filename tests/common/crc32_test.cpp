@@ -44,3 +44,27 @@ TEST_CASE("crc32_update equals zlib's crc32 for every length, alignment and chai
   CHECK(crc32_update(0, check, 9) == 0xcbf43926u);
   CHECK(tarmac::crc32_of({}) == 0);
 }
+
+TEST_CASE("Crc32Concat gives the CRC-32 of pieces laid end to end from their own CRC-32s") {
+  std::mt19937 rng(11);
+  std::vector<uint8_t> data(3 << 20);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  // Pieces of a few repeated lengths (latents of buckets), empty ones, and more distinct
+  // lengths than the operator cache keeps.
+  for (const bool many_lengths : {false, true}) {
+    INFO((many_lengths ? "many" : "few") << " distinct lengths");
+    tarmac::Crc32Concat joined;
+    size_t at = 0;
+    for (int k = 0; at < data.size(); ++k) {
+      const size_t want =
+          many_lengths ? rng() % 5000 : std::vector<size_t>{0, 4096, 6144, 6144}[k % 4];
+      const size_t n = std::min(want, data.size() - at);
+      joined.append(zlib_crc(0, data.data() + at, n), n);
+      at += n;
+    }
+    CHECK(joined.value() == zlib_crc(0, data.data(), data.size()));
+  }
+  tarmac::Crc32Concat empty;
+  empty.append(0, 0);
+  CHECK(empty.value() == 0);
+}

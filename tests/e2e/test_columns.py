@@ -207,6 +207,31 @@ class ColumnTest(fx.TmpCase):
             json.dump(record, f)
         err = self.merge(out, "emb", 1).stderr.decode()
         self.assertIn("holds too", err)
+        # Within one chunk: its index lists sample 0 twice. Written so (its CRC-32 in the record
+        # is right), it is named as such; damaged so (a flipped bit), the CRC-32 says it.
+        shutil.rmtree(os.path.join(out, "columns"))
+        write_part(out, "emb", 0, 1, outs, n=n)
+        chunk = os.path.join(out, "columns", "emb.parts", "part-00000-of-00001.chunk-000000.safetensors")
+        with open(chunk, "rb") as f:
+            data = bytearray(f.read())
+        (hn,) = struct.unpack_from("<Q", data, 0)
+        at = 8 + hn + json.loads(data[8:8 + hn])["index"]["data_offsets"][0]
+        self.assertEqual(struct.unpack_from("<qq", data, at), (0, 1))
+        struct.pack_into("<q", data, at + 8, 0)  # index [0, 0, 2]
+        with open(chunk, "wb") as f:
+            f.write(data)
+        with open(rec) as f:
+            record = json.load(f)
+        record["chunks"][0]["crc32"] = fx.crc_hex(bytes(data))
+        with open(rec, "w") as f:
+            json.dump(record, f)
+        err = self.merge(out, "emb", 1).stderr.decode()
+        self.assertIn("holds sample 0, which " + chunk + " holds too", err)
+        record["chunks"][0]["crc32"] = fx.crc_hex(bytes(data[:at + 8]) + bytes([1]) + bytes(data[at + 9:]))
+        with open(rec, "w") as f:
+            json.dump(record, f)  # as if the bit had flipped after the record was written
+        err = self.merge(out, "emb", 1).stderr.decode()
+        self.assertIn("its CRC-32 is " + fx.crc_hex(bytes(data)), err)
 
     def test_verify_finds_a_flipped_byte_and_a_stale_column(self):
         out, ds = self.dataset("verify")
