@@ -1,6 +1,8 @@
 // tarmac column merge|ls|rm: flags -> lib/columns -> summary + exit code.
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -19,6 +21,22 @@ std::string command_line(const GlobalFlags& g) {
   std::string s;
   for (const auto& a : g.argv) s += (s.empty() ? "" : " ") + a;
   return s;
+}
+
+// A merge's progress on stderr: a redrawn line on a terminal; in a log (Slurm's), a line every
+// 10 s and at each phase's end once the merge has run 10 s (a short merge prints only its summary).
+void show_progress(const ColumnMergeProgress& p, bool terminal) {
+  static double last_plain = 0;
+  if (!terminal && (p.seconds < 10 || (!p.final && p.seconds - last_plain < 10))) return;
+  last_plain = p.seconds;
+  const double frac =
+      p.bytes_total ? static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : 1.0;
+  const auto rate =
+      static_cast<uint64_t>(p.seconds > 0 ? static_cast<double>(p.bytes_done) / p.seconds : 0);
+  std::fprintf(stderr, "%scolumn merge: %s %3.0f%%  %s of %s, %s/s%s", terminal ? "\r\033[K" : "",
+               p.phase, 100 * frac, format_bytes(p.bytes_done).c_str(),
+               format_bytes(p.bytes_total).c_str(), format_bytes(rate).c_str(),
+               !terminal || p.final ? "\n" : "");
 }
 
 }  // namespace
@@ -73,6 +91,10 @@ Runner setup_column(CLI::App& app, const GlobalFlags& g) {
     if (merge->parsed()) {
       o->command = command_line(g);
       o->stop = &stop_on_signals();
+      if (g.verbosity >= 0 && !g.json) {
+        const bool terminal = ::isatty(STDERR_FILENO) != 0;
+        o->progress = [terminal](const ColumnMergeProgress& p) { show_progress(p, terminal); };
+      }
       ColumnMergeResult r;
       try {
         r = merge_column(*o);

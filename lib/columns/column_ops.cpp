@@ -65,7 +65,7 @@ class Merger {
   explicit Merger(const ColumnMergeOptions& o) : o_(o), dir_(o.dir) {}
 
   ColumnMergeResult run() {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = t0_ = std::chrono::steady_clock::now();
     if (!format::is_valid_column_name(o_.name))
       throw ArgumentError("'" + o_.name +
                           "' is not a column name: use 1-128 of A-Z a-z 0-9 _ . -, not starting "
@@ -90,7 +90,11 @@ class Merger {
                           "' holds no part records (part-R-of-W.json)");
     check_parts(parts, id);
     sources_.assign(n_, Source{});
-    for (const PartRecord& p : parts) load_part(parts_dir, p);
+    uint64_t chunk_bytes = 0;
+    for (const PartRecord& p : parts)
+      for (const PartChunk& pc : p.chunks) chunk_bytes += pc.bytes;
+    for (const PartRecord& p : parts) load_part(parts_dir, p, chunk_bytes);
+    report("reading parts", read_bytes_, chunk_bytes, true);
     report_missing(parts);
 
     ColumnMergeResult r;
@@ -156,7 +160,15 @@ class Merger {
   // CRC-32s give the merged column's values_crc32 without reading them again); the pieces'
   // CRC-32s joined must equal the chunk's in its part record. A chunk whose structure is
   // wrong is reported by its CRC-32 when that disagrees too (the damage is the cause).
-  void load_part(const fs::path& parts_dir, const PartRecord& p) {
+  void report(const char* phase, uint64_t done, uint64_t total, bool final) {
+    if (!o_.progress) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!final && now - last_report_ < std::chrono::milliseconds(250)) return;
+    last_report_ = now;
+    o_.progress({phase, done, total, std::chrono::duration<double>(now - t0_).count(), final});
+  }
+
+  void load_part(const fs::path& parts_dir, const PartRecord& p, uint64_t chunk_bytes) {
     for (const PartChunk& pc : p.chunks) {
       const fs::path file = parts_dir / pc.file;
       throw_if_stopped(o_.stop);
@@ -178,6 +190,8 @@ class Merger {
       }
       if (crc32_hex(crc) != pc.crc32) bad_crc(file, crc, pc);
       chunks_.push_back(std::move(c));
+      read_bytes_ += pc.bytes;
+      report("reading parts", read_bytes_, chunk_bytes, false);
     }
   }
 
@@ -330,7 +344,10 @@ class Merger {
     const auto total = static_cast<uint64_t>(offsets[n_]);
     auto each_value_piece = [&](const std::function<void(std::span<const uint8_t>)>& f) {
       for (uint64_t i = 0; i < n_; ++i) {
-        if ((i & 4095) == 0) throw_if_stopped(o_.stop);
+        if ((i & 4095) == 0) {
+          throw_if_stopped(o_.stop);
+          report("writing", static_cast<uint64_t>(offsets[i]) * esz, total * esz, false);
+        }
         const auto [chunk, src] = at(i);
         const auto count = static_cast<size_t>(offsets[i + 1] - offsets[i]);
         f(chunk.map.bytes().subspan(chunk.values->begin + src.element * esz, count * esz));
@@ -383,6 +400,7 @@ class Merger {
     try {
       write_safetensors(partial.string(), std::move(tensors), metadata);
       atomic_rename(partial.string(), final_path.string());
+      report("writing", total * esz, total * esz, true);
     } catch (...) {
       std::error_code ec;
       fs::remove(partial, ec);
@@ -400,6 +418,8 @@ class Merger {
   DType dtype_ = DType::U8;
   size_t ndim_ = 0;
   bool have_kind_ = false;
+  uint64_t read_bytes_ = 0;
+  std::chrono::steady_clock::time_point t0_, last_report_;
 };
 
 }  // namespace

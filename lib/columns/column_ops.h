@@ -3,6 +3,7 @@
 // (docs/format.md 9), refusing while any sample lacks an output or a part was computed from
 // another version of the dataset; lists and removes columns.
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,12 +12,22 @@
 
 namespace tarmac {
 
+/// How far a merge is: reading the parts' chunks, then writing the merged file.
+struct ColumnMergeProgress {
+  const char* phase = "";  ///< "reading parts", "writing"
+  uint64_t bytes_done = 0, bytes_total = 0;
+  double seconds = 0;  ///< since the merge began
+  bool final = false;  ///< the phase's last call
+};
+
 struct ColumnMergeOptions {
   std::string dir;   ///< the dataset directory
   std::string name;  ///< the column
   bool keep_parts = false;
   std::string command;  ///< recorded in the lock file
   const StopRequest* stop = nullptr;
+  /// Called from the merging thread about 4 times a second, and at each phase's end.
+  std::function<void(const ColumnMergeProgress&)> progress;
 };
 
 struct ColumnMergeResult {

@@ -6,10 +6,13 @@ warp is meaningful, yet steep enough that a half-pixel error in the geometry sho
 import io
 import json
 import os
+import pty
+import select
 import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
 import unittest
 import zlib
 
@@ -189,6 +192,30 @@ def bucketed_photos(tmp, sizes, name="ds"):
     subprocess.run([TARMAC, "convert", "-q", archive, "-o", out, "--resize", "bucket", "--size", "64",
                     "--bucket-step", "16", "--format", "png"], check=True)
     return out
+
+
+def on_pty(args, env=None, timeout=60):
+    """Runs tarmac with stdin, stdout and stderr on a pseudo-terminal; (exit code, output)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([TARMAC, *args], stdin=slave, stdout=slave, stderr=slave, env=env,
+                         close_fds=True)
+    os.close(slave)
+    out = bytearray()
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r, _, _ = select.select([master], [], [], 0.1)
+        if r:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif p.poll() is not None:
+            break
+    os.close(master)
+    return p.wait(timeout=timeout), bytes(out)
 
 
 class TmpCase(unittest.TestCase):

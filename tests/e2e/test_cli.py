@@ -4,9 +4,7 @@ pace; the output folder inside the input folder; runs that convert nothing; -q; 
 every error prefixed "tarmac: error:"; NO_COLOR; a terminal on standard input; --json errors."""
 import json
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
 import threading
@@ -30,30 +28,6 @@ def samples(n, seed=0, noise=False):
         members.append((f"s/{i:05d}.png", fx.png(img)))
         members.append((f"s/{i:05d}.json", fx.js({"id": i})))
     return members
-
-
-def on_pty(args, env=None, timeout=60):
-    """Runs tarmac with stdin, stdout and stderr on a pseudo-terminal; (exit code, output)."""
-    master, slave = pty.openpty()
-    p = subprocess.Popen([fx.TARMAC, *args], stdin=slave, stdout=slave, stderr=slave, env=env,
-                         close_fds=True)
-    os.close(slave)
-    out = bytearray()
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        r, _, _ = select.select([master], [], [], 0.1)
-        if r:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
-        elif p.poll() is not None:
-            break
-    os.close(master)
-    return p.wait(timeout=timeout), bytes(out)
 
 
 class SlowFeed:
@@ -116,7 +90,7 @@ class ProgressTest(fx.TmpCase):
         fifo = self.path("bar.fifo")
         SlowFeed(fifo, self.data, chunks=40, interval=0.06)  # >= 2.4 s whatever the machine
         out = self.path("bar-out")
-        rc, text = on_pty(["convert", fifo, "-o", out, "-j", "1", "--group-window", "1K"])
+        rc, text = fx.on_pty(["convert", fifo, "-o", out, "-j", "1", "--group-window", "1K"])
         self.assertEqual(rc, 0, text.decode(errors="replace"))
         lines = bar_lines(text)
         # Redrawn every 200 ms for at least 2.4 s: several redraws, not one at the end.
@@ -169,12 +143,12 @@ class ProgressTest(fx.TmpCase):
     def test_none_and_quiet_draw_nothing(self):
         src = self.path("small.tar")
         fx.write_tar(src, samples(5))
-        rc, text = on_pty(["convert", src, "-o", self.path("none-out"), "--progress", "none"])
+        rc, text = fx.on_pty(["convert", src, "-o", self.path("none-out"), "--progress", "none"])
         self.assertEqual(rc, 0)
         self.assertNotIn(b"samples/s;", text)
         self.assertNotIn(b"\r\x1b[K", text)
         self.assertIn(b"converted 5 samples", text)  # the summary still comes
-        rc, text = on_pty(["convert", src, "-o", self.path("quiet-out"), "-q"])
+        rc, text = fx.on_pty(["convert", src, "-o", self.path("quiet-out"), "-q"])
         self.assertEqual(rc, 0)
         self.assertEqual(text, b"")  # -q: nothing but errors; there were none
         self.assertEqual(len(fx.Dataset(self.path("quiet-out")).keys), 5)
@@ -258,18 +232,18 @@ class HabitsTest(fx.TmpCase):
     def test_no_color(self):
         env = dict(os.environ)
         env.pop("NO_COLOR", None)
-        _, coloured = on_pty(["info", self.path("nothing")], env=env)
+        _, coloured = fx.on_pty(["info", self.path("nothing")], env=env)
         self.assertRegex(coloured, SGR, "an error on a terminal is coloured by default")
         for value in ("1", "true"):
-            _, plain = on_pty(["info", self.path("nothing")], env={**env, "NO_COLOR": value})
+            _, plain = fx.on_pty(["info", self.path("nothing")], env={**env, "NO_COLOR": value})
             self.assertIn(b"tarmac: error: ", plain)
             self.assertNotRegex(plain, SGR)
-        _, empty = on_pty(["info", self.path("nothing")], env={**env, "NO_COLOR": ""})
+        _, empty = fx.on_pty(["info", self.path("nothing")], env={**env, "NO_COLOR": ""})
         self.assertRegex(empty, SGR, "NO_COLOR set but empty: colour stays")
 
     def test_standard_input_on_a_terminal_is_refused(self):
         t0 = time.time()
-        rc, text = on_pty(["convert", "-", "-o", self.path("tty-out")], timeout=20)
+        rc, text = fx.on_pty(["convert", "-", "-o", self.path("tty-out")], timeout=20)
         self.assertEqual(rc, 2, text)
         self.assertLess(time.time() - t0, 15)
         self.assertIn(b"tarmac: error: standard input ('-') is a terminal: pipe an archive in",

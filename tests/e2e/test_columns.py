@@ -185,6 +185,25 @@ class ColumnTest(fx.TmpCase):
         self.assertIn("2 different world sizes", err)
         self.assertIn("part-00001-of-00003.json", err)
 
+    def test_merge_shows_progress_on_a_terminal_only(self):
+        out, ds = self.dataset("progress")
+        n = len(ds.keys)
+        outs = self.outputs(ds, ragged=True)
+        for r in range(2):
+            write_part(out, "lat", r, 2, outs, n=n)
+        parts = os.path.join(out, "columns", "lat.parts")
+        chunk_bytes = sum(os.path.getsize(os.path.join(parts, f)) for f in os.listdir(parts) if "chunk" in f)
+        rc, text = fx.on_pty(["column", "merge", out, "lat", "--keep-parts"])
+        self.assertEqual(rc, 0, text)
+        text = text.decode()
+        self.assertIn("column merge: reading parts 100%", text)
+        self.assertGreater(chunk_bytes, 1024)
+        self.assertIn(f"column merge: reading parts 100%  {chunk_bytes / 1024:.1f} KiB of {chunk_bytes / 1024:.1f} KiB", text)
+        self.assertIn("column merge: writing 100%", text)
+        p = self.merge(out, "lat")  # not a terminal, and short: the summary alone
+        self.assertNotIn(b"column merge:", p.stderr + p.stdout)
+        self.assertIn(b"merged column 'lat'", p.stdout)
+
     def test_damaged_chunks_are_refused(self):
         out, ds = self.dataset("damaged")
         n = len(ds.keys)
