@@ -28,8 +28,47 @@ std::span<const uint8_t> bytes_of(std::span<const uint8_t> file, const TensorInf
 // How many per-sample problems one column lists before it stops looking.
 constexpr size_t kMostPerColumn = 10;
 
+// The CRC-32 of `bytes` summed 64 MiB at a time, telling `advanced` of each piece.
+uint32_t crc_telling(std::span<const uint8_t> bytes,
+                     const std::function<void(uint64_t)>& advanced) {
+  constexpr size_t kPiece = size_t{64} << 20;
+  uint32_t crc = 0;
+  for (size_t at = 0; at < bytes.size(); at += kPiece) {
+    const size_t k = std::min(kPiece, bytes.size() - at);
+    crc = crc32_update(crc, bytes.data() + at, k);
+    if (advanced) advanced(k);
+  }
+  return crc;
+}
+
+// The column files in `dir`/columns, sorted; others there (a merge's leftovers) in `partial`.
+std::vector<std::pair<fs::path, std::string>> column_files(const fs::path& dir,
+                                                           std::vector<std::string>* partial) {
+  std::vector<std::pair<fs::path, std::string>> out;
+  const fs::path columns = dir / format::kColumnsDir;
+  std::error_code ec;
+  if (!fs::is_directory(columns, ec)) return out;
+  std::vector<fs::path> entries;
+  for (fs::directory_iterator it(columns, ec), end; !ec && it != end; it.increment(ec))
+    entries.push_back(it->path());
+  std::sort(entries.begin(), entries.end());
+  const std::string suffix = ".safetensors";
+  for (const fs::path& p : entries) {
+    const std::string f = p.filename().string();
+    if (f.ends_with(".safetensors.partial")) {
+      if (partial) partial->push_back(f);
+      continue;
+    }
+    if (!f.ends_with(suffix) || f.size() == suffix.size()) continue;
+    const std::string name = f.substr(0, f.size() - suffix.size());
+    if (format::is_valid_column_name(name)) out.emplace_back(p, name);
+  }
+  return out;
+}
+
 void check_column(const fs::path& path, const std::string& name, const std::string& labels_crc32,
-                  uint64_t n, std::vector<Problem>& problems, uint64_t& bytes_read) {
+                  uint64_t n, std::vector<Problem>& problems, uint64_t& bytes_read,
+                  const std::function<void(uint64_t)>& advanced) {
   const std::string file = std::string(format::kColumnsDir) + "/" + path.filename().string();
   auto problem = [&](const std::string& sample, const std::string& what) {
     problems.push_back({file, sample, what});
@@ -60,7 +99,7 @@ void check_column(const fs::path& path, const std::string& name, const std::stri
       {l.values, &l.values_crc32}, {l.offsets, &l.offsets_crc32}, {l.shapes, &l.shapes_crc32}};
   bool intact = true;
   for (const auto& [t, said] : sums) {
-    const std::string crc = hex(crc32_of(bytes_of(bytes, *t)));
+    const std::string crc = hex(crc_telling(bytes_of(bytes, *t), advanced));
     if (crc != *said) {
       problem("", "CRC-32 of its '" + t->name + "' tensor is " + crc + ", its " + t->name +
                       "_crc32 says " + *said + ": the file was damaged after it was merged");
@@ -113,31 +152,27 @@ void check_column(const fs::path& path, const std::string& name, const std::stri
 }  // namespace
 
 uint64_t check_columns(const fs::path& dir, const std::string& labels_crc32, uint64_t num_samples,
-                       std::vector<Problem>& problems, uint64_t& bytes_read) {
-  const fs::path columns = dir / format::kColumnsDir;
+                       std::vector<Problem>& problems, uint64_t& bytes_read,
+                       const std::function<void(uint64_t)>& advanced) {
+  std::vector<std::string> partial;
+  const auto files = column_files(dir, &partial);
+  for (const std::string& f : partial)
+    problems.push_back({std::string(format::kColumnsDir) + "/" + f, "",
+                        "an interrupted `tarmac column merge` left this file: remove it and "
+                        "merge again"});
+  for (const auto& [path, name] : files)
+    check_column(path, name, labels_crc32, num_samples, problems, bytes_read, advanced);
+  return files.size();
+}
+
+uint64_t column_files_bytes(const fs::path& dir) {
+  uint64_t total = 0;
   std::error_code ec;
-  if (!fs::is_directory(columns, ec)) return 0;
-  uint64_t checked = 0;
-  std::vector<fs::path> entries;
-  for (fs::directory_iterator it(columns, ec), end; !ec && it != end; it.increment(ec))
-    entries.push_back(it->path());
-  std::sort(entries.begin(), entries.end());
-  const std::string suffix = ".safetensors";
-  for (const fs::path& p : entries) {
-    const std::string f = p.filename().string();
-    if (f.ends_with(".safetensors.partial")) {
-      problems.push_back({std::string(format::kColumnsDir) + "/" + f, "",
-                          "an interrupted `tarmac column merge` left this file: remove it and "
-                          "merge again"});
-      continue;
-    }
-    if (!f.ends_with(suffix) || f.size() == suffix.size()) continue;
-    const std::string name = f.substr(0, f.size() - suffix.size());
-    if (!format::is_valid_column_name(name)) continue;
-    check_column(p, name, labels_crc32, num_samples, problems, bytes_read);
-    ++checked;
+  for (const auto& [path, name] : column_files(dir, nullptr)) {
+    const auto size = fs::file_size(path, ec);
+    if (!ec) total += size;
   }
-  return checked;
+  return total;
 }
 
 }  // namespace tarmac::check

@@ -5,6 +5,7 @@
 // CRC-32s recorded at merge. Parts not yet merged are work in progress, not problems.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,13 @@ namespace tarmac::check {
 
 /// Appends what is wrong with the columns of the dataset in `dir`, whose annotation file has
 /// CRC-32 `labels_crc32` (8 hex digits) and `num_samples` samples; adds the bytes read.
-/// Returns how many column files it checked.
+/// Returns how many column files it checked. `advanced` (may be empty) is told of the bytes
+/// summed as it goes (every 64 MiB), for progress.
 uint64_t check_columns(const std::filesystem::path& dir, const std::string& labels_crc32,
-                       uint64_t num_samples, std::vector<Problem>& problems, uint64_t& bytes_read);
+                       uint64_t num_samples, std::vector<Problem>& problems, uint64_t& bytes_read,
+                       const std::function<void(uint64_t)>& advanced = {});
+
+/// The bytes of the column files check_columns reads (for a progress total).
+uint64_t column_files_bytes(const std::filesystem::path& dir);
 
 }  // namespace tarmac::check

@@ -256,6 +256,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   // Shards in parallel; the calling thread reports progress.
   VerifyProgress p;
   for (const auto& s : a.shards()) p.bytes_total += fs::file_size(dir / s, ec), ec.clear();
+  p.bytes_total += column_files_bytes(dir);  // checked after the shards
   std::atomic<uint64_t> bytes_done{0};
   std::atomic<size_t> next{0}, finished{0};
   std::vector<ShardCheck> results(a.shards().size());
@@ -328,9 +329,18 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     const json* recorded = have_manifest && m.contains("shard_list") ? &m["shard_list"] : nullptr;
     check_shard_list(dir, a, recorded, samples, sizes, problems, r.bytes_checked);
   }
-  r.columns = check_columns(dir, labels_crc, a.size(), problems, r.bytes_checked);
+  uint64_t column_done = 0;
+  auto last = clock::now();
+  r.columns = check_columns(dir, labels_crc, a.size(), problems, r.bytes_checked, [&](uint64_t k) {
+    column_done += k;
+    if (!progress || clock::now() - last < std::chrono::milliseconds(250)) return;
+    last = clock::now();
+    p.bytes_done = bytes_done.load() + column_done;
+    p.seconds = std::chrono::duration<double>(last - t0).count();
+    progress(p);
+  });
   if (progress) {
-    p.bytes_done = bytes_done.load();
+    p.bytes_done = std::max(p.bytes_total, bytes_done.load() + column_done);  // all checked
     p.seconds = std::chrono::duration<double>(clock::now() - t0).count();
     p.final = true;
     progress(p);

@@ -203,6 +203,12 @@ class ColumnTest(fx.TmpCase):
         p = self.merge(out, "lat")  # not a terminal, and short: the summary alone
         self.assertNotIn(b"column merge:", p.stderr + p.stdout)
         self.assertIn(b"merged column 'lat'", p.stdout)
+        # verify's progress counts the column's bytes with the shards'
+        total = os.path.getsize(os.path.join(out, "columns", "lat.safetensors")) + sum(
+            os.path.getsize(os.path.join(out, s)) for s in ds.shards)
+        rc, text = fx.on_pty(["verify", out])
+        self.assertEqual(rc, 0, text)
+        self.assertIn(f"verify: 100%  {total / 1024:.1f} KiB of {total / 1024:.1f} KiB", text.decode())
 
     def test_damaged_chunks_are_refused(self):
         out, ds = self.dataset("damaged")
