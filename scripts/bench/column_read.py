@@ -9,7 +9,8 @@
 The latents are SDXL-shaped for three 512²-class buckets (4×64×64, 4×48×80, 4×80×48, float32;
 values from a fixed seed), over a labels-only dataset of N samples (W4's labels, converted with
 --no-images, so that both caches hold exactly the same samples). Measures writing each cache,
-`tarmac column merge` and `tarmac verify` (GB/s), the bytes on disk, and reading every
+`tarmac column merge` (the parts synced to disk first; the merged file is fsynced) and
+`tarmac verify` (GB/s), the bytes on disk, and reading every
 latent in a random order (one process, page cache warm; then, as root, after dropping the page
 cache) — samples/s and the ratio.
 
@@ -95,6 +96,7 @@ def main():
     shutil.rmtree(os.path.join(ds_dir, "columns"), ignore_errors=True)
     t_derive = timed(lambda: [tarmac.derive.run(ds_dir, "latents", encode, batch_size=1, rank=r, world=3,
                                                 log=lambda m: None) for r in range(3)])
+    os.sync()  # the parts on disk, as they are when ranks on other nodes have finished
     t_merge = timed(lambda: subprocess.run([tarmac_bin, "column", "merge", "-q", ds_dir, "latents"], check=True))
     t_verify = timed(lambda: subprocess.run([tarmac_bin, "verify", "-q", ds_dir], check=True))
     ds = tarmac.Dataset(ds_dir)  # opened again: it lists the columns merged since
