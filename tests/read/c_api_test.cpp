@@ -90,3 +90,33 @@ TEST_CASE("the C API reads what the C++ API reads and reports errors by code") {
   CHECK(tarmac_indices(10, 3, 3, 0, 0, 1, 0, out.data(), out.size()) == TARMAC_E_INVALID);
   tarmac_close(ds);
 }
+
+TEST_CASE("the C API lists and reads derived columns") {
+  tarmac_dataset* ds = nullptr;
+  REQUIRE(tarmac_open(copy_fixture_with_columns("c-columns").c_str(), &ds) == TARMAC_OK);
+  int64_t n = 0;
+  REQUIRE(tarmac_num_derived(ds, &n) == TARMAC_OK);
+  REQUIRE(n == 3);
+  const char* name = nullptr;
+  REQUIRE(tarmac_derived_name(ds, 1, &name) == TARMAC_OK);
+  CHECK(std::string(name) == "lat");
+  CHECK(tarmac_derived_name(ds, 3, &name) == TARMAC_E_RANGE);
+  tarmac_tensor t;
+  REQUIRE(tarmac_derived_value(ds, "lat", 5, &t) == TARMAC_OK);
+  CHECK(std::string(tarmac_dtype_name(t.dtype)) == "U16");
+  CHECK((t.ndim == 2 && t.shape[0] == 2 && t.shape[1] == 3));
+  CHECK(t.nbytes == 12);
+  CHECK(static_cast<const uint16_t*>(t.data)[5] == 505);
+  CHECK(t.offsets == nullptr);
+  tarmac_tensor shapes;
+  REQUIRE(tarmac_derived_column(ds, "emb", &t, &shapes) == TARMAC_OK);
+  CHECK((t.ndim == 2 && t.shape[0] == kSamples && t.shape[1] == 3));
+  CHECK(static_cast<const float*>(t.data)[3 * 7 + 1] == 14.0f);
+  REQUIRE(tarmac_derived_column(ds, "lat", &t, &shapes) == TARMAC_OK);
+  REQUIRE(t.offsets != nullptr);
+  CHECK(t.offsets[kSamples] == 2 * (4 * 1 + 4 * 2 + 4 * 3));
+  CHECK(tarmac_derived_value(ds, "old", 0, &t) == TARMAC_E_DATA);
+  CHECK(std::string(tarmac_last_error()).find("another version") != std::string::npos);
+  CHECK(tarmac_derived_value(ds, "nope", 0, &t) == TARMAC_E_INVALID);
+  tarmac_close(ds);
+}

@@ -65,6 +65,17 @@ inline std::string copy_fixture(const std::string& name) {
   return dst.string();
 }
 
+/// A fresh copy of the fixture dataset in `name` with the derived columns of
+/// tests/data/datasets/read12_columns in its columns/ (emb: F32 [3] per sample, [k, 2k, -k];
+/// lat: U16 [2, 1 + k % 3], 100k + j; old: bound to another annotation file).
+inline std::string copy_fixture_with_columns(const std::string& name) {
+  const std::string dir = copy_fixture(name);
+  std::filesystem::copy(TARMAC_TEST_DATA "/datasets/read12_columns",
+                        std::filesystem::path(dir) / "columns",
+                        std::filesystem::copy_options::recursive);
+  return dir;
+}
+
 inline std::vector<uint8_t> read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), {}};

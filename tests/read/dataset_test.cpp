@@ -6,6 +6,7 @@
 
 #include "dataset_fixture.h"
 #include "format/safetensors.h"
+#include "read/derived_column.h"
 #include "read/mapped_file.h"
 
 using namespace tarmac;
@@ -263,4 +264,42 @@ TEST_CASE("datasets written before blob_encodings still tell their encodings") {
   CHECK(ds.metadata().count("blob_encodings") == 0);
   CHECK(ds.encoding(0) == BlobEncoding::Png);
   CHECK(ds.encoding(0, "__depth__") == BlobEncoding::Png);
+}
+
+namespace {
+std::vector<int64_t> dims(const Shape& s) {
+  return {s.span().begin(), s.span().end()};
+}
+}  // namespace
+
+TEST_CASE("derived columns: listed, read zero-copy per sample, refused when bound elsewhere") {
+  const Dataset ds(copy_fixture_with_columns("with-columns"));
+  CHECK(ds.derived_names() == std::vector<std::string>{"emb", "lat", "old"});
+  const DerivedColumn& emb = ds.derived("emb");
+  CHECK(emb.dtype() == DType::F32);
+  CHECK(emb.uniform());
+  CHECK(dims(emb.values().shape) == std::vector<int64_t>{kSamples, 3});
+  const DerivedColumn& lat = ds.derived("lat");
+  CHECK(lat.dtype() == DType::U16);
+  CHECK_FALSE(lat.uniform());
+  for (int k = 0; k < kSamples; ++k) {
+    INFO("sample " << k);
+    const TensorView e = emb.value(static_cast<size_t>(k));
+    CHECK(dims(e.shape) == std::vector<int64_t>{3});
+    const auto ev = e.as<float>();
+    CHECK(std::vector<float>(ev.begin(), ev.end()) ==
+          std::vector<float>{float(k), float(2 * k), float(-k)});
+    const TensorView l = lat.value(static_cast<size_t>(k));
+    CHECK(dims(l.shape) == std::vector<int64_t>{2, 1 + k % 3});
+    const auto lv = l.as<uint16_t>();
+    REQUIRE(lv.size() == static_cast<size_t>(2 * (1 + k % 3)));
+    for (size_t j = 0; j < lv.size(); ++j) CHECK(lv[j] == 100 * k + static_cast<int>(j));
+    // Zero-copy: inside the column's values.
+    CHECK(l.bytes.data() >= lat.values().bytes.data());
+    CHECK(l.bytes.data() + l.bytes.size() <= lat.values().bytes.data() + lat.values().bytes.size());
+  }
+  CHECK_THROWS_AS(emb.value(kSamples), IndexError);
+  CHECK_THROWS_WITH(ds.derived("old"), Catch::Contains("another version of the dataset"));
+  CHECK_THROWS_AS(ds.derived("old"), DataError);  // and again: the error is kept
+  CHECK_THROWS_WITH(ds.derived("nope"), Catch::Contains("it has: emb, lat, old"));
 }

@@ -27,6 +27,10 @@ Datasets (K = the sample number):
             "score": K or K + 0.5, "pts": K%3+1 points [1.5, 2], "name": "nK"}; see PARTS.
   raw3/     3 samples r/0..r/2, KEY.rgb raw RGB 4x3 (raw_pixel(K)), KEY.v.npy F32 [2]
             [K + 0.25, -K]; metadata blob_encodings = {"__image__":"rgb"}.
+  read12_columns/  derived columns of read12 (format.md 9), to be copied into a copy of
+            read12 as columns/: emb.safetensors F32 [3] per sample [K, 2K, -K] (uniform:
+            values [12, 3]); lat.safetensors U16 [2, 1 + K%3] per sample, 100K + j (ragged:
+            values flat); old.safetensors like emb but bound to another annotation file.
 """
 import argparse
 import json
@@ -463,6 +467,36 @@ def raw3(out, archives):
                          archives=archives)
 
 
+def column_file(name, outputs, dtype, labels_crc, uniform):
+    """A merged derived column (format.md 9) of per-sample `outputs`."""
+    shapes = np.array([o.shape for o in outputs], dtype=np.int64).reshape(len(outputs), -1)
+    sizes = [int(np.prod(o.shape)) for o in outputs]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    flat = np.concatenate([o.reshape(-1) for o in outputs]).astype(DTYPES[dtype])
+    values = flat.reshape((len(outputs),) + outputs[0].shape) if uniform else flat
+    le = lambda a: np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).tobytes()  # noqa: E731
+    meta = {"format": "tarmac-column/1", "column": name, "num_samples": str(len(outputs)),
+            "labels_crc32": labels_crc, "world": "2", "fn": "fixture:encode",
+            "tool": "make_datasets.py", "merged_by": "make_datasets.py",
+            "values_crc32": crc_hex(le(values)), "offsets_crc32": crc_hex(le(offsets)),
+            "shapes_crc32": crc_hex(le(shapes))}
+    return safetensors({"values": (dtype, values), "offsets": ("I64", offsets), "shapes": ("I64", shapes)},
+                       meta)
+
+
+def read12_columns(out, read12_dir):
+    with open(os.path.join(read12_dir, "labels.safetensors"), "rb") as f:
+        labels_crc = crc_hex(f.read())
+    emb = [np.array([k, 2 * k, -k], dtype=np.float32) for k in range(12)]
+    lat = [(100 * k + np.arange(2 * (1 + k % 3))).astype(np.uint16).reshape(2, 1 + k % 3) for k in range(12)]
+    os.makedirs(out, exist_ok=True)
+    for name, data in (("emb", column_file("emb", emb, "F32", labels_crc, True)),
+                       ("lat", column_file("lat", lat, "U16", labels_crc, False)),
+                       ("old", column_file("old", emb, "F32", "0badc0de", True))):
+        with open(os.path.join(out, name + ".safetensors"), "wb") as f:
+            f.write(data)
+
+
 def read12_options(**changes):
     o = dict(READ12_OPTIONS)
     for k, v in changes.items():
@@ -479,6 +513,7 @@ def main():
     ap.add_argument("--archives", help="also write the input archives the manifests describe")
     a = ap.parse_args()
     read12(os.path.join(a.out, "read12"), a.archives)
+    read12_columns(os.path.join(a.out, "read12_columns"), os.path.join(a.out, "read12"))
     for name, n, prefix, float_scores, images in PARTS:
         part(os.path.join(a.out, "parts", name), name, n, prefix, float_scores, images, a.archives)
     raw3(os.path.join(a.out, "raw3"), a.archives)

@@ -70,7 +70,7 @@ class Bytes(unittest.TestCase):
     def test_script_writes_the_checked_in_bytes(self):
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run([sys.executable, os.path.join(HERE, "make_datasets.py"), tmp], check=True)
-            for rel in DATASETS:
+            for rel in DATASETS + ["read12_columns"]:
                 a, b = os.path.join(HERE, rel), os.path.join(tmp, rel)
                 self.assertEqual(sorted(os.listdir(a)), sorted(os.listdir(b)), rel)
                 _, mismatch, errors = filecmp.cmpfiles(a, b, os.listdir(a), shallow=False)
@@ -181,6 +181,24 @@ class Values(unittest.TestCase):
             for kind in ds.blobs:
                 self.assertEqual((c[kind + ".width"][k], c[kind + ".height"][k]), (32, 24))
         self.assertEqual(c["__image__.shard"].tolist(), [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3])
+
+    def test_read12_columns(self):
+        """format.md 9, read as its numpy example reads it."""
+        with open(os.path.join(HERE, "read12", "manifest.json")) as f:
+            labels_crc = json.load(f)["labels_crc32"]
+        for name, want, uniform in (("emb", lambda k: np.array([k, 2 * k, -k], np.float32), True),
+                                    ("lat", lambda k: (100 * k + np.arange(2 * (1 + k % 3))).reshape(2, -1), False),
+                                    ("old", lambda k: np.array([k, 2 * k, -k], np.float32), True)):
+            t, meta = st_reader.load(os.path.join(HERE, "read12_columns", name + ".safetensors"))
+            self.assertEqual(sorted(t), ["offsets", "shapes", "values"])
+            self.assertEqual((meta["format"], meta["column"], meta["num_samples"]), ("tarmac-column/1", name, "12"))
+            self.assertEqual(meta["labels_crc32"] == labels_crc, name != "old")
+            for tensor in ("values", "offsets", "shapes"):
+                self.assertEqual(meta[tensor + "_crc32"], "%08x" % zlib.crc32(t[tensor].tobytes()))
+            v, o, sh = t["values"], t["offsets"], t["shapes"]
+            self.assertEqual(v.ndim == 2, uniform)
+            for k in range(12):
+                np.testing.assert_array_equal(v.reshape(-1)[o[k]:o[k + 1]].reshape(sh[k]), want(k))
 
     def test_parts(self):
         for name, n, prefix, float_scores, images in PARTS:
