@@ -301,9 +301,11 @@ def _open_part(parts_dir, record, restart, log):
 def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threads=None,
         checkpoint_every=None, restart=False, log=None, images=True):
     """Computes this rank's share of column `name` of the dataset at `path` with `fn` (a callable
-    or "MODULE:FUNC"); images=False gives FUNC no "image" and decodes nothing. Returns {"rank", "world", "samples", "computed", "batches", "seconds",
-    "wait_seconds" (blocked on the next batch's decoding), "fn_seconds" (in FUNC, until its output
-    is on the host), "data_wait" (wait_seconds / seconds), "complete"}. Raises DeriveError with
+    or "MODULE:FUNC"). images=False gives FUNC no "image" and decodes nothing; threads (decoding)
+    defaults to the cores this process may use divided among torchrun's ranks on the node.
+    Returns {"rank", "world", "samples", "computed", "batches", "seconds", "wait_seconds"
+    (blocked on the next batch's decoding), "fn_seconds" (in FUNC, until its output is on the
+    host), "data_wait" (wait_seconds / seconds), "threads", "complete"}. Raises DeriveError with
     what to do."""
     path = os.fspath(path)
     rank, world = _rank_world(rank, world)
@@ -338,22 +340,37 @@ def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threa
     torch = _torch()  # before the part exists: a signal from then on is a checkpoint, not a kill
     with _Stop() as stop:
         return _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields,
-                        threads if images else None, checkpoint_every, torch, stop, log)
+                        threads or _default_threads(), images, checkpoint_every, torch, stop, log)
 
 
-def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields, threads, checkpoint_every,
-             torch, stop, log):
-    """threads None: no images (FUNC gets the labels alone and nothing is decoded)."""
+def _default_threads():
+    """The cores this process may use (its CPU affinity: under Slurm, the task's share already)
+    divided among torchrun's ranks on this node (LOCAL_WORLD_SIZE), at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        local = 1
+    return max(1, cores // local)
+
+
+def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields, threads, images,
+             checkpoint_every, torch, stop, log):
+    """images False: FUNC gets the labels alone and nothing is decoded."""
     rank, world, begin, end = record["rank"], record["world"], record["begin"], record["end"]
     part, done = _open_part(parts_dir, record, restart, log)
     result = {"rank": rank, "world": world, "samples": end - begin, "computed": 0, "batches": 0,
-              "seconds": 0.0, "wait_seconds": 0.0, "fn_seconds": 0.0, "data_wait": 0.0, "complete": False}
+              "seconds": 0.0, "wait_seconds": 0.0, "fn_seconds": 0.0, "data_wait": 0.0, "threads": threads,
+              "complete": False}
     if record["complete"]:
         log(f"already complete ({end - begin} samples); nothing to do")
         result["complete"] = True
         return result
     todo = np.setdiff1d(np.arange(begin, end, dtype=np.int64), done)
-    decode = threads is not None and bool(ds.blob_kinds)
+    decode = images and bool(ds.blob_kinds)
     batches = _batches(ds, todo, batch_size) if decode else \
         [todo[s:s + batch_size] for s in range(0, len(todo), batch_size)]
     fixed = set(ds.fixed_fields())
@@ -362,12 +379,12 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
 
     def load(idx):
         if decode or not ds.blob_kinds:  # without images, ds.batch only stacks the fields
-            images, labels = ds.batch(idx, fields=stacked, threads=threads or 0)
+            pixels, labels = ds.batch(idx, fields=stacked, threads=threads)
         else:
-            images, labels = None, _stack_fields(ds, stacked, idx)
+            pixels, labels = None, _stack_fields(ds, stacked, idx)
         for f in listed:
             labels[f] = [ds.value(f, int(i)) for i in idx]  # str, array, or None where null
-        return idx, images, labels
+        return idx, pixels, labels
 
     t0 = last_chunk = last_log = time.monotonic()
     pending, pending_bytes, pending_batches, dtype = [], 0, 0, None
@@ -383,11 +400,11 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
         ahead = pool.submit(load, batches[0]) if batches else None
         for k in range(len(batches)):
             t_wait = time.monotonic()
-            idx, images, labels = ahead.result()
+            idx, pixels, labels = ahead.result()
             t_fn = time.monotonic()
             result["wait_seconds"] += t_fn - t_wait
             ahead = pool.submit(load, batches[k + 1]) if k + 1 < len(batches) else None
-            batch = {"__index__": idx} if images is None else {"image": images, "__index__": idx}
+            batch = {"__index__": idx} if pixels is None else {"image": pixels, "__index__": idx}
             batch.update(labels)
             if torch is not None:
                 batch = {key: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
@@ -479,7 +496,8 @@ def main(argv=None):
                    "of the labels alone: text embeddings of the captions, say)")
     p.add_argument("--rank", type=int, help="this rank (default: $RANK, $SLURM_PROCID, or 0)")
     p.add_argument("--world", type=int, help="the number of ranks (default: $WORLD_SIZE, $SLURM_NTASKS, or 1)")
-    p.add_argument("--threads", type=int, default=0, help="native decoding threads (default 0: all cores)")
+    p.add_argument("--threads", type=int, default=0, help="native decoding threads (default: the cores this process "
+                   "may use, divided among torchrun's ranks on the node)")
     p.add_argument("--checkpoint-every", type=int, metavar="K",
                    help="write a chunk every K batches (default: every 256 MiB of outputs or 60 s)")
     p.add_argument("--restart", action="store_true", help="delete this rank's part and compute it from the start")

@@ -176,6 +176,30 @@ class DeriveRunnerTest(unittest.TestCase):
             want = [text.encode().count(bytes([b])) for b in range(256)] + [-1 if tokens is None else sum(tokens)]
             np.testing.assert_array_equal(got[i], want, err_msg=key)
 
+    def test_run_in_process_with_its_defaults_decodes_the_images(self):
+        import tarmac.derive
+        out = self.dataset("inproc")
+
+        def mean_rgb(batch):  # torch tensors or numpy arrays alike
+            img = np.asarray(batch["image"], dtype=np.float64)
+            return img.reshape(len(img), -1, 3).mean(axis=1)
+
+        r = tarmac.derive.run(out, "m", mean_rgb, log=lambda m: None)
+        self.assertEqual((r["computed"], r["complete"]), (self.n, True))
+        # the default decoding threads: this process's cores (its affinity), one rank on the node
+        self.assertEqual(r["threads"], len(os.sched_getaffinity(0)))
+        _, got = self.part(out, "m", 0, 1)
+        for i in range(self.n):
+            rgb = fx.decode_rgb(self.ref.blob(i)).astype(np.float64)
+            np.testing.assert_allclose(got[i], rgb.reshape(-1, 3).mean(axis=0), rtol=1e-12)
+        # two torchrun ranks on this node share its cores
+        os.environ["LOCAL_WORLD_SIZE"] = "2"
+        try:
+            r = tarmac.derive.run(out, "m2", mean_rgb, rank=0, world=2, log=lambda m: None)
+        finally:
+            del os.environ["LOCAL_WORLD_SIZE"]
+        self.assertEqual(r["threads"], max(1, len(os.sched_getaffinity(0)) // 2))
+
     def test_time_waiting_for_data_is_reported(self):
         import tarmac.derive
         out = self.dataset("timing")
