@@ -11,11 +11,14 @@ Measured, in one run:
   derive T  tarmac.derive.run with T native decoding threads: samples/s, the fraction of its
             time spent waiting for the next batch (data_wait), the GPU's utilisation (NVML or
             nvidia-smi, sampled in a background thread)
+  loader T  the same with a FUNC that does nothing (one byte per sample, no model, no GPU): the
+            loader's own rate, i.e. the headroom left for a faster model or GPU
 
 and the fewest threads that keep derive within 95 % of the ceiling. With --tarmac, the last
 run's column is merged and verified (`tarmac column merge`, `tarmac verify`).
 
 usage: derive_gpu.py DATASET [--device cuda] [--batch-size 8] [--threads 1 2 4 8 16]
+                     [--loader-threads 1 2 4 8 16]
                      [--tarmac PATH] [--json OUT.json]
 """
 import argparse
@@ -99,6 +102,8 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--loader-threads", type=int, nargs="+", default=[1, 2, 4, 8, 16],
+                    help="also run derive with a FUNC that does nothing: the loader's own rate")
     ap.add_argument("--tarmac", help="tarmac binary: merge and verify the last run's column")
     ap.add_argument("--json", help="write the figures here too")
     a = ap.parse_args()
@@ -143,6 +148,17 @@ def main():
     print(f"ceiling (decoded beforehand): {ceiling['samples_per_s']:.1f} samples/s, GPU "
           f"{ceiling['gpu_utilisation'] if ceiling['gpu_utilisation'] is not None else '-'} %", flush=True)
 
+    # The loader alone: derive with a FUNC that returns one byte per sample, no model, no GPU. Its
+    # rate over the encoder's is the headroom left for a faster model or GPU.
+    loader = []
+    for threads in a.loader_threads:
+        shutil.rmtree(os.path.join(a.dataset, "columns"), ignore_errors=True)
+        r = tarmac.derive.run(a.dataset, "loader", lambda b: b["image"][:, 0, 0, :1].clone(),
+                              batch_size=a.batch_size, rank=0, world=1, threads=threads, log=lambda msg: None)
+        loader.append({"threads": threads, "samples_per_s": r["computed"] / r["seconds"]})
+        print(f"loader alone, {threads:2d} threads: {loader[-1]['samples_per_s']:.0f} samples/s "
+              f"({loader[-1]['samples_per_s'] / ceiling['samples_per_s']:.1f}x the encoder's ceiling)", flush=True)
+
     rows = []
     for threads in a.threads:
         shutil.rmtree(os.path.join(a.dataset, "columns"), ignore_errors=True)
@@ -167,6 +183,11 @@ def main():
     for r in rows:
         gpu = "%.0f %%" % r["gpu_utilisation"] if r["gpu_utilisation"] is not None else "–"
         print(f"| {r['threads']} | {r['samples_per_s']:.1f} | {r['of_ceiling']:.0%} | {r['data_wait']:.1%} | {gpu} |")
+    if loader:
+        print("\n| loader alone, threads | samples/s | × the encoder's ceiling |")
+        print("|---|---|---|")
+        for r in loader:
+            print(f"| {r['threads']} | {r['samples_per_s']:.0f} | {r['samples_per_s'] / ceiling['samples_per_s']:.1f} |")
 
     if a.tarmac:
         for cmd in ([a.tarmac, "column", "merge", "-q", a.dataset, "latents"], [a.tarmac, "verify", "-q", a.dataset]):
@@ -175,7 +196,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"samples": n, "batch_size": a.batch_size, "sizes": sizes, "params": params,
-                       "device": str(dev), "ceiling": ceiling, "derive": rows, "threads_needed": enough}, f, indent=1)
+                       "device": str(dev), "ceiling": ceiling, "derive": rows, "loader": loader,
+                       "threads_needed": enough}, f, indent=1)
 
 
 if __name__ == "__main__":
