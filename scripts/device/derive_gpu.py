@@ -187,7 +187,8 @@ def main():
         print("\n| loader alone, threads | samples/s | × the encoder's ceiling |")
         print("|---|---|---|")
         for r in loader:
-            print(f"| {r['threads']} | {r['samples_per_s']:.0f} | {r['samples_per_s'] / ceiling['samples_per_s']:.1f} |")
+            x = r["samples_per_s"] / ceiling["samples_per_s"]
+            print(f"| {r['threads']} | {r['samples_per_s']:.0f} | {x:.1f} |")
 
     if a.tarmac:
         for cmd in ([a.tarmac, "column", "merge", "-q", a.dataset, "latents"], [a.tarmac, "verify", "-q", a.dataset]):
