@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
 #include "apps/errors.h"
+#include "apps/progress.h"
 #include "apps/signals.h"
 #include "columns/column_ops.h"
 #include "common/bytes.h"
@@ -25,18 +27,13 @@ std::string command_line(const GlobalFlags& g) {
 
 // A merge's progress on stderr: a redrawn line on a terminal; in a log (Slurm's), a line every
 // 10 s and at each phase's end once the merge has run 10 s (a short merge prints only its summary).
-void show_progress(const ColumnMergeProgress& p, bool terminal) {
-  static double last_plain = 0;
-  if (!terminal && (p.seconds < 10 || (!p.final && p.seconds - last_plain < 10))) return;
-  last_plain = p.seconds;
-  const double frac =
-      p.bytes_total ? static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : 1.0;
-  const auto rate =
-      static_cast<uint64_t>(p.seconds > 0 ? static_cast<double>(p.bytes_done) / p.seconds : 0);
-  std::fprintf(stderr, "%scolumn merge: %s %3.0f%%  %s of %s, %s/s%s", terminal ? "\r\033[K" : "",
-               p.phase, 100 * frac, format_bytes(p.bytes_done).c_str(),
-               format_bytes(p.bytes_total).c_str(), format_bytes(rate).c_str(),
-               !terminal || p.final ? "\n" : "");
+std::function<void(const ColumnMergeProgress&)> show_progress(bool terminal) {
+  return [terminal, last_plain = 0.0](const ColumnMergeProgress& p) mutable {
+    if (!terminal && (p.seconds < 10 || (!p.final && p.seconds - last_plain < 10))) return;
+    last_plain = p.seconds;
+    cli::print_bytes_progress(std::string("column merge: ") + p.phase, p.bytes_done, p.bytes_total,
+                              p.seconds, terminal, p.final);
+  };
 }
 
 }  // namespace
@@ -92,8 +89,7 @@ Runner setup_column(CLI::App& app, const GlobalFlags& g) {
       o->command = command_line(g);
       o->stop = &stop_on_signals();
       if (g.verbosity >= 0 && !g.json) {
-        const bool terminal = ::isatty(STDERR_FILENO) != 0;
-        o->progress = [terminal](const ColumnMergeProgress& p) { show_progress(p, terminal); };
+        o->progress = show_progress(::isatty(STDERR_FILENO) != 0);
       }
       ColumnMergeResult r;
       try {

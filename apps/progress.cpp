@@ -149,6 +149,15 @@ ProgressDisplay::ProgressDisplay(ProgressMode mode, double every_seconds,
   if (mode_ != ProgressMode::None) thread_ = std::thread([this] { loop(); });
 }
 
+void print_bytes_progress(const std::string& label, uint64_t done, uint64_t total, double seconds,
+                          bool bar, bool final) {
+  const double frac = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+  const auto rate = static_cast<uint64_t>(seconds > 0 ? static_cast<double>(done) / seconds : 0);
+  std::fprintf(stderr, "%s%s %3.0f%%  %s of %s, %s/s%s", bar ? "\r\033[K" : "", label.c_str(),
+               100 * frac, format_bytes(done).c_str(), format_bytes(total).c_str(),
+               format_bytes(rate).c_str(), !bar || final ? "\n" : "");
+}
+
 ProgressDisplay::~ProgressDisplay() {
   finish(false);
 }

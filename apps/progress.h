@@ -51,6 +51,12 @@ ProgressEstimate estimate(const ProgressSnapshot& s, double seconds, uint64_t ha
 std::string progress_line(const ProgressSnapshot& s, const ProgressEstimate& e, double seconds,
                           bool bar);
 
+/// One line of a byte-counted progress on stderr: "LABEL  42%  1.2 GiB of 2.9 GiB, 300 MiB/s"
+/// (LABEL e.g. "verify:"), redrawn in place on a terminal (`bar`; ended by the `final` call),
+/// else a line of its own.
+void print_bytes_progress(const std::string& label, uint64_t done, uint64_t total, double seconds,
+                          bool bar, bool final);
+
 /// Draws the progress of `read()` on stderr until finish() (or destruction): every 200 ms as
 /// one redrawn line (Bar), or every `every_seconds` as a plain line, and when the phase changes
 /// (Plain).

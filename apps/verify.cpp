@@ -7,6 +7,7 @@
 
 #include "apps/commands.h"
 #include "apps/errors.h"
+#include "apps/progress.h"
 #include "check/verify.h"
 #include "common/bytes.h"
 
@@ -27,13 +28,8 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
   return [o, &g]() -> int {
     const bool bar = g.verbosity >= 0 && !g.json && ::isatty(STDERR_FILENO);
     const check::VerifyReport r = check::verify_dataset(*o, [&](const check::VerifyProgress& p) {
-      if (!bar) return;
-      const double frac = p.bytes_total ? static_cast<double>(p.bytes_done) / p.bytes_total : 1.0;
-      std::fprintf(
-          stderr, "\r\033[Kverify: %3.0f%%  %s of %s, %s/s%s", 100 * frac,
-          format_bytes(p.bytes_done).c_str(), format_bytes(p.bytes_total).c_str(),
-          format_bytes(p.seconds > 0 ? static_cast<uint64_t>(p.bytes_done / p.seconds) : 0).c_str(),
-          p.final ? "\n" : "");
+      if (bar)
+        cli::print_bytes_progress("verify:", p.bytes_done, p.bytes_total, p.seconds, true, p.final);
     });
     if (g.json) {
       nlohmann::ordered_json j;
