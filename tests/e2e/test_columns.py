@@ -95,17 +95,22 @@ class ColumnTest(fx.TmpCase):
             out[i] = (rng.standard_normal(shape) * 100).astype(dtype)
         return out
 
+    def two_ranks(self, dataset, column, ragged):
+        """A copy of the dataset with both parts of a 2-rank column written; (dir, dataset, outputs, n)."""
+        out, ds = self.dataset(dataset)
+        n = len(ds.keys)
+        outs = self.outputs(ds, ragged=ragged)
+        for r in range(2):
+            write_part(out, column, r, 2, outs, n=n)
+        return out, ds, outs, n
+
     def merge(self, out, name, expect=0, *flags):
         p = fx.run(["column", "merge", out, name, *flags])
         self.assertEqual(p.returncode, expect, p.stderr.decode())
         return p
 
     def test_uniform_column_merges_from_two_ranks(self):
-        out, ds = self.dataset("uniform")
-        n = len(ds.keys)
-        outs = self.outputs(ds, ragged=False)
-        for r in range(2):
-            write_part(out, "emb", r, 2, outs, n=n)
+        out, ds, outs, n = self.two_ranks("uniform", "emb", ragged=False)
         self.merge(out, "emb")
         t, meta = st_reader.load(os.path.join(out, "columns", "emb.safetensors"))
         self.assertEqual(t["values"].shape, (n, 4, 2, 2))
@@ -186,11 +191,7 @@ class ColumnTest(fx.TmpCase):
         self.assertIn("part-00001-of-00003.json", err)
 
     def test_merge_shows_progress_on_a_terminal_only(self):
-        out, ds = self.dataset("progress")
-        n = len(ds.keys)
-        outs = self.outputs(ds, ragged=True)
-        for r in range(2):
-            write_part(out, "lat", r, 2, outs, n=n)
+        out, ds, outs, n = self.two_ranks("progress", "lat", ragged=True)
         parts = os.path.join(out, "columns", "lat.parts")
         chunk_bytes = sum(os.path.getsize(os.path.join(parts, f)) for f in os.listdir(parts) if "chunk" in f)
         rc, text = fx.on_pty(["column", "merge", out, "lat", "--keep-parts"])
@@ -211,11 +212,7 @@ class ColumnTest(fx.TmpCase):
         self.assertIn(f"verify: 100%  {total / 1024:.1f} KiB of {total / 1024:.1f} KiB", text.decode())
 
     def test_damaged_chunks_are_refused(self):
-        out, ds = self.dataset("damaged")
-        n = len(ds.keys)
-        outs = self.outputs(ds, ragged=False)
-        for r in range(2):
-            write_part(out, "emb", r, 2, outs, n=n)
+        out, ds, outs, n = self.two_ranks("damaged", "emb", ragged=False)
         chunk = os.path.join(out, "columns", "emb.parts", "part-00001-of-00002.chunk-000001.safetensors")
         fx.flip_bit(chunk, 3, 0x10)
         err = self.merge(out, "emb", 1).stderr.decode()
