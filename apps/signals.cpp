@@ -1,6 +1,12 @@
 #include "apps/signals.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <csignal>
+#include <optional>
+#include <thread>
 
 namespace tarmac::cli {
 namespace {
@@ -16,10 +22,38 @@ extern "C" void on_stop_signal(int sig) {
   g_stop.request(sig);
 }
 
+// Ends a run that has not stopped kStopExitSeconds after the first signal (2 s after the
+// second): one blocked in a read that never returns (a stalled pipe, a FIFO without a
+// writer) or in work that does not poll the request. Exiting there is as safe as SIGKILL,
+// which the kill tests prove; only the checkpoint of a stop in progress is waited for.
+void watch_stop() {
+  using Clock = std::chrono::steady_clock;
+  const auto tick = std::chrono::milliseconds(100);
+  while (!g_stop.requested()) std::this_thread::sleep_for(tick);
+  const auto first = Clock::now();
+  std::optional<Clock::time_point> second;
+  const auto due = [&] {
+    const auto late = first + std::chrono::seconds(kStopExitSeconds);
+    return second ? std::min(late, *second + std::chrono::seconds(2)) : late;
+  };
+  while (Clock::now() < due() || g_stop.checkpointing.load()) {
+    if (!second && g_stop.urgent()) second = Clock::now();
+    std::this_thread::sleep_for(tick);
+  }
+  const int sig = g_stop.signal.load();
+  const std::string text =
+      "tarmac: error: stopped by " + signal_name(sig) +
+      ": the run did not stop in time (blocked waiting for input that does not come?), so it "
+      "exits now; whatever its last checkpoint holds is kept (go on with --resume)\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, text.data(), text.size());
+  ::_exit(signal_exit_code(sig));
+}
+
 }  // namespace
 
 const StopRequest& stop_on_signals() {
   static const bool installed = [] {
+    std::thread(watch_stop).detach();
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);

@@ -12,6 +12,9 @@ namespace tarmac {
 struct StopRequest {
   std::atomic<int> signal{0};  ///< the first signal's number (0: none; another cause: any > 0)
   std::atomic<int> count{0};   ///< how many requests came: 1 stop gracefully, 2 stop now
+  /// Set by the run while it writes the checkpoint of a stop, so that a watchdog that ends a
+  /// run which does not stop (cli::stop_on_signals) lets it finish that.
+  mutable std::atomic<bool> checkpointing{false};
 
   /// Records one request; safe in a signal handler.
   void request(int sig) noexcept {

@@ -11,6 +11,7 @@
 #include "format/shard_list.h"
 #include "write/file_util.h"
 #include "write/output_lock.h"
+#include "write/staging.h"
 
 namespace tarmac {
 namespace fs = std::filesystem;
@@ -45,11 +46,81 @@ std::optional<uint64_t> checkpoint_samples(const fs::path& staging) {
   }
 }
 
+namespace {
+
+bool is_dataset_file_name(const std::string& name) {
+  return is_shard_name(name) || name == kLabelsFile || name == kManifestFile ||
+         name == kShardListFile;
+}
+
+// The files of the complete dataset in `out`, by its own record: the shards its manifest
+// lists, the shard list, the manifest and the annotation file. What --overwrite replaces.
+std::vector<std::string> dataset_files(const fs::path& out) {
+  std::vector<std::string> files{kLabelsFile, kManifestFile, kShardListFile};
+  const auto unreadable = [&](const std::string& why) {
+    return FatalError("--overwrite: the dataset in '" + out.string() + "' has " + why +
+                      ", so tarmac cannot tell which files are its own and replaces none; "
+                      "remove the old dataset yourself, or choose another output directory");
+  };
+  std::ifstream in(out / kManifestFile);
+  if (!in) throw unreadable("no readable " + std::string(kManifestFile));
+  try {
+    const json m = json::parse(in);
+    for (const auto& shard : m.at("shards")) {
+      const std::string name = shard.at("name").get<std::string>();
+      // A name that is not a plain shard name is nothing tarmac wrote: never removed.
+      if (!is_shard_name(name)) throw unreadable("a manifest listing '" + name + "' as a shard");
+      files.push_back(name);
+    }
+  } catch (const json::exception& e) {
+    throw unreadable("a manifest that cannot be read (" + std::string(e.what()) + ")");
+  }
+  return files;
+}
+
+// A file a new dataset would be written over that no dataset in `out` owns (a name like a
+// shard's, or the manifest's) is the user's: refused, whatever the flags.
+void refuse_foreign_files(const fs::path& out, const std::vector<std::string>& owned) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!is_dataset_file_name(name)) continue;
+    if (std::find(owned.begin(), owned.end(), name) != owned.end()) continue;
+    throw FatalError("output directory '" + out.string() + "' holds '" + name +
+                     "', which no dataset there lists as its own; --overwrite replaces only an "
+                     "old dataset's files. Move it away, or choose another output directory");
+  }
+}
+
+}  // namespace
+
+void refuse_inputs_inside_output(const ConvertOptions& o) {
+  std::error_code ec;
+  fs::path out = fs::weakly_canonical(o.output, ec);
+  if (ec) return;
+  if (out.filename().empty()) out = out.parent_path();  // "raw/" names the folder "raw"
+  std::vector<std::string> inputs = o.inputs;
+  if (!o.table.empty()) inputs.push_back(o.table);
+  for (const auto& in : inputs) {
+    if (in == "-") continue;
+    const fs::path path = fs::weakly_canonical(in, ec);
+    if (ec) continue;
+    const bool inside =
+        std::mismatch(out.begin(), out.end(), path.begin(), path.end()).first == out.end();
+    if (inside && path != out)
+      throw FatalError("input '" + in + "' is inside the output directory '" + o.output +
+                       "': writing the dataset there could replace it. Choose an output "
+                       "directory that holds no input (e.g. -o converted/)");
+  }
+}
+
 // Gets the output directory ready. Returns the checkpoint to resume from (--resume, when an
 // interrupted run left one), with every file the checkpoint names back in the staging
-// directory; sets `complete` when --resume finds a finished dataset and nothing to do.
-std::optional<json> prepare_output(const ConvertOptions& o, const fs::path& out,
-                                   const fs::path& staging, bool& complete) {
+// directory; says when --resume finds a finished dataset and nothing to do, and which files
+// of an old dataset --overwrite replaces.
+PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
+                              const fs::path& staging) {
+  PreparedOutput r;
   std::error_code ec;
   if (fs::exists(out, ec)) {
     if (!fs::is_directory(out, ec))
@@ -66,12 +137,15 @@ std::optional<json> prepare_output(const ConvertOptions& o, const fs::path& out,
       if (!has_labels) {
         fs::remove(out / kManifestFile, ec);
         fs::remove(out / kShardListFile, ec);
+      } else {
+        r.replaced = dataset_files(out);
       }
-      return cp;
+      r.checkpoint = std::move(cp);
+      return r;
     }
     if (o.resume && has_labels) {
-      complete = true;
-      return std::nullopt;
+      r.complete = true;
+      return r;
     }
     // A plain run never throws converted work away unasked: the user says which they want.
     if (!o.resume && !o.overwrite && !has_labels)
@@ -82,22 +156,31 @@ std::optional<json> prepare_output(const ConvertOptions& o, const fs::path& out,
                          "'. Run the same command with --resume to go on from there, or with "
                          "--overwrite to discard them and start again");
     // A staging directory without the annotation file is a killed run. It may have got as far
-    // as publishing some shards and the manifest: those are its files too (format.md).
+    // as publishing some shards (those its last checkpoint and its manifest list: it
+    // checkpoints, then writes the manifest, then publishes) and the manifest: those are its
+    // files too (format.md); nothing is removed by its name's pattern.
     if (fs::exists(staging, ec) && !has_labels) {
-      std::vector<fs::path> published{out / kManifestFile, out / kShardListFile};
-      for (const auto& e : fs::directory_iterator(out, ec))
-        if (is_shard_name(e.path().filename().string())) published.push_back(e.path());
-      for (const auto& p : published) fs::remove(p, ec);
+      if (fs::is_regular_file(staging / kCheckpointFile, ec)) try {
+          for (const auto& n : load_checkpoint(staging / kCheckpointFile).at("writer").at("shards"))
+            if (n.is_string() && is_shard_name(n.get<std::string>()))
+              fs::remove(out / n.get<std::string>(), ec);
+        } catch (const std::exception&) {  // unreadable: its manifest still says
+        }
+      discard_unfinished_publish(out, staging);
     }
     fs::remove_all(staging, ec);  // never a dataset
-    if (!empty_but_lock(out) && !o.overwrite)
-      throw FatalError("output directory '" + out.string() +
-                       "' is not empty; choose a new directory or pass --overwrite");
+    if (!empty_but_lock(out)) {
+      if (!o.overwrite)
+        throw FatalError("output directory '" + out.string() +
+                         "' is not empty; choose a new directory or pass --overwrite");
+      if (has_labels) r.replaced = dataset_files(out);
+      refuse_foreign_files(out, r.replaced);
+    }
   }
   fs::create_directories(staging, ec);
   if (ec)
     throw FatalError("cannot create output directory '" + staging.string() + "': " + ec.message());
-  return std::nullopt;
+  return r;
 }
 
 // What must not change between an interrupted run and its --resume: every option that shapes

@@ -11,14 +11,27 @@
 
 namespace tarmac {
 
-/// Gets the output directory ready. Returns the checkpoint to resume from (--resume, when an
-/// interrupted run left one), with every file the checkpoint names back in the staging
-/// directory; sets `complete` when --resume finds a finished dataset and nothing to do.
+/// What prepare_output found in the output directory.
+struct PreparedOutput {
+  /// The checkpoint to resume from (--resume, when an interrupted run left one).
+  std::optional<nlohmann::ordered_json> checkpoint;
+  /// --resume found a finished dataset: nothing to do.
+  bool complete = false;
+  /// The old dataset's files that publishing replaces (--overwrite): its annotation file,
+  /// manifest, shard list and the shards its manifest lists.
+  std::vector<std::string> replaced;
+};
+
+/// Gets the output directory ready: with --resume, every file the checkpoint names back in the
+/// staging directory. Refuses a directory holding anything but an old dataset's files, unless
+/// --overwrite, and even then a file named like a dataset's that no dataset there lists.
 /// Throws FatalError.
-std::optional<nlohmann::ordered_json> prepare_output(const ConvertOptions& o,
-                                                     const std::filesystem::path& out,
-                                                     const std::filesystem::path& staging,
-                                                     bool& complete);
+PreparedOutput prepare_output(const ConvertOptions& o, const std::filesystem::path& out,
+                              const std::filesystem::path& staging);
+
+/// Refuses (FatalError) an input file or folder (or --table) inside the output directory:
+/// the dataset written there could replace it.
+void refuse_inputs_inside_output(const ConvertOptions& o);
 
 /// The samples converted up to the checkpoint in `staging`; nullopt when there is none or it
 /// cannot be read.

@@ -241,6 +241,7 @@ ConvertResult convert(const ConvertOptions& options) {
         "with --crop or --size");
   const fs::path out(o.output);
   const fs::path staging = out / kStagingDir;
+  refuse_inputs_inside_output(o);
   std::vector<std::string> part_inputs;
   const PartSplit split = select_part(o, &part_inputs);
   if (o.resume && std::find(part_inputs.begin(), part_inputs.end(), "-") != part_inputs.end())
@@ -289,9 +290,9 @@ ConvertResult convert(const ConvertOptions& options) {
   notes.clear();  // the output exists now: the check is exact
   const std::vector<std::string> exclude = output_inside_inputs(o, notes);
   result.notes = notes;
-  bool complete = false;
-  std::optional<json> cp = prepare_output(o, out, staging, complete);
-  if (complete) {
+  PreparedOutput prepared = prepare_output(o, out, staging);
+  std::optional<json>& cp = prepared.checkpoint;
+  if (prepared.complete) {
     result.already_complete = true;
     return result;
   }
@@ -374,7 +375,9 @@ ConvertResult convert(const ConvertOptions& options) {
       pipe.cancel();
     }
     if (stop_t0 && !writer_failure) {
+      o.stop->checkpointing.store(true);
       recorder.write_checkpoint();  // before waiting for the reader, which may be mid-read
+      o.stop->checkpointing.store(false);
       pipe.cancel();
       pool.join();
       throw StopSignal{o.stop->signal.load()};
@@ -494,7 +497,7 @@ ConvertResult convert(const ConvertOptions& options) {
                                       "' holds values of types that share no column type (" + held +
                                       "): each is kept as its JSON text");
     }
-    publish_dataset(out, staging, writer.shard_names(), o.overwrite);
+    publish_dataset(out, staging, writer.shard_names(), prepared.replaced);
     result.stages.finish_seconds = seconds_since(finish_t0);
     result.seconds = seconds_since(t0);
     if (progress) progress->phase.store(ConvertProgress::Phase::Done);

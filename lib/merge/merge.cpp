@@ -354,18 +354,56 @@ void check_same_classes(const std::vector<std::unique_ptr<Part>>& parts) {
   }
 }
 
-// Places part shard `from` in the staging directory as `to`: a hard link, or a copy.
-bool place_shard(const fs::path& from, const fs::path& to, bool copy) {
+// Places part shard `from` in the staging directory as `to`: a hard link, or a copy. Only a
+// part's own regular file: a symbolic link could bring any file of the machine into the
+// dataset (a hard link to the link itself, or a copy of what it points to). The placed file
+// is checked again (regular, the size the part's annotation file needs), so that a file
+// swapped for a link in between is caught too.
+bool place_shard(const std::string& part, const fs::path& from, const fs::path& to, bool copy,
+                 uint64_t needed) {
   std::error_code ec;
+  const auto refuse = [&](const std::string& why) {
+    return FatalError("part '" + part + "': shard '" + from.filename().string() + "' " + why +
+                      "; the merge stopped and wrote nothing (run 'tarmac verify " + part + "')");
+  };
+  if (fs::symlink_status(from, ec).type() != fs::file_type::regular)
+    throw refuse(
+        "is not a regular file (a symbolic link, or missing): merge takes only the parts' own "
+        "files; put the file itself there, or convert the part again");
+  bool linked = false;
   if (!copy) {
     fs::create_hard_link(from, to, ec);
-    if (!ec) return true;
+    linked = !ec;
   }
-  fs::copy_file(from, to, ec);
-  if (ec)
-    throw FatalError("cannot copy shard '" + from.string() + "' to '" + to.string() +
-                     "': " + ec.message());
-  return false;
+  if (!linked) {
+    ec.clear();
+    fs::copy_file(from, to, ec);
+    if (ec)
+      throw FatalError("cannot copy shard '" + from.string() + "' to '" + to.string() +
+                       "': " + ec.message());
+  }
+  if (fs::symlink_status(to, ec).type() != fs::file_type::regular)
+    throw refuse("changed into a link while it was being merged");
+  const uint64_t size = fs::file_size(to, ec);
+  if (ec || size < needed || size % 512 != 0)
+    throw refuse("is " + std::to_string(size) + " bytes, not a whole tar holding the " +
+                 std::to_string(needed) + " bytes its samples' records need");
+  return linked;
+}
+
+// The bytes each shard of part `p` must hold: the end of its last stored blob.
+std::vector<uint64_t> shard_bytes_needed(const Part& p) {
+  std::vector<uint64_t> needed(p.a.shards().size(), 0);
+  for (size_t k = 0; k < p.a.blob_kinds().size(); ++k)
+    for (uint64_t i = 0; i < p.a.size(); ++i) {
+      const auto b = p.a.blob(k, i);
+      if (b.shard >= 0 && static_cast<size_t>(b.shard) < needed.size() && b.offset >= 0 &&
+          b.size >= 0)
+        needed[static_cast<size_t>(b.shard)] =
+            std::max(needed[static_cast<size_t>(b.shard)],
+                     static_cast<uint64_t>(b.offset) + static_cast<uint64_t>(b.size));
+    }
+  return needed;
 }
 
 // The manifest options that must agree between parts for the merge to make sense: the typed
@@ -446,7 +484,9 @@ MergeResult merge_datasets(const MergeOptions& o) {
   const OutputLock lock(out, holder.empty() ? "tarmac::merge_datasets()" : holder);
   // Under the lock: a staging directory without a checkpoint is a merge that died (never a
   // dataset); an interrupted conversion's is converted work, left alone.
-  if (!fs::exists(staging / kCheckpointFile, ec)) fs::remove_all(staging, ec);
+  // One killed while publishing had moved some of its files out: those go too, so that the
+  // same command can be run again.
+  if (!fs::exists(staging / kCheckpointFile, ec)) discard_unfinished_publish(out, staging);
   if (!empty_but_lock(out))
     throw FatalError("output '" + o.output + "' is not an empty directory; choose a new one");
   fs::create_directories(staging, ec);
@@ -471,11 +511,12 @@ MergeResult merge_datasets(const MergeOptions& o) {
           if (s >= 0 && static_cast<size_t>(s) < p->a.shards().size())
             ++shard_samples[first_shard + static_cast<size_t>(s)];
         }
+      const std::vector<uint64_t> needed = shard_bytes_needed(*p);
       for (size_t s = 0; s < p->a.shards().size(); ++s) {
         throw_if_stopped(o.stop);
         const std::string name = shard_name(shard_names.size());
         const fs::path from = fs::path(p->path) / p->a.shards()[s];
-        if (place_shard(from, staging / name, o.copy))
+        if (place_shard(p->path, from, staging / name, o.copy, needed[s]))
           ++result.linked;
         else
           ++result.copied;
@@ -572,7 +613,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
     write_file_atomic((staging / kManifestFile).string(),
                       sealed_manifest_text(std::move(manifest)));
 
-    publish_dataset(out, staging, shard_names, /*overwrite=*/false);
+    publish_dataset(out, staging, shard_names, /*replaced=*/{});
   } catch (...) {
     fs::remove_all(staging, ec);
     throw;

@@ -1,5 +1,8 @@
 #include "write/staging.h"
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "common/crc32.h"
 #include "format/names.h"
 #include "write/file_util.h"
@@ -16,20 +19,35 @@ std::string write_shard_list(const fs::path& staging, const ShardList& list) {
 }
 
 void publish_dataset(const fs::path& out, const fs::path& staging,
-                     const std::vector<std::string>& shards, bool overwrite) {
+                     const std::vector<std::string>& shards,
+                     const std::vector<std::string>& replaced) {
   std::error_code ec;
-  if (overwrite) {
-    fs::remove(out / kLabelsFile, ec);
-    fs::remove(out / kManifestFile, ec);
-    fs::remove(out / kShardListFile, ec);
-    for (const auto& e : fs::directory_iterator(out, ec))
-      if (is_shard_name(e.path().filename().string())) fs::remove(e.path(), ec);
-  }
+  for (const auto& name : replaced) fs::remove(out / name, ec);
   for (const auto& s : shards) atomic_rename((staging / s).string(), (out / s).string());
   if (fs::exists(staging / kShardListFile, ec))
     atomic_rename((staging / kShardListFile).string(), (out / kShardListFile).string());
   atomic_rename((staging / kManifestFile).string(), (out / kManifestFile).string());
   atomic_rename((staging / kLabelsFile).string(), (out / kLabelsFile).string());
+  fs::remove_all(staging, ec);
+}
+
+void discard_unfinished_publish(const fs::path& out, const fs::path& staging) {
+  std::error_code ec;
+  if (!fs::is_directory(staging, ec) || fs::exists(out / kLabelsFile, ec)) return;
+  // The manifest goes out after the shards, so while it is still in staging it lists every
+  // shard already moved; once it is out, it lists them all.
+  fs::path manifest = staging / kManifestFile;
+  if (!fs::exists(manifest, ec)) manifest = out / kManifestFile;
+  std::vector<std::string> published{kManifestFile, kShardListFile};
+  std::ifstream in(manifest);
+  const nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
+  if (m.is_object() && m.contains("shards") && m["shards"].is_array())
+    for (const auto& shard : m["shards"])
+      if (shard.is_object() && shard.contains("name") && shard["name"].is_string() &&
+          is_shard_name(shard["name"].get<std::string>()))
+        published.push_back(shard["name"].get<std::string>());
+  if (fs::exists(staging / kManifestFile, ec) || fs::exists(out / kManifestFile, ec))
+    for (const auto& name : published) fs::remove(out / name, ec);
   fs::remove_all(staging, ec);
 }
 

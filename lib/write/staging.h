@@ -15,12 +15,20 @@ namespace tarmac {
 std::string write_shard_list(const std::filesystem::path& staging, const format::ShardList& list);
 
 /// Moves the finished dataset from `staging` into `out`: the shards, the shard list when
-/// `staging` holds one, the manifest, then the
-/// annotation file last, so that its presence means the dataset is complete; then removes the
-/// staging directory. With `overwrite`, the dataset files already in `out` (annotation file,
-/// shard list, manifest, files named as shards are: format::is_shard_name) are removed first;
-/// nothing else of the directory is touched. Throws FatalError.
+/// `staging` holds one, the manifest, then the annotation file last, so that its presence means
+/// the dataset is complete; then removes the staging directory. `replaced` names the files of
+/// the dataset that was in `out` before (convert --overwrite: its annotation file, manifest,
+/// shard list and the shards its manifest lists, never a name-pattern match); they are removed
+/// first, and nothing else of the directory is touched. Throws FatalError.
 void publish_dataset(const std::filesystem::path& out, const std::filesystem::path& staging,
-                     const std::vector<std::string>& shards, bool overwrite);
+                     const std::vector<std::string>& shards,
+                     const std::vector<std::string>& replaced);
+
+/// A run that died while publishing (its staging directory is there, the annotation file is
+/// not): removes the files it had moved into `out`, those its manifest lists (the manifest
+/// still in `staging`, or already moved out), then the staging directory. Nothing else of
+/// `out` is touched. A staging directory holding a checkpoint is converted work: callers keep it.
+void discard_unfinished_publish(const std::filesystem::path& out,
+                                const std::filesystem::path& staging);
 
 }  // namespace tarmac

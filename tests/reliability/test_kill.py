@@ -198,17 +198,34 @@ class KillTest(fx.TmpCase):
         """Bug: a run killed between publishing its shards and its annotation file left
         shard-*.tar and manifest.json beside .tarmac-partial/, and the re-run refused the
         directory as not empty. The leftovers are the killed run's, so the re-run removes them
-        (here without a checkpoint: nothing converted to keep)."""
+        (here without a checkpoint: nothing converted to keep). Which files are its own, its
+        manifest says (still in .tarmac-partial/, or already moved out), never a name pattern:
+        a shard-named file no manifest lists stays, and the re-run refuses the directory."""
         small = fx.write_tar(os.path.join(self.tmp, "small.tar"),
                              [("a/0.jpg", fx.jpg(fx.smooth_rgb(32, 24))), ("a/0.json", fx.js({"id": 0}))])
-        out = os.path.join(self.tmp, "publish-killed")
+        manifest = fx.js({"shards": [{"name": "shard-000000.tar"}, {"name": "shard-000001.tar"}]})
+        for manifest_out in (True, False):
+            out = os.path.join(self.tmp, "publish-killed-%s" % manifest_out)
+            os.makedirs(os.path.join(out, ".tarmac-partial"))
+            moved = ("shard-000000.tar", "shard-000001.tar") if manifest_out else ("shard-000000.tar",)
+            for name in moved:
+                with open(os.path.join(out, name), "wb") as f:
+                    f.write(b"left by the killed run")
+            where = out if manifest_out else os.path.join(out, ".tarmac-partial")
+            with open(os.path.join(where, "manifest.json"), "wb") as f:
+                f.write(manifest)
+            p = fx.run(["convert", small, "-o", out])
+            self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+            self.assertEqual(sorted(os.listdir(out)),
+                             ["labels.safetensors", "manifest.json", "shard-000000.tar", "shardlist.json"])
+        out = os.path.join(self.tmp, "publish-killed-foreign")
         os.makedirs(os.path.join(out, ".tarmac-partial"))
-        for name in ("shard-000000.tar", "shard-000001.tar", "manifest.json"):
-            with open(os.path.join(out, name), "wb") as f:
-                f.write(b"left by the killed run")
+        with open(os.path.join(out, "shard-000003.tar"), "wb") as f:
+            f.write(b"listed by no manifest")
         p = fx.run(["convert", small, "-o", out])
-        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
-        self.assertEqual(sorted(os.listdir(out)), ["labels.safetensors", "manifest.json", "shard-000000.tar", "shardlist.json"])
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"not empty", p.stderr)
+        self.assertTrue(os.path.exists(os.path.join(out, "shard-000003.tar")))
 
 
 if __name__ == "__main__":

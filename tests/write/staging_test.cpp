@@ -30,7 +30,7 @@ TEST_CASE("publish moves shards, manifest and annotation file in; staging goes a
   touch(staging / "shard-000001.tar", "s1");
   touch(staging / "manifest.json", "{}");
   touch(staging / "labels.safetensors", "L");
-  tarmac::publish_dataset(out, staging, {"shard-000000.tar", "shard-000001.tar"}, false);
+  tarmac::publish_dataset(out, staging, {"shard-000000.tar", "shard-000001.tar"}, {});
   CHECK(slurp(out / "shard-000001.tar") == "s1");
   CHECK(slurp(out / "labels.safetensors") == "L");
   CHECK(fs::exists(out / "manifest.json"));
@@ -38,7 +38,8 @@ TEST_CASE("publish moves shards, manifest and annotation file in; staging goes a
 }
 
 TEST_CASE(
-    "publish --overwrite removes the old dataset's files only (a user's shard-notes.txt stays)") {
+    "publish --overwrite removes the files it is given only (a user's shard-notes.txt and an "
+    "unlisted shard-000002.tar stay)") {
   TempDir dir;
   const fs::path out = dir.path(), staging = out / ".tarmac-partial";
   for (const char* old : {"shard-000000.tar", "shard-000001.tar", "shard-000002.tar",
@@ -50,10 +51,12 @@ TEST_CASE(
   touch(staging / "shard-000000.tar", "new");
   touch(staging / "manifest.json", "{}");
   touch(staging / "labels.safetensors", "L");
-  tarmac::publish_dataset(out, staging, {"shard-000000.tar"}, true);
+  tarmac::publish_dataset(
+      out, staging, {"shard-000000.tar"},
+      {"shard-000000.tar", "shard-000001.tar", "labels.safetensors", "manifest.json"});
   CHECK(slurp(out / "shard-000000.tar") == "new");
   CHECK_FALSE(fs::exists(out / "shard-000001.tar"));  // the old dataset's: gone
-  CHECK_FALSE(fs::exists(out / "shard-000002.tar"));
+  CHECK(slurp(out / "shard-000002.tar") == "old");    // named like a shard, listed by none
   CHECK(slurp(out / "shard-notes.txt") == "mine");
   CHECK(slurp(out / "shard-x.tar") == "mine too");
   CHECK(slurp(out / "labels.safetensors") == "L");

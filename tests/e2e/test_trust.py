@@ -1,0 +1,254 @@
+"""Nothing the user owns is lost or brought in: an output that holds an input, --overwrite next
+to files no dataset lists, a part whose shard is a symbolic link, a merge that died while it
+published (issue #25, items 1 to 3). Each test fails on the code before the fix."""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import unittest
+
+import fixtures as fx
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def sample_tar(path, prefix, n, seed=0):
+    members = []
+    for i in range(n):
+        members.append((f"{prefix}/{i:03d}.png", fx.png(fx.smooth_rgb(24, 16, seed=seed + i))))
+        members.append((f"{prefix}/{i:03d}.json", fx.js({"v": seed + i})))
+    return fx.write_tar(path, members)
+
+
+class OverwriteTest(fx.TmpCase):
+    def test_output_holding_its_inputs_is_refused_and_inputs_stay(self):
+        raw = self.path("raw")
+        os.makedirs(raw)
+        # Inputs named as tarmac names its shards, in the directory given as the output.
+        a = sample_tar(os.path.join(raw, "shard-000000.tar"), "a", 3)
+        b = sample_tar(os.path.join(raw, "shard-000001.tar"), "b", 3, seed=10)
+        before = {p: digest(p) for p in (a, b)}
+        for flags in ([], ["--overwrite"]):
+            with self.subTest(flags=flags):
+                p = fx.run(["convert", a, b, "-o", raw, *flags])
+                self.assertEqual(p.returncode, 1, p.stderr.decode())
+                self.assertIn("is inside the output directory", p.stderr.decode())
+                self.assertEqual(sorted(os.listdir(raw)), ["shard-000000.tar", "shard-000001.tar"])
+                self.assertEqual({q: digest(q) for q in (a, b)}, before)
+        # The same through a trailing slash and a path with '..'.
+        p = fx.run(["convert", a, "-o", raw + "/", "--overwrite"])
+        self.assertEqual(p.returncode, 1)
+        p = fx.run(["convert", os.path.join(raw, "..", "raw", "shard-000000.tar"), "-o", raw, "--overwrite"])
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual({q: digest(q) for q in (a, b)}, before)
+
+    def test_table_inside_the_output_is_refused(self):
+        out = self.path("table-out")
+        os.makedirs(out)
+        src = sample_tar(self.path("t.tar"), "t", 2)
+        table = os.path.join(out, "rows.csv")
+        with open(table, "w") as f:
+            f.write("image,v\nt/000.png,1\nt/001.png,2\n")
+        p = fx.run(["convert", src, "--table", table, "-o", out, "--overwrite"])
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        self.assertIn("rows.csv", p.stderr.decode())
+        self.assertTrue(os.path.exists(table))
+
+    def test_overwrite_replaces_only_the_files_the_old_dataset_lists(self):
+        big = sample_tar(self.path("big.tar"), "big", 9)
+        small = sample_tar(self.path("small.tar"), "small", 2, seed=50)
+        out = self.path("ow")
+        self.assertEqual(fx.run(["convert", big, "-o", out, "--shard-size", "4K"]).returncode, 0)
+        old = fx.Dataset(out)
+        self.assertGreater(len(old.shards), 2)
+        with open(os.path.join(out, "notes.txt"), "w") as f:
+            f.write("mine")
+        p = fx.run(["convert", small, "-o", out, "--overwrite"])
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        new = fx.Dataset(out)
+        self.assertEqual(new.keys, ["small/000", "small/001"])
+        # Every shard of the old dataset is gone (it listed them), the user's file stays.
+        self.assertEqual(sorted(os.listdir(out)),
+                         sorted(["labels.safetensors", "manifest.json", "shardlist.json", "notes.txt", *new.shards]))
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+
+    def test_overwrite_refuses_a_shard_named_file_no_dataset_lists(self):
+        src = sample_tar(self.path("src.tar"), "s", 2)
+        out = self.path("foreign")
+        self.assertEqual(fx.run(["convert", src, "-o", out]).returncode, 0)
+        labels = digest(os.path.join(out, "labels.safetensors"))
+        # Named like a shard, listed by no manifest: the user's, never removed or replaced.
+        foreign = os.path.join(out, "shard-000007.tar")
+        shutil.copy(src, foreign)
+        mine = digest(foreign)
+        p = fx.run(["convert", src, "-o", out, "--overwrite"])
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        self.assertIn("shard-000007.tar", p.stderr.decode())
+        self.assertEqual(digest(foreign), mine)
+        self.assertEqual(digest(os.path.join(out, "labels.safetensors")), labels)
+        # In a directory without a dataset, the same.
+        bare = self.path("bare")
+        os.makedirs(bare)
+        shutil.copy(src, os.path.join(bare, "shard-000000.tar"))
+        p = fx.run(["convert", src, "-o", bare, "--overwrite"])
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        self.assertEqual(digest(os.path.join(bare, "shard-000000.tar")), digest(src))
+
+    def test_overwrite_refuses_a_manifest_listing_paths(self):
+        src = sample_tar(self.path("m.tar"), "m", 2)
+        out = self.path("evil-manifest")
+        self.assertEqual(fx.run(["convert", src, "-o", out]).returncode, 0)
+        victim = self.path("victim.txt")
+        with open(victim, "w") as f:
+            f.write("keep")
+        path = os.path.join(out, "manifest.json")
+        with open(path) as f:
+            m = json.load(f)
+        m["shards"].append({"name": "../victim.txt", "size": 4, "crc32": "00000000"})
+        with open(path, "w") as f:
+            json.dump(m, f)
+        p = fx.run(["convert", src, "-o", out, "--overwrite"])
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        self.assertIn("../victim.txt", p.stderr.decode())
+        self.assertTrue(os.path.exists(victim))
+
+
+class MergeTest(fx.TmpCase):
+    @classmethod
+    def build(cls):
+        cls.parts = []
+        for i in range(2):
+            src = sample_tar(os.path.join(cls.tmp, f"p{i}.tar"), f"p{i}", 4, seed=10 * i)
+            out = os.path.join(cls.tmp, f"part{i}")
+            assert fx.run(["convert", src, "-o", out, "--shard-size", "4K"]).returncode == 0
+            assert len(fx.Dataset(out).shards) > 1
+            cls.parts.append(out)
+
+    def linked_part(self, name):
+        """A copy of part 1 whose first shard is a symbolic link to a file outside it."""
+        part = self.path(name)
+        shutil.copytree(self.parts[1], part)
+        secret = self.path(name + "-secret.bin")
+        with open(secret, "wb") as f:
+            f.write(b"outside " * 1000)
+        shard = os.path.join(part, fx.Dataset(part).shards[0])
+        os.remove(shard)
+        os.symlink(secret, shard)
+        return part, secret
+
+    def test_a_shard_that_is_a_symbolic_link_is_refused(self):
+        part, secret = self.linked_part("linked")
+        for flags in ([], ["--copy"]):
+            with self.subTest(flags=flags):
+                out = self.path("m-link" + "".join(flags))
+                p = fx.run(["merge", self.parts[0], part, "-o", out, *flags])
+                self.assertEqual(p.returncode, 1, p.stderr.decode())
+                self.assertIn("not a regular file", p.stderr.decode())
+                self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+                if os.path.isdir(out):  # nothing of the outside file in the output
+                    for root, _, files in os.walk(out):
+                        for f in files:
+                            q = os.path.join(root, f)
+                            self.assertFalse(os.path.islink(q), q)
+                            self.assertNotEqual(digest(q), digest(secret), q)
+
+    def test_a_truncated_shard_is_refused(self):
+        part = self.path("short")
+        shutil.copytree(self.parts[1], part)
+        shard = os.path.join(part, fx.Dataset(part).shards[1])
+        size = os.path.getsize(shard)
+        with open(shard, "r+b") as f:
+            f.truncate(size - 2048)
+        out = self.path("m-short")
+        p = fx.run(["merge", self.parts[0], part, "-o", out, "--copy"])
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        self.assertIn("bytes", p.stderr.decode())
+        self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+
+    def dead_merge(self, name, manifest_out):
+        """The state a merge killed while publishing leaves (publish moves the shards, the
+        shard list, the manifest, then the annotation file): made from a finished merge by
+        moving its files back as publishing had not yet moved them."""
+        out = self.path(name)
+        self.assertEqual(fx.run(["merge", *self.parts, "-o", out]).returncode, 0)
+        shards = fx.Dataset(out).shards
+        staging = os.path.join(out, ".tarmac-partial")
+        os.makedirs(staging)
+        back = ["labels.safetensors"] + ([] if manifest_out else ["manifest.json", "shardlist.json"])
+        back += shards[len(shards) // 2:] if not manifest_out else []
+        for f in back:
+            os.rename(os.path.join(out, f), os.path.join(staging, f))
+        return out
+
+    def test_a_merge_killed_while_publishing_can_be_run_again(self):
+        for manifest_out in (False, True):
+            with self.subTest(manifest_out=manifest_out):
+                out = self.dead_merge(f"dead-{manifest_out}", manifest_out)
+                with open(os.path.join(out, "notes.txt"), "w") as f:
+                    f.write("mine")
+                p = fx.run(["merge", *self.parts, "-o", out])
+                # The user's file is not the dead merge's: the directory is not empty.
+                self.assertEqual(p.returncode, 1)
+                self.assertIn("not an empty directory", p.stderr.decode())
+                os.remove(os.path.join(out, "notes.txt"))
+                p = fx.run(["merge", *self.parts, "-o", out])
+                self.assertEqual(p.returncode, 0, p.stderr.decode())
+                self.assertEqual(fx.run(["verify", out]).returncode, 0)
+                ds = fx.Dataset(out)
+                self.assertEqual(sorted(ds.keys), sorted(sum((fx.Dataset(q).keys for q in self.parts), [])))
+
+
+class StopTest(fx.TmpCase):
+    """SIGTERM ends a run blocked where the run cannot poll for it (item 4): within the
+    watchdog's 10 s, with the signal's status and a message saying what is kept."""
+
+    def stop(self, p):
+        time.sleep(2)
+        self.assertIsNone(p.poll(), "the run ended before the signal")
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            self.fail("still running 20 s after SIGTERM")
+        took = time.monotonic() - t0
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM)
+        self.assertLess(took, 13)
+        err = p.stderr.read().decode()
+        p.stderr.close()
+        return took, err
+
+    def test_sigterm_ends_a_run_whose_standard_input_stalls(self):
+        src = sample_tar(self.path("stall.tar"), "s", 60)
+        with open(src, "rb") as f:
+            head = f.read(os.path.getsize(src) // 2)
+        out = self.path("stall-out")
+        p = subprocess.Popen([fx.TARMAC, "convert", "-", "-o", out], stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p.stdin.write(head)  # and nothing more: the pipe stays open, as a stalled download's
+        p.stdin.flush()
+        _, err = self.stop(p)
+        p.stdin.close()
+        self.assertIn("stopped by SIGTERM", err)
+        self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+
+    def test_sigterm_ends_a_run_waiting_for_a_table_fifo_without_writer(self):
+        src = sample_tar(self.path("fifo.tar"), "f", 2)
+        fifo = self.path("rows.csv")
+        os.mkfifo(fifo)
+        p = subprocess.Popen([fx.TARMAC, "convert", src, "--table", fifo, "-o", self.path("fifo-out")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, err = self.stop(p)
+        self.assertIn("did not stop in time", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
