@@ -150,7 +150,20 @@ def _deal(order, rank, world, drop_last):
     count = len(order) // world if drop_last else -(-len(order) // world)
     if not len(order):
         return order[:0]
-    return [order[(rank + k * world) % len(order)] for k in range(count)]
+    positions = (rank + np.arange(count, dtype=np.int64) * world) % len(order)
+    if isinstance(order, np.ndarray):
+        return order[positions]
+    return [order[p] for p in positions.tolist()]
+
+
+def _rank_world(rank, world):
+    """rank and world, each defaulting to torch.distributed's (0 and 1 when it is not initialised)."""
+    if rank is None or world is None:
+        dist = torch.distributed
+        ready = dist.is_available() and dist.is_initialized()
+        rank = rank if rank is not None else (dist.get_rank() if ready else 0)
+        world = world if world is not None else (dist.get_world_size() if ready else 1)
+    return rank, world
 
 
 class _Resumable:
@@ -201,6 +214,11 @@ class _Resumable:
         order = self._order()
         return _deal(order[self._start:], self.rank, self.world, self.drop_last)
 
+    def _share_len(self, total):
+        """How many of the `total` items of the epoch this rank yields from the current position."""
+        left = total - min(self._start, total)
+        return left // self.world if self.drop_last else -(-left // self.world)
+
     def __iter__(self):
         self._yielded = 0
         for item in self._mine():
@@ -214,12 +232,8 @@ class DistributedSampler(_Resumable, torch.utils.data.Sampler):
     state_dict()/load_state_dict() resume mid-epoch, on the same or another number of ranks."""
 
     def __init__(self, num_samples, rank=None, world=None, seed=0, shuffle=True, drop_last=False):
-        if rank is None or world is None:
-            dist = torch.distributed
-            ready = dist.is_available() and dist.is_initialized()
-            rank = rank if rank is not None else (dist.get_rank() if ready else 0)
-            world = world if world is not None else (dist.get_world_size() if ready else 1)
-        self.n, self.rank, self.world = num_samples, rank, world
+        self.n = num_samples
+        self.rank, self.world = _rank_world(rank, world)
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self._init_state()
 
@@ -247,8 +261,7 @@ class DistributedSampler(_Resumable, torch.utils.data.Sampler):
             yield i
 
     def __len__(self):
-        left = self.n - min(self._start, self.n)
-        return left // self.world if self.drop_last else -(-left // self.world)
+        return self._share_len(self.n)
 
 
 class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
@@ -260,14 +273,10 @@ class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
         loader = DataLoader(TarmacDataset(path), batch_sampler=BucketBatchSampler(path, 16))"""
 
     def __init__(self, dataset, batch_size, rank=None, world=None, seed=0, shuffle=True, drop_last=True):
-        if rank is None or world is None:
-            dist = torch.distributed
-            ready = dist.is_available() and dist.is_initialized()
-            rank = rank if rank is not None else (dist.get_rank() if ready else 0)
-            world = world if world is not None else (dist.get_world_size() if ready else 1)
         path = getattr(dataset, "path", dataset)
         self.dataset = dataset if isinstance(dataset, tarmac.Dataset) else tarmac.Dataset(path)
-        self.batch_size, self.rank, self.world = batch_size, rank, world
+        self.batch_size = batch_size
+        self.rank, self.world = _rank_world(rank, world)
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self._init_state()
 
