@@ -1,4 +1,5 @@
-"""PyTorch adapters: a map-style Dataset and a deterministic distributed sampler.
+"""PyTorch adapters: a map-style Dataset, deterministic distributed samplers, and several
+datasets mixed by weight (MixedDataset, MixSampler; docs/reader.md, "Mixing datasets by weight").
 
     ds = tarmac.torch.TarmacDataset("out/", fields=["keypoints2d"])
     sampler = tarmac.torch.DistributedSampler(len(ds), rank=r, world=w, seed=0)
@@ -508,8 +509,8 @@ class MixSampler(_Resumable, torch.utils.data.Sampler):
     def __init__(self, mixed_or_sizes, weights, samples_per_epoch=None, rank=None, world=None, seed=0,
                  shuffle=True, drop_last=False):
         self.sizes = _sizes(getattr(mixed_or_sizes, "sizes", mixed_or_sizes))
-        paths = getattr(mixed_or_sizes, "paths", None)
-        self.names = [f"dataset {k}" + (f" ({paths[k]})" if paths else "") for k in range(len(self.sizes))]
+        self._paths = getattr(mixed_or_sizes, "paths", None)
+        self.names = [f"dataset {k}" + (f" ({self._paths[k]})" if self._paths else "") for k in range(len(self.sizes))]
         self.weights = _weights(weights, self.sizes, self.names)
         if samples_per_epoch is None:
             samples_per_epoch = sum(self.sizes)
@@ -575,8 +576,8 @@ class MixSampler(_Resumable, torch.utils.data.Sampler):
         if self._logged_epoch != self.epoch:
             self._logged_epoch = self.epoch
             _log.info("mixing epoch %d: %d samples: %s", self.epoch, self.samples_per_epoch, ", ".join(
-                f"{c} of {name} ({n} samples, weight {w:g})"
-                for c, name, n, w in zip(self._counts, self.names, self.sizes, self.weights)))
+                f"{c} of dataset {k} ({self._paths[k] + ', ' if self._paths else ''}{n} samples, weight {w:g})"
+                for k, (c, n, w) in enumerate(zip(self._counts, self.sizes, self.weights))))
 
     def set_epoch(self, epoch):
         super().set_epoch(epoch)
