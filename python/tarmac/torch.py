@@ -210,7 +210,7 @@ class MixedDataset(torch.utils.data.Dataset):
             for k, ds in enumerate(opened):
                 if name in self._has[k]:
                     column = ds.column(name)  # [N, *shape], its dtype (N may be 0)
-                    kinds.setdefault((column.shape[1:], np.dtype(column.dtype).str), []).append(names[k])
+                    kinds.setdefault((column.shape[1:], np.dtype(column.dtype).name), []).append(names[k])
             if len(kinds) > 1:
                 raise ValueError(f"fields: '{name}' differs between the datasets: " + "; ".join(
                     f"{dtype} {shape} in {', '.join(where)}" for (shape, dtype), where in kinds.items()))
@@ -234,8 +234,8 @@ class MixedDataset(torch.utils.data.Dataset):
                                  f"chw={chw}, channels={channels}, columns={self.columns}")
         with_images = [bool(ds.blob_kinds) for ds in opened]
         if decode and any(with_images) and not all(with_images):
-            raise ValueError("datasets: " + ", ".join(n for n, w in zip(names, with_images) if not w) +
-                             " have no images and the others have; mix them with decode=False (labels only)")
+            raise ValueError("datasets: some have images and some do not (" + ", ".join(
+                n for n, w in zip(names, with_images) if not w) + "); mix them with decode=False (labels only)")
         self._names = names
 
     def __len__(self):

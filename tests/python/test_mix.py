@@ -202,6 +202,7 @@ class MixedDatasetTest(unittest.TestCase):
         cls.kitti = convert(cls.tmp, "kitti", [(32, 24, {"id": 100 + k, "cam": [[k + 0.5, 0, 1], [0, k, 2]]})
                                                 for k in range(4)])
         cls.big = convert(cls.tmp, "big", [(40, 30, {"id": 200 + k}) for k in range(3)])
+        cls.odd = convert(cls.tmp, "odd", [(32, 24, {"id": k + 0.5}) for k in range(2)])  # id F64, not I64
         cls.ref = [fx.Dataset(p) for p in (cls.hyper, cls.kitti)]
         cls.mix = tt.MixedDataset([cls.hyper, cls.kitti])
 
@@ -291,6 +292,10 @@ class MixedDatasetTest(unittest.TestCase):
         with self.assertRaises(ValueError) as e:
             tt.MixedDataset([tt.TarmacDataset(self.hyper, fields=["id"]), self.kitti], fields=["id", "scale"])
         self.assertIn("scale", str(e.exception))  # hyper has it, but the TarmacDataset given leaves it out
+        with self.assertRaises(ValueError) as e:
+            tt.MixedDataset([self.hyper, self.odd])
+        for word in ("'id'", "int64", "float64", self.hyper, self.odd):
+            self.assertIn(word, str(e.exception))
 
 
 if __name__ == "__main__":
