@@ -1,4 +1,5 @@
-"""PyTorch adapters: a map-style Dataset and a deterministic distributed sampler.
+"""PyTorch adapters: a map-style Dataset, deterministic distributed samplers, and several
+datasets mixed by weight (MixedDataset, MixSampler; docs/reader.md, "Mixing datasets by weight").
 
     ds = tarmac.torch.TarmacDataset("out/", fields=["keypoints2d"])
     sampler = tarmac.torch.DistributedSampler(len(ds), rank=r, world=w, seed=0)
@@ -19,6 +20,10 @@ batch_size; the dataset then returns the batch already stacked.
         ds, batch_size=None, num_workers=8, pin_memory=True,
         sampler=torch.utils.data.BatchSampler(sampler, batch_size=64, drop_last=False))
 """
+import fractions
+import logging
+import math
+import operator
 import os
 
 import numpy as np
@@ -26,6 +31,8 @@ import torch
 import torch.utils.data
 
 import tarmac
+
+_log = logging.getLogger("tarmac")
 
 
 class TarmacDataset(torch.utils.data.Dataset):
@@ -67,7 +74,7 @@ class TarmacDataset(torch.utils.data.Dataset):
         return self._n
 
     def __getitem__(self, i):
-        if not isinstance(i, (int, np.integer)) and not (torch.is_tensor(i) and i.dim() == 0):
+        if not _is_index(i):
             return self._batch(i)
         ds = self._dataset()
         out = {"__key__": ds.key(i), "__index__": int(i)}
@@ -86,17 +93,19 @@ class TarmacDataset(torch.utils.data.Dataset):
         return self.transform(out) if self.transform else out
 
 
-    def _batch(self, indices):
+    def _batch(self, indices, shared=None):
         """Samples `indices` stacked: "image" uint8 [N, C, H, W] (a channels-last view of one
         NHWC block; [N, H, W, C] with chw=False), each field [N, ...], "__key__" a list. The
-        images must share one size (a bucketed dataset: use BucketBatchSampler)."""
+        images must share one size (a bucketed dataset: use BucketBatchSampler). `shared`: the
+        images in shared memory (default: in a loader worker)."""
         ds = self._dataset()
         idx = [int(i) for i in indices]
         out = {"__key__": [ds.key(i) for i in idx], "__index__": torch.tensor(idx, dtype=torch.int64)}
         if self.decode and ds.blob_kinds:
             in_worker = torch.utils.data.get_worker_info() is not None
             w, h = ds.decoded_size(idx[0]) if idx else (1, 1)
-            images = _uint8_tensor((len(idx), h, w, self.channels), shared=in_worker)
+            shared = in_worker if shared is None else shared
+            images = _uint8_tensor((len(idx), h, w, self.channels), shared=shared)
             threads = self.threads if self.threads is not None else (1 if in_worker else 0)
             _, labels = ds.batch(idx, fields=self.fields, out=images.numpy(), threads=threads,
                                  channels=self.channels)
@@ -117,6 +126,11 @@ class TarmacDataset(torch.utils.data.Dataset):
                                  "(BucketBatchSampler)")
             out[name] = _column_tensor(ds, name, np.stack(outputs) if outputs else np.empty(0))
         return self.transform(out) if self.transform else out
+
+
+def _is_index(i):
+    """True for one sample's index, False for a batch of them (a list, array or 1-d tensor)."""
+    return isinstance(i, (int, np.integer)) or (torch.is_tensor(i) and i.dim() == 0)
 
 
 def _column_tensor(ds, name, array):
@@ -144,13 +158,203 @@ def _uint8_tensor(shape, shared):
     return torch.empty(0, dtype=torch.uint8).set_(storage).view(shape)
 
 
+class MixedDataset(torch.utils.data.Dataset):
+    """Several datasets as one: index i is position i of their concatenation, and each sample
+    carries "__dataset__" (int64: which dataset) besides what TarmacDataset gives. `datasets`:
+    paths, or TarmacDatasets used as they are (their fields, columns, channels; no transform).
+
+    The fields are the union over the datasets (or `fields`). A field that a dataset lacks is
+    zeros of the field's shape and dtype there, with NAME.valid False (format.md 1.4); such a
+    field, and one nullable in some dataset, has NAME.valid in every sample (True where the
+    dataset has a value). The derived columns are those every dataset has (or `columns`).
+    A list of indices gives the batch stacked, in that order (one ds.batch per dataset); its
+    images must share one size. The other arguments are TarmacDataset's."""
+
+    def __init__(self, datasets, fields=None, decode=True, chw=True, transform=None, threads=None,
+                 channels=3, columns=None):
+        datasets = list(datasets)
+        if not datasets:
+            raise ValueError("datasets: the list is empty; MixedDataset needs at least one dataset")
+        given = [d if isinstance(d, TarmacDataset) else None for d in datasets]
+        opened = [tarmac.Dataset(d.path if isinstance(d, TarmacDataset) else os.fspath(d)) for d in datasets]
+        self.paths = [ds.path for ds in opened]
+        self.sizes = [len(ds) for ds in opened]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        self.transform = transform
+        names = [f"dataset {k} ({p})" for k, p in enumerate(self.paths)]
+        for k, d in enumerate(given):
+            if d is not None and d.transform is not None:
+                raise ValueError(f"datasets: {names[k]} is a TarmacDataset with a transform; give the transform "
+                                 "to MixedDataset, which applies it to the mixed samples")
+
+        fixed = [set(ds.fixed_fields()) for ds in opened]
+        own = [fixed[k] if d is None else set(d.fields) for k, d in enumerate(given)]
+        if fields is None:
+            fields = list(dict.fromkeys(f for k, d in enumerate(given)
+                                        for f in (opened[k].fixed_fields() if d is None else d.fields)))
+        self.fields = list(fields)
+        for name in self.fields:
+            if not any(name in f for f in fixed):
+                raise ValueError(f"fields: '{name}' is not a fixed-shape field of any of the datasets")
+            for k, ds in enumerate(opened):
+                if name in ds.fields and name not in fixed[k]:
+                    raise ValueError(f"fields: '{name}' is ragged (or a string) in {names[k]} and fixed-shape in "
+                                     "another dataset; it cannot be batched across them")
+                if given[k] is not None and name in fixed[k] and name not in own[k]:
+                    raise ValueError(f"fields: {names[k]} has '{name}' but its TarmacDataset leaves it out (its "
+                                     "fields=); it would read as absent")
+        self._has = [{name for name in self.fields if name in own[k]} for k in range(len(opened))]
+        self._template, self._nullable = {}, {}
+        for name in self.fields:
+            kinds = {}
+            for k, ds in enumerate(opened):
+                if name in self._has[k]:
+                    column = ds.column(name)  # [N, *shape], its dtype (N may be 0)
+                    kinds.setdefault((column.shape[1:], np.dtype(column.dtype).name), []).append(names[k])
+            if len(kinds) > 1:
+                raise ValueError(f"fields: '{name}' differs between the datasets: " + "; ".join(
+                    f"{dtype} {shape} in {', '.join(where)}" for (shape, dtype), where in kinds.items()))
+            self._template[name] = next(iter(kinds))
+            self._nullable[name] = any(name not in has for has in self._has) or any(
+                ds.fields.get(name, {}).get("nullable") for k, ds in enumerate(opened) if name in self._has[k])
+
+        if columns is None:
+            columns = sorted(set.intersection(*[set(ds.derived if d is None else d.columns)
+                                                for ds, d in zip(opened, given)]))
+        self.columns = list(columns)
+        settings = {"decode": decode, "chw": chw, "channels": channels, "threads": threads}
+        self.datasets = [TarmacDataset(ds.path, fields=[f for f in self.fields if f in self._has[k]],
+                                       columns=self.columns, **settings) if given[k] is None else given[k]
+                         for k, ds in enumerate(opened)]
+        for k, d in enumerate(self.datasets):
+            theirs = {"decode": d.decode, "chw": d.chw, "channels": d.channels}
+            if any(theirs[key] != settings[key] for key in theirs) or set(d.columns) != set(self.columns):
+                raise ValueError(f"datasets: {names[k]} is a TarmacDataset with decode={d.decode}, chw={d.chw}, "
+                                 f"channels={d.channels}, columns={d.columns}; the mix has decode={decode}, "
+                                 f"chw={chw}, channels={channels}, columns={self.columns}")
+        with_images = [bool(ds.blob_kinds) for ds in opened]
+        if decode and any(with_images) and not all(with_images):
+            raise ValueError("datasets: some have images and some do not (" + ", ".join(
+                n for n, w in zip(names, with_images) if not w) + "); mix them with decode=False (labels only)")
+        self._names = names
+
+    def __len__(self):
+        return int(self.offsets[-1])
+
+    def _locate(self, indices):
+        """(global indices, their datasets, their indices within them), each an int64 array."""
+        asked = np.asarray([int(i) for i in indices], dtype=np.int64).reshape(-1)
+        glob = np.where(asked < 0, asked + len(self), asked)
+        bad = (glob < 0) | (glob >= len(self))
+        if bad.any():
+            raise IndexError(f"sample index {asked[bad][0]} out of range for {len(self)} samples of "
+                             f"{len(self.datasets)} datasets")
+        which = np.searchsorted(self.offsets, glob, side="right") - 1  # an empty dataset owns no index
+        return glob, which, glob - self.offsets[which]
+
+    def _zeros(self, name, n=None):
+        shape, dtype = self._template[name]
+        return torch.from_numpy(np.zeros(shape if n is None else (n,) + shape, dtype=dtype))
+
+    def __getitem__(self, i):
+        if not _is_index(i):
+            return self._batch(i)
+        (g,), (k,), (local,) = self._locate([i])
+        sample = self.datasets[k][int(local)]
+        out = {"__key__": sample["__key__"], "__index__": int(g), "__dataset__": torch.tensor(k, dtype=torch.int64)}
+        if "image" in sample:
+            out["image"] = sample["image"]
+        for name in self.fields:
+            has = name in self._has[k]
+            out[name] = sample[name] if has else self._zeros(name)
+            if self._nullable[name]:
+                out[name + ".valid"] = sample.get(name + ".valid", torch.tensor(has))
+        for name in self.columns:
+            out[name] = sample[name]
+        return self.transform(out) if self.transform else out
+
+    def _batch(self, indices):
+        """The samples stacked in the order asked: one TarmacDataset batch per dataset, each
+        value put at its samples' positions; "image" a channels-last view of one NHWC block."""
+        glob, which, local = self._locate(indices)
+        n = len(glob)
+        parts = [(k, np.flatnonzero(which == k)) for k in np.unique(which).tolist()]
+        # One dataset: its batch already is in order (and in shared memory in a loader worker).
+        batches = [self.datasets[k]._batch(local[pos], shared=None if len(parts) == 1 else False)
+                   for k, pos in parts]
+        out = {"__key__": [None] * n, "__index__": torch.from_numpy(glob),
+               "__dataset__": torch.from_numpy(which.astype(np.int64))}
+        for (k, pos), b in zip(parts, batches):
+            for p, key in zip(pos.tolist(), b["__key__"]):
+                out["__key__"][p] = key
+        places = [torch.from_numpy(pos) for _, pos in parts]
+        if self.datasets[0].decode and any("image" in b for b in batches):
+            out["image"] = self._images(n, parts, places, batches)
+        for name in self.fields:
+            out[name] = _place(self._zeros(name, n), places, [b.get(name) for b in batches])
+            if self._nullable[name]:
+                valid = [b.get(name + ".valid", torch.full((len(pos),), name in self._has[k]))
+                         for (k, pos), b in zip(parts, batches)]
+                out[name + ".valid"] = _place(torch.zeros(n, dtype=torch.bool), places, valid)
+        for name in self.columns:
+            shapes = {tuple(b[name].shape[1:]) for b in batches}
+            if len(shapes) > 1:
+                raise ValueError(f"derived column '{name}' has outputs of several shapes in one batch of the mix "
+                                 f"({sorted(shapes)})")
+            first = batches[0][name] if batches else torch.empty(0)
+            out[name] = _place(first.new_empty((n,) + first.shape[1:]), places, [b[name] for b in batches])
+        return self.transform(out) if self.transform else out
+
+    def _images(self, n, parts, places, batches):
+        """The parts' images in one uint8 block, in shared memory in a loader worker."""
+        chw = self.datasets[0].chw
+        nhwc = [b["image"].permute(0, 2, 3, 1) if chw else b["image"] for b in batches]
+        sizes = {}
+        for (k, _), images in zip(parts, nhwc):
+            sizes.setdefault(tuple(images.shape[1:3]), []).append(self._names[k])
+        if len(sizes) > 1:
+            raise ValueError("a batch of the mix holds images of several sizes: " + "; ".join(
+                f"{w}x{h} from {', '.join(where)}" for (h, w), where in sizes.items()) +
+                ": convert the datasets to one --size")
+        if len(parts) == 1:
+            block = nhwc[0]
+        else:
+            in_worker = torch.utils.data.get_worker_info() is not None
+            block = _place(_uint8_tensor((n,) + tuple(nhwc[0].shape[1:]), shared=in_worker), places, nhwc)
+        return block.permute(0, 3, 1, 2) if chw else block
+
+
+def _place(out, places, parts):
+    """`out` with each part written at its positions (a part of None: left as it is); a single
+    part covering every position is returned as it is."""
+    if len(parts) == 1 and parts[0] is not None and len(places[0]) == len(out):
+        return parts[0]
+    for where, part in zip(places, parts):
+        if part is not None:
+            out[where] = part
+    return out
+
+
 def _deal(order, rank, world, drop_last):
     """Positions rank, rank + world, ... of `order`, padded cyclically from the order's start
     to ceil(len / world) items (cut to floor with drop_last): tarmac.indices' rule."""
     count = len(order) // world if drop_last else -(-len(order) // world)
     if not len(order):
         return order[:0]
-    return [order[(rank + k * world) % len(order)] for k in range(count)]
+    positions = (rank + np.arange(count, dtype=np.int64) * world) % len(order)
+    if isinstance(order, np.ndarray):
+        return order[positions]
+    return [order[p] for p in positions.tolist()]
+
+
+def _rank_world(rank, world):
+    """rank and world, each defaulting to torch.distributed's (0 and 1 when it is not initialised)."""
+    if rank is None or world is None:
+        dist = torch.distributed
+        ready = dist.is_available() and dist.is_initialized()
+        rank = rank if rank is not None else (dist.get_rank() if ready else 0)
+        world = world if world is not None else (dist.get_world_size() if ready else 1)
+    return rank, world
 
 
 class _Resumable:
@@ -201,6 +405,11 @@ class _Resumable:
         order = self._order()
         return _deal(order[self._start:], self.rank, self.world, self.drop_last)
 
+    def _share_len(self, total):
+        """How many of the `total` items of the epoch this rank yields from the current position."""
+        left = total - min(self._start, total)
+        return left // self.world if self.drop_last else -(-left // self.world)
+
     def __iter__(self):
         self._yielded = 0
         for item in self._mine():
@@ -214,12 +423,8 @@ class DistributedSampler(_Resumable, torch.utils.data.Sampler):
     state_dict()/load_state_dict() resume mid-epoch, on the same or another number of ranks."""
 
     def __init__(self, num_samples, rank=None, world=None, seed=0, shuffle=True, drop_last=False):
-        if rank is None or world is None:
-            dist = torch.distributed
-            ready = dist.is_available() and dist.is_initialized()
-            rank = rank if rank is not None else (dist.get_rank() if ready else 0)
-            world = world if world is not None else (dist.get_world_size() if ready else 1)
-        self.n, self.rank, self.world = num_samples, rank, world
+        self.n = num_samples
+        self.rank, self.world = _rank_world(rank, world)
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self._init_state()
 
@@ -247,8 +452,7 @@ class DistributedSampler(_Resumable, torch.utils.data.Sampler):
             yield i
 
     def __len__(self):
-        left = self.n - min(self._start, self.n)
-        return left // self.world if self.drop_last else -(-left // self.world)
+        return self._share_len(self.n)
 
 
 class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
@@ -260,14 +464,10 @@ class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
         loader = DataLoader(TarmacDataset(path), batch_sampler=BucketBatchSampler(path, 16))"""
 
     def __init__(self, dataset, batch_size, rank=None, world=None, seed=0, shuffle=True, drop_last=True):
-        if rank is None or world is None:
-            dist = torch.distributed
-            ready = dist.is_available() and dist.is_initialized()
-            rank = rank if rank is not None else (dist.get_rank() if ready else 0)
-            world = world if world is not None else (dist.get_world_size() if ready else 1)
         path = getattr(dataset, "path", dataset)
         self.dataset = dataset if isinstance(dataset, tarmac.Dataset) else tarmac.Dataset(path)
-        self.batch_size, self.rank, self.world = batch_size, rank, world
+        self.batch_size = batch_size
+        self.rank, self.world = _rank_world(rank, world)
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self._init_state()
 
@@ -291,3 +491,142 @@ class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
 
     def __len__(self):
         return len(self._batches())
+
+
+class MixSampler(_Resumable, torch.utils.data.Sampler):
+    """Mixes datasets by weight: each epoch holds counts() samples of each dataset (weight /
+    sum(weights) of samples_per_epoch, default every dataset's size summed; largest-remainder
+    rounding), as global indices of a MixedDataset (its concatenation of the datasets).
+
+    Within a dataset the samples come WITHOUT replacement from an endless sequence of seeded
+    permutations that goes on across epochs: a small dataset with a large weight repeats only
+    once all its samples were drawn, a large one is traversed over several epochs. The epoch's
+    order (the draws interleaved, shuffled with shuffle=True) is a pure function of (seed,
+    epoch), dealt to the ranks as DistributedSampler does; state_dict()/load_state_dict()
+    resume mid-epoch on the same or another number of ranks. Logs the counts (logger
+    "tarmac") when an epoch starts. `mixed_or_sizes`: a MixedDataset or the datasets' sizes."""
+
+    def __init__(self, mixed_or_sizes, weights, samples_per_epoch=None, rank=None, world=None, seed=0,
+                 shuffle=True, drop_last=False):
+        self.sizes = _sizes(getattr(mixed_or_sizes, "sizes", mixed_or_sizes))
+        self._paths = getattr(mixed_or_sizes, "paths", None)
+        self.names = [f"dataset {k}" + (f" ({self._paths[k]})" if self._paths else "") for k in range(len(self.sizes))]
+        self.weights = _weights(weights, self.sizes, self.names)
+        if samples_per_epoch is None:
+            samples_per_epoch = sum(self.sizes)
+        if isinstance(samples_per_epoch, bool) or not isinstance(samples_per_epoch, (int, np.integer)) \
+                or samples_per_epoch <= 0:
+            raise ValueError(f"samples_per_epoch must be an integer > 0, not {samples_per_epoch!r}")
+        self.samples_per_epoch = int(samples_per_epoch)
+        self._counts = _largest_remainder(self.weights, self.samples_per_epoch)
+        self.rank, self.world = _rank_world(rank, world)
+        self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
+        self._init_state()
+        self._logged_epoch = None
+
+    def counts(self):
+        """How many samples of each dataset every epoch holds."""
+        return list(self._counts)
+
+    def _size(self):
+        return list(self.sizes)
+
+    def _identity(self):
+        return dict(super()._identity(), weights=list(self.weights), samples_per_epoch=self.samples_per_epoch)
+
+    def _draws(self, k):
+        """Dataset k's samples of this epoch (indices within it): items epoch × c ... of its endless
+        sequence of permutations (permutation j: tarmac.indices over its size, epoch j, its own seed)."""
+        n, c = self.sizes[k], self._counts[k]
+        begin, end = self.epoch * c, (self.epoch + 1) * c
+        seed = (self.seed & (2**64 - 1)) ^ (0x6D6978 << 40) ^ k  # "mix": a stream per dataset
+        parts = []
+        for j in range(begin // n, -(-end // n)):
+            perm = tarmac.indices(n, 0, 1, seed, j, True) if self.shuffle else np.arange(n, dtype=np.int64)
+            parts.append(perm[max(begin - j * n, 0):min(end - j * n, n)])
+        return np.concatenate(parts)
+
+    def _order(self):
+        # Computed once per epoch: the DataLoader asks for len() and iter() each epoch.
+        if getattr(self, "_cached_epoch", None) == self.epoch:
+            return self._cached
+        # Which dataset each position of the epoch holds; a dataset's positions then take its
+        # draws in the order drawn, so that its samples repeat only after all were yielded.
+        ks = np.flatnonzero(self._counts)
+        counts = np.asarray(self._counts, dtype=np.int64)[ks]
+        if self.shuffle:
+            which = np.repeat(ks, counts)[tarmac.indices(self.samples_per_epoch, 0, 1, self.seed, self.epoch, True)]
+        else:  # spread evenly: dataset k's j-th draw at (j + 1/2) / c_k of the epoch
+            at = np.concatenate([(np.arange(c) + 0.5) / c for c in counts])
+            which = np.repeat(ks, counts)[np.lexsort((np.repeat(ks, counts), at))]
+        order = np.empty(self.samples_per_epoch, dtype=np.int64)
+        for k in ks.tolist():
+            order[which == k] = self.offsets[k] + self._draws(k)
+        self._cached, self._cached_epoch = order, self.epoch
+        return order
+
+    @property
+    def offsets(self):
+        return np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+
+    def _item(self, i):
+        return int(i)
+
+    def _log_epoch(self):
+        if self._logged_epoch != self.epoch:
+            self._logged_epoch = self.epoch
+            _log.info("mixing epoch %d: %d samples: %s", self.epoch, self.samples_per_epoch, ", ".join(
+                f"{c} of dataset {k} ({self._paths[k] + ', ' if self._paths else ''}{n} samples, weight {w:g})"
+                for k, (c, n, w) in enumerate(zip(self._counts, self.sizes, self.weights))))
+
+    def set_epoch(self, epoch):
+        super().set_epoch(epoch)
+        self._log_epoch()
+
+    def __iter__(self):
+        self._log_epoch()
+        return super().__iter__()
+
+    def __len__(self):
+        return self._share_len(self.samples_per_epoch)
+
+
+def _sizes(sizes):
+    """The datasets' sizes as ints, refusing what is not a list of sizes >= 0 of one dataset or more."""
+    try:
+        sizes = [operator.index(n) for n in sizes]
+    except TypeError:
+        raise ValueError(f"mixed_or_sizes must be a MixedDataset or a list of dataset sizes, not {sizes!r}") from None
+    if not sizes or any(n < 0 for n in sizes):
+        raise ValueError(f"mixed_or_sizes: need one dataset or more, each of size >= 0, not {sizes!r}")
+    return sizes
+
+
+def _weights(weights, sizes, names):
+    """The weights as floats: one per dataset, finite, >= 0, not all zero, zero for an empty dataset."""
+    try:
+        weights = [float(w) for w in weights]
+    except (TypeError, ValueError):
+        raise ValueError(f"weights must be a list of numbers, not {weights!r}") from None
+    if len(weights) != len(sizes):
+        raise ValueError(f"weights: {len(weights)} given for {len(sizes)} datasets")
+    for name, n, w in zip(names, sizes, weights):
+        if not math.isfinite(w) or w < 0:
+            raise ValueError(f"weights: {w} for {name}; a weight is a finite number >= 0")
+        if w > 0 and n == 0:
+            raise ValueError(f"weights: {w} for {name}, which is empty; give it weight 0")
+    if not any(weights):
+        raise ValueError("weights: all zero; at least one dataset needs a weight > 0")
+    return weights
+
+
+def _largest_remainder(weights, total):
+    """`total` split in proportion to `weights` (exactly, in fractions): each share's integer part,
+    then one more for the largest fractional parts (ties: the earlier dataset) until the sum is total."""
+    weights = [fractions.Fraction(w) for w in weights]
+    exact = [w * total / sum(weights) for w in weights]
+    counts = [math.floor(q) for q in exact]
+    by_remainder = sorted(range(len(weights)), key=lambda k: (-(exact[k] - counts[k]), k))
+    for k in by_remainder[:total - sum(counts)]:
+        counts[k] += 1
+    return counts

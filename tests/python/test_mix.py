@@ -1,0 +1,302 @@
+"""Mixing datasets by weight (docs/reader.md, "Mixing datasets by weight"): tarmac.torch's
+MixedDataset checked against the datasets read with the independent safetensors reader and the
+images they were made from, and MixSampler against counts computed here in fractions and the
+properties the document promises (no repeat before a dataset is exhausted, draws that go on
+across epochs, one order whatever the ranks, resuming on another number of ranks). Needs
+TARMAC_LIB, PYTHONPATH=python/, TARMAC."""
+import collections
+import fractions
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import fixtures as fx  # noqa: E402
+
+try:
+    import torch
+    import tarmac.torch as tt
+except ImportError:
+    tt = None
+
+TARMAC = os.environ.get("TARMAC", "tarmac")
+
+
+def hand_counts(weights, total):
+    """Largest remainder, written out: integer parts, then +1 by largest remainder, ties to the earlier."""
+    quotas = [fractions.Fraction(w) * total / sum(map(fractions.Fraction, weights)) for w in weights]
+    counts = [q.numerator // q.denominator for q in quotas]
+    left = total - sum(counts)
+    remainders = sorted(((q - c, -k) for k, (q, c) in enumerate(zip(quotas, counts))), reverse=True)
+    for _, minus_k in remainders[:left]:
+        counts[-minus_k] += 1
+    return counts
+
+
+def epoch_order(sizes, weights, epoch, seed=3, samples_per_epoch=None, shuffle=True):
+    s = tt.MixSampler(sizes, weights, samples_per_epoch, rank=0, world=1, seed=seed, shuffle=shuffle)
+    s.set_epoch(epoch)
+    return list(s)
+
+
+def per_dataset(order, sizes):
+    """The epoch's global indices split by dataset, as indices within each, in epoch order."""
+    offsets = np.cumsum([0] + list(sizes))
+    out = [[] for _ in sizes]
+    for g in order:
+        k = int(np.searchsorted(offsets, g, side="right") - 1)
+        out[k].append(g - int(offsets[k]))
+    return out
+
+
+@unittest.skipIf(tt is None, "torch is not installed")
+class MixSamplerTest(unittest.TestCase):
+    def test_counts_are_the_largest_remainder_of_the_weights(self):
+        cases = [([54000, 21000], [0.9, 0.1], None), ([10, 3, 7], [1, 1, 1], 11), ([5, 5, 5, 5], [1, 1, 1, 1], 6),
+                 ([100, 100, 100], [0.2, 0.3, 0.5], 7), ([8, 9], [2, 0], 13), ([3, 4, 5], [1 / 3, 1 / 3, 1 / 3], 10)]
+        for sizes, weights, per_epoch in cases:
+            s = tt.MixSampler(sizes, weights, per_epoch, rank=0, world=1)
+            total = sum(sizes) if per_epoch is None else per_epoch
+            self.assertEqual(s.counts(), hand_counts(weights, total), (sizes, weights, per_epoch))
+            self.assertEqual(sum(s.counts()), total)
+            order = list(s)
+            self.assertEqual(len(order), total)
+            self.assertEqual([len(d) for d in per_dataset(order, sizes)], s.counts())
+        self.assertEqual(tt.MixSampler([54000, 21000], [0.9, 0.1], rank=0, world=1).counts(), [67500, 7500])
+        self.assertEqual(tt.MixSampler([5, 5, 5, 5], [1, 1, 1, 1], 6, rank=0, world=1).counts(), [2, 2, 1, 1])
+
+    def test_no_repeat_before_a_dataset_is_exhausted_and_draws_go_on_across_epochs(self):
+        # A small set with a large weight (3 samples, 8 a epoch) and a large set with a small one
+        # (50 samples, 12 a epoch, traversed in a little over 4 epochs).
+        sizes, weights = [3, 50], [0.4, 0.6]
+        streams = [[], []]
+        for epoch in range(9):
+            for k, drawn in enumerate(per_dataset(epoch_order(sizes, weights, epoch, samples_per_epoch=20), sizes)):
+                streams[k] += drawn
+        self.assertEqual([len(s) for s in streams], [8 * 9, 12 * 9])
+        for k, stream in enumerate(streams):
+            n = sizes[k]
+            for start in range(0, len(stream) - n + 1, n):  # every whole pass is a permutation
+                self.assertEqual(sorted(stream[start:start + n]), list(range(n)), (k, start))
+            passes = [stream[start:start + n] for start in range(0, len(stream) - n + 1, n)]
+            self.assertGreater(len({tuple(p) for p in passes}), 1)  # a new permutation each pass
+        big = [per_dataset(epoch_order(sizes, weights, e, samples_per_epoch=20), sizes)[1] for e in range(4)]
+        self.assertEqual(len(set().union(*map(set, big))), 48)  # epochs 0-3 take 48 distinct of 50
+
+    def test_a_pure_function_of_seed_and_epoch_whatever_the_ranks(self):
+        sizes, weights = [30, 7, 12], [0.5, 0.2, 0.3]
+        one = epoch_order(sizes, weights, 4)
+        self.assertEqual(one, epoch_order(sizes, weights, 4))
+        self.assertNotEqual(one, epoch_order(sizes, weights, 5))
+        self.assertNotEqual(one, epoch_order(sizes, weights, 4, seed=4))
+        for world in (2, 4, 7):  # rank r of W takes positions r, r + W, ... of the one order
+            shares = []
+            for r in range(world):
+                s = tt.MixSampler(sizes, weights, rank=r, world=world, seed=3)
+                s.set_epoch(4)
+                shares.append(list(s))
+                self.assertEqual(len(s), math.ceil(len(one) / world))
+            for r, share in enumerate(shares):
+                self.assertEqual(share, [one[(r + k * world) % len(one)] for k in range(len(share))])
+            union = collections.Counter(i for share in shares for i in share)
+            self.assertEqual(set(union), set(one))
+            self.assertEqual(sum(union.values()) - len(one), -len(one) % world)  # only the padding repeats
+
+    def test_without_shuffle_draws_in_order_and_spreads_the_datasets(self):
+        order = epoch_order([6, 4], [0.5, 0.5], 0, samples_per_epoch=8, shuffle=False)
+        self.assertEqual(order, [0, 6, 1, 7, 2, 8, 3, 9])
+        order = epoch_order([6, 4], [0.5, 0.5], 1, samples_per_epoch=8, shuffle=False)
+        self.assertEqual(order, [4, 6, 5, 7, 0, 8, 1, 9])
+
+    def test_four_ranks_resumed_on_three_see_exactly_the_rest_of_the_epoch(self):
+        sizes, weights, per_epoch, steps = [40, 9, 25], [0.6, 0.3, 0.1], 4 * 5 + 3 * 9, 5
+        whole = epoch_order(sizes, weights, 2, samples_per_epoch=per_epoch, seed=8)
+        before = [tt.MixSampler(sizes, weights, per_epoch, rank=r, world=4, seed=8) for r in range(4)]
+        for s in before:
+            s.set_epoch(2)
+        its = [iter(s) for s in before]
+        seen = [[next(it) for _ in range(steps)] for it in its]
+        state = before[1].state_dict(consumed=steps)
+        self.assertEqual((state["epoch"], state["position"], state["world"]), (2, 20, 4))
+        after = [tt.MixSampler(sizes, weights, per_epoch, rank=r, world=3, seed=8) for r in range(3)]
+        for s in after:
+            s.load_state_dict(state)
+            s.set_epoch(2)  # the saved epoch again: the position is kept
+        rest = [list(s) for s in after]
+        self.assertEqual([len(r) for r in rest], [9, 9, 9])
+        self.assertEqual([len(s) for s in after], [9, 9, 9])
+        self.assertEqual(sorted(i for r in seen for i in r), sorted(whole[:20]))
+        self.assertEqual(sorted(i for r in rest for i in r), sorted(whole[20:]))
+        self.assertEqual(collections.Counter(i for r in seen + rest for i in r), collections.Counter(whole))
+        for other, word in ((tt.MixSampler(sizes, [0.5, 0.4, 0.1], per_epoch, rank=0, world=3, seed=8), "weights"),
+                            (tt.MixSampler(sizes, weights, per_epoch + 1, rank=0, world=3, seed=8),
+                             "samples_per_epoch"),
+                            (tt.MixSampler([40, 9, 26], weights, per_epoch, rank=0, world=3, seed=8), "size"),
+                            (tt.MixSampler(sizes, weights, per_epoch, rank=0, world=3, seed=9), "seed")):
+            with self.assertRaises(ValueError) as e:
+                other.load_state_dict(state)
+            self.assertIn(word, str(e.exception))
+
+    def test_the_counts_are_logged_when_an_epoch_starts(self):
+        s = tt.MixSampler([12, 5], [3, 1], 8, rank=0, world=1)
+        with self.assertLogs("tarmac", "INFO") as logs:
+            s.set_epoch(1)
+            list(s)  # the same epoch: not again
+        self.assertEqual(len(logs.output), 1)
+        self.assertIn("epoch 1", logs.output[0])
+        self.assertIn("6 of dataset 0", logs.output[0])
+        self.assertIn("2 of dataset 1", logs.output[0])
+        with self.assertLogs("tarmac", "INFO") as logs:
+            list(tt.MixSampler([12, 5], [3, 1], 8, rank=0, world=1))  # no set_epoch: the first iter
+        self.assertIn("epoch 0", logs.output[0])
+
+    def test_bad_input_is_refused_naming_the_argument(self):
+        for args, word in ((([10, 5], [1]), "weights"), (([10, 5], [1, -1]), "weights"),
+                           (([10, 5], [1, float("nan")]), "weights"), (([10, 5], [0, 0]), "weights"),
+                           (([10, 0], [1, 1]), "weights"), (([10, 5], [1, 1], 0), "samples_per_epoch"),
+                           (([10, 5], [1, 1], -3), "samples_per_epoch"), (([10, 5], [1, 1], 2.5), "samples_per_epoch"),
+                           (([], []), "mixed_or_sizes"), (([4, -1], [1, 1]), "mixed_or_sizes")):
+            with self.assertRaises(ValueError, msg=args) as e:
+                tt.MixSampler(*args)
+            self.assertIn(word, str(e.exception))
+        with self.assertRaises(ValueError) as e:
+            tt.MixedDataset([])
+        self.assertIn("datasets", str(e.exception))
+
+
+def image_seed(name, k):
+    return 1000 * sum(map(ord, name)) + k
+
+
+def convert(tmp, name, samples):
+    """A dataset of PNG images (kept as PNG, so decoding gives the same pixels) and JSON labels:
+    samples is a list of (width, height, labels)."""
+    members = []
+    for k, (w, h, labels) in enumerate(samples):
+        members += [(f"{name}/{k:04d}.png", fx.png(fx.smooth_rgb(w, h, seed=image_seed(name, k)))),
+                    (f"{name}/{k:04d}.json", fx.js(labels))]
+    archive = fx.write_tar(os.path.join(tmp, name + ".tar"), members)
+    out = os.path.join(tmp, name)
+    subprocess.run([TARMAC, "convert", "-q", archive, "-o", out, "--format", "png"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return out
+
+
+@unittest.skipIf(tt is None, "torch is not installed")
+class MixedDatasetTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tarmac-mix-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        # "hyper" has scale and a nullable score, "kitti" has cam: each lacks the other's fields.
+        cls.hyper = convert(cls.tmp, "hyper", [(32, 24, {"id": k, "scale": [k * 0.5, -k], "name": f"h{k}",
+                                                          "score": None if k % 3 == 0 else k / 4})
+                                                for k in range(10)])
+        cls.kitti = convert(cls.tmp, "kitti", [(32, 24, {"id": 100 + k, "cam": [[k + 0.5, 0, 1], [0, k, 2]]})
+                                                for k in range(4)])
+        cls.big = convert(cls.tmp, "big", [(40, 30, {"id": 200 + k}) for k in range(3)])
+        cls.odd = convert(cls.tmp, "odd", [(32, 24, {"id": k + 0.5}) for k in range(2)])  # id F64, not I64
+        cls.ref = [fx.Dataset(p) for p in (cls.hyper, cls.kitti)]
+        cls.mix = tt.MixedDataset([cls.hyper, cls.kitti])
+
+    def expected(self, k, local):
+        """Sample `local` of dataset k as the independent reader and the source images give it."""
+        t, name = self.ref[k].t, ("hyper", "kitti")[k]
+        image = fx.smooth_rgb(32, 24, seed=image_seed(name, int(self.ref[k].keys[local].split("/")[1])))
+        out = {"__key__": self.ref[k].keys[local], "id": t["id"][local], "__affine__": t["__affine__"][local],
+               "image": image.transpose(2, 0, 1)}
+        for field, shape in (("scale", (2,)), ("score", ()), ("cam", (2, 3))):
+            if field in t:
+                out[field] = t[field][local]
+                out[field + ".valid"] = bool(t[field + ".valid"][local]) if field + ".valid" in t else True
+            else:
+                out[field], out[field + ".valid"] = np.zeros(shape), False
+        return out
+
+    def test_values_are_the_datasets_values(self):
+        mix = self.mix
+        self.assertEqual(len(mix), 14)
+        self.assertEqual(set(mix.fields), {"id", "scale", "score", "cam", "__affine__"})  # "name" is ragged
+        for g in range(len(mix)):
+            k, local = (0, g) if g < 10 else (1, g - 10)
+            s, want = mix[g], self.expected(k, local)
+            self.assertEqual(int(s["__dataset__"]), k)
+            self.assertEqual(s["__dataset__"].dtype, torch.int64)
+            self.assertEqual(s["__index__"], g)
+            self.assertEqual(s["__key__"], want["__key__"])
+            np.testing.assert_array_equal(s["image"].numpy(), want["image"])
+            for field in ("id", "__affine__", "scale", "score", "cam"):
+                np.testing.assert_array_equal(s[field].numpy(), want[field], err_msg=f"{field} of {g}")
+            for field in ("scale", "score", "cam"):
+                self.assertEqual(bool(s[field + ".valid"]), want[field + ".valid"], (field, g))
+            self.assertEqual(s["cam"].dtype, torch.float64)
+            self.assertNotIn("id.valid", s)  # present and non-nullable everywhere: no mask
+        self.assertEqual(int(mix[-1]["__dataset__"]), 1)
+        self.assertFalse(bool(mix[3]["score.valid"]))  # hyper's own null
+        self.assertTrue(bool(mix[4]["score.valid"]))
+        with self.assertRaises(IndexError):
+            mix[14]
+
+    def test_a_batch_equals_the_samples_in_its_order(self):
+        mix = self.mix
+        for idx in ([12, 3, 10, 0, 13, 3, 9], [2, 7, 1], [11, 10], torch.tensor([5, 13])):
+            batch = mix[idx]
+            samples = [mix[int(i)] for i in idx]
+            self.assertEqual(batch["__key__"], [s["__key__"] for s in samples])
+            self.assertEqual(batch["__index__"].tolist(), [int(i) for i in idx])
+            self.assertEqual(batch["__dataset__"].dtype, torch.int64)
+            collated = torch.utils.data.default_collate(samples)
+            self.assertEqual(set(batch), set(collated))
+            for name in batch:
+                if name != "__key__":
+                    self.assertTrue(torch.equal(batch[name], collated[name].to(batch[name].dtype)), name)
+            self.assertEqual(batch["image"].shape, (len(idx), 3, 24, 32))
+
+    def test_a_loader_with_the_sampler(self):
+        mix = self.mix
+        sampler = tt.MixSampler(mix, [0.9, 0.1], 12, rank=0, world=1, seed=2)
+        self.assertEqual(sampler.counts(), [11, 1])
+        loader = torch.utils.data.DataLoader(mix, batch_size=None, num_workers=1,
+                                             sampler=torch.utils.data.BatchSampler(sampler, 4, drop_last=False))
+        with self.assertLogs("tarmac", "INFO") as logs:
+            batches = list(loader)
+        self.assertIn(self.hyper, logs.output[0])
+        self.assertEqual([int(i) for b in batches for i in b["__index__"]], list(sampler))
+        self.assertEqual(sum(int((b["__dataset__"] == 1).sum()) for b in batches), 1)
+
+    def test_images_of_several_sizes_in_one_batch_name_the_datasets(self):
+        mix = tt.MixedDataset([self.hyper, self.big])
+        self.assertEqual(mix[[0, 1]]["image"].shape, (2, 3, 24, 32))
+        self.assertEqual(mix[[10, 11]]["image"].shape, (2, 3, 30, 40))
+        with self.assertRaises(ValueError) as e:
+            mix[[0, 10]]
+        for word in (self.hyper, self.big, "32x24", "40x30"):
+            self.assertIn(word, str(e.exception))
+
+    def test_fields_and_given_datasets(self):
+        mix = tt.MixedDataset([tt.TarmacDataset(self.kitti), self.hyper], fields=["id", "score"])
+        self.assertEqual(mix.fields, ["id", "score"])
+        s = mix[0]
+        self.assertEqual((int(s["id"]), bool(s["score.valid"]), int(s["__dataset__"])), (100, False, 0))
+        self.assertNotIn("cam", s)
+        with self.assertRaises(ValueError) as e:
+            tt.MixedDataset([self.hyper, self.kitti], fields=["nope"])
+        self.assertIn("nope", str(e.exception))
+        with self.assertRaises(ValueError) as e:
+            tt.MixedDataset([tt.TarmacDataset(self.hyper, fields=["id"]), self.kitti], fields=["id", "scale"])
+        self.assertIn("scale", str(e.exception))  # hyper has it, but the TarmacDataset given leaves it out
+        with self.assertRaises(ValueError) as e:
+            tt.MixedDataset([self.hyper, self.odd])
+        for word in ("'id'", "int64", "float64", self.hyper, self.odd):
+            self.assertIn(word, str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
