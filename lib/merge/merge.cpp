@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "check/annotation.h"
@@ -37,10 +38,33 @@ struct Part {  // NOLINT(bugprone-exception-escape): moved only while parts are 
   std::string path;
   Annotation a;
   json manifest;  // {} when the part has none
+  /// Fields null in every sample of this part: they say nothing of the field's kind, dtype or
+  /// shape (a part's all-null field gets some kind there), so the merge treats the part as
+  /// lacking them, as one run over all parts' samples would have typed them.
+  std::set<std::string> null_fields;
 };
+
+// Part p's field `name`, or null when the part lacks it or holds only nulls in it.
+const FieldLayout* field_of(const Part& p, const std::string& name) {
+  if (p.null_fields.count(name)) return nullptr;
+  return p.a.layout().find_field(name);
+}
 
 std::span<const uint8_t> tensor_bytes(const Part& p, const TensorInfo* t) {
   return p.a.file().bytes().subspan(t->begin, t->end - t->begin);
+}
+
+// The part's fields whose NAME.valid is false in every sample.
+std::set<std::string> all_null_fields(const Part& p) {
+  std::set<std::string> names;
+  for (const auto& f : p.a.fields()) {
+    const FieldLayout* fl = p.a.layout().find_field(f.spec.name);
+    if (!fl || !fl->valid || p.a.size() == 0) continue;
+    const auto b = tensor_bytes(p, fl->valid);
+    if (std::all_of(b.begin(), b.end(), [](uint8_t v) { return v == 0; }))
+      names.insert(f.spec.name);
+  }
+  return names;
 }
 
 int64_t offset_at(const Part& p, const TensorInfo* t, uint64_t i) {
@@ -103,6 +127,7 @@ std::vector<std::unique_ptr<Part>> open_parts(const std::vector<std::string>& pa
                        " (run 'tarmac verify " + path + "')");
     }
     p->manifest = read_json_file(fs::path(path) / kManifestFile);
+    p->null_fields = all_null_fields(*p);
     parts.push_back(std::move(p));
   }
   return parts;
@@ -124,7 +149,7 @@ std::vector<FieldSpec> reconcile(const std::vector<const Part*>& parts) {
     std::optional<FieldSpec> o;
     const Part* shaped_by = nullptr;
     for (const auto& p : parts) {
-      const FieldLayout* fl = p->a.layout().find_field(name);
+      const FieldLayout* fl = field_of(*p, name);
       if (!fl) {
         if (o) o->nullable = true;
         continue;
@@ -159,6 +184,11 @@ std::vector<FieldSpec> reconcile(const std::vector<const Part*>& parts) {
       }
       o->nullable = o->nullable || f.nullable;
       shaped_by = p;
+    }
+    if (!o) {  // null in every sample of every part: typed as the first part holding it
+      for (const auto& p : parts)
+        if (const FieldLayout* fl = p->a.layout().find_field(name); fl && !o) o = fl->spec;
+      o->nullable = true;
     }
     out.push_back(std::move(*o));
   }
@@ -298,14 +328,14 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
     const std::string name = f.name;
     if (f.ragged) {
       ragged(name, f.dtype, f.inner_shape(), [name](const Part& p) {
-        const FieldLayout* fi = p.a.layout().find_field(name);
+        const FieldLayout* fi = field_of(p, name);
         if (!fi) return Source{nullptr, nullptr, 0};
         return Source{fi->values, fi->spec.ragged ? fi->offsets : nullptr,
                       fi->spec.ragged ? 0 : fi->spec.shape[0]};
       });
     } else {
       fixed(name, f.dtype, f.shape, [name](const Part& p) -> const TensorInfo* {
-        const FieldLayout* fi = p.a.layout().find_field(name);
+        const FieldLayout* fi = field_of(p, name);
         return fi ? fi->values : nullptr;
       });
     }
@@ -314,7 +344,7 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
     // part lacks it.
     t.push_back({valid_tensor(name), DType::BOOL, {n64}, [&parts, name](ByteSink& sink) {
                    for (const auto& p : parts) {
-                     const FieldLayout* fi = p->a.layout().find_field(name);
+                     const FieldLayout* fi = field_of(*p, name);
                      if (fi && fi->valid) {
                        sink.write(tensor_bytes(*p, fi->valid));
                      } else {
