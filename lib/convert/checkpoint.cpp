@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "format/manifest.h"
 #include "format/names.h"
 #include "format/shard_list.h"
 #include "write/file_util.h"
@@ -65,15 +66,12 @@ std::vector<std::string> dataset_files(const fs::path& out) {
   std::ifstream in(out / kManifestFile);
   if (!in) throw unreadable("no readable " + std::string(kManifestFile));
   try {
-    const json m = json::parse(in);
-    for (const auto& shard : m.at("shards")) {
-      const std::string name = shard.at("name").get<std::string>();
-      // A name that is not a plain shard name is nothing tarmac wrote: never removed.
-      if (!is_shard_name(name)) throw unreadable("a manifest listing '" + name + "' as a shard");
-      files.push_back(name);
-    }
+    // A name that is not a plain shard name is nothing tarmac wrote: never removed.
+    for (auto& name : manifest_shard_names(json::parse(in))) files.push_back(std::move(name));
   } catch (const json::exception& e) {
     throw unreadable("a manifest that cannot be read (" + std::string(e.what()) + ")");
+  } catch (const ParseError& e) {
+    throw unreadable("a " + std::string(e.what()));
   }
   return files;
 }

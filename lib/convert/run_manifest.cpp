@@ -3,6 +3,7 @@
 #include "common/version.h"
 #include "convert/checkpoint.h"
 #include "format/field_spec.h"
+#include "format/manifest.h"
 #include "format/names.h"
 #include "write/manifest_file.h"
 
@@ -43,16 +44,18 @@ json run_manifest(const ManifestRecord& r, json skipped, json ignored, json dupl
                       {"size", fs::file_size(r.staging / s)},
                       {"crc32", crc32_hex(r.writer.shard_crcs()[i])}});
   }
-  manifest["counts"] = {{"samples", res.samples},
-                        {"skipped_samples", res.skipped_samples},
-                        {"skipped_members", res.error_members},
-                        {"ignored_members", res.ignored_members},
-                        {"duplicates", res.duplicates},
-                        {"no_instance_samples", res.no_instance_samples},
-                        {"unused_images", res.unused_images},
-                        {"input_errors", res.input_errors.size()},
-                        {"shards", res.shards},
-                        {"image_bytes", res.image_bytes}};
+  format::ManifestCounts counts;
+  counts.samples = res.samples;
+  counts.skipped_samples = res.skipped_samples;
+  counts.skipped_members = res.error_members;
+  counts.ignored_members = res.ignored_members;
+  counts.duplicates = res.duplicates;
+  counts.no_instance_samples = res.no_instance_samples;
+  counts.unused_images = res.unused_images;
+  counts.input_errors = res.input_errors.size();
+  counts.shards = res.shards;
+  counts.image_bytes = res.image_bytes;
+  manifest["counts"] = format::counts_json(counts);
   manifest["shards"] = shards;
   manifest["annotation"] = {{"name", format::kLabelsFile}, {"size", res.annotation_bytes}};
   manifest["labels_crc32"] = crc32_hex(file_crc32(r.labels.string()));

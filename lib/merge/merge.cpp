@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/version.h"
 #include "format/layout.h"
+#include "format/manifest.h"
 #include "write/column_store.h"
 #include "write/file_util.h"
 #include "write/manifest_file.h"
@@ -384,6 +385,21 @@ void check_same_classes(const std::vector<std::unique_ptr<Part>>& parts) {
   }
 }
 
+// The entries of a part's manifest list (`inputs`, `skipped`, `ignored`, `duplicates`) joined
+// into the merge's, each once: parts of one input split by samples (--shard I/N) each read
+// every input, so each lists the same input, ignored member or unreadable archive; one run
+// lists it once. `seen` holds the entries' texts; returns the entries left out.
+std::vector<json> append_once(json& to, const json& from, std::set<std::string>& seen) {
+  std::vector<json> repeated;
+  if (!from.is_array()) return repeated;
+  for (const auto& e : from)
+    if (seen.insert(e.dump()).second)
+      to.push_back(e);
+    else
+      repeated.push_back(e);
+  return repeated;
+}
+
 // Places part shard `from` in the staging directory as `to`: a hard link, or a copy. Only a
 // part's own regular file: a symbolic link could bring any file of the machine into the
 // dataset (a hard link to the link itself, or a copy of what it points to). The placed file
@@ -528,7 +544,9 @@ MergeResult merge_datasets(const MergeOptions& o) {
     std::vector<uint64_t> shard_samples;  // per merged shard: samples whose image is in it
     json shards = json::array(), merged_from = json::array(), inputs = json::array();
     json skipped = json::array(), ignored = json::array(), duplicates = json::array();
-    std::map<std::string, uint64_t> counts;
+    std::set<std::string> seen_inputs, seen_skipped, seen_ignored, seen_duplicates;
+    // The parts' counts, summed, less what several parts counted for one entry.
+    format::ManifestCounts counts;
     for (const auto& p : all_parts) {
       if (p->a.size() > 0 || p.get() == parts[0])
         shard_base.push_back(static_cast<int32_t>(shard_names.size()));
@@ -568,20 +586,33 @@ MergeResult merge_datasets(const MergeOptions& o) {
                              {"labels_crc32", m.value("labels_crc32", "")},
                              {"part", m.contains("part") ? m["part"] : json(nullptr)},
                              {"inputs", m.contains("inputs") ? m["inputs"] : json::array()}});
-      if (m.contains("inputs") && m["inputs"].is_array())
-        for (const auto& in : m["inputs"]) inputs.push_back(in);
-      for (const char* k : {"skipped", "ignored", "duplicates"})
-        if (m.contains(k) && m[k].is_array())
-          for (const auto& e : m[k])
-            (std::string(k) == "skipped"   ? skipped
-             : std::string(k) == "ignored" ? ignored
-                                           : duplicates)
-                .push_back(e);
-      if (m.contains("counts") && m["counts"].is_object())
-        for (const char* k : {"skipped_samples", "skipped_members", "ignored_members", "duplicates",
-                              "input_errors"})
-          if (m["counts"].contains(k) && m["counts"][k].is_number_unsigned())
-            counts[k] += m["counts"][k].get<uint64_t>();
+      const format::ManifestCounts c = format::counts_of(m);
+      counts.skipped_samples += c.skipped_samples;
+      counts.skipped_members += c.skipped_members;
+      counts.ignored_members += c.ignored_members;
+      counts.duplicates += c.duplicates;
+      counts.no_instance_samples += c.no_instance_samples;
+      counts.input_errors += c.input_errors;
+      // Images no table row names: every part of one input split by samples sees them all.
+      const bool by_samples =
+          m.contains("part") && m["part"].is_object() && m["part"].value("split", "") == "samples";
+      counts.unused_images = by_samples ? std::max(counts.unused_images, c.unused_images)
+                                        : counts.unused_images + c.unused_images;
+      // (a manifest whose counts disagree with its lists never drives a count below 0)
+      const auto less = [](uint64_t& count) { count -= count > 0 ? 1 : 0; };
+      for (const auto& e : append_once(inputs, m.value("inputs", json::array()), seen_inputs))
+        if (e.is_object() && e.contains("error")) less(counts.input_errors);
+      for (const auto& e : append_once(skipped, m.value("skipped", json::array()), seen_skipped))
+        if (e.is_object() && e.contains("sample"))
+          less(counts.skipped_samples);
+        else if (e.is_object() && e.contains("member"))
+          less(counts.skipped_members);
+      for ([[maybe_unused]] const auto& e :
+           append_once(ignored, m.value("ignored", json::array()), seen_ignored))
+        less(counts.ignored_members);
+      for ([[maybe_unused]] const auto& e :
+           append_once(duplicates, m.value("duplicates", json::array()), seen_duplicates))
+        less(counts.duplicates);
       result.samples += p->a.size();
       for (size_t k = 0; k < kinds.size(); ++k)
         for (uint64_t i = 0; i < p->a.size(); ++i)
@@ -617,14 +648,20 @@ MergeResult merge_datasets(const MergeOptions& o) {
       manifest["output_options"] = parts[0]->manifest["output_options"];
     manifest["merged_from"] = merged_from;
     manifest["inputs"] = inputs;
-    manifest["counts"] = {{"samples", result.samples},
-                          {"skipped_samples", counts["skipped_samples"]},
-                          {"skipped_members", counts["skipped_members"]},
-                          {"ignored_members", counts["ignored_members"]},
-                          {"duplicates", counts["duplicates"]},
-                          {"input_errors", counts["input_errors"]},
-                          {"shards", result.shards},
-                          {"image_bytes", result.image_bytes}};
+    // The table's provenance, when every part read the same table (each reads it whole).
+    const json table = parts[0]->manifest.contains("table") ? parts[0]->manifest["table"] : json();
+    bool same_table = !table.is_null();
+    for (const auto& p : all_parts)
+      same_table = same_table && p->manifest.contains("table") && p->manifest["table"] == table;
+    if (same_table) manifest["table"] = table;
+    if (!table.is_null() && !same_table)
+      result.warnings.push_back(
+          "the parts were converted from different --table files: the merged "
+          "manifest records none (each part's is in its own manifest)");
+    counts.samples = result.samples;
+    counts.shards = result.shards;
+    counts.image_bytes = result.image_bytes;
+    manifest["counts"] = format::counts_json(counts);
     manifest["shards"] = shards;
     manifest["annotation"] = {{"name", kLabelsFile}, {"size", result.annotation_bytes}};
     manifest["labels_crc32"] = crc32_hex(file_crc32(labels.string()));

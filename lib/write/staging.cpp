@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/crc32.h"
+#include "common/error.h"
+#include "format/manifest.h"
 #include "format/names.h"
 #include "write/file_util.h"
 #include "write/manifest_file.h"
@@ -40,12 +42,11 @@ void discard_unfinished_publish(const fs::path& out, const fs::path& staging) {
   if (!fs::exists(manifest, ec)) manifest = out / kManifestFile;
   std::vector<std::string> published{kManifestFile, kShardListFile};
   std::ifstream in(manifest);
-  const nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
-  if (m.is_object() && m.contains("shards") && m["shards"].is_array())
-    for (const auto& shard : m["shards"])
-      if (shard.is_object() && shard.contains("name") && shard["name"].is_string() &&
-          is_shard_name(shard["name"].get<std::string>()))
-        published.push_back(shard["name"].get<std::string>());
+  try {
+    for (auto& name : manifest_shard_names(nlohmann::ordered_json::parse(in, nullptr, false)))
+      published.push_back(std::move(name));
+  } catch (const ParseError&) {  // not one a run wrote: none of its names is acted on
+  }
   if (fs::exists(staging / kManifestFile, ec) || fs::exists(out / kManifestFile, ec))
     for (const auto& name : published) fs::remove(out / name, ec);
   fs::remove_all(staging, ec);

@@ -319,6 +319,63 @@ class MergeKindsTest(fx.TmpCase):
                 self.assertEqual(self.labels_of(out), self.labels_of(one))
 
 
+class MergedManifestTest(fx.TmpCase):
+    """The merged manifest says what one run's says (item 10): every count (the shard count
+    aside: merge keeps the parts' shards), each input, ignored member and skipped entry once
+    although every part split by samples read them all, and the table's provenance."""
+
+    def manifest(self, out):
+        with open(os.path.join(out, "manifest.json")) as f:
+            return json.load(f)
+
+    def same_as_one_run(self, one, merged):
+        a, b = self.manifest(one), self.manifest(merged)
+        ca, cb = dict(a["counts"]), dict(b["counts"])
+        ca.pop("shards"), cb.pop("shards")
+        self.assertEqual(cb, ca)
+        for k in ("inputs", "ignored", "skipped", "duplicates"):
+            self.assertEqual(sorted(json.dumps(e, sort_keys=True) for e in b[k]),
+                             sorted(json.dumps(e, sort_keys=True) for e in a[k]), k)
+        self.assertEqual(b.get("table"), a.get("table"))
+        self.assertEqual(fx.run(["verify", merged]).returncode, 0)
+
+    def split_and_merge(self, name, args, n):
+        parts = []
+        for i in range(n):
+            part = self.path(f"{name}-part{i}")
+            p = fx.run(["convert", *args, "-o", part, "--shard", f"{i}/{n}", "--allow-empty"])
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+            parts.append(part)
+        out = self.path(f"{name}-merged")
+        p = fx.run(["merge", *parts, "-o", out])
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        return out
+
+    def test_counts_lists_and_table_as_one_run(self):
+        img = fx.png(fx.smooth_rgb(8, 8))
+        a = fx.write_tar(self.path("a.tar"), [(f"a/{i}.png", img) for i in range(6)] +
+                         [(".hidden", b"h"), ("noext", b"x")] + [(f"a/{i}.json", fx.js({"v": i})) for i in range(6)])
+        b = fx.write_tar(self.path("b.tar"), [(f"b/{i}.png", img) for i in range(4)] + [("__MACOSX/x", b"x")])
+        for name, inputs, n in (("by-inputs", [a, b], 2), ("by-samples", [a], 3)):
+            with self.subTest(name):
+                one = self.path(name + "-one")
+                self.assertEqual(fx.run(["convert", *inputs, "-o", one]).returncode, 0)
+                self.assertGreater(self.manifest(one)["counts"]["ignored_members"], 0)
+                self.same_as_one_run(one, self.split_and_merge(name, inputs, n))
+        # A table naming some of the images (the rest are unused_images), split by samples.
+        table = self.path("rows.jsonl")
+        with open(table, "w") as f:
+            for i in range(5):
+                f.write(json.dumps({"image_path": f"a/{i}.png", "w": i}) + "\n")
+        args = [a, "--table", table]
+        one = self.path("table-one")
+        p = fx.run(["convert", *args, "-o", one])
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertGreater(self.manifest(one)["counts"]["unused_images"], 0)
+        self.assertIn("table", self.manifest(one))
+        self.same_as_one_run(one, self.split_and_merge("table", args, 2))
+
+
 class StopTest(fx.TmpCase):
     """SIGTERM ends a run blocked where the run cannot poll for it (item 4): within the
     watchdog's 10 s, with the signal's status and a message saying what is kept."""

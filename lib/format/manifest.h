@@ -1,0 +1,38 @@
+#pragma once
+// manifest.json (docs/format.md 5): its counts, typed and named once, and the shards it lists,
+// for the writers (convert, merge) and the readers (verify, --overwrite, a dead run's
+// clean-up). Sealing and checking its CRC-32 are in write/manifest_file.h and check/verify.cpp.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace tarmac::format {
+
+/// The manifest's "counts" (format.md 5), every entry a run writes.
+struct ManifestCounts {
+  uint64_t samples = 0;
+  uint64_t skipped_samples = 0;
+  uint64_t skipped_members = 0;
+  uint64_t ignored_members = 0;
+  uint64_t duplicates = 0;
+  uint64_t no_instance_samples = 0;
+  uint64_t unused_images = 0;
+  uint64_t input_errors = 0;
+  uint64_t shards = 0;
+  uint64_t image_bytes = 0;
+};
+
+/// The "counts" object, its entries in the order format.md lists them.
+nlohmann::ordered_json counts_json(const ManifestCounts& c);
+
+/// The "counts" of `manifest`; an entry that is absent or not an unsigned number is 0 (a
+/// manifest written before the entry existed).
+ManifestCounts counts_of(const nlohmann::ordered_json& manifest);
+
+/// The names of the shards `manifest` lists ("shards": [{"name": ...}, ...]). Throws
+/// ParseError when the list is malformed or names anything but a plain shard name
+/// (names.h is_shard_name), which no tarmac run writes: a path there must never be acted on.
+std::vector<std::string> manifest_shard_names(const nlohmann::ordered_json& manifest);
+
+}  // namespace tarmac::format
