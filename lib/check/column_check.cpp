@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <set>
 
 #include "common/crc32.h"
 #include "common/error.h"
@@ -64,6 +65,19 @@ std::vector<std::pair<fs::path, std::string>> column_files(const fs::path& dir,
     if (format::is_valid_column_name(name)) out.emplace_back(p, name);
   }
   return out;
+}
+
+// Whether the column file at `path` is the one the manifest recorded: its size and the
+// CRC-32s its metadata states (those are checked against its bytes by check_column).
+bool matches_record(const fs::path& path, const format::ManifestColumn& r) {
+  try {
+    const MappedFile map(path.string());
+    const format::ColumnLayout l = format::read_column_layout(parse_safetensors(map.bytes()));
+    return map.bytes().size() == r.size && l.values_crc32 == r.values_crc32 &&
+           l.offsets_crc32 == r.offsets_crc32 && l.shapes_crc32 == r.shapes_crc32;
+  } catch (const std::exception&) {
+    return true;  // unreadable: check_column says why
+  }
 }
 
 void check_column(const fs::path& path, const std::string& name, const std::string& labels_crc32,
@@ -152,16 +166,39 @@ void check_column(const fs::path& path, const std::string& name, const std::stri
 }  // namespace
 
 uint64_t check_columns(const fs::path& dir, const std::string& labels_crc32, uint64_t num_samples,
-                       std::vector<Problem>& problems, uint64_t& bytes_read,
-                       const std::function<void(uint64_t)>& advanced) {
+                       const RecordedColumns& recorded, std::vector<Problem>& problems,
+                       uint64_t& bytes_read, const std::function<void(uint64_t)>& advanced) {
   std::vector<std::string> partial;
   const auto files = column_files(dir, &partial);
   for (const std::string& f : partial)
     problems.push_back({std::string(format::kColumnsDir) + "/" + f, "",
                         "an interrupted `tarmac column merge` left this file: remove it and "
                         "merge again"});
-  for (const auto& [path, name] : files)
+  std::set<std::string> present;
+  for (const auto& [path, name] : files) {
+    present.insert(name);
+    const std::string file = std::string(format::kColumnsDir) + "/" + path.filename().string();
+    if (recorded && !recorded->count(name))
+      problems.push_back({file, "",
+                          "is not recorded in manifest.json (`tarmac column merge` records the "
+                          "columns it writes): it was copied in or merged by hand; merge it again "
+                          "from its parts, or remove it with `tarmac column rm`"});
+    else if (recorded && !matches_record(path, recorded->at(name)))
+      problems.push_back(
+          {file, "",
+           "is not the file manifest.json records for column '" + name +
+               "' (size or CRC-32s differ): it was replaced after it was merged; "
+               "merge it again from its parts, or remove it with `tarmac column rm`"});
     check_column(path, name, labels_crc32, num_samples, problems, bytes_read, advanced);
+  }
+  if (recorded)
+    for (const auto& [name, r] : *recorded)
+      if (!present.count(name))
+        problems.push_back({format::column_file(name), "",
+                            "is missing: manifest.json records column '" + name +
+                                "' (merged by `tarmac column merge`); derive and merge it again, "
+                                "or remove the record with `tarmac column rm " +
+                                name + "`"});
   return files.size();
 }
 

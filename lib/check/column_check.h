@@ -6,19 +6,27 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "check/annotation.h"
+#include "format/manifest.h"
 
 namespace tarmac::check {
 
+/// The merged columns the manifest records (nullopt: a manifest from before they were).
+using RecordedColumns = std::optional<std::map<std::string, format::ManifestColumn>>;
+
 /// Appends what is wrong with the columns of the dataset in `dir`, whose annotation file has
 /// CRC-32 `labels_crc32` (8 hex digits) and `num_samples` samples; adds the bytes read.
-/// Returns how many column files it checked. `advanced` (may be empty) is told of the bytes
-/// summed as it goes (every 64 MiB), for progress.
+/// With `recorded`, a recorded column whose file is missing or is another file, and a column
+/// file it does not record, are problems too. Returns how many column files it checked.
+/// `advanced` (may be empty) is told of the bytes summed as it goes (every 64 MiB).
 uint64_t check_columns(const std::filesystem::path& dir, const std::string& labels_crc32,
-                       uint64_t num_samples, std::vector<Problem>& problems, uint64_t& bytes_read,
+                       uint64_t num_samples, const RecordedColumns& recorded,
+                       std::vector<Problem>& problems, uint64_t& bytes_read,
                        const std::function<void(uint64_t)>& advanced = {});
 
 /// The bytes of the column files check_columns reads (for a progress total).

@@ -331,14 +331,22 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   }
   uint64_t column_done = 0;
   auto last = clock::now();
-  r.columns = check_columns(dir, labels_crc, a.size(), problems, r.bytes_checked, [&](uint64_t k) {
-    column_done += k;
-    if (!progress || clock::now() - last < std::chrono::milliseconds(250)) return;
-    last = clock::now();
-    p.bytes_done = bytes_done.load() + column_done;
-    p.seconds = std::chrono::duration<double>(last - t0).count();
-    progress(p);
-  });
+  RecordedColumns recorded;
+  if (have_manifest) try {
+      recorded = format::manifest_columns(nlohmann::ordered_json(m));
+    } catch (const ParseError& e) {
+      problems.push_back({kManifest, "", e.what()});
+    }
+  r.columns = check_columns(dir, labels_crc, a.size(), recorded, problems, r.bytes_checked,
+                            [&](uint64_t k) {
+                              column_done += k;
+                              if (!progress || clock::now() - last < std::chrono::milliseconds(250))
+                                return;
+                              last = clock::now();
+                              p.bytes_done = bytes_done.load() + column_done;
+                              p.seconds = std::chrono::duration<double>(last - t0).count();
+                              progress(p);
+                            });
   if (progress) {
     p.bytes_done = std::max(p.bytes_total, bytes_done.load() + column_done);  // all checked
     p.seconds = std::chrono::duration<double>(clock::now() - t0).count();

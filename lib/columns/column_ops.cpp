@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "columns/column_parts.h"
@@ -13,6 +15,7 @@
 #include "common/error.h"
 #include "common/version.h"
 #include "format/column_file.h"
+#include "format/manifest.h"
 #include "format/names.h"
 #include "format/safetensors.h"
 #include "read/mapped_file.h"
@@ -407,6 +410,12 @@ class Merger {
       throw;
     }
     r.bytes = fs::file_size(final_path);
+    // Recorded in the manifest, so that verify notices the file deleted or replaced.
+    format::ManifestColumn record{r.bytes, metadata.at("values_crc32"),
+                                  metadata.at("offsets_crc32"), metadata.at("shapes_crc32")};
+    update_manifest(dir_, [&](nlohmann::ordered_json& m) {
+      m[format::kManifestColumns][o_.name] = format::column_record_json(record);
+    });
   }
 
   const ColumnMergeOptions& o_;
@@ -508,7 +517,14 @@ void remove_column(const std::string& dir, const std::string& name, const std::s
     throw ArgumentError("'" + name + "' is not a column name");
   const fs::path file = fs::path(dir) / format::column_file(name);
   const fs::path parts = fs::path(dir) / format::column_parts_dir(name);
-  if (!fs::exists(file) && !fs::exists(parts)) {
+  std::optional<std::map<std::string, format::ManifestColumn>> recorded;
+  try {
+    std::ifstream in(fs::path(dir) / format::kManifestFile);
+    if (in) recorded = format::manifest_columns(nlohmann::ordered_json::parse(in, nullptr, false));
+  } catch (const ParseError&) {  // verify names it; the files can still be removed
+  }
+  const bool is_recorded = recorded && recorded->count(name);
+  if (!fs::exists(file) && !fs::exists(parts) && !is_recorded) {
     std::string names;
     for (const ColumnInfo& c : list_columns(dir)) names += (names.empty() ? "" : ", ") + c.name;
     throw FatalError(
@@ -521,6 +537,9 @@ void remove_column(const std::string& dir, const std::string& name, const std::s
   if (ec) throw FatalError("cannot remove '" + file.string() + "': " + ec.message());
   fs::remove_all(parts, ec);
   if (ec) throw FatalError("cannot remove '" + parts.string() + "': " + ec.message());
+  if (is_recorded)
+    update_manifest(dir,
+                    [&](nlohmann::ordered_json& m) { m[format::kManifestColumns].erase(name); });
 }
 
 }  // namespace tarmac

@@ -63,6 +63,7 @@ json run_manifest(const ManifestRecord& r, json skipped, json ignored, json dupl
   manifest["skipped"] = std::move(skipped);
   manifest["ignored"] = std::move(ignored);
   manifest["duplicates"] = std::move(duplicates);
+  manifest[format::kManifestColumns] = json::object();  // `tarmac column merge` adds to it
   return manifest;
 }
 

@@ -60,4 +60,34 @@ std::vector<std::string> manifest_shard_names(const json& manifest) {
   return names;
 }
 
+json column_record_json(const ManifestColumn& c) {
+  return {{"size", c.size},
+          {"values_crc32", c.values_crc32},
+          {"offsets_crc32", c.offsets_crc32},
+          {"shapes_crc32", c.shapes_crc32}};
+}
+
+std::optional<std::map<std::string, ManifestColumn>> manifest_columns(const json& manifest) {
+  if (!manifest.is_object() || !manifest.contains(kManifestColumns)) return std::nullopt;
+  const json& cols = manifest[kManifestColumns];
+  if (!cols.is_object()) throw ParseError("manifest: \"columns\" is not an object");
+  std::map<std::string, ManifestColumn> out;
+  for (const auto& [name, r] : cols.items()) {
+    const auto text = [&](const char* key) {
+      if (!r.is_object() || !r.contains(key) || !r[key].is_string())
+        throw ParseError("manifest: column '" + name + "' has no \"" + key + "\"");
+      return r[key].get<std::string>();
+    };
+    ManifestColumn c;
+    if (!r.is_object() || !r.contains("size") || !r["size"].is_number_unsigned())
+      throw ParseError("manifest: column '" + name + "' has no \"size\"");
+    c.size = r["size"].get<uint64_t>();
+    c.values_crc32 = text("values_crc32");
+    c.offsets_crc32 = text("offsets_crc32");
+    c.shapes_crc32 = text("shapes_crc32");
+    out.emplace(name, std::move(c));
+  }
+  return out;
+}
+
 }  // namespace tarmac::format

@@ -669,6 +669,7 @@ MergeResult merge_datasets(const MergeOptions& o) {
     manifest["skipped"] = skipped;
     manifest["ignored"] = ignored;
     manifest["duplicates"] = duplicates;
+    manifest[format::kManifestColumns] = json::object();  // the parts' columns are not merged
     if (!shard_names.empty()) {
       format::ShardList list;
       for (size_t k = 0; k < shard_names.size(); ++k)

@@ -5,9 +5,12 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <fstream>
 #include <vector>
 
 #include "common/crc32.h"
+#include "common/error.h"
+#include "format/names.h"
 #include "write/file_util.h"
 
 namespace tarmac {
@@ -48,6 +51,20 @@ std::string sealed_manifest_text(nlohmann::ordered_json manifest) {
   const size_t at = text.rfind(kField) + kField.size();
   text.replace(at, 8, crc32_hex(crc32_update(0, text.data(), text.size())));
   return text;
+}
+
+bool update_manifest(const std::filesystem::path& dir,
+                     const std::function<void(nlohmann::ordered_json&)>& edit) {
+  const std::filesystem::path path = dir / format::kManifestFile;
+  std::ifstream in(path);
+  if (!in) return false;
+  nlohmann::ordered_json m = nlohmann::ordered_json::parse(in, nullptr, false);
+  if (!m.is_object())
+    throw FatalError("cannot update '" + path.string() +
+                     "': it is not a JSON object (run 'tarmac verify " + dir.string() + "')");
+  edit(m);
+  write_file_atomic(path.string(), sealed_manifest_text(std::move(m)));
+  return true;
 }
 
 }  // namespace tarmac

@@ -285,6 +285,56 @@ class ColumnTest(fx.TmpCase):
         self.assertEqual(ls.returncode, 1)
         self.assertIn("another version of the dataset", ls.stdout.decode())
 
+    def test_verify_notices_a_column_deleted_replaced_or_copied_in(self):
+        """#25 item 11: the manifest records each merged column (size, CRC-32s), so that
+        verify notices its file deleted, replaced by another, or copied in unrecorded."""
+        out, ds = self.dataset("recorded")
+        n = len(ds.keys)
+        first = self.outputs(ds, ragged=False)
+        write_part(out, "a", 0, 1, first, n=n)
+        self.merge(out, "a")
+        with open(os.path.join(out, "manifest.json")) as f:
+            record = json.load(f)["columns"]["a"]
+        path = os.path.join(out, "columns", "a.safetensors")
+        _, meta = st_reader.load(path)
+        self.assertEqual(record, {"size": os.path.getsize(path), "values_crc32": meta["values_crc32"],
+                                  "offsets_crc32": meta["offsets_crc32"], "shapes_crc32": meta["shapes_crc32"]})
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+        saved = self.path("a-first.safetensors")
+        shutil.copy(path, saved)
+        # Deleted: verify says so, naming the column and how to go on.
+        os.remove(path)
+        v = fx.run(["verify", out])
+        self.assertEqual(v.returncode, 1)
+        self.assertIn("is missing", v.stdout.decode())
+        self.assertIn("column rm a", v.stdout.decode())
+        # Derived again from other outputs: the new file is recorded.
+        second = {i: x + 1 for i, x in first.items()}
+        write_part(out, "a", 0, 1, second, n=n)
+        self.merge(out, "a")
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+        # Replaced by the first one, a valid column file of this dataset: not the recorded file.
+        shutil.copy(saved, path)
+        v = fx.run(["verify", out])
+        self.assertEqual(v.returncode, 1)
+        self.assertIn("replaced after it was merged", v.stdout.decode())
+        # Removed with column rm (the record goes too), then copied in: not recorded.
+        self.assertEqual(fx.run(["column", "rm", out, "a"]).returncode, 0)
+        with open(os.path.join(out, "manifest.json")) as f:
+            self.assertEqual(json.load(f)["columns"], {})
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+        shutil.copy(saved, path)
+        v = fx.run(["verify", out])
+        self.assertEqual(v.returncode, 1)
+        self.assertIn("not recorded in manifest.json", v.stdout.decode())
+        # A record whose file is gone can be removed with column rm alone.
+        write_part(out, "b", 0, 1, first, n=n)
+        self.merge(out, "b")
+        os.remove(os.path.join(out, "columns", "b.safetensors"))
+        os.remove(path)
+        self.assertEqual(fx.run(["column", "rm", out, "b"]).returncode, 0)
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+
     def test_ls_and_rm(self):
         out, ds = self.dataset("lsrm")
         n = len(ds.keys)

@@ -62,7 +62,8 @@ void column_file(const uint8_t* data, size_t size) {
   }
   std::vector<tarmac::check::Problem> problems;
   uint64_t bytes = 0;
-  tarmac::check::check_columns(scratch(), l.labels_crc32, l.num_samples, problems, bytes);
+  tarmac::check::check_columns(scratch(), l.labels_crc32, l.num_samples, std::nullopt, problems,
+                               bytes);
   try {
     const tarmac::DerivedColumn c(path.string(), "c", l.num_samples, l.labels_crc32);
     const uint64_t n = std::min<uint64_t>(l.num_samples, 4096);
@@ -149,7 +150,7 @@ void merge(const uint8_t* data, size_t size) {
   // Merged: verify finds nothing wrong and the reader opens it.
   std::vector<tarmac::check::Problem> problems;
   uint64_t bytes = 0;
-  tarmac::check::check_columns(dir, id.labels_crc32, id.num_samples, problems, bytes);
+  tarmac::check::check_columns(dir, id.labels_crc32, id.num_samples, std::nullopt, problems, bytes);
   if (!problems.empty()) __builtin_trap();
   const tarmac::DerivedColumn c((dir / "columns" / "m.safetensors").string(), "m", id.num_samples,
                                 id.labels_crc32);
