@@ -8,6 +8,7 @@
 #include "apps/errors.h"
 #include "check/inspect.h"
 #include "common/error.h"
+#include "common/printable.h"
 
 namespace tarmac::cli {
 
@@ -38,7 +39,7 @@ Runner setup_cat(CLI::App& app, const GlobalFlags& g) {
       }
       const auto i = a.find(f->sample);
       if (!i)
-        throw FatalError("no sample '" + f->sample + "' in '" + f->dir + "' (" +
+        throw FatalError("no sample '" + printable(f->sample) + "' in '" + f->dir + "' (" +
                          std::to_string(a.size()) + " samples)");
       if (f->labels || g.json) {
         print_json(check::sample_json(a, *i));

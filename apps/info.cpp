@@ -10,6 +10,7 @@
 #include "apps/errors.h"
 #include "common/bytes.h"
 #include "common/error.h"
+#include "common/printable.h"
 #include "read/dataset_summary.h"
 
 namespace tarmac::cli {
@@ -148,25 +149,27 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
                   format_bytes(shard_bytes).c_str());
       if (missing) std::printf("  (%zu MISSING)", missing);
       std::printf("\n  stored blobs        ");
-      for (const auto& b : s.blobs) std::printf("%s ", b.c_str());
+      for (const auto& b : s.blobs) std::printf("%s ", printable(b).c_str());
       if (!s.image_sizes.empty()) std::printf("\n  image sizes         %s", sizes_text(s).c_str());
-      if (s.classes) std::printf("\n  classes             %s", classes_text(*s.classes).c_str());
+      if (s.classes)
+        std::printf("\n  classes             %s", printable(classes_text(*s.classes)).c_str());
       if (!s.table_json.empty())
-        std::printf("\n  table               %s", table_text(s.table_json).c_str());
+        std::printf("\n  table               %s", printable(table_text(s.table_json)).c_str());
       std::printf("\n  fields:\n");
       if (schema.is_object())
         for (const auto& [name, f] : schema.items())
-          std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", name.c_str(),
+          std::printf("    %-24s %-8s %-5s %-12s%s  from .%s\n", printable(name).c_str(),
                       f.value("kind", "").c_str(), f.value("dtype", "").c_str(),
                       f["shape"].dump().c_str(), f.value("ragged", false) ? " ragged" : "",
-                      f.value("source", "").c_str());
+                      printable(f.value("source", "")).c_str());
       if (!columns.empty()) std::printf("  derived columns (tarmac column ls):\n");
       for (const ColumnInfo& c : columns)
         std::printf(
-            "    %-24s %s\n", c.name.c_str(),
-            c.merged && c.problem.empty()
-                ? (c.dtype + " " + c.shape + ", " + format_bytes(c.bytes) + ", fn " + c.fn).c_str()
-                : c.problem.c_str());
+            "    %-24s %s\n", printable(c.name).c_str(),
+            printable(c.merged && c.problem.empty()
+                          ? c.dtype + " " + c.shape + ", " + format_bytes(c.bytes) + ", fn " + c.fn
+                          : c.problem)
+                .c_str());
     }
     return missing ? kDataError : kOk;
   };

@@ -8,6 +8,7 @@
 #include "apps/errors.h"
 #include "check/annotation.h"
 #include "common/error.h"
+#include "common/printable.h"
 
 namespace tarmac::cli {
 
@@ -27,7 +28,8 @@ Runner setup_ls(CLI::App& app, const GlobalFlags& g) {
       const bool images = !a.blob_kinds().empty();
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
       for (uint64_t i = 0; i < a.size(); ++i) {
-        const std::string key = a.key(i);
+        // a key may hold any UTF-8: JSON escapes it, a terminal gets it escaped (printable.h)
+        const std::string key = g.json ? std::string(a.key(i)) : printable(a.key(i));
         if (g.json) {
           nlohmann::ordered_json j = {{"index", i}, {"key", key}};
           if (images) {

@@ -27,11 +27,12 @@ Runner setup_preview(CLI::App& app, const GlobalFlags& g) {
       ->default_val(0);
   app.add_option("--tile-height", f->o.tile_height, "Height of every image on the sheet, pixels")
       ->default_val(256);
-  auto* points = app.add_option("--points", f->o.points,
-                                "Fields to draw as dots (default: convert's --points)");
+  auto* points =
+      app.add_option("--points", f->o.points,
+                     "Fields to draw as dots (default: convert's --points; none: no dots)");
   auto* boxes = app.add_option("--boxes", f->o.boxes,
-                               "Fields to draw as rectangles, NAME or NAME:xyxy (default: "
-                               "convert's --boxes)");
+                               "Fields to draw as rectangles from their first 4 columns, NAME "
+                               "or NAME:xyxy (default: convert's --boxes; none: no rectangles)");
   app.add_option("--skeleton", f->skeleton,
                  "Lines between joints of --points: 1-based pairs A-B,C-D (COCO's "
                  "categories[].skeleton), or coco");

@@ -10,6 +10,7 @@
 #include "apps/progress.h"
 #include "check/verify.h"
 #include "common/bytes.h"
+#include "common/printable.h"
 
 namespace tarmac::cli {
 
@@ -48,10 +49,11 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
         list.push_back({{"file", p.file}, {"sample", p.sample}, {"problem", p.what}});
       print_json(j);
     } else {
+      // keys, member and field names in the messages are shown escaped (printable.h)
       for (const auto& p : r.problems)
-        std::printf("%s: %s%s\n", p.file.c_str(),
-                    p.sample.empty() ? "" : ("sample '" + p.sample + "': ").c_str(),
-                    p.what.c_str());
+        std::printf("%s: %s%s\n", printable(p.file).c_str(),
+                    p.sample.empty() ? "" : ("sample '" + printable(p.sample) + "': ").c_str(),
+                    printable(p.what).c_str());
       if (r.problem_count > r.problems.size())
         std::printf("... and %llu more problem(s)\n",
                     static_cast<unsigned long long>(r.problem_count - r.problems.size()));

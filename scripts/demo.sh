@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup-deps.sh build
 cmake -S . -B build -G Ninja >/dev/null
-cmake --build build -j2 --target tarmac
+# tarmac_c too: the Python package (PYTHONPATH=python) loads build/lib/read/libtarmac_c.so, and
+# the last "next" step below uses it.
+cmake --build build -j2 --target tarmac tarmac_c
 rm -rf demo-out && mkdir -p demo-out
 /usr/bin/python3 scripts/make-sample-data.py demo-out/raw --samples 64 --archives 2 >/dev/null
 echo "== tarmac convert (person crops 224x224, keypoints and boxes follow the crop)"
@@ -30,6 +32,6 @@ echo "== the shard is a plain tar ($(wc -l <<<"$members") members), the first th
 sed -n '1,3p' <<<"$members"
 echo
 echo "demo: done. Input archives in demo-out/raw/, the dataset in demo-out/dataset/, its contact"
-echo "sheet in demo-out/sheet.png (open it: the keypoints sit on the crops); next:"
+echo "sheet in demo-out/sheet.png (open it: the keypoints sit on the crops); next, in $PWD:"
 echo "  build/apps/tarmac verify demo-out/dataset --decode"
 echo "  PYTHONPATH=python /usr/bin/python3 -c \"import tarmac; print(tarmac.Dataset('demo-out/dataset')[0]['__key__'])\""

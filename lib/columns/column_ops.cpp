@@ -13,6 +13,7 @@
 #include "columns/column_parts.h"
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/printable.h"
 #include "common/version.h"
 #include "format/column_file.h"
 #include "format/manifest.h"
@@ -70,9 +71,9 @@ class Merger {
   ColumnMergeResult run() {
     const auto t0 = t0_ = std::chrono::steady_clock::now();
     if (!format::is_valid_column_name(o_.name))
-      throw ArgumentError("'" + o_.name +
-                          "' is not a column name: use 1-128 of A-Z a-z 0-9 _ . -, not starting "
-                          "with _ or .");
+      throw ArgumentError("'" + printable(o_.name) +
+                          "' is not a column name: use 1-128 of A-Z a-z 0-9 _ . -, starting "
+                          "with a letter or digit");
     const DatasetIdentity id = dataset_identity(dir_);
     n_ = id.num_samples;
     // The reader puts columns beside the label fields and the image (ds[i][NAME]).
@@ -514,7 +515,7 @@ std::vector<ColumnInfo> list_columns(const std::string& dir) {
 
 void remove_column(const std::string& dir, const std::string& name, const std::string& command) {
   if (!format::is_valid_column_name(name))
-    throw ArgumentError("'" + name + "' is not a column name");
+    throw ArgumentError("'" + printable(name) + "' is not a column name (format.md 8)");
   const fs::path file = fs::path(dir) / format::column_file(name);
   const fs::path parts = fs::path(dir) / format::column_parts_dir(name);
   std::optional<std::map<std::string, format::ManifestColumn>> recorded;

@@ -8,12 +8,13 @@
 namespace tarmac::format {
 
 bool is_valid_column_name(std::string_view name) {
-  if (name.empty() || name.size() > 128 || name[0] == '_' || name[0] == '.') return false;
-  for (const char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-';
-    if (!ok) return false;
-  }
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  // every character is checked, to the last: no pattern that stops early or before a newline
+  if (name.empty() || name.size() > 128 || !alnum(name[0])) return false;
+  for (const char c : name)
+    if (!alnum(c) && c != '_' && c != '.' && c != '-') return false;
   return true;
 }
 

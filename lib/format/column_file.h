@@ -19,8 +19,9 @@ inline constexpr std::string_view kColumnFormat = "tarmac-column/1";
 inline constexpr std::string_view kPartFormat = "tarmac-column-part/1";
 inline constexpr std::string_view kChunkFormat = "tarmac-column-chunk/1";
 
-/// A column name: 1-128 of [A-Za-z0-9_.-], not starting with '_' or '.' (names starting with
-/// "__" are the format's own).
+/// A column name (format.md 8): the whole name is 1-128 of [A-Za-z0-9_.-], its first a letter
+/// or digit (names starting with "__" are the format's own). python/tarmac/derive.py holds the
+/// same rule.
 bool is_valid_column_name(std::string_view name);
 
 /// "columns/NAME.safetensors", "columns/NAME.parts", relative to the dataset directory.

@@ -282,8 +282,16 @@ Sheet draw_contact_sheet(const SheetOptions& o, bool jpeg) {
         if (ds.find_field(parse_box(s).name)) out.push_back(s);
       return out;
     };
-    if (!o.points_given) points = present(dp);
-    if (!o.boxes_given) box_specs = present(db);
+    // `--points none` / `--boxes none`: draw none, not even convert's.
+    auto none = [](const std::vector<std::string>& v) { return v.size() == 1 && v[0] == "none"; };
+    if (!o.points_given)
+      points = present(dp);
+    else if (none(points))
+      points.clear();
+    if (!o.boxes_given)
+      box_specs = present(db);
+    else if (none(box_specs))
+      box_specs.clear();
   }
   // Without --skeleton, a table's own (COCO's categories[0].skeleton, convert --table) is drawn.
   std::vector<std::pair<int, int>> skeleton = o.skeleton;
@@ -307,7 +315,7 @@ Sheet draw_contact_sheet(const SheetOptions& o, bool jpeg) {
   boxes.reserve(box_specs.size());
   for (const auto& s : box_specs) boxes.push_back(parse_box(s));
   for (const auto& p : points) check_field(ds, p, "points", 2, true);
-  for (const auto& b : boxes) check_field(ds, b.name, "boxes", 4, false);
+  for (const auto& b : boxes) check_field(ds, b.name, "boxes", 4, true);
 
   Sheet sheet;
   sheet.points = points;
@@ -334,8 +342,11 @@ Sheet draw_contact_sheet(const SheetOptions& o, bool jpeg) {
 
     for (size_t b = 0; b < boxes.size(); ++b) {
       if (!ds.has_value(boxes[b].name, i)) continue;
-      const std::vector<double> d = as_doubles(ds.value(boxes[b].name, i));
-      for (size_t k = 0; k + 4 <= d.size(); k += 4) {
+      const TensorView v = ds.value(boxes[b].name, i);
+      const std::vector<double> d = as_doubles(v);
+      // A box is the first 4 values of each row; the others (a confidence) are not drawn.
+      const auto stride = v.shape.ndim > 0 ? static_cast<size_t>(v.shape[v.shape.ndim - 1]) : 0;
+      for (size_t k = 0; stride >= 4 && k + stride <= d.size(); k += stride) {
         const double x1 = boxes[b].xyxy ? d[k + 2] : d[k] + d[k + 2];
         const double y1 = boxes[b].xyxy ? d[k + 3] : d[k + 1] + d[k + 3];
         if (!std::isfinite(d[k]) || !std::isfinite(d[k + 1]) || !std::isfinite(x1) ||

@@ -17,8 +17,9 @@ struct SheetOptions {
   std::vector<std::string> keys;  ///< these samples instead, in this order
   uint64_t seed = 0;
   int tile_height = 256;  ///< every image (and dense map) is scaled to this height
-  /// Fields to draw as points / boxes ("NAME" or "NAME:xyxy"); empty: those `convert` was given
-  /// (the manifest's output_options --points / --boxes).
+  /// Fields to draw as points / boxes ("NAME" or "NAME:xyxy"); not given: those `convert` was
+  /// given (the manifest's output_options --points / --boxes); given as {"none"}: none. A box
+  /// is the first 4 values of its field's last axis (at least 4: x, y, w, h, confidence).
   std::vector<std::string> points, boxes;
   bool points_given = false, boxes_given = false;
   /// Joint pairs joined by lines, 1-based like COCO's categories[].skeleton.

@@ -16,6 +16,7 @@
 #include "common/bytes.h"
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/printable.h"
 #include "common/utf8.h"
 #include "source/gzip_inflater.h"
 #include "source/zip_directory.h"
@@ -150,6 +151,12 @@ std::string normalise(std::string name) {
   return name;
 }
 
+// A name that is not UTF-8 (in a tar, a zip or a folder) leaves its member out; the notice holds
+// it escaped, so the manifest (JSON) and the terminal can show it.
+MemberNotice bad_name_notice(uint32_t input, std::string_view name) {
+  return {input, printable(name), "member name is not valid UTF-8", true, ErrorCode::BadMemberName};
+}
+
 }  // namespace
 
 InputReader::InputReader(const std::vector<std::string>& paths, InputReaderOptions options)
@@ -277,7 +284,7 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     const auto type = archive_entry_filetype(entry);
     if (type == AE_IFDIR) continue;  // directories carry no sample data
     if (!is_valid_utf8(name)) {
-      cb.on_notice({index, name, "member name is not valid UTF-8", true, ErrorCode::BadMemberName});
+      cb.on_notice(bad_name_notice(index, name));
       continue;
     }
     if (archive_entry_hardlink(entry) != nullptr) {
@@ -456,8 +463,7 @@ bool InputReader::read_zip(uint32_t index, const InputCallbacks& cb, FdSource& s
       ++info.members;
       if (z.kind == ZipEntry::Kind::Directory) continue;
       if (!is_valid_utf8(name)) {
-        cb.on_notice(
-            {index, name, "member name is not valid UTF-8", true, ErrorCode::BadMemberName});
+        cb.on_notice(bad_name_notice(index, name));
         continue;
       }
       if (z.kind != ZipEntry::Kind::File) {
@@ -519,8 +525,12 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
     if (e.is_symlink()) {
       // relative() would follow the link itself: make only its directory relative.
       const fs::path rel = fs::relative(e.path().parent_path(), root) / e.path().filename();
-      cb.on_notice({index, rel.lexically_normal().generic_string(), "symbolic link, not followed",
-                    false, ErrorCode::Link});
+      std::string name = rel.lexically_normal().generic_string();
+      // as in an archive, the name is checked first: a notice's name goes into the manifest
+      if (!is_valid_utf8(name))
+        cb.on_notice(bad_name_notice(index, name));
+      else
+        cb.on_notice({index, name, "symbolic link, not followed", false, ErrorCode::Link});
       continue;
     }
     if (e.is_directory() && excluded(e.path())) {
@@ -534,6 +544,11 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
   for (const auto& f : files) {
     std::string name = fs::relative(f, root).generic_string();
     ++info.members;
+    // a file's name is a member name, held to the rule of tar and zip members
+    if (!is_valid_utf8(name)) {
+      cb.on_notice(bad_name_notice(index, name));
+      continue;
+    }
     uint64_t size = fs::file_size(f, ec);
     if (ec) throw FatalError("cannot read '" + f.string() + "': " + ec.message());
     info.size += size;

@@ -350,6 +350,20 @@ class Dataset:
     def _bad(self, i, what):
         return TarmacError(5, f"dataset '{self.path}': sample {i} {what}")
 
+    def _text(self, raw, i, field, kind):
+        """Sample i's bytes of a string (str) or json (parsed) field; bytes that are not UTF-8,
+        or not JSON, are TarmacError(TARMAC_E_DATA) naming the sample, never a bare ValueError."""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self._bad(i, f"field '{field}' is not valid UTF-8 (byte {e.start} of {len(raw)})") from None
+        if kind != "json":
+            return text
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            raise self._bad(i, f"field '{field}' is not valid JSON ({e})") from None
+
     def _ragged_getter(self, values_name, offsets_name, field, kind):
         values, offsets = self._tensor(values_name), self._tensor(offsets_name)
         rows = values.shape[0]
@@ -361,8 +375,7 @@ class Dataset:
             v = values[b:e]
             if kind == "numeric":
                 return v
-            text = v.tobytes().decode("utf-8")
-            return json.loads(text) if kind == "json" else text
+            return self._text(v.tobytes(), i, field, kind)
         return get
 
     def _blob_getter(self, kind, shards):
@@ -432,8 +445,9 @@ class Dataset:
 
     def key(self, i):
         data, size = ctypes.c_void_p(), ctypes.c_size_t()
-        _check(self._lib.tarmac_key(self._ptr, self._index(i), ctypes.byref(data), ctypes.byref(size)))
-        return ctypes.string_at(data.value, size.value).decode("utf-8") if size.value else ""
+        i = self._index(i)
+        _check(self._lib.tarmac_key(self._ptr, i, ctypes.byref(data), ctypes.byref(size)))
+        return self._text(ctypes.string_at(data.value, size.value), i, "__key__", "string") if size.value else ""
 
     def blob(self, i, kind="__image__"):
         """The stored bytes of sample i's blob as a read-only uint8 array (zero-copy)."""
@@ -459,12 +473,11 @@ class Dataset:
         return self._stored_value(name, i)
 
     def _stored_value(self, name, i):
-        t = _Tensor()
-        _check(self._lib.tarmac_value(self._ptr, name.encode(), self._index(i), ctypes.byref(t)))
+        t, i = _Tensor(), self._index(i)
+        _check(self._lib.tarmac_value(self._ptr, name.encode(), i, ctypes.byref(t)))
         kind = self.fields.get(name, {}).get("kind", "numeric")
         if kind != "numeric":
-            text = ctypes.string_at(t.data, t.nbytes).decode("utf-8") if t.nbytes else ""
-            return json.loads(text) if kind == "json" else text
+            return self._text(ctypes.string_at(t.data, t.nbytes) if t.nbytes else b"", i, name, kind)
         return self._tensor_array(t)
 
     def affine(self, i):

@@ -37,7 +37,7 @@ __all__ = ["run", "main", "DeriveError"]
 
 PART_FORMAT = "tarmac-column-part/1"
 CHUNK_FORMAT = "tarmac-column-chunk/1"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # format.md 8; always fullmatch, as the C++ does
 _ST_DTYPES = {np.dtype(np.bool_): "BOOL", np.dtype(np.uint8): "U8", np.dtype(np.int8): "I8",
               np.dtype("<u2"): "U16", np.dtype("<i2"): "I16", np.dtype("<u4"): "U32", np.dtype("<i4"): "I32",
               np.dtype("<u8"): "U64", np.dtype("<i8"): "I64", np.dtype("<f2"): "F16", np.dtype("<f4"): "F32",
@@ -313,8 +313,8 @@ def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threa
     log = log or (lambda msg: print(f"tarmac.derive: rank {rank}/{world}: {msg}", file=sys.stderr, flush=True))
     if batch_size < 1:
         raise DeriveError("--batch-size must be at least 1")
-    if not _NAME.match(name or ""):
-        raise DeriveError(f"'{name}' is not a column name: use 1-128 of A-Z a-z 0-9 _ . -, starting with a letter "
+    if not _NAME.fullmatch(name or ""):
+        raise DeriveError(f"{name!r} is not a column name: use 1-128 of A-Z a-z 0-9 _ . -, starting with a letter "
                           "or digit")
     try:
         ds = tarmac.Dataset(path)

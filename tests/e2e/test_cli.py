@@ -284,5 +284,68 @@ class HabitsTest(fx.TmpCase):
         self.assertFalse(json.loads(p.stdout)["ok"])
 
 
+class PrintableNamesTest(fx.TmpCase):
+    """Keys and field names holding a newline, a tab, a terminal escape or a backslash are printed
+    escaped by ls, info, cat and verify in text (\\n, \\t, \\xNN, \\\\: one sample one line, nothing
+    a terminal acts on), and as they are in JSON."""
+
+    KEYS = ["k\n1", "k\t2", "k\x1b[31m3", "b\\s"]
+    SHOWN = ["k\\n1", "k\\t2", "k\\x1b[31m3", "b\\\\s"]
+    FIELD, FIELD_SHOWN = "f\nx\x1b[2J", "f\\nx\\x1b[2J"
+
+    @classmethod
+    def build(cls):
+        members = []
+        for i, key in enumerate(cls.KEYS):
+            members += [(key + ".png", fx.png(fx.smooth_rgb(8, 8, seed=i))), (key + ".json", fx.js({cls.FIELD: i}))]
+        cls.out = os.path.join(cls.tmp, "odd-names")
+        p = fx.run(["convert", fx.write_tar(os.path.join(cls.tmp, "odd.tar"), members), "-o", cls.out, "-q"])
+        assert p.returncode == 0, p.stderr.decode()
+
+    def text(self, *args, expect=0):
+        p = fx.run(list(args))
+        self.assertEqual(p.returncode, expect, p.stderr.decode(errors="replace"))
+        for stream in (p.stdout, p.stderr):
+            self.assertFalse(re.search(rb"[\x00-\x09\x0b-\x1f\x7f]", stream), stream)  # no control but \n
+        return p.stdout.decode(), p.stderr.decode()
+
+    def test_ls_prints_one_escaped_key_a_line(self):
+        self.assertEqual(fx.Dataset(self.out).keys, self.KEYS)
+        out, _ = self.text("ls", self.out)
+        self.assertEqual(out, "".join(k + "\n" for k in self.SHOWN))
+        out, _ = self.text("ls", self.out, "-l")
+        self.assertEqual([line.split(None, 3)[3] for line in out.splitlines()], self.SHOWN)
+
+    def test_ls_json_holds_the_keys_as_they_are(self):
+        p = fx.run(["ls", self.out, "--json"])
+        self.assertEqual([e["key"] for e in json.loads(p.stdout)], self.KEYS)
+
+    def test_info_escapes_field_names(self):
+        out, _ = self.text("info", self.out)
+        self.assertIn("    " + self.FIELD_SHOWN + " ", out)
+        p = fx.run(["info", self.out, "--json"])
+        self.assertIn(self.FIELD, json.loads(p.stdout)["schema"])
+
+    def test_cat_names_an_unknown_key_escaped(self):
+        _, err = self.text("cat", self.out, "nope\x1b[2J\n", expect=1)
+        self.assertIn("no sample 'nope\\x1b[2J\\n'", err)
+        p = fx.run(["cat", self.out, self.KEYS[2], "--labels"])  # JSON: the key as it is
+        doc = json.loads(p.stdout)
+        self.assertEqual((doc["key"], doc["labels"][self.FIELD]), (self.KEYS[2], 2))
+
+    def test_verify_names_a_damaged_sample_escaped(self):
+        bad = self.path("damaged")
+        subprocess.run(["cp", "-r", self.out, bad], check=True)
+        ds = fx.Dataset(bad)
+        at = int(ds.t["__image__.offset"][0]) + int(ds.t["__image__.size"][0]) // 2
+        with open(os.path.join(bad, ds.shards[0]), "r+b") as f:
+            f.seek(at)
+            b = f.read(1)
+            f.seek(at)
+            f.write(bytes([b[0] ^ 0xFF]))
+        out, _ = self.text("verify", bad, expect=1)
+        self.assertIn("sample '" + self.SHOWN[0] + "'", out)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -286,6 +286,40 @@ class ErrorsTest(fx.TmpCase):
                 self.assertEqual(sk["member"], bad)
                 self.assertIn("unsafe", sk["reason"])
 
+    def test_member_name_not_utf8_in_a_folder_as_in_a_tar(self):
+        """A file whose name is not UTF-8 is refused in a folder as a tar member is: the run
+        stops, or under --on-error skip the member is left out with code bad_member_name, its
+        name shown escaped; the dataset verifies (a folder once converted it into a key that
+        verify and Python's ds.key() refused)."""
+        jpeg_name = os.fsencode("a/") + b"\xff1.jpg"
+        folder = os.fsencode(self.path("not-utf8-folder"))
+        for name, data in good("a/0") + [(jpeg_name, self.jpeg), (b"a/\xff1.json", b"{\"id\": 1}")]:
+            p = os.path.join(folder, os.fsencode(name))
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "wb") as f:
+                f.write(data)
+        tar = self.path("not-utf8.tar")
+        with tarfile.open(tar, "w", format=tarfile.GNU_FORMAT, encoding="utf-8", errors="surrogateescape") as t:
+            for name, data in good("a/0") + [(os.fsdecode(jpeg_name), self.jpeg)]:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+        for kind, src in (("folder", os.fsdecode(folder)), ("tar", tar)):
+            with self.subTest(input=kind):
+                err = self.refuse([src], says=["a/\\xff1.", "not valid UTF-8"])
+                self.assertNotIn("\ufffd", err)  # the byte is shown escaped, not replaced
+                summary, ds = self.skip([src])
+                self.assertEqual(ds.keys, ["a/0"])
+                self.assertEqual(ds.t["id"].tolist(), [0])
+                bad = [(e["member"], e["code"]) for e in ds.manifest["skipped"]]
+                expected = [("a/\\xff1.jpg", "bad_member_name")]
+                if kind == "folder":
+                    expected.append(("a/\\xff1.json", "bad_member_name"))
+                self.assertEqual(sorted(bad), expected)
+                self.assertEqual(summary["skipped_members"], len(expected))
+                v = fx.run(["verify", ds.out])
+                self.assertEqual(v.returncode, 0, v.stdout.decode(errors="replace") + v.stderr.decode(errors="replace"))
+
     def test_symlink_not_followed(self):
         p = self.path("link.tar")
         with tarfile.open(p, "w") as t:

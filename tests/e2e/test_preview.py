@@ -198,6 +198,88 @@ class PreviewTest(fx.TmpCase):
         self.assertGreater(len(np.unique(right.reshape(-1, 3), axis=0)), 20)
 
 
+class BoxColumnsAndNoneTest(fx.TmpCase):
+    """A box field with more than 4 columns (mmhuman3d HumanData's bbox_xywh: x, y, w, h,
+    confidence) is drawn from the first four of each row, as convert transformed it; `--boxes
+    none` and `--points none` turn off the fields convert named. No crop and --tile-height =
+    the image's height: a stored (x, y) is the tile's pixel (x, y)."""
+
+    SIZE = 64
+    BOXES = [[10, 12, 30, 24, 0.75], [40, 36, 16, 20, 0.5]]  # x, y, w, h, confidence
+    KP = [[20, 50, 2], [8, 58, 2]]
+    GREY = (128, 128, 128)
+
+    @classmethod
+    def build(cls):
+        img = np.full((cls.SIZE, cls.SIZE, 3), 128, np.uint8)  # flat grey: no red, no green
+        members = [("b/0.png", fx.png(img)), ("b/0.json", fx.js({"bbox_xywh": cls.BOXES, "kp": cls.KP}))]
+        src = os.path.join(cls.tmp, "box5.tar")
+        fx.write_tar(src, members)
+        cls.out = os.path.join(cls.tmp, "box5")
+        p = fx.run(["convert", src, "-o", cls.out, "--boxes", "bbox_xywh", "--points", "kp", "--format", "png"])
+        assert p.returncode == 0, p.stderr.decode()
+
+    def sheet(self, *flags):
+        path = self.path("sheet-%d.png" % len(os.listdir(self.tmp)))
+        p = fx.run(["preview", self.out, "-o", path, "--tile-height", str(self.SIZE), "--json", *flags])
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        img = cv2.cvtColor(cv2.imread(path, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+        return json.loads(p.stdout), img[MARGIN:MARGIN + self.SIZE, MARGIN:MARGIN + self.SIZE]
+
+    def assert_boxes_drawn(self, tile):
+        red = np.all(tile == RED, axis=-1)
+        on_an_edge = np.zeros_like(red)
+        for x, y, w, h, _ in self.BOXES:
+            mid_x, mid_y = x + w // 2, y + h // 2
+            for px, py in [(x, mid_y), (x + w, mid_y), (mid_x, y), (mid_x, y + h)]:
+                self.assertTrue(red[py, px], f"box {x},{y},{w},{h}: no edge at {px},{py}")
+            self.assertEqual(tuple(tile[mid_y, mid_x]), self.GREY)  # inside: the image
+            band = np.zeros_like(red)
+            band[y - 1:y + h + 2, x - 1:x + w + 2] = True
+            band[y + 2:y + h - 1, x + 2:x + w - 1] = False
+            on_an_edge |= band
+        # every red pixel lies on one of the two boxes' 2-pixel edges: no box of other columns
+        self.assertFalse((red & ~on_an_edge).any(), np.argwhere(red & ~on_an_edge)[:5])
+
+    def assert_points_drawn(self, tile):
+        for px, py, _ in self.KP:
+            self.assertEqual(tuple(tile[py, px]), GREEN, f"point {px},{py}")
+
+    def test_stored_boxes_keep_their_confidence(self):
+        ds = fx.Dataset(self.out)
+        self.assertEqual(ds.schema["bbox_xywh"]["shape"][-1], 5)
+        stored = ds.t["bbox_xywh"] if "bbox_xywh" in ds.t else ds.t["bbox_xywh.values"]
+        np.testing.assert_allclose(np.asarray(stored).reshape(-1, 5), self.BOXES)
+
+    def test_five_column_boxes_are_drawn_from_the_first_four(self):
+        doc, tile = self.sheet()
+        self.assertEqual((doc["boxes"], doc["points"]), (["bbox_xywh"], ["kp"]))
+        self.assert_boxes_drawn(tile)
+        self.assert_points_drawn(tile)
+
+    def test_boxes_none_draws_no_box_but_the_points(self):
+        doc, tile = self.sheet("--boxes", "none")
+        self.assertEqual((doc["boxes"], doc["points"]), ([], ["kp"]))
+        self.assertFalse(np.all(tile == RED, axis=-1).any())
+        self.assert_points_drawn(tile)
+
+    def test_points_none_draws_no_point_but_the_boxes(self):
+        doc, tile = self.sheet("--points", "none")
+        self.assertEqual((doc["boxes"], doc["points"]), (["bbox_xywh"], []))
+        self.assertFalse(np.all(tile == GREEN, axis=-1).any())
+        self.assert_boxes_drawn(tile)
+
+    def test_both_none_leave_the_image_as_stored(self):
+        doc, tile = self.sheet("--points", "none", "--boxes", "none")
+        self.assertEqual((doc["boxes"], doc["points"]), ([], []))
+        self.assertTrue(np.all(tile == 128))
+
+    def test_a_box_field_of_fewer_than_4_columns_is_refused(self):
+        p = fx.run(["preview", self.out, "-o", self.path("kp.png"), "--boxes", "kp"])
+        self.assertEqual(p.returncode, 2, p.stderr.decode())
+        self.assertIn("at least 4", p.stderr.decode())
+
+
 if __name__ == "__main__":
     import unittest
     unittest.main()

@@ -13,6 +13,15 @@ TEST_CASE("column names: what the reader can put beside the fields") {
   for (const char* bad : {"", "_x", "__key__", ".hidden", "a/b", "a b", "é"})
     CHECK_FALSE(is_valid_column_name(bad));
   CHECK_FALSE(is_valid_column_name(std::string(129, 'a')));
+  CHECK(is_valid_column_name(std::string(128, 'a')));
+}
+
+TEST_CASE("column names: the whole name is held to the rule, first character a letter or digit") {
+  // A name that merely starts well is refused: a pattern with `$` once let "nl\n" through.
+  for (const char* bad : {"nl\n", "a\n", "a\t", "a\r", "latents\x1b[2J", "-x", "-", "9-\n"})
+    CHECK_FALSE(is_valid_column_name(bad));
+  CHECK_FALSE(is_valid_column_name(std::string_view("a\0b", 3)));
+  for (const char* ok : {"9", "a-", "a.", "a_", "x.y-z_0"}) CHECK(is_valid_column_name(ok));
   CHECK(column_file("latents") == "columns/latents.safetensors");
   CHECK(column_parts_dir("latents") == "columns/latents.parts");
   CHECK(part_record_name(3, 8) == "part-00003-of-00008.json");

@@ -229,6 +229,22 @@ class DeriveRunnerTest(unittest.TestCase):
                                                         expect=1))
         self.assertIn("the image", self.derive(out, "--name", "image", "--fn", "funcs:slow", expect=1))
         self.assertIn("not a column name", self.derive(out, "--name", "_x", "--fn", "funcs:slow", expect=1))
+        # The whole name is held to format.md 8's rule: a trailing newline once passed (re.match with $).
+        for bad in ("nl\n", "-x", "a b", "a" * 129, "x\x1b[2J"):
+            with self.subTest(name=bad):
+                err = self.derive(out, "--name=" + bad, "--fn", "funcs:slow", expect=1)
+                self.assertIn(repr(bad) + " is not a column name", err)
+                self.assertNotIn(bad + ".parts", os.listdir(os.path.join(out, "columns"))
+                                 if os.path.isdir(os.path.join(out, "columns")) else [])
+        # tarmac column merge / rm hold names to the same rule (the C++ once let "-x" through)
+        for args in (["column", "merge"], ["column", "rm"]):
+            for name in ("nl\n", "-x"):
+                with self.subTest(cli=args[1], name=name):
+                    p = subprocess.run([TARMAC, *args, out, "--", name], capture_output=True, timeout=60)
+                    self.assertEqual(p.returncode, 1, p.stderr.decode())
+                    self.assertIn(repr(name) + " is not a column name", p.stderr.decode())  # escaped alike
+            p = subprocess.run([TARMAC, *args, out, "a"], capture_output=True, timeout=60)
+            self.assertNotIn("not a column name", p.stderr.decode())  # a valid name, only no such column
 
     def test_another_fn_is_refused_and_restart_starts_over(self):
         out = self.dataset("refuse")

@@ -154,6 +154,40 @@ class ReaderTest(unittest.TestCase):
         self.assertEqual(e.exception.code, 5)
         self.assertEqual(ds[3]["__key__"], self.cols_key(3))  # the others still read
 
+    def test_text_that_is_not_utf8_is_a_tarmac_error(self):
+        """A key or string value whose bytes are not UTF-8 (a folder input once let such a name
+        through) is TarmacError(TARMAC_E_DATA) naming the sample, from every way of reading it,
+        never a UnicodeDecodeError; the other samples still read."""
+        import json as js
+        import struct
+        bad = os.path.join(self.tmp, "not-utf8")
+        shutil.copytree(self.jpg, bad)
+        path = os.path.join(bad, "labels.safetensors")
+        with open(path, "r+b") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = js.loads(f.read(n))
+
+            def first_byte(field, row):  # where sample `row`'s text starts, from its offsets
+                f.seek(8 + n + header[field + ".offsets"]["data_offsets"][0] + 8 * row)
+                return 8 + n + header[field + ".values"]["data_offsets"][0] + struct.unpack("<q", f.read(8))[0]
+            for field, row in (("__key__", 3), ("name", 7)):
+                f.seek(first_byte(field, row))
+                f.write(b"\xff")
+        ds = tarmac.Dataset(bad)
+        for i, field, read in ((3, "__key__", lambda: ds.key(3)), (3, "__key__", lambda: ds.key(-9)),
+                               (3, "__key__", lambda: ds[3]), (7, "name", lambda: ds.value("name", 7)),
+                               (7, "name", lambda: ds[7])):
+            with self.subTest(sample=i, field=field):
+                with self.assertRaises(tarmac.TarmacError) as e:
+                    read()
+                self.assertEqual(e.exception.code, 5, str(e.exception))
+                self.assertIn("sample %d " % i, str(e.exception))
+                self.assertIn("'%s'" % field, str(e.exception))
+                self.assertIn("UTF-8", str(e.exception))
+        self.assertEqual(ds.key(4), "s/0004")
+        self.assertEqual((ds[4]["__key__"], ds[4]["name"]), ("s/0004", "name-4"))
+        self.assertEqual(ds.value("name", 3), "name-3")
+
     def cols_key(self, i):
         cols, _ = st_reader.load(os.path.join(self.jpg, "labels.safetensors"))
         return st_reader.keys(cols)[i]
