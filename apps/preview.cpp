@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/flag_values.h"
 #include "common/error.h"
 #include "preview/contact_sheet.h"
 #include "write/file_util.h"
@@ -21,11 +22,14 @@ Runner setup_preview(CLI::App& app, const GlobalFlags& g) {
   app.add_option("dataset", f->o.dir, "Dataset directory")->required();
   app.add_option("-o,--output", f->output, "The sheet to write: .png (or .jpg)")->required();
   app.add_option("--n", f->o.n, "How many samples, chosen by --seed (all when fewer)")
+      ->transform(integer_in({1, 100000}))
       ->default_val(16);
   app.add_option("--keys", f->keys, "These samples instead, comma-separated, in this order");
   app.add_option("--seed", f->o.seed, "Which samples --n picks (same seed, same sheet)")
+      ->transform(unsigned_integer())
       ->default_val(0);
   app.add_option("--tile-height", f->o.tile_height, "Height of every image on the sheet, pixels")
+      ->transform(integer_in({16, 4096}))
       ->default_val(256);
   auto* points = app.add_option("--points", f->o.points,
                                 "Fields to draw as dots (default: convert's --points)");
