@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/errors.h"
 #include "apps/flag_values.h"
 #include "common/error.h"
 #include "preview/contact_sheet.h"
@@ -63,7 +64,7 @@ Runner setup_preview(CLI::App& app, const GlobalFlags& g) {
         nlohmann::ordered_json j = {
             {"output", f->output}, {"width", s.width}, {"height", s.height}, {"keys", s.keys},
             {"points", s.points},  {"boxes", s.boxes}, {"dense", s.dense}};
-        std::printf("%s\n", j.dump(2).c_str());
+        print_json(j);
       } else if (g.verbosity >= 0) {
         std::printf("%s: %zu sample(s), %dx%d", f->output.c_str(), s.keys.size(), s.width,
                     s.height);
