@@ -10,6 +10,7 @@
 
 #include "apps/commands.h"
 #include "apps/errors.h"
+#include "apps/flag_values.h"
 #include "read/batch_loader.h"
 #include "read/dataset.h"
 #include "read/partition.h"
@@ -85,8 +86,10 @@ Runner setup_bench(CLI::App& app, const GlobalFlags& g) {
   auto o = std::make_shared<Opts>();
   app.add_option("dataset", o->dir, "Dataset directory written by tarmac convert")->required();
   app.add_option("--threads", o->threads,
-                 "Most decoding threads to try (1, 2, 4, ... N); default: all cores");
+                 "Most decoding threads to try (1, 2, 4, ... N); default: all cores")
+      ->transform(integer_in(kThreadRange));
   app.add_option("--samples", o->samples, "Samples read per measurement (random order)")
+      ->transform(integer_in({1, 1000000000}))
       ->capture_default_str();
   return [o, &g]() -> int {
     const auto t0 = Clock::now();

@@ -1,30 +1,27 @@
 #include "apps/convert_flags.h"
 
 #include <algorithm>
+#include <climits>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <string_view>
 #include <thread>
+#include <tuple>
+
+#include "apps/flag_values.h"
 
 namespace tarmac::cli {
 namespace {
 
-std::vector<double> parse_numbers(const std::string& s, size_t n, const std::string& what) {
-  std::vector<double> v;
-  std::stringstream ss(s);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    try {
-      size_t used = 0;
-      v.push_back(std::stod(part, &used));
-      if (used != part.size()) throw std::invalid_argument(part);
-    } catch (const std::logic_error&) {
-      throw CLI::ValidationError(what, "'" + part + "' is not a number");
-    }
-  }
-  if (v.size() != n)
-    throw CLI::ValidationError(what, "expected " + std::to_string(n) + " comma-separated numbers");
-  return v;
-}
+// The ranges of the numeric flags (docs/cli.md lists them): checked while parsing, and again by
+// convert_options for flags filled in by code.
+constexpr NumberRange kCheckpointEvery{0, 86400};
+constexpr NumberRange kCropScale{0.01, 100};
+constexpr IntRange kBucketStep{1, 4096};
+constexpr NumberRange kBucketMaxRatio{1, 64};
+constexpr NumberRange kPadValue{0, 255};
+constexpr IntRange kQuality{1, 100};
+constexpr IntRange kMaxPixels{1, int64_t{1} << 40};
+constexpr NumberRange kProgressEvery{0.1, 86400};
 
 // Fills the geometry part of the options from the crop/size/resize flags.
 void resolve_geometry(const ConvertFlags& f, ConvertOptions& o) {
@@ -38,7 +35,7 @@ void resolve_geometry(const ConvertFlags& f, ConvertOptions& o) {
     g.crop = CropMode::Center;
   } else if (f.crop.rfind("box:", 0) == 0) {
     g.crop = CropMode::Box;
-    auto v = parse_numbers(f.crop.substr(4), 4, "--crop box:X,Y,W,H");
+    const auto v = box_flag("--crop box:X,Y,W,H", std::string_view(f.crop).substr(4));
     g.box = region_from_box(v.data(), false);
   } else if (f.crop.rfind("field:", 0) == 0) {
     g.crop = CropMode::Field;
@@ -55,25 +52,17 @@ void resolve_geometry(const ConvertFlags& f, ConvertOptions& o) {
     throw CLI::ValidationError(
         "--crop", "'" + f.crop + "': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
   }
+  check_flag("--crop-scale", f.crop_scale, kCropScale);
+  check_flag("--bucket-step", int64_t{f.bucket_step}, kBucketStep);
+  check_flag("--bucket-max-ratio", f.bucket_max_ratio, kBucketMaxRatio);
   g.crop_scale = f.crop_scale;
   g.fit_aspect = f.fit_aspect;
-  if (!(f.crop_scale > 0)) throw CLI::ValidationError("--crop-scale", "must be > 0");
   bool single = true;
   if (!f.size.empty()) {
-    const size_t x = f.size.find('x');
-    try {
-      if (x == std::string::npos) {
-        g.width = g.height = std::stoi(f.size);
-      } else {
-        single = false;
-        g.width = std::stoi(f.size.substr(0, x));
-        g.height = std::stoi(f.size.substr(x + 1));
-      }
-    } catch (const std::logic_error&) {
-      throw CLI::ValidationError("--size", "'" + f.size + "': use N or WxH");
-    }
-    if (g.width <= 0 || g.height <= 0 || g.width > 65535 || g.height > 65535)
-      throw CLI::ValidationError("--size", "sides must be 1..65535");
+    const SizeValue size = size_flag("--size", f.size);
+    g.width = size.width;
+    g.height = size.height;
+    single = size.single;
   }
   std::string resize = f.resize;
   if (resize.empty())
@@ -99,10 +88,6 @@ void resolve_geometry(const ConvertFlags& f, ConvertOptions& o) {
     throw CLI::ValidationError("--size", "--resize shorter/longer takes one number, not WxH");
   if (g.resize == ResizeMode::Bucket) {
     if (g.crop == CropMode::Center) g.crop = CropMode::None;  // the bucket's aspect decides
-    if (g.bucket_step < 1 || g.bucket_step > 4096)
-      throw CLI::ValidationError("--bucket-step", "must be 1..4096");
-    if (!(g.bucket_max_ratio >= 1 && g.bucket_max_ratio <= 64))
-      throw CLI::ValidationError("--bucket-max-ratio", "must be 1..64");
     if (aspect_buckets(int64_t{g.width} * g.height, g.bucket_step, g.bucket_max_ratio).empty())
       throw CLI::ValidationError("--size", "--resize bucket: an area of " + f.size +
                                                " holds no bucket of --bucket-step " +
@@ -117,24 +102,6 @@ OutputFormat parse_format(const std::string& format) {
   if (format == "raw") return OutputFormat::Raw;
   if (format == "keep") return OutputFormat::Keep;
   throw CLI::ValidationError("--format", "'" + format + "': use jpg, png, webp, raw or keep");
-}
-
-// "--shard I/N" -> part I of N (0 <= I < N).
-void parse_part(const std::string& text, ConvertOptions& o) {
-  const size_t slash = text.find('/');
-  try {
-    if (slash == std::string::npos) throw std::invalid_argument(text);
-    size_t used_i = 0, used_n = 0;
-    const unsigned long i = std::stoul(text.substr(0, slash), &used_i);
-    const unsigned long n = std::stoul(text.substr(slash + 1), &used_n);
-    if (used_i != slash || used_n != text.size() - slash - 1 || n == 0 || n > 1000000 || i >= n)
-      throw std::invalid_argument(text);
-    o.part_index = static_cast<uint32_t>(i);
-    o.part_count = static_cast<uint32_t>(n);
-  } catch (const std::logic_error&) {
-    throw CLI::ValidationError(
-        "--shard", "'" + text + "': use I/N with 0 <= I < N (parts are numbered from 0)");
-  }
 }
 
 // "a" or "a:xywh" -> (a, false); "a:xyxy" -> (a, true).
@@ -153,43 +120,20 @@ std::vector<std::string> without_dots(std::vector<std::string> v) {
 
 }  // namespace
 
-uint64_t parse_bytes(const std::string& text) {
-  size_t used = 0;
-  double v;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::logic_error&) {
-    throw CLI::ValidationError("size", "'" + text + "' is not a size (e.g. 512M, 1G, 4096)");
-  }
-  std::string unit = text.substr(used);
-  double mult = 1;
-  if (unit.empty() || unit == "B")
-    mult = 1;
-  else if (unit == "K" || unit == "KiB")
-    mult = 1024.0;
-  else if (unit == "M" || unit == "MiB")
-    mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB")
-    mult = 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "TiB")
-    mult = 1024.0 * 1024 * 1024 * 1024;
-  else
-    throw CLI::ValidationError("size", "'" + text + "': unknown unit (use K, M, G, T)");
-  if (!(v > 0)) throw CLI::ValidationError("size", "'" + text + "' must be positive");
-  return static_cast<uint64_t>(v * mult);
-}
-
 ConvertOptions convert_options(const ConvertFlags& f) {
   ConvertOptions o;
   o.inputs = f.inputs;
   o.output = f.output;
   o.overwrite = f.overwrite;
   o.resume = f.resume;
+  check_flag("--checkpoint-every", f.checkpoint_every, kCheckpointEvery);
   o.checkpoint_seconds = f.checkpoint_every;
   resolve_geometry(f, o);
   o.points = f.points;
+  check_flag("--pad-value", f.pad_value, kPadValue);
   o.pad_value = f.pad_value;
   o.format = parse_format(f.format);
+  check_flag("--quality", int64_t{f.quality}, kQuality);
   o.quality = f.quality;
   if (f.channels == "3")
     o.channels = ChannelMode::Three;
@@ -254,10 +198,12 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   o.keep_fields = f.keep_fields;
   o.drop_fields = f.drop_fields;
   o.require_fields = f.require_fields;
+  check_flag("--max-pixels", static_cast<int64_t>(std::min<uint64_t>(f.max_pixels, INT64_MAX)),
+             kMaxPixels);
   o.max_pixels = f.max_pixels;
-  o.shard_size = parse_bytes(f.shard_size);
-  o.max_member_size = parse_bytes(f.max_member_size);
-  o.group_window = parse_bytes(f.group_window);
+  o.shard_size = bytes_flag("--shard-size", f.shard_size);
+  o.max_member_size = bytes_flag("--max-member-size", f.max_member_size);
+  o.group_window = bytes_flag("--group-window", f.group_window);
   // CLI11 refuses other values while parsing; these two refusals are for other callers.
   if (f.on_error != "fail" && f.on_error != "skip")
     throw CLI::ValidationError("--on-error", "'" + f.on_error + "': use fail or skip");
@@ -285,9 +231,10 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   else
     throw CLI::ValidationError("--key-rule", "'" + f.key_rule + "': use first-dot or last-dot");
   // The library also refuses I >= N (exit 1); from the command line it is a usage error.
-  if (!f.shard.empty()) parse_part(f.shard, o);
+  if (!f.shard.empty()) std::tie(o.part_index, o.part_count) = part_flag("--shard", f.shard);
   o.image_exts = without_dots(f.image);
   o.dense = without_dots(f.dense);
+  check_flag("--threads", int64_t{f.threads}, kThreadRange);
   o.threads = f.threads != 0 ? f.threads
                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return o;
@@ -337,7 +284,7 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
                "same inputs and options; the result is identical to an uninterrupted run");
   app.add_option("--checkpoint-every", f.checkpoint_every,
                  "Seconds between checkpoints for --resume (also one per closed shard)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_in(kCheckpointEvery))
       ->default_val(30);
 
   auto* tr = "Transform";
@@ -347,14 +294,15 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->default_str("none");
   app.add_option("--crop-scale", f.crop_scale,
                  "Scale a box/field region about its centre (e.g. 1.2)")
-      ->group(tr);
+      ->group(tr)
+      ->check(number_in(kCropScale));
   app.add_flag("--square", f.square, "Grow a box/field region to a square (side = longer side)")
       ->group(tr);
   app.add_flag("--fit-aspect", f.fit_aspect,
                "Grow a box/field region about its centre to the aspect ratio of --size WxH (the "
                "top-down pose crop, e.g. --size 192x256 --crop-scale 1.25)")
       ->group(tr);
-  app.add_option("--size", f.size, "Output size: N or WxH")->group(tr);
+  app.add_option("--size", f.size, "Output size: N or WxH")->group(tr)->check(size_value());
   app.add_option("--resize", f.resize,
                  "exact | shorter | longer | fit | bucket | none  (default: exact with a crop, "
                  "shorter without). bucket: the aspect-ratio bucket of area --size^2 (or W*H) "
@@ -363,10 +311,12 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
   app.add_option("--bucket-step", f.bucket_step,
                  "--resize bucket: bucket sides are multiples of this")
       ->group(tr)
+      ->transform(integer_in(kBucketStep))
       ->default_val(64);
   app.add_option("--bucket-max-ratio", f.bucket_max_ratio,
                  "--resize bucket: the most elongated bucket (longer / shorter side)")
       ->group(tr)
+      ->check(number_in(kBucketMaxRatio))
       ->default_val(4.0);
   app.add_option("--points", f.points,
                  "Label fields of points [..., >=2] (x, y first) to transform")
@@ -381,6 +331,7 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->group(tr);
   app.add_option("--pad-value", f.pad_value, "Value for pixels outside the source")
       ->group(tr)
+      ->check(number_in(kPadValue))
       ->default_val(0);
   app.add_option("--format", f.format, "jpg | png | webp | raw | keep (source bytes untouched)")
       ->group(tr)
@@ -391,7 +342,7 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->default_str("3");
   app.add_option("--quality", f.quality, "JPEG/WebP quality")
       ->group(tr)
-      ->check(CLI::Range(1, 100))
+      ->transform(integer_in(kQuality))
       ->default_val(95);
 
   auto* in = "Input";
@@ -458,27 +409,32 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->group(tab);
   app.add_option("--max-pixels", f.max_pixels, "Refuse larger images (from the header)")
       ->group(in)
+      ->transform(integer_in(kMaxPixels))
       ->default_val(1ull << 28);
   app.add_option("--max-member-size", f.max_member_size, "Refuse larger members (gzip bombs)")
       ->group(in)
+      ->check(bytes_value())
       ->default_str("1G");
   app.add_option("--group-window", f.group_window,
                  "Member bytes of samples waiting to be grouped (every sample passes through; "
                  "members of one sample may lie this far apart in an archive)")
       ->group(in)
+      ->check(bytes_value())
       ->default_str("64M");
 
   auto* beh = "Behaviour";
   app.add_option("--shard-size", f.shard_size, "Largest image shard")
       ->group(beh)
+      ->check(bytes_value())
       ->default_str("1G");
   app.add_option("-j,--threads", f.threads, "Worker threads (default: all cores)")
       ->group(beh)
-      ->check(CLI::Range(0, 1024));
+      ->transform(integer_in(kThreadRange));
   app.add_option("--shard", f.shard,
                  "I/N: convert only part I (0-based) of N deterministic parts of the input, "
                  "for a cluster; join the parts with 'tarmac merge'")
-      ->group(beh);
+      ->group(beh)
+      ->check(part_value());
   app.add_option("--on-error", f.on_error,
                  "fail: stop at the first bad sample; skip: leave it out and record why")
       ->group(beh)
@@ -502,7 +458,7 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->default_str("auto");
   app.add_option("--progress-every", f.progress_every, "Seconds between plain progress lines")
       ->group(beh)
-      ->check(CLI::Range(0.1, 86400.0))
+      ->check(number_in(kProgressEvery))
       ->default_val(10);
 }
 

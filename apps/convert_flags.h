@@ -65,7 +65,4 @@ ConvertOptions convert_options(const ConvertFlags& f);
 /// name), with `threads` as resolved: the manifest's "options".
 std::string options_json(const CLI::App& app, int threads);
 
-/// "1.5G" / "512M" / "4096" -> bytes (binary units); throws CLI::ValidationError.
-uint64_t parse_bytes(const std::string& text);
-
 }  // namespace tarmac::cli

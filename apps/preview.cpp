@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/errors.h"
+#include "apps/flag_values.h"
 #include "common/error.h"
 #include "preview/contact_sheet.h"
 #include "write/file_util.h"
@@ -21,11 +23,14 @@ Runner setup_preview(CLI::App& app, const GlobalFlags& g) {
   app.add_option("dataset", f->o.dir, "Dataset directory")->required();
   app.add_option("-o,--output", f->output, "The sheet to write: .png (or .jpg)")->required();
   app.add_option("--n", f->o.n, "How many samples, chosen by --seed (all when fewer)")
+      ->transform(integer_in({1, 100000}))
       ->default_val(16);
   app.add_option("--keys", f->keys, "These samples instead, comma-separated, in this order");
   app.add_option("--seed", f->o.seed, "Which samples --n picks (same seed, same sheet)")
+      ->transform(unsigned_integer())
       ->default_val(0);
   app.add_option("--tile-height", f->o.tile_height, "Height of every image on the sheet, pixels")
+      ->transform(integer_in({16, 4096}))
       ->default_val(256);
   auto* points =
       app.add_option("--points", f->o.points,
@@ -60,7 +65,7 @@ Runner setup_preview(CLI::App& app, const GlobalFlags& g) {
         nlohmann::ordered_json j = {
             {"output", f->output}, {"width", s.width}, {"height", s.height}, {"keys", s.keys},
             {"points", s.points},  {"boxes", s.boxes}, {"dense", s.dense}};
-        std::printf("%s\n", j.dump(2).c_str());
+        print_json(j);
       } else if (g.verbosity >= 0) {
         std::printf("%s: %zu sample(s), %dx%d", f->output.c_str(), s.keys.size(), s.width,
                     s.height);

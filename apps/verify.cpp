@@ -7,6 +7,7 @@
 
 #include "apps/commands.h"
 #include "apps/errors.h"
+#include "apps/flag_values.h"
 #include "apps/progress.h"
 #include "check/verify.h"
 #include "common/bytes.h"
@@ -20,7 +21,7 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
   app.add_flag("--decode", o->decode, "Also decode every image and dense map and check its size");
   app.add_option("-j,--threads", o->threads,
                  "Threads (default: all cores); shards are checked in parallel")
-      ->check(CLI::Range(0, 1024));
+      ->transform(integer_in(kThreadRange));
   app.footer(
       "Checks the annotation file against docs/format.md, every shard as tar (headers, padding,\n"
       "end blocks), every blob's place, name, size and CRC-32, and the sealed manifest (its own\n"

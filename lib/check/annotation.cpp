@@ -217,8 +217,13 @@ void Annotation::deep_checks(std::vector<Problem>& problems) const {
     for (uint64_t i = 0; i < n_; ++i) {
       const auto b = static_cast<uint64_t>(at<int64_t>(f.offsets, i));
       const auto e = static_cast<uint64_t>(at<int64_t>(f.offsets, i + 1));
-      if (!is_valid_utf8(file_.bytes().subspan(f.values->begin + b, e - b)))
+      const auto text = file_.bytes().subspan(f.values->begin + b, e - b);
+      if (!is_valid_utf8(text))
         problems.push_back({kLabels, key(i), "field '" + f.spec.name + "' is not valid UTF-8"});
+      else if (f.spec.kind == FieldKind::Json && (!f.valid || at<uint8_t>(f.valid, i) != 0) &&
+               !json::accept(text.begin(), text.end()))
+        problems.push_back({kLabels, key(i),
+                            "field '" + f.spec.name + "' (kind json) holds text that is not JSON"});
     }
   }
 }
@@ -289,7 +294,13 @@ json Annotation::labels_json(uint64_t i) const {
     if (f.kind == FieldKind::String) {
       out[f.name] = std::string(reinterpret_cast<const char*>(p), e - b);
     } else if (f.kind == FieldKind::Json) {
-      out[f.name] = json::parse(p, p + (e - b), nullptr, false);
+      // Not parse(..., false): text that is not JSON would be a "discarded" value, which dumps
+      // as "<discarded>", and the document would not be JSON either.
+      json v = json::parse(p, p + (e - b), nullptr, false);
+      if (v.is_discarded())
+        throw ParseError("field '" + f.name + "' of sample '" + key(i) +
+                         "' holds text that is not JSON");
+      out[f.name] = std::move(v);
     } else {
       out[f.name] = array_json(f.dtype, p, shape, 0);
     }

@@ -35,9 +35,11 @@ bool untyped(const FieldSchema& s) {
   return s.kind == Kind::Numeric && !s.dtype_known && !s.shape.empty();
 }
 
-// The field's values go on as JSON text; what was written before is rendered at the end.
+// The field's values go on as JSON text; every value is rendered as JSON text at the end. Also
+// when the field was JSON text already: the value that calls this is not (an empty array, a
+// number or a string after arrays of strings), and its record holds its own bytes, not its text.
 void to_json_text(FieldSchema& s, bool mixed) {
-  if (s.kind != Kind::Json) s.rerender = true;
+  s.rerender = true;
   s.kind = Kind::Json;
   s.dtype = DType::U8;
   s.dtype_known = true;
@@ -111,7 +113,9 @@ void Schema::observe(const std::vector<SampleField>& fields) {
         throw SampleError(where + "is " + std::string(kind_name(v.kind)) + " here but " +
                               std::string(kind_name(s.kind)) + " in earlier samples",
                           ErrorCode::SchemaMismatch);
-      to_json_text(s, /*mixed=*/true);
+      // An empty array types nothing: after arrays of strings it is one more (no warning).
+      const bool empty_array = v.kind == Kind::Numeric && v.shape == std::vector<int64_t>{0};
+      to_json_text(s, /*mixed=*/!(empty_array && s.kind == Kind::Json));
       ++s.present;
       continue;
     }

@@ -11,9 +11,10 @@
 #include <opencv2/imgproc.hpp>
 #include <random>
 #include <set>
-#include <sstream>
+#include <string_view>
 
 #include "common/error.h"
+#include "common/number_text.h"
 #include "format/names.h"
 #include "read/dataset.h"
 #include "transform/image_codec.h"
@@ -244,19 +245,28 @@ std::string fit_key(const std::string& key, int width, double scale) {
 
 std::vector<std::pair<int, int>> parse_skeleton(const std::string& text) {
   if (text == "coco") return {std::begin(kCocoSkeleton), std::end(kCocoSkeleton)};
+  // A 1-based joint index, the whole text: "1" (not " 1", "+1", "1.0" or "1x").
+  const auto joint = [](std::string_view s, int& out) {
+    const auto n = parse_integer(s);
+    if (!n.ok() || n.value < 1 || n.value > kMaxSkeletonJoint) return false;
+    out = static_cast<int>(n.value);
+    return true;
+  };
   std::vector<std::pair<int, int>> out;
-  std::stringstream ss(text);
-  std::string pair;
-  while (std::getline(ss, pair, ',')) {
+  for (size_t at = 0; at <= text.size();) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string_view pair = std::string_view(text).substr(at, comma - at);
+    const size_t dash = pair.find('-');
     int a = 0, b = 0;
-    char dash = 0, extra = 0;
-    std::stringstream ps(pair);
-    if (!(ps >> a >> dash >> b) || dash != '-' || (ps >> extra) || a < 1 || b < 1)
-      throw ArgumentError("--skeleton: '" + pair +
-                          "' is not a pair A-B of 1-based joint indices (e.g. 1-2,2-3, or coco)");
+    if (dash == std::string_view::npos || !joint(pair.substr(0, dash), a) ||
+        !joint(pair.substr(dash + 1), b))
+      throw ArgumentError("--skeleton: '" + std::string(pair) +
+                          "' is not a pair A-B; accepted: coco, or pairs A-B,C-D,... of 1-based "
+                          "joint indices, integers in [1, " +
+                          std::to_string(kMaxSkeletonJoint) + "]");
     out.emplace_back(a, b);
+    at = comma + 1;
   }
-  if (out.empty()) throw ArgumentError("--skeleton: no pairs given (e.g. 1-2,2-3, or coco)");
   return out;
 }
 

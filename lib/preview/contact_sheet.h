@@ -34,8 +34,11 @@ struct Sheet {
   std::vector<std::string> points, boxes, dense;  ///< the fields and maps drawn
 };
 
+/// The largest joint index --skeleton takes.
+inline constexpr int kMaxSkeletonJoint = 65535;
+
 /// Parses a --skeleton value: "coco" (COCO's 17-keypoint skeleton) or pairs "A-B,C-D,..."
-/// of 1-based joint indices. Throws ArgumentError saying what is wrong.
+/// of 1-based joint indices in [1, kMaxSkeletonJoint]. Throws ArgumentError saying what is wrong.
 std::vector<std::pair<int, int>> parse_skeleton(const std::string& text);
 
 /// Draws the sheet. `jpeg` encodes it as JPEG (quality 90) instead of PNG. Throws

@@ -1,7 +1,10 @@
 #include "apps/convert_flags.h"
 
 #include <catch2/catch.hpp>
+#include <limits>
 #include <thread>
+
+#include "apps/flag_values.h"
 
 using namespace tarmac;
 using namespace tarmac::cli;
@@ -106,11 +109,33 @@ TEST_CASE("convert flags: --crop") {
   CHECK(refusal("--crop diagonal") ==
         "--crop: 'diagonal': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
   CHECK(refusal("--crop field:") == "--crop: field:NAME needs a field name");
-  CHECK(refusal("--crop box:1,2,3") == "--crop box:X,Y,W,H: expected 4 comma-separated numbers");
-  CHECK(refusal("--crop box:1,2,x,4") == "--crop box:X,Y,W,H: 'x' is not a number");
-  CHECK(refusal("--crop box:1,2,3px,4") == "--crop box:X,Y,W,H: '3px' is not a number");
-  CHECK(refusal("--crop-scale 0") == "--crop-scale: must be > 0");
-  CHECK(refusal("--crop-scale -1.5") == "--crop-scale: must be > 0");
+  const std::string box_range =
+      "; accepted: X,Y,W,H with X and Y in [-1000000, 1000000], W and H in [1, 1000000]";
+  CHECK(refusal("--crop box:1,2,3") ==
+        "--crop box:X,Y,W,H: '1,2,3' is not 4 comma-separated numbers" + box_range);
+  CHECK(refusal("--crop box:1,2,3,4,") == "--crop box:X,Y,W,H: '' is not a number" + box_range);
+  CHECK(refusal("--crop box:1,2,x,4") == "--crop box:X,Y,W,H: 'x' is not a number" + box_range);
+  CHECK(refusal("--crop box:1,2,3px,4") == "--crop box:X,Y,W,H: '3px' is not a number" + box_range);
+  CHECK(refusal("--crop box:1,2,inf,4") ==
+        "--crop box:X,Y,W,H: 'inf' is not a finite number" + box_range);
+  CHECK(refusal("--crop box:1,2,1e-300,4") ==
+        "--crop box:X,Y,W,H: '1e-300' is out of range" + box_range);
+  CHECK(refusal("--crop box:1e9,2,3,4") == "--crop box:X,Y,W,H: '1e9' is out of range" + box_range);
+  const std::string scale = "; accepted: a number in [0.01, 100]";
+  CHECK(refusal("--crop-scale 0") == "--crop-scale: '0' is out of range" + scale);
+  CHECK(refusal("--crop-scale -1.5") == "--crop-scale: '-1.5' is out of range" + scale);
+  // Issue #25, item 6: every affine and point became NaN, every image black, exit 0.
+  CHECK(refusal("--crop-scale inf") == "--crop-scale: 'inf' is not a finite number" + scale);
+  CHECK(refusal("--crop-scale nan") == "--crop-scale: 'nan' is not a finite number" + scale);
+  CHECK(refusal("--crop-scale 1e-300") == "--crop-scale: '1e-300' is out of range" + scale);
+  CHECK(refusal("--crop-scale 1.2x") == "--crop-scale: '1.2x' is not a number" + scale);
+  CHECK(refusal("--crop-scale 0x1p1") == "--crop-scale: '0x1p1' is not a number" + scale);
+  CHECK(options("--crop-scale 100").geometry.crop_scale == 100);
+  CHECK(options("--crop-scale 0.01").geometry.crop_scale == 0.01);
+  // A ConvertFlags filled in by code is checked alike.
+  ConvertFlags f;
+  f.crop_scale = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH(convert_options(f), "--crop-scale: 'inf' is not a finite number" + scale);
 }
 
 TEST_CASE("convert flags: --size and --resize") {
@@ -128,9 +153,19 @@ TEST_CASE("convert flags: --size and --resize") {
   CHECK(options("--size 64x32 --resize exact").geometry.resize == ResizeMode::Exact);
   CHECK(options("--size 64 --resize none").geometry.resize == ResizeMode::None);
 
-  CHECK(refusal("--size abc") == "--size: 'abc': use N or WxH");
-  CHECK(refusal("--size 0") == "--size: sides must be 1..65535");
-  CHECK(refusal("--size 640x70000") == "--size: sides must be 1..65535");
+  const std::string sides =
+      "' is not N or WxH (e.g. 256 or 192x256); accepted: integer sides in "
+      "[1, 65535]";
+  // Issue #25, item 6: std::stoi read a prefix ("1e3" was 1x1).
+  for (const char* bad : {"abc", "0", "640x70000", "192,256", "192X256", "192.5", "1e3", "64abc",
+                          "64x", "x64", "64x64x3", "-64", "+64", "0x40"}) {
+    INFO(bad);
+    CHECK(refusal(std::string("--size ") + bad) == "--size: '" + std::string(bad) + sides);
+  }
+  CHECK(options("--size 065535").geometry.width == 65535);
+  ConvertFlags bad_size;
+  bad_size.size = "1e3";
+  CHECK_THROWS_WITH(convert_options(bad_size), "--size: '1e3" + sides);
   CHECK(refusal("--resize fit") == "--resize: needs --size");
   CHECK(refusal("--size 64 --resize stretch") ==
         "--resize: 'stretch': use exact, shorter, longer, fit, bucket or none");
@@ -153,11 +188,16 @@ TEST_CASE("convert flags: --resize bucket") {
 
   CHECK(refusal("--resize bucket --size 32") ==
         "--size: --resize bucket: an area of 32 holds no bucket of --bucket-step 64");
-  CHECK(refusal("--resize bucket --size 1024 --bucket-step 0") == "--bucket-step: must be 1..4096");
+  const std::string steps = "; accepted: an integer in [1, 4096]";
+  CHECK(refusal("--resize bucket --size 1024 --bucket-step 0") ==
+        "--bucket-step: '0' is out of range" + steps);
   CHECK(refusal("--resize bucket --size 1024 --bucket-step 5000") ==
-        "--bucket-step: must be 1..4096");
+        "--bucket-step: '5000' is out of range" + steps);
+  CHECK(refusal("--bucket-step 6.5") == "--bucket-step: '6.5' is not an integer" + steps);
   CHECK(refusal("--resize bucket --size 1024 --bucket-max-ratio 0.5") ==
-        "--bucket-max-ratio: must be 1..64");
+        "--bucket-max-ratio: '0.5' is out of range; accepted: a number in [1, 64]");
+  CHECK(refusal("--bucket-max-ratio inf") ==
+        "--bucket-max-ratio: 'inf' is not a finite number; accepted: a number in [1, 64]");
 }
 
 TEST_CASE("convert flags: --format, --boxes, --points, --dense, --image, --ragged") {
@@ -208,20 +248,35 @@ TEST_CASE("convert flags: byte sizes") {
   CHECK(o.shard_size == 536870912);
   CHECK(o.max_member_size == 2147483648);
   CHECK(o.group_window == 65536);
-  CHECK(parse_bytes("4096") == 4096);
-  CHECK(parse_bytes("1") == 1);
-  CHECK(parse_bytes("3B") == 3);
-  CHECK(parse_bytes("2KiB") == 2048);
-  CHECK(parse_bytes("1.5G") == 1610612736);
-  CHECK(parse_bytes("64MiB") == 67108864);
-  CHECK(parse_bytes("1T") == 1099511627776);
-  CHECK(parse_bytes("1TiB") == 1099511627776);
+  CHECK(bytes_flag("--shard-size", "4096") == 4096);
+  CHECK(bytes_flag("--shard-size", "1") == 1);
+  CHECK(bytes_flag("--shard-size", "3B") == 3);
+  CHECK(bytes_flag("--shard-size", "2KiB") == 2048);
+  CHECK(bytes_flag("--shard-size", "1.5G") == 1610612736);
+  CHECK(bytes_flag("--shard-size", "64MiB") == 67108864);
+  CHECK(bytes_flag("--shard-size", "1T") == 1099511627776);
+  CHECK(bytes_flag("--shard-size", "1TiB") == 1099511627776);
 
-  CHECK(refusal("--shard-size 12Q") == "size: '12Q': unknown unit (use K, M, G, T)");
-  CHECK(refusal("--group-window 1MB") == "size: '1MB': unknown unit (use K, M, G, T)");
-  CHECK(refusal("--max-member-size big") == "size: 'big' is not a size (e.g. 512M, 1G, 4096)");
-  CHECK(refusal("--shard-size 0") == "size: '0' must be positive");
-  CHECK_THROWS_WITH(parse_bytes("-1G"), "size: '-1G' must be positive");
+  const std::string sizes =
+      "' is not a size; accepted: a number and a unit K, M, G or T (powers of 1024; e.g. 512M, "
+      "1.5G, 4096), from 1 byte to 1024T";
+  CHECK(refusal("--shard-size 12Q") == "--shard-size: '12Q" + sizes);
+  CHECK(refusal("--group-window 1MB") == "--group-window: '1MB" + sizes);
+  CHECK(refusal("--max-member-size big") == "--max-member-size: 'big" + sizes);
+  CHECK(refusal("--shard-size 0") == "--shard-size: '0" + sizes);
+  for (const char* bad :
+       {"-1G", "0.5", "infG", "inf", "nanM", "1e30", "1025T", "0x10", "1.5.G", " 1G", "1 G", "G"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(bytes_flag("--shard-size", bad),
+                      "--shard-size: '" + std::string(bad) + sizes);
+  }
+  CHECK(bytes_flag("--shard-size", "1024T") == kMaxBytes);
+  CHECK(bytes_flag("--shard-size", "1e3") == 1000);
+  CHECK(bytes_flag("--shard-size", "1.5") == 1);
+  ConvertFlags f;
+  f.group_window = "64";
+  f.shard_size = "1e300G";
+  CHECK_THROWS_WITH(convert_options(f), "--shard-size: '1e300G" + sizes);
 }
 
 TEST_CASE("convert flags: --shard I/N") {
@@ -229,7 +284,8 @@ TEST_CASE("convert flags: --shard I/N") {
   CHECK(o.part_index == 3);
   CHECK(o.part_count == 16);
   CHECK(options("--shard 0/1").part_count == 1);
-  const std::string use = "': use I/N with 0 <= I < N (parts are numbered from 0)";
+  const std::string use =
+      "' is not I/N; accepted: I/N with integers 0 <= I < N <= 1000000 (parts are numbered from 0)";
   CHECK(refusal("--shard 16/16") == "--shard: '16/16" + use);
   CHECK(refusal("--shard 2/2") == "--shard: '2/2" + use);
   CHECK(refusal("--shard 1/0") == "--shard: '1/0" + use);
@@ -237,6 +293,11 @@ TEST_CASE("convert flags: --shard I/N") {
   CHECK(refusal("--shard a/2") == "--shard: 'a/2" + use);
   CHECK(refusal("--shard 1/2x") == "--shard: '1/2x" + use);
   CHECK(refusal("--shard 0/1000001") == "--shard: '0/1000001" + use);
+  CHECK(refusal("--shard 1/2.0") == "--shard: '1/2.0" + use);
+  CHECK(refusal("--shard -1/2") == "--shard: '-1/2" + use);
+  CHECK(refusal("--shard +1/2") == "--shard: '+1/2" + use);
+  CHECK(refusal("--shard 1//2") == "--shard: '1//2" + use);
+  CHECK(refusal("--shard 0x1/2") == "--shard: '0x1/2" + use);
 }
 
 TEST_CASE("convert flags: --on-error, --on-duplicate, --threads, run flags") {
@@ -334,4 +395,76 @@ TEST_CASE("convert flags: --allow-empty, and --progress, which is no option of t
   const std::string j = options_json(app, 1);
   CHECK(j.find("--progress") == std::string::npos);
   CHECK(j.find(R"("--allow-empty":"true")") != std::string::npos);
+}
+
+// Issue #25, item 6: every numeric flag is read whole, finite and within its documented range.
+TEST_CASE("convert flags: numbers are parsed strictly and within their range") {
+  struct Bad {
+    const char* flags;
+    const char* message;
+  };
+  const Bad bad[] = {
+      {"--quality 0", "--quality: '0' is out of range; accepted: an integer in [1, 100]"},
+      {"--quality 101", "--quality: '101' is out of range; accepted: an integer in [1, 100]"},
+      {"--quality 95.5", "--quality: '95.5' is not an integer; accepted: an integer in [1, 100]"},
+      {"--quality 0x50", "--quality: '0x50' is not an integer; accepted: an integer in [1, 100]"},
+      {"--quality 9e1", "--quality: '9e1' is not an integer; accepted: an integer in [1, 100]"},
+      {"-j 1025", "--threads: '1025' is out of range; accepted: an integer in [0, 1024]"},
+      {"-j -2", "--threads: '-2' is out of range; accepted: an integer in [0, 1024]"},
+      {"-j 4x", "--threads: '4x' is not an integer; accepted: an integer in [0, 1024]"},
+      {"--pad-value 256", "--pad-value: '256' is out of range; accepted: a number in [0, 255]"},
+      {"--pad-value nan",
+       "--pad-value: 'nan' is not a finite number; accepted: a number in [0, 255]"},
+      {"--checkpoint-every inf",
+       "--checkpoint-every: 'inf' is not a finite number; accepted: a number in [0, 86400]"},
+      {"--checkpoint-every -1",
+       "--checkpoint-every: '-1' is out of range; accepted: a number in [0, 86400]"},
+      {"--max-pixels -1",
+       "--max-pixels: '-1' is out of range; accepted: an integer in [1, 1099511627776]"},
+      {"--max-pixels 1e6",
+       "--max-pixels: '1e6' is not an integer; accepted: an integer in [1, 1099511627776]"},
+      {"--progress-every nan",
+       "--progress-every: 'nan' is not a finite number; accepted: a number in [0.1, 86400]"},
+      {"--progress-every 0",
+       "--progress-every: '0' is out of range; accepted: a number in [0.1, 86400]"},
+  };
+  for (const Bad& b : bad) {
+    INFO(b.flags);
+    CHECK(refusal(b.flags) == b.message);
+  }
+  // Decimal, whatever CLI11 would make of a leading 0 (octal) on its own.
+  CHECK(options("--quality 010").quality == 10);
+  CHECK(options("-j 08").threads == 8);
+  CHECK(options("-j 0").threads == options("").threads);  // all cores
+  CHECK(options("--max-pixels 1099511627776").max_pixels == 1099511627776ull);
+  CHECK(options("--pad-value 127.5").pad_value == 127.5);
+  CHECK(options("--checkpoint-every 1e3").checkpoint_seconds == 1000);
+  // Filled in by code: the same ranges.
+  ConvertFlags f;
+  f.quality = 0;
+  CHECK_THROWS_WITH(convert_options(f),
+                    "--quality: '0' is out of range; accepted: an integer in [1, 100]");
+  f = ConvertFlags{};
+  f.threads = -1;
+  CHECK_THROWS_WITH(convert_options(f),
+                    "--threads: '-1' is out of range; accepted: an integer in [0, 1024]");
+  f = ConvertFlags{};
+  f.bucket_max_ratio = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH(convert_options(f),
+                    "--bucket-max-ratio: 'nan' is not a finite number; accepted: a number in [1, "
+                    "64]");
+}
+
+TEST_CASE("flag values: integer_flag, number_flag, size_flag, part_flag") {
+  CHECK(integer_flag("--n", "16", {1, 100}) == 16);
+  CHECK_THROWS_WITH(integer_flag("--n", "1e3", {1, 100}),
+                    "--n: '1e3' is not an integer; accepted: an integer in [1, 100]");
+  CHECK(number_flag("--f", "-0.5", {-1, 1}) == -0.5);
+  CHECK_THROWS_WITH(number_flag("--f", "1e-300", {0.01, 1}),
+                    "--f: '1e-300' is out of range; accepted: a number in [0.01, 1]");
+  const SizeValue s = size_flag("--size", "192x256");
+  CHECK((s.width == 192 && s.height == 256 && !s.single));
+  const SizeValue n = size_flag("--size", "224");
+  CHECK((n.width == 224 && n.height == 224 && n.single));
+  CHECK(part_flag("--shard", "999999/1000000") == std::pair<uint32_t, uint32_t>{999999, 1000000});
 }

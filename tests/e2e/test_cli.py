@@ -249,6 +249,73 @@ class HabitsTest(fx.TmpCase):
         self.assertIn(b"tarmac: error: standard input ('-') is a terminal: pipe an archive in",
                       SGR.sub(b"", text))
 
+    def test_bad_numbers_in_flags_are_refused(self):
+        """Issue #25, item 6: --crop-scale inf made every image black and exited 0; --size 1e3
+        was 1x1. Every numeric flag of every command is read whole, finite, within its range."""
+        src = fx.write_tar(self.path("n.tar"), samples(2))
+        ds = self.path("n-ds")
+        self.assertEqual(fx.run(["convert", src, "-o", ds, "-q"]).returncode, 0)
+        convert = ["convert", src, "-o", self.path("n-out")]
+        bad = [
+            (convert, "--crop-scale", "--crop-scale", "inf"),
+            (convert, "--crop-scale", "--crop-scale", "1e-300"),
+            (convert, "--crop-scale", "--crop-scale", "nan"),
+            (convert, "--crop-scale", "--crop-scale", "0"),
+            (convert, "--size", "--size", "192,256"),
+            (convert, "--size", "--size", "192X256"),
+            (convert, "--size", "--size", "192.5"),
+            (convert, "--size", "--size", "1e3"),
+            (convert, "--size", "--size", "64abc"),
+            (convert, "--size", "--size", "0x64"),
+            (convert, "--quality", "--quality", "0x50"),
+            (convert, "--quality", "--quality", "101"),
+            (convert, "--quality", "--quality", "95.5"),
+            (convert, "-j", "--threads", "1025"),
+            (convert, "--threads", "--threads", "4x"),
+            (convert, "--pad-value", "--pad-value", "inf"),
+            (convert, "--bucket-step", "--bucket-step", "6.5"),
+            (convert, "--bucket-max-ratio", "--bucket-max-ratio", "nan"),
+            (convert, "--checkpoint-every", "--checkpoint-every", "inf"),
+            (convert, "--progress-every", "--progress-every", "nan"),
+            (convert, "--max-pixels", "--max-pixels", "-1"),
+            (convert, "--max-pixels", "--max-pixels", "1e6"),
+            (convert, "--shard", "--shard", "1/2x"),
+            (convert, "--shard", "--shard", "0/2.0"),
+            (convert, "--shard-size", "--shard-size", "infG"),
+            (convert, "--group-window", "--group-window", "1e30"),
+            (convert, "--max-member-size", "--max-member-size", "0.5"),
+            (convert, "--crop", "--crop box:X,Y,W,H", "box:1,2,inf,4", "inf"),
+            (convert, "--crop", "--crop box:X,Y,W,H", "box:1,2,3,4abc", "4abc"),
+            (["verify", ds], "-j", "--threads", "-1"),
+            (["verify", ds], "--threads", "--threads", "1.5"),
+            (["bench", ds], "--threads", "--threads", "1e3"),
+            (["bench", ds], "--samples", "--samples", "-1"),
+            (["preview", ds, "-o", self.path("n.png")], "--n", "--n", "1e3"),
+            (["preview", ds, "-o", self.path("n.png")], "--seed", "--seed", "-1"),
+            (["preview", ds, "-o", self.path("n.png")], "--tile-height", "--tile-height", "256px"),
+            (["preview", ds, "-o", self.path("n.png")], "--skeleton", "--skeleton", "1-2x"),
+        ]
+        for command, flag, named, value, *shown in bad:
+            args = [*command, flag, value]
+            p = fx.run(args)
+            err = p.stderr.decode()
+            self.assertEqual(p.returncode, 2, (args, err))
+            self.assertTrue(err.startswith("tarmac: error: " + named + ": "), (args, err))
+            self.assertIn("'%s'" % (shown[0] if shown else value), err, args)
+            self.assertIn("; accepted: ", err, args)
+            self.assertFalse(os.path.exists(self.path("n-out")), args)
+            # The same under --json: a usage error document.
+            p = fx.run([*args, "--json"])
+            self.assertEqual(p.returncode, 2, args)
+            self.assertEqual(json.loads(p.stdout)["error"]["code"], "usage_error", args)
+        # What is accepted still is.
+        p = fx.run([*convert, "--crop-scale", "1.5", "--crop", "box:0,0,16,16", "--size", "8x12",
+                    "--quality", "080", "-j", "2", "--shard-size", "1.5M", "--shard", "0/1", "-q"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        options = fx.Dataset(self.path("n-out")).manifest["options"]
+        self.assertEqual(options["--quality"], "80")  # decimal, not octal 0o80
+        self.assertEqual(options["--size"], "8x12")
+
     def test_json_errors_are_json_documents(self):
         ds = self.path("j-ds")
         src = fx.write_tar(self.path("j.tar"), samples(2))

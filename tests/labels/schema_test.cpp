@@ -263,6 +263,36 @@ TEST_CASE("Schema: an empty array types nothing until a non-empty value comes") 
   CHECK(field(t, "pts").dtype == DType::I64);
 }
 
+// Issue #25, item 7: `cat --labels` printed "tags": <discarded>. The field was JSON text from its
+// first value on, so the [] after it was not rendered as "[]": its record (no bytes) went into
+// the column as it was, an empty text that is no JSON.
+TEST_CASE("Schema: an empty array after arrays of strings is rendered as JSON text") {
+  Schema s({});
+  SampleField strings = text("tags", "[\"a\",\"b\"]", "json");
+  strings.value.kind = Kind::Json;  // an array of strings
+  s.observe({strings});
+  CHECK(field(s, "tags").kind == Kind::Json);
+  CHECK_FALSE(field(s, "tags").rerender);  // JSON text already: written as it came
+  s.observe({numeric("tags", DType::F64, {0})});
+  CHECK(field(s, "tags").kind == Kind::Json);
+  CHECK(field(s, "tags").rerender);     // every value rendered as JSON text at the end
+  CHECK_FALSE(field(s, "tags").mixed);  // no warning: an empty array types nothing
+  s.observe({strings});
+  CHECK(field(s, "tags").rerender);
+
+  // A number or a string after JSON text is rendered too (and is a mix of types).
+  Schema t({});
+  t.observe({strings});
+  t.observe({numeric("tags", DType::I64, {})});
+  CHECK(field(t, "tags").rerender);
+  CHECK(field(t, "tags").mixed);
+  Schema u({});
+  u.observe({strings});
+  u.observe({text("tags", "one", "json")});
+  CHECK(field(u, "tags").rerender);
+  CHECK(field(u, "tags").mixed);
+}
+
 TEST_CASE("Schema: a refused sample leaves the schema unchanged") {
   Schema s({});
   s.observe({numeric("a", DType::I64, {}), numeric("b", DType::I64, {3}, "npy"),
