@@ -43,7 +43,15 @@ struct Part {  // NOLINT(bugprone-exception-escape): moved only while parts are 
   /// shape (a part's all-null field gets some kind there), so the merge treats the part as
   /// lacking them, as one run over all parts' samples would have typed them.
   std::set<std::string> null_fields;
+  /// How this part's values of a field are written when its kind there is not the merge's
+  /// (set by reconcile): as JSON text, the way one run over all samples stores them.
+  enum class Render : uint8_t { None, JsonString, EmptyList };
+  mutable std::map<std::string, Render> render;
 };
+
+// Whether part p's numeric field holds no element at all: every value an empty list (or
+// null). Like an all-null field it says nothing of the field's kind or dtype.
+bool only_empty_lists(const Part& p, const FieldLayout& f);
 
 // Part p's field `name`, or null when the part lacks it or holds only nulls in it.
 const FieldLayout* field_of(const Part& p, const std::string& name) {
@@ -53,6 +61,12 @@ const FieldLayout* field_of(const Part& p, const std::string& name) {
 
 std::span<const uint8_t> tensor_bytes(const Part& p, const TensorInfo* t) {
   return p.a.file().bytes().subspan(t->begin, t->end - t->begin);
+}
+
+bool only_empty_lists(const Part& p, const FieldLayout& f) {
+  // (all [] in a part is stored there as a fixed shape [0], or ragged with no rows)
+  return f.spec.kind == FieldKind::Numeric && !f.spec.shape.empty() && f.values &&
+         f.values->end == f.values->begin && p.a.size() > 0;
 }
 
 // The part's fields whose NAME.valid is false in every sample.
@@ -147,18 +161,52 @@ std::vector<FieldSpec> reconcile(const std::vector<const Part*>& parts) {
         names.push_back(f.spec.name);
   std::vector<FieldSpec> out;
   for (const auto& name : names) {
+    // The kind one run would give: that of the parts whose values say something (not only
+    // nulls or empty lists); strings and JSON values together are JSON, and a string beside
+    // an empty list is too (one run stores each as JSON text then).
+    std::set<FieldKind> kinds;
+    bool empty_lists = false;
+    for (const auto& p : parts)
+      if (const FieldLayout* fl = field_of(*p, name)) {
+        if (only_empty_lists(*p, *fl))
+          empty_lists = true;
+        else
+          kinds.insert(fl->spec.kind);
+      }
+    const bool to_json = kinds.count(FieldKind::Json) ||
+                         (kinds.count(FieldKind::String) && (kinds.size() > 1 || empty_lists));
+    const bool to_json_ok = to_json && !kinds.count(FieldKind::Numeric);
     std::optional<FieldSpec> o;
     const Part* shaped_by = nullptr;
+    bool lacked = false;        // a part before `o` was set lacks the field
+    bool beside_empty = false;  // some part holds only empty lists beside numbers
+    bool empty_nullable = false;
     for (const auto& p : parts) {
       const FieldLayout* fl = field_of(*p, name);
       if (!fl) {
+        lacked = true;
         if (o) o->nullable = true;
         continue;
       }
-      const FieldSpec& f = fl->spec;
+      FieldSpec f = fl->spec;
+      p->render.erase(name);
+      if (to_json_ok && f.kind != FieldKind::Json) {
+        // Written as JSON text: "[]" for each empty list, each string quoted and escaped.
+        p->render[name] =
+            f.kind == FieldKind::String ? Part::Render::JsonString : Part::Render::EmptyList;
+        f.kind = FieldKind::Json;
+        f.dtype = DType::U8;
+        f.shape = {-1};
+        f.ragged = true;
+      } else if (!kinds.empty() && only_empty_lists(*p, *fl)) {
+        // Empty lists beside numbers: no dtype of their own; their rows stay empty.
+        beside_empty = true;
+        empty_nullable = empty_nullable || f.nullable;
+        continue;
+      }
       if (!o) {
         o = f;
-        o->nullable = f.nullable || p != parts.front();  // earlier parts lacked it
+        o->nullable = f.nullable || lacked;
         shaped_by = p;
         continue;
       }
@@ -167,9 +215,12 @@ std::vector<FieldSpec> reconcile(const std::vector<const Part*>& parts) {
                           "' but " + there + " in part '" + p->path +
                           "'; the parts cannot be merged");
       };
-      if (f.kind != o->kind)
-        throw incompatible("of kind " + std::string(kind_name(o->kind)),
-                           "of kind " + std::string(kind_name(f.kind)));
+      if (f.kind != o->kind)  // numbers in one part, other JSON values in another
+        throw FatalError("field '" + name + "' is of kind " + std::string(kind_name(o->kind)) +
+                         " in part '" + shaped_by->path + "' but of kind " +
+                         std::string(kind_name(f.kind)) + " in part '" + p->path +
+                         "'; the parts cannot be merged: one run over all their inputs keeps "
+                         "such a field as JSON text (convert the inputs in one run)");
       if (o->kind == FieldKind::Numeric) o->dtype = promote(o->dtype, f.dtype);
       if (f.shape.size() != o->shape.size() ||
           !std::equal(f.shape.begin() + (f.shape.empty() ? 0 : 1), f.shape.end(),
@@ -185,6 +236,13 @@ std::vector<FieldSpec> reconcile(const std::vector<const Part*>& parts) {
       }
       o->nullable = o->nullable || f.nullable;
       shaped_by = p;
+    }
+    if (o && beside_empty) {
+      o->nullable = o->nullable || empty_nullable;
+      if (!o->shape.empty()) {  // [] beside fixed-length lists: ragged, as one run makes it
+        o->ragged = true;
+        o->shape[0] = -1;
+      }
     }
     if (!o) {  // null in every sample of every part: typed as the first part holding it
       for (const auto& p : parts)
@@ -235,6 +293,19 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
     const TensorInfo* values;
     const TensorInfo* offsets;
     int64_t fixed_rows;
+    Part::Render render = Part::Render::None;  // rows written as JSON text (reconcile)
+    const TensorInfo* valid = nullptr;         // which rows hold a value, when rendered
+  };
+  // Row i of a rendered part as JSON text: "[]" for an empty list, a string quoted and
+  // escaped as nlohmann's dump writes it (what one run stores); nothing for a null.
+  const auto rendered_row = [](const Part& p, const Source& s, uint64_t i) -> std::string {
+    if (s.valid && tensor_bytes(p, s.valid)[i] == 0) return {};
+    if (s.render == Part::Render::EmptyList) return "[]";
+    const int64_t b = offset_at(p, s.offsets, i), e = offset_at(p, s.offsets, i + 1);
+    const auto bytes = tensor_bytes(p, s.values);
+    return json(std::string(reinterpret_cast<const char*>(bytes.data()) + b,
+                            static_cast<size_t>(e - b)))
+        .dump(-1, ' ', false, json::error_handler_t::replace);
   };
   auto ragged = [&](const std::string& name, DType dtype, std::vector<int64_t> inner,
                     const std::function<Source(const Part&)>& source) {
@@ -243,20 +314,36 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
     for (const auto& p : parts) {
       const Source s = source(*p);
       if (!s.values) continue;
+      if (s.render != Part::Render::None) {
+        for (uint64_t i = 0; i < p->a.size(); ++i)
+          total += static_cast<int64_t>(rendered_row(*p, s, i).size());
+        continue;
+      }
       total += s.offsets ? s.values->shape[0] : static_cast<int64_t>(p->a.size()) * s.fixed_rows;
     }
     std::vector<int64_t> shape{total};
     shape.insert(shape.end(), inner.begin(), inner.end());
-    t.push_back({values_tensor(name), dtype, shape, [&parts, source, dtype](ByteSink& sink) {
-                   for (const auto& p : parts) {
-                     const Source s = source(*p);
-                     if (!s.values) continue;
-                     const auto b = tensor_bytes(*p, s.values);
-                     write_converted(sink, s.values->dtype, b.data(),
-                                     b.size() / dtype_size(s.values->dtype), dtype);
-                   }
-                 }});
-    t.push_back({offsets_tensor(name), DType::I64, {n64 + 1}, [&parts, source](ByteSink& sink) {
+    t.push_back(
+        {values_tensor(name), dtype, shape, [&parts, source, dtype, rendered_row](ByteSink& sink) {
+           for (const auto& p : parts) {
+             const Source s = source(*p);
+             if (!s.values) continue;
+             if (s.render != Part::Render::None) {
+               for (uint64_t i = 0; i < p->a.size(); ++i) {
+                 const std::string text = rendered_row(*p, s, i);
+                 sink.write({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+               }
+               continue;
+             }
+             const auto b = tensor_bytes(*p, s.values);
+             write_converted(sink, s.values->dtype, b.data(),
+                             b.size() / dtype_size(s.values->dtype), dtype);
+           }
+         }});
+    t.push_back({offsets_tensor(name),
+                 DType::I64,
+                 {n64 + 1},
+                 [&parts, source, rendered_row](ByteSink& sink) {
                    int64_t base = 0;
                    const int64_t zero = 0;
                    sink.write({reinterpret_cast<const uint8_t*>(&zero), 8});
@@ -265,6 +352,13 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
                      const uint64_t np = p->a.size();
                      if (!s.values) {
                        write_generated<int64_t>(sink, np, [&](uint64_t) { return base; });
+                       continue;
+                     }
+                     if (s.render != Part::Render::None) {
+                       write_generated<int64_t>(sink, np, [&](uint64_t i) {
+                         base += static_cast<int64_t>(rendered_row(*p, s, i).size());
+                         return base;
+                       });
                        continue;
                      }
                      write_generated<int64_t>(sink, np, [&](uint64_t i) {
@@ -331,8 +425,10 @@ std::vector<TensorSpec> merged_tensors(const std::vector<const Part*>& parts,
       ragged(name, f.dtype, f.inner_shape(), [name](const Part& p) {
         const FieldLayout* fi = field_of(p, name);
         if (!fi) return Source{nullptr, nullptr, 0};
+        const auto r = p.render.find(name);
         return Source{fi->values, fi->spec.ragged ? fi->offsets : nullptr,
-                      fi->spec.ragged ? 0 : fi->spec.shape[0]};
+                      fi->spec.ragged ? 0 : fi->spec.shape[0],
+                      r == p.render.end() ? Part::Render::None : r->second, fi->valid};
       });
     } else {
       fixed(name, f.dtype, f.shape, [name](const Part& p) -> const TensorInfo* {

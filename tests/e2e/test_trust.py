@@ -272,15 +272,46 @@ class MergeKindsTest(fx.TmpCase):
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         self.assertEqual(self.labels_of(out), self.labels_of(one))
 
+    def test_kinds_that_differ_only_by_a_parts_values_merge_as_one_run(self):
+        """Item 9, second half: a part whose field holds only empty lists, or only strings,
+        has another kind there than one run over all samples gives it (JSON text, or the
+        other parts' numbers); merge writes its values as one run does ("[]", quoted strings)."""
+        img = fx.png(fx.smooth_rgb(16, 12))
+        cases = {
+            "empty-vs-json": ([[], [], []], [{"x": 1}, [1, "a"], {"y": [2]}]),
+            "strings-vs-json": (["a \"q\" \u00e9", "b\\n", ""], [{"x": 1}, None, ["s", "t"]]),
+            "strings-vs-string-lists": (["one", "two", None], [["x", "y"], [], ["z"]]),
+            "empty-vs-numbers": ([[], [], None], [[1, 2], [3], [4, 5, 6]]),
+            "empty-vs-strings": ([[], [], []], ["a", "b", "c"]),
+        }
+        for case, (va, vb) in cases.items():
+            a = [(f"{case}-a/{i}.png", img) for i in range(3)] + \
+                [(f"{case}-a/{i}.json", fx.js({"f": v, "id": i})) for i, v in enumerate(va)]
+            b = [(f"{case}-b/{i}.png", img) for i in range(3)] + \
+                [(f"{case}-b/{i}.json", fx.js({"f": v, "id": i})) for i, v in enumerate(vb)]
+            src_a, part_a = self.part(case + "-a", a)
+            src_b, part_b = self.part(case + "-b", b)
+            for order in ((src_a, src_b), (src_b, src_a)):
+                parts = [part_a, part_b] if order[0] == src_a else [part_b, part_a]
+                with self.subTest(case=case, first=os.path.basename(parts[0])):
+                    one = self.path(f"{case}-one-{os.path.basename(parts[0])}")
+                    p = fx.run(["convert", *order, "-o", one])
+                    self.assertEqual(p.returncode, 0, p.stderr.decode())
+                    out = self.path(f"{case}-merged-{os.path.basename(parts[0])}")
+                    p = fx.run(["merge", *parts, "-o", out])
+                    self.assertEqual(p.returncode, 0, p.stderr.decode())
+                    self.assertEqual(self.labels_of(out), self.labels_of(one))
+                    self.assertEqual(fx.run(["verify", out]).returncode, 0)
+
     def test_random_splits_merge_as_one_run(self):
         """Property: samples whose fields are null, absent, or of one type each (a number, a
-        string, a list of numbers of any length), split at random into parts by input, merge
-        into what one run over all inputs writes. Fixed seed; kinds that differ by value
-        within a field (a string in one part, a number in another) are not generated: merge
-        refuses those (the remaining part of item 9)."""
+        string, a list of numbers of any length; or a string, a list of strings or an empty list,
+        whose kind then differs by part), split at random into parts by input, merge into what
+        one run over all inputs writes. Fixed seed; numbers in one part beside other JSON
+        values in another are not generated: merge refuses those."""
         rng = random.Random(25)
         img = fx.png(fx.smooth_rgb(8, 8))
-        for trial in range(4):
+        for trial in range(6):
             n = rng.randint(4, 14)
             null_rate = rng.choice([0.0, 0.3, 0.8])
 
@@ -291,12 +322,14 @@ class MergeKindsTest(fx.TmpCase):
                     return i * 0.5 if rng.random() < 0.5 else i
                 if kind == "str":
                     return "s%d" % i * rng.randint(0, 3)
+                if kind == "text":  # a string, strings or []: JSON text in some parts only
+                    return rng.choice(["t%d" % i, ["u", "v%d" % i], []])
                 return [i] * rng.randint(0, 3)
 
             samples = []
             for i in range(n):
                 labels = {}
-                for field, kind in (("n", "num"), ("s", "str"), ("l", "list")):
+                for field, kind in (("n", "num"), ("s", "str"), ("l", "list"), ("t", "text")):
                     v = value(kind, i)
                     if v != "absent":
                         labels[field] = v
