@@ -17,9 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string hex(uint32_t v) {
-  char buf[9];
-  std::snprintf(buf, sizeof buf, "%08x", v);
-  return buf;
+  return crc32_hex(v);
 }
 
 std::span<const uint8_t> bytes_of(std::span<const uint8_t> file, const TensorInfo& t) {

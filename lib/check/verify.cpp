@@ -15,6 +15,7 @@
 #include "check/shard_check.h"
 #include "common/crc32.h"
 #include "common/error.h"
+#include "format/names.h"
 #include "format/shard_list.h"
 
 namespace tarmac::check {
@@ -23,13 +24,11 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr const char* kLabels = "labels.safetensors";
-constexpr const char* kManifest = "manifest.json";
+constexpr const char* kLabels = format::kLabelsFile;
+constexpr const char* kManifest = format::kManifestFile;
 
 std::string hex(uint32_t v) {
-  char b[16];
-  std::snprintf(b, sizeof b, "%08x", v);
-  return b;
+  return crc32_hex(v);
 }
 
 uint32_t crc_of(const uint8_t* p, uint64_t n) {
@@ -170,7 +169,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     problems.push_back({o.dir, "", "is not a directory"});
     return done();
   }
-  const bool partial = fs::exists(dir / ".tarmac-partial", ec);
+  const bool partial = fs::exists(dir / format::kStagingDir, ec);
   if (!fs::exists(dir / kLabels, ec)) {
     problems.push_back({kLabels, "",
                         std::string("is missing: '") + o.dir + "' is not a tarmac dataset" +
@@ -179,7 +178,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   }
   if (partial)
     problems.push_back(
-        {".tarmac-partial", "", "an unfinished run left its staging directory here"});
+        {format::kStagingDir, "", "an unfinished run left its staging directory here"});
 
   Annotation a;
   const bool usable = a.open(o.dir, true, problems);

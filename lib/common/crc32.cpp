@@ -1,5 +1,7 @@
 #include "common/crc32.h"
 
+#include <cstdio>
+
 #include <isa-l/crc.h>
 #include <zlib.h>
 
@@ -23,6 +25,12 @@ void Crc32Concat::append(uint32_t piece_crc, uint64_t piece_size) {
     return;
   }
   crc_ = static_cast<uint32_t>(crc32_combine_op(crc_, piece_crc, it->second));
+}
+
+std::string crc32_hex(uint32_t crc) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%08x", crc);
+  return b;
 }
 
 }  // namespace tarmac

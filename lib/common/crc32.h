@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,9 @@ uint32_t crc32_update(uint32_t crc, const void* data, size_t size);
 inline uint32_t crc32_of(std::span<const uint8_t> bytes) {
   return crc32_update(0, bytes.data(), bytes.size());
 }
+
+/// 8 lower-case hex digits: how the manifest, the column files and verify write a CRC-32.
+std::string crc32_hex(uint32_t crc);
 
 /// The CRC-32 of pieces laid end to end, from each piece's own CRC-32 and length, without
 /// reading a byte again (zlib's crc32_combine). Pieces of a length seen before cost one

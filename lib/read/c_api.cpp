@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "format/names.h"
 #include "read/batch_loader.h"
 #include "read/dataset.h"
 #include "read/derived_column.h"
@@ -207,7 +208,7 @@ int tarmac_blob(const tarmac_dataset* ds, int64_t i, const char* kind, const uin
     need(ds, "ds");
     need(data, "data");
     need(size, "size");
-    const auto b = ds->ds.blob(index(i), kind ? kind : "__image__");
+    const auto b = ds->ds.blob(index(i), kind ? kind : tarmac::format::kImageBlob);
     *data = b.data();
     *size = b.size();
   });
@@ -240,7 +241,7 @@ int tarmac_blob_ref(const tarmac_dataset* ds, int64_t i, const char* kind, int32
                     int32_t* height) {
   return guarded([&] {
     need(ds, "ds");
-    const tarmac::BlobRef r = ds->ds.blob_ref(index(i), kind ? kind : "__image__");
+    const tarmac::BlobRef r = ds->ds.blob_ref(index(i), kind ? kind : tarmac::format::kImageBlob);
     if (shard) *shard = r.shard;
     if (offset) *offset = r.offset;
     if (size) *size = r.size;

@@ -205,11 +205,7 @@ const DerivedColumn& Dataset::derived(std::string_view name) const {
         }
       } catch (const nlohmann::json::exception&) {
       }
-      if (!said) {
-        char buf[9];
-        std::snprintf(buf, sizeof buf, "%08x", crc32_of(labels_->bytes()));
-        said = buf;
-      }
+      if (!said) said = crc32_hex(crc32_of(labels_->bytes()));
       st_->labels_crc32 = said;
     }
     const std::string path = (fs::path(dir_) / format::column_file(name)).string();
@@ -276,7 +272,8 @@ std::pair<int64_t, int64_t> Dataset::ragged_range(const Tensor& offsets, int64_t
 
 std::string_view Dataset::key(size_t i) const {
   check_index(i);
-  const auto [b, e] = ragged_range(*st_->key_offsets, st_->key_values->shape[0], i, "__key__");
+  const auto [b, e] =
+      ragged_range(*st_->key_offsets, st_->key_values->shape[0], i, format::kKeyColumn);
   return {reinterpret_cast<const char*>(st_->key_values->data) + b, static_cast<size_t>(e - b)};
 }
 

@@ -37,12 +37,6 @@ uint32_t file_crc32(const std::string& path) {
   return crc;
 }
 
-std::string crc32_hex(uint32_t crc) {
-  char b[16];
-  std::snprintf(b, sizeof b, "%08x", crc);
-  return b;
-}
-
 std::string sealed_manifest_text(nlohmann::ordered_json manifest) {
   static constexpr std::string_view kField = "\"manifest_crc32\": \"";
   manifest.erase("manifest_crc32");

@@ -5,15 +5,14 @@
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
+
 #include <string>
+#include "common/crc32.h"  // crc32_hex
 
 namespace tarmac {
 
 /// zlib CRC-32 of a whole file, read with pread in pieces. Throws FatalError naming the file.
 uint32_t file_crc32(const std::string& path);
-
-/// 8 lower-case hex digits, as the manifest writes checksums.
-std::string crc32_hex(uint32_t crc);
 
 /// The manifest's text (2-space indented JSON and a newline) with "manifest_crc32" added as
 /// its last member: the CRC-32 of the text in which that member's 8 digits read "00000000".
