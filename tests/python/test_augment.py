@@ -233,6 +233,33 @@ class AugmentTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.ds.batch([0], augment=tarmac.Augment(size=(8, 8)), size=(9, 8))
 
+    def test_torch_dataset_uses_the_batched_augmentation(self):
+        try:
+            import torch
+            import torch.utils.data
+            import tarmac.torch as tt
+        except ImportError:
+            self.skipTest("no torch")
+        aug = tarmac.Augment(**AUG)
+        tds = tt.TarmacDataset(self.path, fields=["kp"], augment=aug, seed=5)
+        tds.set_epoch(2)
+        b = tds[[3, 1, 8]]
+        images, labels = self.ds.batch([3, 1, 8], fields=["kp"], augment=aug, seed=5, epoch=2)
+        self.assertEqual(tuple(b["image"].shape), (3, 3, 32, 40))
+        np.testing.assert_array_equal(b["image"].permute(0, 2, 3, 1).numpy(), images)
+        np.testing.assert_array_equal(b["kp"].numpy(), labels["kp"])
+        np.testing.assert_array_equal(b["__augment__"].numpy(), labels["__augment__"])
+        one = tds[1]  # the per-sample path: a batch of one
+        np.testing.assert_array_equal(one["image"].numpy(), b["image"][1].numpy())
+        np.testing.assert_array_equal(one["__flip__"].numpy(), b["__flip__"][1].numpy())
+        loader = torch.utils.data.DataLoader(tds, batch_size=None, num_workers=1,
+                                             sampler=torch.utils.data.BatchSampler([3, 1, 8], 3, False))
+        (w,) = list(loader)  # a worker: the dataset pickled with its augment, seed and epoch
+        np.testing.assert_array_equal(w["image"].numpy(), b["image"].numpy())
+        np.testing.assert_array_equal(w["kp"].numpy(), labels["kp"])
+        tds.set_epoch(3)
+        self.assertFalse(np.array_equal(tds[[3, 1, 8]]["__augment__"].numpy(), labels["__augment__"]))
+
 
 if __name__ == "__main__":
     unittest.main()
