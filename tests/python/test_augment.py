@@ -72,6 +72,22 @@ def make_dataset(tmp):
     return out
 
 
+M64 = 2**64 - 1
+
+
+def mix(z):
+    """splitmix64's step on state z: add the golden gamma, then its finaliser."""
+    z = (z + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def uniform(seed, epoch, i, k):
+    """Draw k of sample i, as docs/reader.md ("Augmentation", Determinism) writes it."""
+    return (mix(mix(mix(mix(seed) ^ epoch) ^ i) ^ k) >> 11) / 2.0**53
+
+
 def psnr(a, b):
     mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
     return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
@@ -184,6 +200,19 @@ class AugmentTest(unittest.TestCase):
         self.assertFalse(np.array_equal(d_lab["__augment__"], a_lab["__augment__"]))
         _, e_lab = self.batch(list(range(N)), seed=8, epoch=3)
         self.assertFalse(np.array_equal(e_lab["__augment__"], a_lab["__augment__"]))
+
+    def test_draws_follow_the_documented_formula(self):
+        seed, epoch = 2**64 - 3, 12
+        _, labels = self.ds.batch(range(N), fields=[], augment=tarmac.Augment(size=(8, 8), flip=0.5, rotate=40),
+                                  seed=seed, epoch=epoch)
+        for i in range(N):
+            self.assertEqual(bool(labels["__flip__"][i]), uniform(seed, epoch, i, 0) < 0.5)
+            m = labels["__augment__"][i]
+            # M = A F C: C scales x by 8 / w and y by 8 / h, the flip negates the first column.
+            w, h = self.ds.decoded_size(i)
+            sign = -1 if labels["__flip__"][i] else 1
+            angle = np.degrees(np.arctan2(m[0, 1] * h / 8, sign * m[0, 0] * w / 8))
+            self.assertAlmostEqual(angle, 40 * (2 * uniform(seed, epoch, i, 1) - 1), places=9)
 
     def test_random_resized_crop(self):
         aug = tarmac.Augment(size=(24, 24), crop=(0.3, 0.6), ratio=(0.75, 1.333), fill=0)
