@@ -177,6 +177,13 @@ class AugmentTest(unittest.TestCase):
                                       flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
                 self.assertEqual(labels[name][j].tobytes(), want.tobytes(), f"{name} of sample {i}")
 
+    def test_one_channel_batches_are_the_warped_rgb_converted(self):
+        rgb, _ = self.batch([0, 5], seed=4)
+        grey, _ = self.batch([0, 5], seed=4, channels=1)
+        self.assertEqual(grey.shape, (2, 32, 40, 1))
+        for j in range(2):
+            np.testing.assert_array_equal(grey[j, :, :, 0], cv2.cvtColor(rgb[j], cv2.COLOR_RGB2GRAY))
+
     def test_flip_rate_is_the_probability(self):
         aug = tarmac.Augment(size=(8, 8), flip=0.3)
         flips = np.concatenate([self.ds.batch(range(N), fields=[], augment=aug, seed=11, epoch=e)[1]["__flip__"]
