@@ -90,4 +90,19 @@ std::optional<std::map<std::string, ManifestColumn>> manifest_columns(const json
   return out;
 }
 
+DeclaredGeometry declared_geometry(const nlohmann::ordered_json& manifest) {
+  DeclaredGeometry out;
+  if (!manifest.is_object() || !manifest.contains("output_options")) return out;
+  const auto& oo = manifest["output_options"];
+  if (!oo.is_object()) return out;
+  auto strings = [&](const char* flag, std::vector<std::string>& to) {
+    if (oo.contains(flag) && oo[flag].is_array())
+      for (const auto& s : oo[flag])
+        if (s.is_string()) to.push_back(s.get<std::string>());
+  };
+  strings("--points", out.points);
+  strings("--boxes", out.boxes);
+  return out;
+}
+
 }  // namespace tarmac::format

@@ -57,4 +57,14 @@ nlohmann::ordered_json column_record_json(const ManifestColumn& c);
 std::optional<std::map<std::string, ManifestColumn>> manifest_columns(
     const nlohmann::ordered_json& manifest);
 
+/// The label fields `convert --points` and `--boxes` transformed with the image, as the
+/// manifest's "output_options" records them (boxes as "NAME:xywh" or "NAME:xyxy").
+struct DeclaredGeometry {
+  std::vector<std::string> points, boxes;
+};
+
+/// The fields `manifest` declares as points and boxes; none where it records none (a manifest
+/// written by another tool, or malformed there).
+DeclaredGeometry declared_geometry(const nlohmann::ordered_json& manifest);
+
 }  // namespace tarmac::format

@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/number_text.h"
+#include "format/manifest.h"
 #include "format/names.h"
 #include "read/dataset.h"
 #include "transform/image_codec.h"
@@ -111,16 +112,10 @@ void declared_fields(const fs::path& dir, std::vector<std::string>& points,
                      std::vector<std::string>& boxes) {
   std::ifstream in(dir / format::kManifestFile);
   if (!in) return;
-  const auto m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!m.is_object() || !m.contains("output_options") || !m["output_options"].is_object()) return;
-  const auto& oo = m["output_options"];
-  auto strings = [&](const char* flag, std::vector<std::string>& out) {
-    if (oo.contains(flag) && oo[flag].is_array())
-      for (const auto& s : oo[flag])
-        if (s.is_string()) out.push_back(s.get<std::string>());
-  };
-  strings("--points", points);
-  strings("--boxes", boxes);
+  auto d = format::declared_geometry(
+      nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false));
+  points = std::move(d.points);
+  boxes = std::move(d.boxes);
 }
 
 // Checks that `name` is a numeric field whose last axis has `last` values (at least, when

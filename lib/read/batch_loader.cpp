@@ -1,10 +1,38 @@
 #include "read/batch_loader.h"
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <opencv2/imgproc.hpp>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
+#include "format/manifest.h"
+#include "transform/warp.h"
+
 namespace tarmac {
+namespace {
+
+// The fields the dataset's manifest declares as points and boxes (none without a manifest).
+format::DeclaredGeometry declared_geometry(const Dataset& ds) {
+  std::ifstream in(std::filesystem::path(ds.path()) / format::kManifestFile);
+  if (!in) return {};
+  return format::declared_geometry(
+      nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false));
+}
+
+// "NAME", "NAME:xywh" or "NAME:xyxy" -> (NAME, xyxy).
+std::pair<std::string, bool> parse_box(const std::string& spec) {
+  for (const char* suffix : {":xywh", ":xyxy"})
+    if (spec.size() > 5 && spec.ends_with(suffix))
+      return {spec.substr(0, spec.size() - 5), suffix[3] == 'x'};
+  return {spec, false};
+}
+
+}  // namespace
 
 BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
     : ds_(ds), opt_(std::move(options)) {
@@ -14,13 +42,87 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
     throw ArgumentError("batch channels must be 1 or 3");
   if (opt_.width > 0 && !ds.has_images())
     throw ArgumentError("dataset '" + ds.path() + "' has no images to batch");
+  std::set<std::string> points;
+  std::map<std::string, bool> boxes;  // name -> xyxy
+  if (opt_.augment) {
+    const Augment& a = *opt_.augment;
+    check_augment(a);
+    if ((opt_.width || opt_.height) && (opt_.width != a.width || opt_.height != a.height))
+      throw ArgumentError("batch size " + std::to_string(opt_.width) + "x" +
+                          std::to_string(opt_.height) + " differs from the augment's size " +
+                          std::to_string(a.width) + "x" + std::to_string(a.height));
+    if (!ds.has_images())
+      throw ArgumentError("dataset '" + ds.path() + "' has no images to augment");
+    opt_.width = a.width;
+    opt_.height = a.height;
+    format::DeclaredGeometry declared;
+    if (!opt_.points || !opt_.boxes) declared = declared_geometry(ds);
+    // Declared fields since dropped (convert --fields) are left out; fields named here must exist.
+    for (const std::string& p : opt_.points ? *opt_.points : declared.points) {
+      if (ds.find_field(p))
+        points.insert(p);
+      else if (opt_.points)
+        throw ArgumentError("points field '" + p + "' is not a field of '" + ds.path() + "'");
+    }
+    for (const std::string& b : opt_.boxes ? *opt_.boxes : declared.boxes) {
+      auto [name, xyxy] = parse_box(b);
+      if (ds.find_field(name))
+        boxes[name] = xyxy;
+      else if (opt_.boxes)
+        throw ArgumentError("boxes field '" + name + "' is not a field of '" + ds.path() + "'");
+    }
+  }
+  const auto& kinds = ds.blob_kinds();
   for (const std::string& name : opt_.fields) {
-    const FieldSpec* f = ds.find_field(name);
-    if (!f) throw ArgumentError("dataset '" + ds.path() + "' has no field '" + name + "'");
-    if (f->ragged)
-      throw ArgumentError("field '" + name +
-                                  "' is ragged; only fixed-shape fields can be batched");
-    fields_.push_back(f);
+    Gather g;
+    g.name = name;
+    if (opt_.augment && name == "__augment__") {
+      g.kind = Gather::Matrix;
+      g.bytes = 6 * sizeof(double);
+    } else if (opt_.augment && name == "__flip__") {
+      g.kind = Gather::Flip;
+      g.bytes = 1;
+    } else if (opt_.augment && name != "__image__" &&
+               std::find(kinds.begin(), kinds.end(), name) != kinds.end()) {
+      g.kind = Gather::Dense;
+      if (ds.size() > 0) {  // one dtype and channel count per kind: sample 0's
+        const TensorView v = ds.dense_array(0, name);
+        g.dtype = v.dtype;
+        g.channels = v.shape.ndim == 3 ? v.shape[2] : 0;
+      }
+      g.bytes = uint64_t(opt_.width) * uint64_t(opt_.height) *
+                uint64_t(std::max<int64_t>(g.channels, 1)) * dtype_size(g.dtype);
+    } else {
+      const FieldSpec* f = ds.find_field(name);
+      if (!f) throw ArgumentError("dataset '" + ds.path() + "' has no field '" + name + "'");
+      if (f->ragged)
+        throw ArgumentError("field '" + name +
+                            "' is ragged; only fixed-shape fields can be batched");
+      g.field = f;
+      g.bytes = f->sample_bytes();
+      const bool is_box = boxes.count(name) > 0;
+      if (points.count(name) || is_box) {
+        const size_t need = is_box ? 4 : 2;
+        if (f->kind != FieldKind::Numeric || (f->dtype != DType::F32 && f->dtype != DType::F64) ||
+            f->shape.empty() || f->shape.back() < int64_t(need))
+          throw ArgumentError(std::string(is_box ? "boxes" : "points") + " field '" + name +
+                              "' must be F32 or F64 with at least " + std::to_string(need) +
+                              " values on its last axis to be augmented");
+      }
+      if (is_box) {
+        g.kind = Gather::Boxes;
+        g.xyxy = boxes[name];
+      } else if (points.count(name)) {
+        g.kind = Gather::Points;
+        const int64_t joints = f->shape.size() >= 2 ? f->shape[f->shape.size() - 2] : 1;
+        for (const auto& [i, j] : opt_.augment->flip_pairs)
+          if (std::max(i, j) >= joints)
+            throw ArgumentError("augment flip_pairs pair (" + std::to_string(i) + ", " +
+                                std::to_string(j) + ") is out of range for points field '" + name +
+                                "' of " + std::to_string(joints) + " points");
+      }
+    }
+    gathers_.push_back(std::move(g));
   }
   unsigned n =
       opt_.threads > 0 ? unsigned(opt_.threads) : std::max(1u, std::thread::hardware_concurrency());
@@ -37,27 +139,30 @@ BatchLoader::~BatchLoader() {
   for (auto& t : threads_) t.join();
 }
 
-void BatchLoader::start(std::vector<int64_t> indices, BatchBuffers out) {
+void BatchLoader::start(std::vector<int64_t> indices, BatchBuffers out, uint64_t seed,
+                        uint64_t epoch) {
   const size_t n = indices.size();
   const size_t image_bytes = size_t(opt_.width) * size_t(opt_.height) * size_t(opt_.channels);
   if (out.images.size() != n * image_bytes)
     throw ArgumentError("batch image buffer holds " + std::to_string(out.images.size()) +
-                                " bytes, " + std::to_string(n * image_bytes) + " needed");
-  if (out.labels.size() != fields_.size())
+                        " bytes, " + std::to_string(n * image_bytes) + " needed");
+  if (out.labels.size() != gathers_.size())
     throw ArgumentError("batch needs one label buffer per field");
-  for (size_t k = 0; k < fields_.size(); ++k)
-    if (out.labels[k].size() != n * fields_[k]->sample_bytes())
-      throw ArgumentError("batch buffer of field '" + fields_[k]->name + "' holds " +
-                                  std::to_string(out.labels[k].size()) + " bytes, " +
-                                  std::to_string(n * fields_[k]->sample_bytes()) + " needed");
+  for (size_t k = 0; k < gathers_.size(); ++k)
+    if (out.labels[k].size() != n * gathers_[k].bytes)
+      throw ArgumentError("batch buffer of field '" + gathers_[k].name + "' holds " +
+                          std::to_string(out.labels[k].size()) + " bytes, " +
+                          std::to_string(n * gathers_[k].bytes) + " needed");
   for (int64_t i : indices)
     if (i < 0 || uint64_t(i) >= ds_.size())
       throw IndexError("batch index " + std::to_string(i) + " is out of range for " +
-                              std::to_string(ds_.size()) + " samples");
+                       std::to_string(ds_.size()) + " samples");
   std::unique_lock lock(mu_);
   done_.wait(lock, [&] { return !busy_; });
   indices_ = std::move(indices);
   out_ = std::move(out);
+  seed_ = seed;
+  epoch_ = epoch;
   next_ = finished_ = 0;
   error_ = nullptr;
   busy_ = n > 0;
@@ -72,21 +177,89 @@ void BatchLoader::wait() {
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
-void BatchLoader::load(std::vector<int64_t> indices, BatchBuffers out) {
-  start(std::move(indices), std::move(out));
+void BatchLoader::load(std::vector<int64_t> indices, BatchBuffers out, uint64_t seed,
+                       uint64_t epoch) {
+  start(std::move(indices), std::move(out), seed, epoch);
   wait();
 }
 
 void BatchLoader::do_sample(size_t j) {
   const auto i = static_cast<size_t>(indices_[j]);
+  if (opt_.augment) return augment_sample(j, i);
   if (opt_.width > 0) {
     const size_t bytes = size_t(opt_.width) * size_t(opt_.height) * size_t(opt_.channels);
     ds_.decode_into(i, out_.images.subspan(j * bytes, bytes), opt_.width, opt_.height, opt_.resize,
                     opt_.channels);
   }
-  for (size_t k = 0; k < fields_.size(); ++k) {
-    const TensorView v = ds_.value(fields_[k]->name, i);
+  for (size_t k = 0; k < gathers_.size(); ++k) {
+    const TensorView v = ds_.value(gathers_[k].name, i);
     std::memcpy(out_.labels[k].data() + j * v.bytes.size(), v.bytes.data(), v.bytes.size());
+  }
+}
+
+// Decode as stored, then one warpAffine from the stored pixels to the output (decoding only
+// the region needed, at a reduced DCT scale, is a later optimisation).
+void BatchLoader::augment_sample(size_t j, size_t i) {
+  const Augment& a = *opt_.augment;
+  Pixels p = ds_.decode(i);
+  const AugmentDraw d = draw_augment(a, p.width, p.height, seed_, epoch_, i);
+  const size_t bytes = size_t(opt_.width) * size_t(opt_.height) * size_t(opt_.channels);
+  cv::Mat src(p.height, p.width, CV_8UC(p.channels), p.data.data());
+  cv::Mat dst(opt_.height, opt_.width, CV_8UC(opt_.channels), out_.images.data() + j * bytes);
+  const cv::Mat m(2, 3, CV_64F, const_cast<double*>(d.m.data()));
+  const cv::Size size(opt_.width, opt_.height);
+  const cv::Scalar fill = cv::Scalar::all(a.fill);
+  if (p.channels == opt_.channels) {
+    cv::warpAffine(src, dst, m, size, cv::INTER_LINEAR, cv::BORDER_CONSTANT, fill);
+  } else {
+    cv::Mat warped;
+    cv::warpAffine(src, warped, m, size, cv::INTER_LINEAR, cv::BORDER_CONSTANT, fill);
+    cv::cvtColor(warped, dst, p.channels == 1 ? cv::COLOR_GRAY2RGB : cv::COLOR_RGB2GRAY);
+  }
+  for (size_t k = 0; k < gathers_.size(); ++k) {
+    const Gather& g = gathers_[k];
+    const std::span<uint8_t> to = out_.labels[k].subspan(j * g.bytes, g.bytes);
+    switch (g.kind) {
+      case Gather::Matrix:
+        std::memcpy(to.data(), d.m.data(), g.bytes);
+        break;
+      case Gather::Flip:
+        to[0] = d.flip ? 1 : 0;
+        break;
+      case Gather::Dense: {
+        const TensorView v = ds_.dense_array(i, g.name);
+        const int64_t c = v.shape.ndim == 3 ? v.shape[2] : 0;
+        if (v.dtype != g.dtype || c != g.channels)
+          throw DataError("dataset '" + ds_.path() + "': sample " + std::to_string(i) + "'s " +
+                          g.name + " is " + std::string(dtype_name(v.dtype)) + " with " +
+                          std::to_string(std::max<int64_t>(c, 1)) + " channels, sample 0's is " +
+                          std::string(dtype_name(g.dtype)) + " with " +
+                          std::to_string(std::max<int64_t>(g.channels, 1)) + ": a batch needs one");
+        if (v.shape[0] != p.height || v.shape[1] != p.width)
+          throw DataError("dataset '" + ds_.path() + "': sample " + std::to_string(i) + "'s " +
+                          g.name + " is " + std::to_string(v.shape[1]) + "x" +
+                          std::to_string(v.shape[0]) + ", its image " + std::to_string(p.width) +
+                          "x" + std::to_string(p.height));
+        const std::vector<uint8_t> w = warp_dense_bytes(
+            v.bytes, p.width, p.height, g.bytes / (size_t(opt_.width) * opt_.height), d.m,
+            opt_.width, opt_.height);
+        std::memcpy(to.data(), w.data(), g.bytes);
+        break;
+      }
+      case Gather::Value:
+      case Gather::Points:
+      case Gather::Boxes: {
+        const TensorView v = ds_.value(g.name, i);
+        std::memcpy(to.data(), v.bytes.data(), v.bytes.size());
+        // A nullable field's missing value stays zeros (NAME.valid says it is none).
+        if (g.kind == Gather::Value || (g.field->nullable && !ds_.has_value(g.name, i))) break;
+        if (g.kind == Gather::Points)
+          augment_points(d, a, v.dtype, v.shape.span(), to);
+        else
+          augment_boxes(d, v.dtype, v.shape.span(), g.xyxy, to);
+        break;
+      }
+    }
   }
 }
 

@@ -1,16 +1,20 @@
 #pragma once
 // Decodes batches of samples with a thread pool into caller-provided contiguous buffers:
 // images into one NHWC uint8 RGB array, fixed-shape label fields into one array each. One
-// batch can be in flight while the caller consumes the previous one (start / wait).
+// batch can be in flight while the caller consumes the previous one (start / wait). With an
+// Augment, every sample is decoded then warped once to the output under its own random geometry,
+// and the points, boxes and dense maps asked for follow it (docs/reader.md, "Augmentation").
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "read/augment.h"
 #include "read/dataset.h"
 
 namespace tarmac {
@@ -24,10 +28,18 @@ struct BatchOptions {
   bool resize = false;
   int threads = 0;  ///< decoding threads; 0: the number of cores
   /// Fixed-shape fields to gather (schema fields or "__affine__"); ragged ones are refused.
+  /// With `augment` also "__augment__" (F64 [2, 3]: stored pixels -> output), "__flip__" (BOOL)
+  /// and dense maps stored as .npy ("__depth__": [height, width(, C)], the stored dtype).
   std::vector<std::string> fields;
   /// Channels of every image in the batch, whatever is stored: 3 (RGB; grey images
   /// replicated) or 1 (grey; colour images converted with OpenCV's weights).
   int channels = 3;
+  /// Random geometry per sample: images are augment->width x height (width and height above
+  /// are then 0 or the same), drawn from (seed, epoch, index) given to start().
+  std::optional<Augment> augment = std::nullopt;
+  /// With augment: the fields among `fields` that are points, and boxes ("NAME" for x, y, w,
+  /// h or "NAME:xyxy"); nullopt: those `convert --points` / `--boxes` declared (the manifest).
+  std::optional<std::vector<std::string>> points = std::nullopt, boxes = std::nullopt;
 };
 
 /// Where one batch goes. `images` holds indices.size()*height*width*channels bytes; labels[k]
@@ -42,7 +54,8 @@ struct BatchBuffers {
 /// a child process must make its own loader (the Dataset itself is fine after fork).
 class BatchLoader {
  public:
-  /// Throws ArgumentError for an unknown or ragged field or a bad size.
+  /// Throws ArgumentError for an unknown or ragged field, a bad size or augment (flip_pairs
+  /// out of range for a points field included).
   BatchLoader(const Dataset& ds, BatchOptions options);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
@@ -50,24 +63,36 @@ class BatchLoader {
 
   /// Starts loading `indices` into `out` in the background and returns at once. Waits for
   /// the batch in flight first. Throws ArgumentError for wrong buffer sizes and
-  /// IndexError for an index >= size() before anything starts.
-  void start(std::vector<int64_t> indices, BatchBuffers out);
+  /// IndexError for an index >= size() before anything starts. `seed` and `epoch` choose the
+  /// augmentation's draws (with options().augment; ignored without).
+  void start(std::vector<int64_t> indices, BatchBuffers out, uint64_t seed = 0, uint64_t epoch = 0);
   /// Waits for the batch in flight; rethrows the first error of any sample (DataError...).
   void wait();
   /// start() then wait().
-  void load(std::vector<int64_t> indices, BatchBuffers out);
+  void load(std::vector<int64_t> indices, BatchBuffers out, uint64_t seed = 0, uint64_t epoch = 0);
 
   const BatchOptions& options() const { return opt_; }
   /// Bytes of one sample's value of fields[k].
-  uint64_t field_bytes(size_t k) const { return fields_[k]->sample_bytes(); }
+  uint64_t field_bytes(size_t k) const { return gathers_[k].bytes; }
 
  private:
+  /// What fields[k] is and how a sample's value of it is made.
+  struct Gather {
+    enum Kind { Value, Points, Boxes, Matrix, Flip, Dense } kind = Value;
+    const FieldSpec* field = nullptr;  ///< Value, Points, Boxes
+    std::string name;
+    uint64_t bytes = 0;       ///< per sample
+    bool xyxy = false;        ///< Boxes
+    DType dtype = DType::U8;  ///< Dense: the stored dtype
+    int64_t channels = 0;     ///< Dense: 0 for (H, W), else C of (H, W, C)
+  };
   void work();
   void do_sample(size_t j);
+  void augment_sample(size_t j, size_t i);
 
   const Dataset& ds_;
   BatchOptions opt_;
-  std::vector<const FieldSpec*> fields_;
+  std::vector<Gather> gathers_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable wake_, done_;
@@ -75,6 +100,7 @@ class BatchLoader {
   bool busy_ = false;
   uint64_t generation_ = 0;
   std::vector<int64_t> indices_;
+  uint64_t seed_ = 0, epoch_ = 0;
   BatchBuffers out_;
   size_t next_ = 0, finished_ = 0;
   std::exception_ptr error_;

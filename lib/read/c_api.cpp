@@ -423,8 +423,79 @@ void tarmac_loader_free(tarmac_loader* loader) {
   delete loader;
 }
 
+int tarmac_loader_new_augment(const tarmac_dataset* ds, const tarmac_augment* aug, int32_t channels,
+                              int32_t threads, const char* const* fields, size_t nfields,
+                              tarmac_loader** out) {
+  return guarded([&] {
+    need(ds, "ds");
+    need(aug, "aug");
+    need(out, "out");
+    tarmac::BatchOptions o;
+    o.channels = channels;
+    o.threads = threads;
+    if (nfields) need(fields, "fields");
+    for (size_t k = 0; k < nfields; ++k) {
+      need(fields[k], "fields[k]");
+      o.fields.emplace_back(fields[k]);
+    }
+    tarmac::Augment a;
+    a.width = aug->width;
+    a.height = aug->height;
+    a.flip = aug->flip;
+    if (aug->nflip_pairs) need(aug->flip_pairs, "aug->flip_pairs");
+    for (size_t k = 0; k < aug->nflip_pairs; ++k)
+      a.flip_pairs.emplace_back(aug->flip_pairs[2 * k], aug->flip_pairs[2 * k + 1]);
+    a.rotate = aug->rotate;
+    if (aug->scale_min != 0 || aug->scale_max != 0) {
+      a.scale_min = aug->scale_min;
+      a.scale_max = aug->scale_max;
+    }
+    a.translate = aug->translate;
+    a.crop = aug->crop != 0;
+    if (a.crop) {
+      a.crop_min = aug->crop_min;
+      a.crop_max = aug->crop_max;
+    }
+    if (aug->ratio_min != 0 || aug->ratio_max != 0) {
+      a.ratio_min = aug->ratio_min;
+      a.ratio_max = aug->ratio_max;
+    }
+    a.fill = aug->fill;
+    auto names = [](const char* const* v, size_t n, const char* what) {
+      std::vector<std::string> out;
+      for (size_t k = 0; k < n; ++k) {
+        need(v[k], what);
+        out.emplace_back(v[k]);
+      }
+      return out;
+    };
+    if (aug->points) o.points = names(aug->points, aug->npoints, "aug->points[k]");
+    if (aug->boxes) o.boxes = names(aug->boxes, aug->nboxes, "aug->boxes[k]");
+    o.augment = std::move(a);
+    *out = new tarmac_loader{tarmac::BatchLoader(ds->ds, std::move(o))};
+  });
+}
+
+int tarmac_loader_field_bytes(const tarmac_loader* loader, size_t k, uint64_t* out) {
+  return guarded([&] {
+    need(loader, "loader");
+    need(out, "out");
+    if (k >= loader->loader.options().fields.size())
+      throw IndexError("loader field " + std::to_string(k) + " of " +
+                       std::to_string(loader->loader.options().fields.size()));
+    *out = loader->loader.field_bytes(k);
+  });
+}
+
 int tarmac_loader_start(tarmac_loader* loader, const int64_t* indices, size_t n, uint8_t* images,
                         size_t images_size, void* const* labels, const size_t* label_sizes) {
+  return tarmac_loader_start_seeded(loader, 0, 0, indices, n, images, images_size, labels,
+                                    label_sizes);
+}
+
+int tarmac_loader_start_seeded(tarmac_loader* loader, uint64_t seed, uint64_t epoch,
+                               const int64_t* indices, size_t n, uint8_t* images,
+                               size_t images_size, void* const* labels, const size_t* label_sizes) {
   return guarded([&] {
     need(loader, "loader");
     if (n) need(indices, "indices");
@@ -437,7 +508,7 @@ int tarmac_loader_start(tarmac_loader* loader, const int64_t* indices, size_t n,
     }
     for (size_t k = 0; k < nf; ++k)
       b.labels.emplace_back(static_cast<uint8_t*>(labels[k]), label_sizes[k]);
-    loader->loader.start(std::vector<int64_t>(indices, indices + n), std::move(b));
+    loader->loader.start(std::vector<int64_t>(indices, indices + n), std::move(b), seed, epoch);
   });
 }
 

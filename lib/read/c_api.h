@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 #define TARMAC_API __attribute__((visibility("default")))
-#define TARMAC_C_API_VERSION 1
+#define TARMAC_C_API_VERSION 2 /* 2: tarmac_augment, tarmac_loader_new_augment, _start_seeded */
 #define TARMAC_MAX_DIMS 8
 
 /** Error codes: 0 is success; tarmac_last_error() says why for any other. */
@@ -152,6 +152,43 @@ TARMAC_API int tarmac_loader_new_channels(const tarmac_dataset* ds, int32_t widt
                                           const char* const* fields, size_t nfields,
                                           tarmac_loader** out);
 TARMAC_API void tarmac_loader_free(tarmac_loader* loader);
+/** Random geometry per sample in the batch decode (docs/reader.md, "Augmentation"); zero it,
+ *  then set what is wanted (scale_min/max and ratio_min/max 0 are taken as 1 and 3/4, 4/3). */
+typedef struct {
+  int32_t width, height;     /* output size, > 0 */
+  double flip;               /* probability of a horizontal flip, [0, 1] */
+  const int32_t* flip_pairs; /* 2*nflip_pairs point indices (0-based), swapped after a flip */
+  size_t nflip_pairs;
+  double rotate;               /* degrees, uniform in [-rotate, rotate] */
+  double scale_min, scale_max; /* uniform */
+  double translate;            /* fraction of the output size, uniform in [-t, t] */
+  int32_t crop;                /* != 0: random resized crop (torchvision's) */
+  double crop_min, crop_max;   /* area fraction, (0, 1] */
+  double ratio_min, ratio_max; /* aspect ratio of the crop */
+  double fill;                 /* the image's border value */
+  /* The points fields and boxes fields ("NAME" or "NAME:xyxy") transformed; NULL: those that
+   * convert --points / --boxes declared (its manifest). */
+  const char* const* points;
+  size_t npoints;
+  const char* const* boxes;
+  size_t nboxes;
+} tarmac_augment;
+
+/** tarmac_loader_new_channels with augmentation: images are aug->width x aug->height; fields
+ *  may also name "__augment__" (F64 [2, 3], stored pixels -> output), "__flip__" (BOOL) and
+ *  dense maps stored as .npy ("__depth__": [height, width(, C)] of the stored dtype). */
+TARMAC_API int tarmac_loader_new_augment(const tarmac_dataset* ds, const tarmac_augment* aug,
+                                         int32_t channels, int32_t threads,
+                                         const char* const* fields, size_t nfields,
+                                         tarmac_loader** out);
+/** Bytes of one sample's value of the loader's field k (the size of its label buffer / n). */
+TARMAC_API int tarmac_loader_field_bytes(const tarmac_loader* loader, size_t k, uint64_t* out);
+/** tarmac_loader_start whose augmentation draws are those of (seed, epoch): sample i's are a
+ *  pure function of (seed, epoch, i). */
+TARMAC_API int tarmac_loader_start_seeded(tarmac_loader* loader, uint64_t seed, uint64_t epoch,
+                                          const int64_t* indices, size_t n, uint8_t* images,
+                                          size_t images_size, void* const* labels,
+                                          const size_t* label_sizes);
 /** Starts loading indices[n] into images (n*height*width*3 bytes) and labels[k]
  *  (n*sample_bytes of field k) in the background; buffers must live until tarmac_loader_wait. */
 TARMAC_API int tarmac_loader_start(tarmac_loader* loader, const int64_t* indices, size_t n,

@@ -9,6 +9,8 @@ a source checkout's build/lib/read/, the lib/ of the prefix of `tarmac` on PATH,
     s = ds[0]                       # {"__key__", "image" (stored bytes), fields..., "__affine__"}
     rgb = ds.decode(0)              # H x W x 3 uint8 RGB
     images, labels = ds.batch([3, 1, 4], fields=["keypoints2d"])
+    aug = tarmac.Augment(size=(224, 224), flip=0.5, rotate=30, scale=(0.75, 1.25))
+    images, labels = ds.batch([3, 1, 4], augment=aug, seed=0, epoch=2)   # + "__augment__", "__flip__"
 
 Lifetimes: every array that views the dataset (images, fixed-shape fields, columns) keeps
 the dataset's memory maps alive through its `.base` chain, even after close() or deletion
@@ -17,6 +19,8 @@ of the Dataset object; closing only drops this object's own reference.
 import ctypes
 import ctypes.util
 import json
+import math
+import numbers
 import os
 import shutil
 import sys
@@ -24,7 +28,7 @@ import sysconfig
 
 import numpy as np
 
-__all__ = ["Dataset", "TarmacError", "indices", "load_library"]
+__all__ = ["Augment", "Dataset", "TarmacError", "indices", "load_library"]
 __version__ = "0.1.0"  # the project's version (CMakeLists.txt, pyproject.toml)
 
 _DTYPES = ["?", "u1", "i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8", "<f2", "<u2", "<f4", "<f8"]
@@ -51,6 +55,119 @@ class _Field(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int32), ("dtype", ctypes.c_int32),
                 ("ragged", ctypes.c_int32), ("ndim", ctypes.c_int32), ("shape", ctypes.c_int64 * _MAX_DIMS),
                 ("sample_bytes", ctypes.c_uint64), ("nullable", ctypes.c_int32)]
+
+
+class _Augment(ctypes.Structure):
+    _fields_ = [("width", ctypes.c_int32), ("height", ctypes.c_int32), ("flip", ctypes.c_double),
+                ("flip_pairs", ctypes.POINTER(ctypes.c_int32)), ("nflip_pairs", ctypes.c_size_t),
+                ("rotate", ctypes.c_double), ("scale_min", ctypes.c_double), ("scale_max", ctypes.c_double),
+                ("translate", ctypes.c_double), ("crop", ctypes.c_int32), ("crop_min", ctypes.c_double),
+                ("crop_max", ctypes.c_double), ("ratio_min", ctypes.c_double), ("ratio_max", ctypes.c_double),
+                ("fill", ctypes.c_double), ("points", ctypes.POINTER(ctypes.c_char_p)), ("npoints", ctypes.c_size_t),
+                ("boxes", ctypes.POINTER(ctypes.c_char_p)), ("nboxes", ctypes.c_size_t)]
+
+
+def _number(name, v, lo=None, hi=None, lo_open=False):
+    """v as a finite float in range, else ValueError naming the argument."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, not {v!r}")
+    v = float(v)
+    if lo is not None and (v <= lo if lo_open else v < lo):
+        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo}, not {v}")
+    if hi is not None and v > hi:
+        raise ValueError(f"{name} must be <= {hi}, not {v}")
+    return v
+
+
+def _range(name, v, lo=0.0, hi=None):
+    """A (min, max) pair with lo < min <= max (<= hi), else ValueError naming the argument."""
+    try:
+        a, b = v
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a pair (min, max), not {v!r}") from None
+    a, b = _number(name, a, lo, hi, lo_open=True), _number(name, b, lo, hi, lo_open=True)
+    if a > b:
+        raise ValueError(f"{name} must be (min, max) with min <= max, not {v!r}")
+    return a, b
+
+
+class Augment:
+    """Random geometry drawn per sample and applied in the batch decode, on the native threads:
+    the stored image is decoded then warped once (bilinear, border `fill`) to `size`, and the
+    points, boxes and dense maps of the batch follow (docs/reader.md, "Augmentation").
+
+    size=(H, W): the output; flip: probability of a horizontal flip; flip_pairs: pairs of point
+    indices (0-based) swapped after a flip, in every points field; rotate: degrees, uniform in
+    [-rotate, rotate]; scale=(min, max): uniform; translate: fraction of the output size, uniform
+    in [-translate, translate] on each axis; crop=(smin, smax) with ratio=(rmin, rmax):
+    torchvision's random resized crop (area fraction, aspect ratio; 10 tries, then the centre),
+    resized to size; fill: the image's border value (0..255; dense maps: 0).
+    Sample i's draw is a pure function of (seed, epoch, i) given to Dataset.batch."""
+
+    def __init__(self, size, flip=0.0, flip_pairs=None, rotate=0.0, scale=(1.0, 1.0), translate=0.0,
+                 crop=None, ratio=(3 / 4, 4 / 3), fill=0):
+        try:
+            h, w = size
+        except (TypeError, ValueError):
+            raise ValueError(f"size must be (height, width), not {size!r}") from None
+        for v in (h, w):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v <= 0 or v > 2**15:
+                raise ValueError(f"size must be (height, width) of integers in 1..32768, not {size!r}")
+        self.size = (int(h), int(w))
+        self.flip = _number("flip", flip, 0.0, 1.0)
+        pairs = []
+        for p in flip_pairs or ():
+            try:
+                i, j = p
+            except (TypeError, ValueError):
+                raise ValueError(f"flip_pairs must hold pairs of point indices, not {p!r}") from None
+            for v in (i, j):
+                if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < 2**31:
+                    raise ValueError(f"flip_pairs holds {p!r}: indices are integers >= 0 (0-based)")
+            pairs.append((int(i), int(j)))
+        self.flip_pairs = tuple(pairs)
+        self.rotate = _number("rotate", rotate, 0.0)
+        self.scale = _range("scale", scale)
+        self.translate = _number("translate", translate, 0.0)
+        self.crop = None if crop is None else _range("crop", crop, 0.0, 1.0)
+        self.ratio = _range("ratio", ratio)
+        self.fill = _number("fill", fill, 0.0, 255.0)
+
+    def _key(self):
+        return (self.size, self.flip, self.flip_pairs, self.rotate, self.scale, self.translate, self.crop,
+                self.ratio, self.fill)
+
+    def __eq__(self, other):
+        return isinstance(other, Augment) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return (f"Augment(size={self.size}, flip={self.flip}, flip_pairs={list(self.flip_pairs)}, "
+                f"rotate={self.rotate}, scale={self.scale}, translate={self.translate}, crop={self.crop}, "
+                f"ratio={self.ratio}, fill={self.fill})")
+
+    def _c(self, points, boxes):
+        """The C struct; the arrays it points to are kept on it (alive while it is)."""
+        a = _Augment()
+        a.height, a.width = self.size
+        a.flip, a.rotate, a.translate, a.fill = self.flip, self.rotate, self.translate, self.fill
+        pairs = (ctypes.c_int32 * max(2 * len(self.flip_pairs), 1))(*[v for p in self.flip_pairs for v in p])
+        a.flip_pairs, a.nflip_pairs = pairs, len(self.flip_pairs)
+        a.scale_min, a.scale_max = self.scale
+        if self.crop is not None:
+            a.crop, (a.crop_min, a.crop_max) = 1, self.crop
+        a.ratio_min, a.ratio_max = self.ratio
+        keep = [pairs]
+        for attr, names in (("points", points), ("boxes", boxes)):
+            if names is not None:
+                arr = (ctypes.c_char_p * max(len(names), 1))(*[n.encode() for n in names])
+                keep.append(arr)
+                setattr(a, attr, ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)))
+                setattr(a, "n" + attr, len(names))
+        a._keep = keep
+        return a
 
 
 _lib = None
@@ -149,6 +266,9 @@ def load_library():
         "tarmac_loader_free": (None, [P]),
         "tarmac_loader_start": (ctypes.c_int, [P, P, sz, P, sz, pp(P), pp(sz)]),
         "tarmac_loader_wait": (ctypes.c_int, [P]),
+        "tarmac_loader_new_augment": (ctypes.c_int, [P, pp(_Augment), i32, i32, pp(ctypes.c_char_p), sz, pp(P)]),
+        "tarmac_loader_field_bytes": (ctypes.c_int, [P, sz, pp(u64)]),
+        "tarmac_loader_start_seeded": (ctypes.c_int, [P, u64, u64, P, sz, P, sz, pp(P), pp(sz)]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -545,18 +665,23 @@ class Dataset:
         _check(self._lib.tarmac_decode_channels(self._ptr, i, out.ctypes.data, out.nbytes, w, h, c, int(resize)))
         return out
 
-    def _loader(self, w, h, resize, threads, fields, channels=3):
+    def _loader(self, w, h, resize, threads, fields, channels=3, augment=None, points=None, boxes=None):
         if self._loader_pid != os.getpid():
             # A forked child has no copy of the parent's decoding threads: make new loaders
             # and leave the inherited ones alone (freeing them would join absent threads).
             self._loaders = {}
             self._loader_pid = os.getpid()
-        key = (w, h, resize, threads, fields, channels)
+        key = (w, h, resize, threads, fields, channels, augment, points, boxes)
         if key not in self._loaders:
             names = (ctypes.c_char_p * max(len(fields), 1))(*[f.encode() for f in fields])
             ptr = ctypes.c_void_p()
-            _check(self._lib.tarmac_loader_new_channels(self._ptr, w, h, channels, int(resize), threads, names,
-                                                        len(fields), ctypes.byref(ptr)))
+            if augment is None:
+                _check(self._lib.tarmac_loader_new_channels(self._ptr, w, h, channels, int(resize), threads, names,
+                                                            len(fields), ctypes.byref(ptr)))
+            else:
+                _check(self._lib.tarmac_loader_new_augment(self._ptr, ctypes.byref(augment._c(points, boxes)),
+                                                           channels, threads, names, len(fields),
+                                                           ctypes.byref(ptr)))
             self._loaders[key] = _Loader(self._lib, ptr, self._h)
         return self._loaders[key]
 
@@ -565,7 +690,8 @@ class Dataset:
         names = [n for n, f in self.fields.items() if not f["ragged"]]
         return names + (["__affine__"] if self.blob_kinds else [])
 
-    def batch(self, indices, fields=None, size=None, resize=False, threads=0, out=None, channels=3):
+    def batch(self, indices, fields=None, size=None, resize=False, threads=0, out=None, channels=3,
+              augment=None, seed=0, epoch=0, dense=None, points=None, boxes=None):
         """Decodes `indices` into one (N, H, W, C) uint8 array and stacks fixed-shape fields.
 
         channels: 3 (RGB; grey images replicated, the default) or 1 (grey; colour images
@@ -576,9 +702,41 @@ class Dataset:
         error unless resize=True. fields defaults to every fixed-shape field and __affine__.
         Decoding runs on `threads` native threads (0: all cores) without the GIL. out: a
         C-contiguous (N, H, W, 3) uint8 array to decode into (pinned or shared memory, say)
-        instead of a new one; its H and W are the size when size is not given."""
+        instead of a new one; its H and W are the size when size is not given.
+
+        augment: a tarmac.Augment. Every image is then augment.size (any stored size), warped
+        under sample i's draw, a pure function of (seed, epoch, i); the points fields and boxes
+        fields among `fields` follow (those convert --points / --boxes declared, or `points`,
+        `boxes`: lists of names, a box "NAME" (x, y, w, h) or "NAME:xyxy"), and so do the .npy
+        dense maps named in `dense` (labels[name]: (N, H, W[, C]), stored dtype, nearest);
+        labels["__augment__"] (N, 2, 3) float64 maps stored pixels to output pixels,
+        labels["__flip__"] (N,) bool."""
         idx = np.ascontiguousarray([self._index(i) for i in indices], dtype=np.int64)
         fields = tuple(self.fixed_fields() if fields is None else fields)
+        if augment is not None and not isinstance(augment, Augment):
+            raise ValueError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
+        if augment is None and (dense or points is not None or boxes is not None):
+            raise ValueError("dense, points and boxes follow an augmentation: give augment=")
+        if augment is not None:
+            if not self.blob_kinds:
+                raise ValueError(f"augment: dataset '{self.path}' has no images")
+            ah, aw = augment.size
+            if size is not None and tuple(size) != (aw, ah):
+                raise ValueError(f"size (w, h) {tuple(size)} differs from augment.size (h, w) {augment.size}")
+            size = (aw, ah)
+            for name, v in (("seed", seed), ("epoch", epoch)):
+                if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < 2**64:
+                    raise ValueError(f"{name} must be an integer in 0 .. 2^64 - 1, not {v!r}")
+            dense = tuple(dense or ())
+            kinds = []
+            for name in dense:
+                kind = name if name.startswith("__") else f"__{name}__"
+                if kind not in self.blob_kinds[1:]:
+                    raise ValueError(f"dense: '{name}' is not a dense map of '{self.path}' "
+                                     f"(it has: {', '.join(self.blob_kinds[1:]) or 'none'})")
+                kinds.append(kind)
+            points = None if points is None else tuple(points)
+            boxes = None if boxes is None else tuple(boxes)
         if out is not None:
             if (not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.ndim != 4
                     or out.shape[0] != len(idx) or out.shape[3] != channels or not out.flags.c_contiguous
@@ -594,13 +752,25 @@ class Dataset:
             w, h = size if size else (self.decoded_size(int(idx[0])) if len(idx) else (1, 1))
         else:
             w, h = 0, 0
-        loader = self._loader(w, h, resize, threads, fields, channels)
+        gathered = fields
+        if augment is not None:
+            gathered = fields + ("__augment__", "__flip__") + tuple(kinds)
+        loader = self._loader(w, h, resize, threads, gathered, channels, augment, points, boxes)
         images = out if out is not None and self.blob_kinds else np.empty((len(idx), h, w, channels), dtype=np.uint8)
         labels = {}
         for name in fields:
             probe = self._stored_value(name, 0) if self._n else np.empty(0)
             labels[name] = np.empty((len(idx),) + probe.shape, dtype=probe.dtype)
-        loader.run(idx, images, [labels[n] for n in fields])
+        outs = [labels[n] for n in fields]
+        if augment is not None:
+            labels["__augment__"] = np.empty((len(idx), 2, 3), dtype=np.float64)
+            labels["__flip__"] = np.empty(len(idx), dtype=bool)
+            outs += [labels["__augment__"], labels["__flip__"]]
+            for name, kind in zip(dense, kinds):
+                probe = self.dense(0, kind) if self._n else np.empty((0, 0), dtype=np.uint8)
+                labels[name] = np.empty((len(idx), h, w) + probe.shape[2:], dtype=probe.dtype)
+                outs.append(labels[name])
+        loader.run(idx, images, outs, seed, epoch)
         for name in fields:  # a nullable field's zeros are told apart by its mask
             if self.fields.get(name, {}).get("nullable"):
                 labels[name + ".valid"] = self._tensor(name + ".valid").astype(bool)[idx]
@@ -615,11 +785,11 @@ class _Loader:
     def __init__(self, lib, ptr, handle):
         self.lib, self.ptr, self.handle, self.pid = lib, ptr, handle, os.getpid()
 
-    def run(self, idx, images, outs):
+    def run(self, idx, images, outs, seed=0, epoch=0):
         bufs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs])
         sizes = (ctypes.c_size_t * max(len(outs), 1))(*[o.nbytes for o in outs])
-        _check(self.lib.tarmac_loader_start(self.ptr, idx.ctypes.data, len(idx), images.ctypes.data,
-                                            images.nbytes, bufs, sizes))
+        _check(self.lib.tarmac_loader_start_seeded(self.ptr, seed, epoch, idx.ctypes.data, len(idx),
+                                                   images.ctypes.data, images.nbytes, bufs, sizes))
         _check(self.lib.tarmac_loader_wait(self.ptr))
 
     def __del__(self):

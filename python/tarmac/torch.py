@@ -43,11 +43,22 @@ class TarmacDataset(torch.utils.data.Dataset):
     `channels`: C of every image, 3 (RGB, grey images replicated; the default) or 1 (grey,
     colour images converted), so that a dataset mixing grey and colour images collates.
     `columns`: the derived columns to include (default: all of ds.derived), each sample's
-    output as a tensor (BF16 outputs as torch.bfloat16); a batch of one bucket stacks them."""
+    output as a tensor (BF16 outputs as torch.bfloat16); a batch of one bucket stacks them.
+    `augment`: a tarmac.Augment applied in the batch decode (docs/reader.md, "Augmentation"),
+    sample i's draw a pure function of (seed, epoch, i); call set_epoch(e) every epoch (before
+    the DataLoader's iterator is made: workers take a copy of the dataset, so with
+    persistent_workers the epoch they see does not change). Samples then also hold
+    "__augment__" (float64 [2, 3]) and "__flip__", and each .npy dense map named in `dense`
+    warped with the image. A single index is decoded as a batch of one."""
 
     def __init__(self, path, fields=None, decode=True, chw=True, transform=None, threads=None,
-                 channels=3, columns=None):
+                 channels=3, columns=None, augment=None, seed=0, dense=None):
         self.path = os.fspath(path)
+        if augment is not None and not isinstance(augment, tarmac.Augment):
+            raise ValueError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
+        if augment is None and dense:
+            raise ValueError("dense maps are batched with an augmentation: give augment=")
+        self.augment, self.seed, self.epoch, self.dense = augment, int(seed), 0, list(dense or [])
         self.decode, self.chw, self.transform, self.threads = decode, chw, transform, threads
         if channels not in (1, 3):
             raise ValueError(f"channels must be 1 or 3, not {channels!r}")
@@ -59,6 +70,10 @@ class TarmacDataset(torch.utils.data.Dataset):
         for name in self.columns:  # a missing or stale column fails here, not mid-epoch
             ds.derived_value(name, 0) if len(ds) else None
         self._ds, self._pid = None, None
+
+    def set_epoch(self, epoch):
+        """The epoch whose augmentation draws samples get (with `augment`)."""
+        self.epoch = int(epoch)
 
     def _dataset(self):
         if self._pid != os.getpid():
@@ -76,6 +91,10 @@ class TarmacDataset(torch.utils.data.Dataset):
     def __getitem__(self, i):
         if not _is_index(i):
             return self._batch(i)
+        if self.augment is not None and self.decode:
+            one = self._batch([i], transform=False)
+            out = {k: (v[0] if k != "__index__" else int(v[0])) for k, v in one.items()}
+            return self.transform(out) if self.transform else out
         ds = self._dataset()
         out = {"__key__": ds.key(i), "__index__": int(i)}
         if self.decode and ds.blob_kinds:
@@ -93,7 +112,7 @@ class TarmacDataset(torch.utils.data.Dataset):
         return self.transform(out) if self.transform else out
 
 
-    def _batch(self, indices, shared=None):
+    def _batch(self, indices, shared=None, transform=True):
         """Samples `indices` stacked: "image" uint8 [N, C, H, W] (a channels-last view of one
         NHWC block; [N, H, W, C] with chw=False), each field [N, ...], "__key__" a list. The
         images must share one size (a bucketed dataset: use BucketBatchSampler). `shared`: the
@@ -103,12 +122,18 @@ class TarmacDataset(torch.utils.data.Dataset):
         out = {"__key__": [ds.key(i) for i in idx], "__index__": torch.tensor(idx, dtype=torch.int64)}
         if self.decode and ds.blob_kinds:
             in_worker = torch.utils.data.get_worker_info() is not None
-            w, h = ds.decoded_size(idx[0]) if idx else (1, 1)
+            if self.augment is not None:
+                h, w = self.augment.size
+            else:
+                w, h = ds.decoded_size(idx[0]) if idx else (1, 1)
             shared = in_worker if shared is None else shared
             images = _uint8_tensor((len(idx), h, w, self.channels), shared=shared)
             threads = self.threads if self.threads is not None else (1 if in_worker else 0)
+            extra = {}
+            if self.augment is not None:
+                extra = dict(augment=self.augment, seed=self.seed, epoch=self.epoch, dense=self.dense)
             _, labels = ds.batch(idx, fields=self.fields, out=images.numpy(), threads=threads,
-                                 channels=self.channels)
+                                 channels=self.channels, **extra)
             out["image"] = images.permute(0, 3, 1, 2) if self.chw else images
         else:
             labels = {name: np.stack([np.asarray(ds._stored_value(name, i)) for i in idx]) if idx else np.empty(0)
@@ -125,7 +150,7 @@ class TarmacDataset(torch.utils.data.Dataset):
                                  f"({sorted({o.shape for o in outputs})}): batch by bucket "
                                  "(BucketBatchSampler)")
             out[name] = _column_tensor(ds, name, np.stack(outputs) if outputs else np.empty(0))
-        return self.transform(out) if self.transform else out
+        return self.transform(out) if self.transform and transform else out
 
 
 def _is_index(i):

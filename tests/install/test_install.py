@@ -24,7 +24,7 @@ import fixtures as fx  # noqa: E402
 
 BUILD = os.path.realpath(os.environ.get("TARMAC_BUILD_DIR") or os.path.join(ROOT, "build"))
 PLUGIN = "libtarmac_opencv_codecs.so"
-HEADERS = ["read/dataset.h", "read/batch_loader.h", "read/partition.h", "read/c_api.h", "common/dtype.h",
+HEADERS = ["read/dataset.h", "read/augment.h", "read/batch_loader.h", "read/partition.h", "read/c_api.h", "common/dtype.h",
            "common/error.h", "format/field_spec.h", "format/names.h"]
 
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "dataset_fixture.h"
+#include "read/augment.h"
 
 using namespace tarmac::test;
 
@@ -118,5 +119,57 @@ TEST_CASE("the C API lists and reads derived columns") {
   CHECK(tarmac_derived_value(ds, "old", 0, &t) == TARMAC_E_DATA);
   CHECK(std::string(tarmac_last_error()).find("another version") != std::string::npos);
   CHECK(tarmac_derived_value(ds, "nope", 0, &t) == TARMAC_E_INVALID);
+  tarmac_close(ds);
+}
+
+TEST_CASE("the C API's augmented loader: the C++ draws, seeded starts, errors by code") {
+  tarmac_dataset* ds = nullptr;
+  REQUIRE(tarmac_open(fixture_dataset().c_str(), &ds) == TARMAC_OK);
+  tarmac_augment aug{};
+  aug.width = 16;
+  aug.height = 12;
+  aug.flip = 0.5;
+  aug.rotate = 10;
+  const int32_t pairs[] = {0, 3};
+  aug.flip_pairs = pairs;
+  aug.nflip_pairs = 1;
+  const char* points[] = {"vec"};
+  aug.points = points;
+  aug.npoints = 1;
+  const char* fields[] = {"vec", "__augment__", "__flip__"};
+  tarmac_loader* loader = nullptr;
+  CHECK(tarmac_loader_new_augment(ds, &aug, 3, 1, fields, 3, &loader) == TARMAC_E_INVALID);
+  CHECK(std::string(tarmac_last_error()).find("flip_pairs") != std::string::npos);
+  aug.nflip_pairs = 0;
+  REQUIRE(tarmac_loader_new_augment(ds, &aug, 3, 2, fields, 3, &loader) == TARMAC_OK);
+  uint64_t bytes = 0;
+  REQUIRE(tarmac_loader_field_bytes(loader, 1, &bytes) == TARMAC_OK);
+  CHECK(bytes == 48);
+  CHECK(tarmac_loader_field_bytes(loader, 3, &bytes) == TARMAC_E_RANGE);
+  const int64_t idx[] = {4, 9};
+  std::vector<uint8_t> images(2 * 16 * 12 * 3);
+  std::vector<double> vec(6), m(12);
+  std::vector<uint8_t> flip(2);
+  void* labels[] = {vec.data(), m.data(), flip.data()};
+  const size_t sizes[] = {vec.size() * 8, m.size() * 8, flip.size()};
+  REQUIRE(tarmac_loader_start_seeded(loader, 5, 6, idx, 2, images.data(), images.size(), labels,
+                                     sizes) == TARMAC_OK);
+  REQUIRE(tarmac_loader_wait(loader) == TARMAC_OK);
+  tarmac::Augment a;
+  a.width = 16;
+  a.height = 12;
+  a.flip = 0.5;
+  a.rotate = 10;
+  for (size_t j = 0; j < 2; ++j) {
+    const tarmac::AugmentDraw d = tarmac::draw_augment(a, kWidth, kHeight, 5, 6, size_t(idx[j]));
+    for (size_t k = 0; k < 6; ++k) CHECK(m[6 * j + k] == d.m[k]);
+    CHECK(flip[j] == (d.flip ? 1 : 0));
+    CHECK(vec[3 * j] == Approx(d.m[0] * 1.5 * double(idx[j]) - d.m[1] * double(idx[j]) + d.m[2]));
+  }
+  tarmac_loader_free(loader);
+  aug.scale_min = 2;
+  aug.scale_max = 1;
+  CHECK(tarmac_loader_new_augment(ds, &aug, 3, 1, fields, 3, &loader) == TARMAC_E_INVALID);
+  CHECK(std::string(tarmac_last_error()).find("scale") != std::string::npos);
   tarmac_close(ds);
 }

@@ -1,0 +1,206 @@
+#include "read/augment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <string>
+
+#include "common/error.h"
+
+namespace tarmac {
+namespace {
+
+using Mat = std::array<double, 6>;
+
+// a * b: apply b first.
+Mat compose(const Mat& a, const Mat& b) {
+  return {a[0] * b[0] + a[1] * b[3], a[0] * b[1] + a[1] * b[4], a[0] * b[2] + a[1] * b[5] + a[2],
+          a[3] * b[0] + a[4] * b[3], a[3] * b[1] + a[4] * b[4], a[3] * b[2] + a[4] * b[5] + a[5]};
+}
+
+uint64_t mix(uint64_t z) {  // splitmix64's finaliser
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Draw numbers: fixed per parameter, so that enabling one never shifts another's values.
+enum : uint64_t { kFlip = 0, kAngle = 1, kScale = 2, kTx = 3, kTy = 4, kCrop = 8 };
+
+void check_finite(double v, const char* name) {
+  if (!std::isfinite(v)) throw ArgumentError(std::string("augment ") + name + " must be finite");
+}
+
+// torchvision's RandomResizedCrop.get_params, its draws taken from the sample's stream.
+void draw_crop(const Augment& a, int w0, int h0, uint64_t seed, uint64_t epoch, uint64_t index,
+               AugmentDraw& d) {
+  const double area = double(w0) * double(h0);
+  const double lr0 = std::log(a.ratio_min), lr1 = std::log(a.ratio_max);
+  for (uint64_t t = 0; t < 10; ++t) {
+    const uint64_t k = kCrop + 4 * t;
+    const double target =
+        area * (a.crop_min + (a.crop_max - a.crop_min) * augment_uniform(seed, epoch, index, k));
+    const double ar = std::exp(lr0 + (lr1 - lr0) * augment_uniform(seed, epoch, index, k + 1));
+    // Python's round() (half to even) is the default rounding mode's nearbyint.
+    const double w = std::nearbyint(std::sqrt(target * ar));
+    const double h = std::nearbyint(std::sqrt(target / ar));
+    if (w > 0 && w <= w0 && h > 0 && h <= h0) {
+      const int iw = int(w), ih = int(h);
+      auto below = [&](int n, uint64_t kk) {  // uniform in [0, n)
+        return std::min(n - 1, int(augment_uniform(seed, epoch, index, kk) * n));
+      };
+      d.crop_y = below(h0 - ih + 1, k + 2);
+      d.crop_x = below(w0 - iw + 1, k + 3);
+      d.crop_w = iw;
+      d.crop_h = ih;
+      return;
+    }
+  }
+  const double in_ratio = double(w0) / double(h0);
+  int w = w0, h = h0;
+  if (in_ratio < a.ratio_min)
+    h = int(std::nearbyint(w0 / a.ratio_min));
+  else if (in_ratio > a.ratio_max)
+    w = int(std::nearbyint(h0 * a.ratio_max));
+  d.crop_w = std::max(1, w);
+  d.crop_h = std::max(1, h);
+  d.crop_x = (w0 - d.crop_w) / 2;
+  d.crop_y = (h0 - d.crop_h) / 2;
+}
+
+template <class T>
+void points_of(const AugmentDraw& d, const Augment& a, std::span<const int64_t> shape, T* v) {
+  const int64_t c = shape.back();
+  const int64_t k = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  int64_t rows = 1;
+  for (int64_t s : shape) rows *= s;
+  rows /= c;
+  for (int64_t r = 0; r < rows; ++r) {
+    T* p = v + r * c;
+    const double x = double(p[0]), y = double(p[1]);
+    p[0] = T(d.m[0] * x + d.m[1] * y + d.m[2]);
+    p[1] = T(d.m[3] * x + d.m[4] * y + d.m[5]);
+  }
+  if (!d.flip || shape.size() < 2) return;
+  for (int64_t g = 0; g < rows / k; ++g)
+    for (const auto& [i, j] : a.flip_pairs)
+      std::swap_ranges(v + (g * k + i) * c, v + (g * k + i + 1) * c, v + (g * k + j) * c);
+}
+
+template <class T>
+void boxes_of(const AugmentDraw& d, std::span<const int64_t> shape, bool xyxy, T* v) {
+  const int64_t c = shape.back();
+  int64_t rows = 1;
+  for (int64_t s : shape) rows *= s;
+  rows /= c;
+  for (int64_t r = 0; r < rows; ++r) {
+    T* b = v + r * c;
+    const double x0 = double(b[0]), y0 = double(b[1]);
+    const double x1 = xyxy ? double(b[2]) : x0 + double(b[2]);
+    const double y1 = xyxy ? double(b[3]) : y0 + double(b[3]);
+    double lo_x = INFINITY, lo_y = INFINITY, hi_x = -INFINITY, hi_y = -INFINITY;
+    for (const double x : {x0, x1})
+      for (const double y : {y0, y1}) {
+        const double ox = d.m[0] * x + d.m[1] * y + d.m[2];
+        const double oy = d.m[3] * x + d.m[4] * y + d.m[5];
+        lo_x = std::min(lo_x, ox), hi_x = std::max(hi_x, ox);
+        lo_y = std::min(lo_y, oy), hi_y = std::max(hi_y, oy);
+      }
+    b[0] = T(lo_x);
+    b[1] = T(lo_y);
+    b[2] = T(xyxy ? hi_x : hi_x - lo_x);
+    b[3] = T(xyxy ? hi_y : hi_y - lo_y);
+  }
+}
+
+}  // namespace
+
+void check_augment(const Augment& a) {
+  if (a.width <= 0 || a.height <= 0)
+    throw ArgumentError("augment size must be positive, not " + std::to_string(a.height) + "x" +
+                        std::to_string(a.width) + " (height x width)");
+  for (auto [v, name] : {std::pair{a.flip, "flip"},
+                         {a.rotate, "rotate"},
+                         {a.scale_min, "scale"},
+                         {a.scale_max, "scale"},
+                         {a.translate, "translate"},
+                         {a.crop_min, "crop"},
+                         {a.crop_max, "crop"},
+                         {a.ratio_min, "ratio"},
+                         {a.ratio_max, "ratio"},
+                         {a.fill, "fill"}})
+    check_finite(v, name);
+  if (a.flip < 0 || a.flip > 1)
+    throw ArgumentError("augment flip is a probability, in [0, 1], not " + std::to_string(a.flip));
+  if (a.rotate < 0) throw ArgumentError("augment rotate must be >= 0 degrees");
+  if (a.scale_min <= 0 || a.scale_min > a.scale_max)
+    throw ArgumentError("augment scale must be (min, max) with 0 < min <= max");
+  if (a.translate < 0) throw ArgumentError("augment translate must be >= 0");
+  if (a.crop && (a.crop_min <= 0 || a.crop_max > 1 || a.crop_min > a.crop_max))
+    throw ArgumentError("augment crop must be (min, max) with 0 < min <= max <= 1");
+  if (a.crop && (a.ratio_min <= 0 || a.ratio_min > a.ratio_max))
+    throw ArgumentError("augment ratio must be (min, max) with 0 < min <= max");
+  for (const auto& [i, j] : a.flip_pairs)
+    if (i < 0 || j < 0)
+      throw ArgumentError("augment flip_pairs holds a negative index (" + std::to_string(i) + ", " +
+                          std::to_string(j) + ")");
+}
+
+double augment_uniform(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t k) {
+  const uint64_t h = mix(mix(mix(mix(seed) ^ epoch) ^ index) ^ k);
+  return double(h >> 11) * 0x1.0p-53;
+}
+
+AugmentDraw draw_augment(const Augment& a, int src_w, int src_h, uint64_t seed, uint64_t epoch,
+                         uint64_t index) {
+  AugmentDraw d;
+  auto u = [&](uint64_t k) { return augment_uniform(seed, epoch, index, k); };
+  d.flip = u(kFlip) < a.flip;
+  d.angle = a.rotate * (2 * u(kAngle) - 1);
+  d.scale = a.scale_min + (a.scale_max - a.scale_min) * u(kScale);
+  d.tx = a.translate * a.width * (2 * u(kTx) - 1);
+  d.ty = a.translate * a.height * (2 * u(kTy) - 1);
+  d.crop_w = src_w;
+  d.crop_h = src_h;
+  if (a.crop) draw_crop(a, src_w, src_h, seed, epoch, index, d);
+  // C: the crop region [x - 0.5, x + w - 0.5] onto [-0.5, W - 0.5] (format.md 3).
+  const double sx = double(a.width) / d.crop_w, sy = double(a.height) / d.crop_h;
+  const Mat c = {sx, 0, -(d.crop_x - 0.5) * sx - 0.5, 0, sy, -(d.crop_y - 0.5) * sy - 0.5};
+  const Mat f = d.flip ? Mat{-1, 0, double(a.width - 1), 0, 1, 0} : Mat{1, 0, 0, 0, 1, 0};
+  const double t = d.angle * std::numbers::pi / 180;
+  const double ca = d.scale * std::cos(t), sa = d.scale * std::sin(t);
+  const double cx = (a.width - 1) / 2.0, cy = (a.height - 1) / 2.0;
+  const Mat r = {ca, sa, (1 - ca) * cx - sa * cy + d.tx, -sa, ca, sa * cx + (1 - ca) * cy + d.ty};
+  d.m = compose(r, compose(f, c));
+  return d;
+}
+
+void augment_points(const AugmentDraw& d, const Augment& a, DType dtype,
+                    std::span<const int64_t> shape, std::span<uint8_t> value) {
+  if (shape.empty() || shape.back() < 2)
+    throw ArgumentError("a points field needs a last axis of at least 2 values (x, y)");
+  if (dtype == DType::F64)
+    points_of(d, a, shape, reinterpret_cast<double*>(value.data()));
+  else if (dtype == DType::F32)
+    points_of(d, a, shape, reinterpret_cast<float*>(value.data()));
+  else
+    throw ArgumentError("augmentation transforms F32 or F64 points, not " +
+                        std::string(dtype_name(dtype)));
+}
+
+void augment_boxes(const AugmentDraw& d, DType dtype, std::span<const int64_t> shape, bool xyxy,
+                   std::span<uint8_t> value) {
+  if (shape.empty() || shape.back() < 4)
+    throw ArgumentError("a boxes field needs a last axis of at least 4 values");
+  if (dtype == DType::F64)
+    boxes_of(d, shape, xyxy, reinterpret_cast<double*>(value.data()));
+  else if (dtype == DType::F32)
+    boxes_of(d, shape, xyxy, reinterpret_cast<float*>(value.data()));
+  else
+    throw ArgumentError("augmentation transforms F32 or F64 boxes, not " +
+                        std::string(dtype_name(dtype)));
+}
+
+}  // namespace tarmac

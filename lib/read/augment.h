@@ -1,0 +1,69 @@
+#pragma once
+// Random geometric augmentation in the batch decode (docs/reader.md, "Augmentation"): the
+// parameters, and one sample's geometry as a pure function of (seed, epoch, index), so that
+// it is the same whatever the threads, the batch or the resume point.
+#include <array>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "common/dtype.h"
+
+namespace tarmac {
+
+/// What to draw per sample. Output pixels are M * stored pixels with M = A * F * C: C maps
+/// the crop region (the whole image without `crop`) onto the output, F flips, A rotates and
+/// scales about the output's centre and translates.
+struct Augment {
+  int width = 0, height = 0;  ///< the output size, > 0
+  double flip = 0;            ///< probability of a horizontal flip, [0, 1]
+  /// Point indices (0-based, along a points field's joint axis) swapped after a flip.
+  std::vector<std::pair<int, int>> flip_pairs;
+  double rotate = 0;                    ///< degrees, uniform in [-rotate, rotate]
+  double scale_min = 1, scale_max = 1;  ///< uniform; 0 < min <= max
+  double translate = 0;  ///< fraction of the output size, uniform in [-t, t] on each axis
+  /// Random resized crop (torchvision's RandomResizedCrop.get_params): area fraction in
+  /// [crop_min, crop_max], aspect ratio log-uniform in [ratio_min, ratio_max].
+  bool crop = false;
+  double crop_min = 0.08, crop_max = 1;
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
+  double fill = 0;  ///< the image's border value (dense maps: zero)
+};
+
+/// Throws ArgumentError naming the first bad parameter.
+void check_augment(const Augment& a);
+
+/// Uniform draw number `k` of sample `index` in [0, 1): splitmix64's finaliser over a hash of
+/// (seed, epoch, index, k), 53 bits.
+double augment_uniform(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t k);
+
+/// One sample's parameters and the map they give.
+struct AugmentDraw {
+  bool flip = false;
+  double angle = 0;  ///< degrees, counter-clockwise as displayed (cv2.getRotationMatrix2D)
+  double scale = 1;
+  double tx = 0, ty = 0;  ///< output pixels
+  int crop_x = 0, crop_y = 0, crop_w = 0,
+      crop_h = 0;             ///< stored pixels (the whole image without crop)
+  std::array<double, 6> m{};  ///< row-major 2x3: stored pixel coordinates -> output
+};
+
+/// Sample `index`'s draw for a stored image of src_w x src_h.
+AugmentDraw draw_augment(const Augment& a, int src_w, int src_h, uint64_t seed, uint64_t epoch,
+                         uint64_t index);
+
+/// Transforms one sample's value of a points field in place: x, y (the first two values of
+/// the last axis) mapped by d.m, other columns left; after a flip, the rows of each pair swapped
+/// along the joint axis (the second to last; a field of one point has none). `shape` is the
+/// per-sample shape; dtype F32 or F64 (ArgumentError otherwise).
+void augment_points(const AugmentDraw& d, const Augment& a, DType dtype,
+                    std::span<const int64_t> shape, std::span<uint8_t> value);
+
+/// Transforms one sample's value of a boxes field in place: each row's first four values (x, y,
+/// w, h, or x0, y0, x1, y1 with `xyxy`) become the axis-aligned box of its four mapped corners;
+/// other values left. Dtype F32 or F64.
+void augment_boxes(const AugmentDraw& d, DType dtype, std::span<const int64_t> shape, bool xyxy,
+                   std::span<uint8_t> value);
+
+}  // namespace tarmac

@@ -1,0 +1,210 @@
+// The augmentation's parameters and geometry (read/augment.h), and BatchLoader applying them.
+#include "read/augment.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <opencv2/imgproc.hpp>
+
+#include "dataset_fixture.h"
+#include "read/batch_loader.h"
+
+using namespace tarmac;
+using namespace tarmac::test;
+
+namespace {
+std::array<double, 2> apply(const std::array<double, 6>& m, double x, double y) {
+  return {m[0] * x + m[1] * y + m[2], m[3] * x + m[4] * y + m[5]};
+}
+template <class T>
+std::span<uint8_t> bytes_of(std::vector<T>& v) {
+  return {reinterpret_cast<uint8_t*>(v.data()), v.size() * sizeof(T)};
+}
+}  // namespace
+
+TEST_CASE("draws are a pure function of (seed, epoch, index, k), uniform in [0, 1)") {
+  CHECK(augment_uniform(1, 2, 3, 4) == augment_uniform(1, 2, 3, 4));
+  CHECK(augment_uniform(1, 2, 3, 4) != augment_uniform(1, 3, 3, 4));
+  CHECK(augment_uniform(1, 2, 3, 4) != augment_uniform(1, 2, 4, 4));
+  CHECK(augment_uniform(1, 2, 3, 4) != augment_uniform(2, 2, 3, 4));
+  double sum = 0;
+  for (uint64_t i = 0; i < 10000; ++i) {
+    const double u = augment_uniform(0, 0, i, 0);
+    REQUIRE(u >= 0);
+    REQUIRE(u < 1);
+    sum += u;
+  }
+  CHECK(std::abs(sum / 10000 - 0.5) < 0.02);
+}
+
+TEST_CASE("no randomness maps the stored image onto the output like format.md's crop map") {
+  Augment a;
+  a.width = 64;
+  a.height = 48;
+  const AugmentDraw d = draw_augment(a, 32, 24, 7, 1, 5);
+  CHECK_FALSE(d.flip);
+  // [-0.5, 31.5] -> [-0.5, 63.5]: x' = 2x + 0.5
+  CHECK(d.m[0] == Approx(2));
+  CHECK(d.m[2] == Approx(0.5));
+  CHECK(d.m[4] == Approx(2));
+  CHECK(d.m[1] == 0);
+  CHECK(d.m[3] == 0);
+  const AugmentDraw same = draw_augment(a, 64, 48, 7, 1, 5);
+  for (int k : {0, 4}) CHECK(same.m[k] == Approx(1));
+  for (int k : {1, 2, 3, 5}) CHECK(same.m[k] == Approx(0).margin(1e-12));
+}
+
+TEST_CASE("a flip mirrors about the output's centre; a rotation keeps the centre") {
+  Augment a;
+  a.width = a.height = 10;
+  a.flip = 1;
+  AugmentDraw d = draw_augment(a, 10, 10, 0, 0, 0);
+  CHECK(d.flip);
+  auto p = apply(d.m, 2, 3);
+  CHECK(p[0] == Approx(7));
+  CHECK(p[1] == Approx(3));
+  a.flip = 0;
+  a.rotate = 90;
+  a.scale_min = 0.5;
+  a.scale_max = 2;
+  for (uint64_t i = 0; i < 20; ++i) {
+    d = draw_augment(a, 10, 10, 3, 0, i);
+    CHECK(std::abs(d.angle) <= 90);
+    CHECK(d.scale >= 0.5);
+    CHECK(d.scale <= 2);
+    p = apply(d.m, 4.5, 4.5);
+    CHECK(p[0] == Approx(4.5));
+    CHECK(p[1] == Approx(4.5));
+    // Scale is the determinant's square root; angle the direction of the x axis.
+    CHECK(std::sqrt(d.m[0] * d.m[4] - d.m[1] * d.m[3]) == Approx(d.scale));
+  }
+}
+
+TEST_CASE("a random resized crop lies inside the image with the area and ratio asked") {
+  Augment a;
+  a.width = a.height = 16;
+  a.crop = true;
+  a.crop_min = 0.25;
+  a.crop_max = 0.5;
+  for (uint64_t i = 0; i < 200; ++i) {
+    const AugmentDraw d = draw_augment(a, 100, 80, 0, 0, i);
+    REQUIRE(d.crop_x >= 0);
+    REQUIRE(d.crop_y >= 0);
+    REQUIRE(d.crop_x + d.crop_w <= 100);
+    REQUIRE(d.crop_y + d.crop_h <= 80);
+    const double area = double(d.crop_w) * d.crop_h / 8000;
+    CHECK(area > 0.23);
+    CHECK(area < 0.52);
+    const double ratio = double(d.crop_w) / d.crop_h;
+    CHECK(ratio > 0.7);
+    CHECK(ratio < 1.4);
+    // The crop's corners go to the output's.
+    auto p = apply(d.m, d.crop_x - 0.5, d.crop_y - 0.5);
+    CHECK(p[0] == Approx(-0.5));
+    CHECK(p[1] == Approx(-0.5));
+  }
+  // No try fits (an area fraction of 1 at ratio 4 in a square): the centre fallback.
+  a.crop_min = a.crop_max = 1;
+  a.ratio_min = a.ratio_max = 4;
+  const AugmentDraw d = draw_augment(a, 40, 40, 0, 0, 0);
+  CHECK(d.crop_w == 40);
+  CHECK(d.crop_h == 10);
+  CHECK(d.crop_y == 15);
+}
+
+TEST_CASE("points follow the map with flip pairs swapped; boxes become their corners' box") {
+  Augment a;
+  a.width = a.height = 10;
+  a.flip = 1;
+  a.flip_pairs = {{0, 2}};
+  const AugmentDraw d = draw_augment(a, 10, 10, 0, 0, 0);
+  std::vector<double> pts{1, 1, 1, 5, 5, 2, 8, 8, 3};  // [3, 3]: x, y, visibility
+  const int64_t shape[] = {3, 3};
+  augment_points(d, a, DType::F64, shape, bytes_of(pts));
+  CHECK(pts == std::vector<double>{1, 8, 3, 4, 5, 2, 8, 1, 1});
+  std::vector<float> box{1, 2, 3, 4, 0.5f};
+  const int64_t bshape[] = {5};
+  augment_boxes(d, DType::F32, bshape, false, bytes_of(box));
+  CHECK(box == std::vector<float>{5, 2, 3, 4, 0.5f});
+  std::vector<int64_t> ints{1, 2};
+  const int64_t ishape[] = {2};
+  CHECK_THROWS_AS(augment_points(d, a, DType::I64, ishape, bytes_of(ints)), ArgumentError);
+}
+
+TEST_CASE("bad augment parameters are refused, naming the parameter") {
+  Augment a;
+  CHECK_THROWS_WITH(check_augment(a), Catch::Contains("size"));
+  a.width = a.height = 8;
+  check_augment(a);
+  Augment b = a;
+  b.flip = 1.5;
+  CHECK_THROWS_WITH(check_augment(b), Catch::Contains("flip"));
+  b = a;
+  b.scale_min = 2;
+  CHECK_THROWS_WITH(check_augment(b), Catch::Contains("scale"));
+  b = a;
+  b.crop = true;
+  b.crop_max = 1.5;
+  CHECK_THROWS_WITH(check_augment(b), Catch::Contains("crop"));
+  b = a;
+  b.translate = NAN;
+  CHECK_THROWS_WITH(check_augment(b), Catch::Contains("translate"));
+}
+
+TEST_CASE("an augmented batch is the stored image warped once, the same on any thread count") {
+  const Dataset ds(fixture_dataset());
+  Augment a;
+  a.width = 20;
+  a.height = 16;
+  a.flip = 0.5;
+  a.rotate = 20;
+  a.scale_min = 0.8;
+  a.scale_max = 1.2;
+  a.translate = 0.1;
+  const std::vector<int64_t> idx{3, 0, 11, 7};
+  const size_t img = 20 * 16 * 3;
+  std::vector<uint8_t> images[2];
+  std::vector<double> vec[2], m[2];
+  for (int t : {1, 2}) {
+    BatchOptions o;
+    o.threads = t;
+    o.fields = {"vec", "__augment__"};
+    o.points = std::vector<std::string>{"vec"};
+    o.augment = a;
+    BatchLoader loader(ds, o);
+    auto& im = images[t - 1];
+    im.resize(idx.size() * img);
+    vec[t - 1].resize(idx.size() * 3);
+    m[t - 1].resize(idx.size() * 6);
+    loader.load(idx, {im, {bytes_of(vec[t - 1]), bytes_of(m[t - 1])}}, 9, 4);
+  }
+  CHECK(images[0] == images[1]);
+  CHECK(vec[0] == vec[1]);
+  for (size_t j = 0; j < idx.size(); ++j) {
+    const auto i = static_cast<size_t>(idx[j]);
+    const AugmentDraw d = draw_augment(a, kWidth, kHeight, 9, 4, i);
+    for (int k = 0; k < 6; ++k) CHECK(m[0][6 * j + k] == d.m[k]);
+    Pixels p = ds.decode(i);
+    cv::Mat src(p.height, p.width, CV_8UC3, p.data.data()), want;
+    cv::warpAffine(src, want, cv::Mat(2, 3, CV_64F, const_cast<double*>(d.m.data())),
+                   cv::Size(20, 16), cv::INTER_LINEAR, cv::BORDER_CONSTANT, cv::Scalar::all(0));
+    CHECK(std::memcmp(want.data, images[0].data() + j * img, img) == 0);
+    const auto xy = apply(d.m, 1.5 * double(i), -double(i));
+    CHECK(vec[0][3 * j] == Approx(xy[0]));
+    CHECK(vec[0][3 * j + 1] == Approx(xy[1]));
+    CHECK(vec[0][3 * j + 2] == 2);
+  }
+}
+
+TEST_CASE("flip_pairs out of range for a points field is refused before any batch") {
+  const Dataset ds(fixture_dataset());
+  BatchOptions o;
+  o.fields = {"vec"};
+  o.points = std::vector<std::string>{"vec"};
+  o.augment = Augment{};
+  o.augment->width = o.augment->height = 8;
+  o.augment->flip_pairs = {{0, 1}};
+  CHECK_THROWS_WITH(BatchLoader(ds, o), Catch::Contains("flip_pairs"));
+  o.points = std::vector<std::string>{"nope"};
+  CHECK_THROWS_AS(BatchLoader(ds, o), ArgumentError);
+}
