@@ -117,10 +117,13 @@ class LimitsTest(fx.TmpCase):
         self.assertIn("--max-label-size", sk["reason"])
 
     def test_a_label_at_the_limit_converts(self):
-        # The limit is the member's size: exactly at it is read.
-        _, ds = fx.convert(self, [self.path("big.tar")], "--max-label-size",
-                           str(len(self.big_json)), "-q", "--threads", "1")
-        self.assertEqual(ds.keys, ["s/000", "s/001"])
+        # The limit is the member's size: exactly at it is read, one byte more is not.
+        label = compressible_json(MIB)
+        tar = fx.write_tar(self.path("one.tar"), [("s/000.jpg", self.jpg), ("s/000.json", label)])
+        _, ds = fx.convert(self, [tar], "--max-label-size", str(len(label)), "-q")
+        self.assertEqual(ds.keys, ["s/000"])
+        self.refuse([tar, "--max-label-size", str(len(label) - 1)],
+                    ["member 's/000.json': the label member is 1.0 MiB, over --max-label-size"])
 
     def test_a_member_inflating_past_max_member_size_is_not_held(self):
         # A gzip bomb: a .tar.gz whose member inflates to 48 MiB, refused at 1 MiB while
