@@ -21,6 +21,7 @@ constexpr NumberRange kBucketMaxRatio{1, 64};
 constexpr NumberRange kPadValue{0, 255};
 constexpr IntRange kQuality{1, 100};
 constexpr IntRange kMaxPixels{1, int64_t{1} << 40};
+constexpr IntRange kMaxOutputs{1, int64_t{1} << 32};
 constexpr NumberRange kProgressEvery{0.1, 86400};
 
 // Fills the geometry part of the options from the crop/size/resize flags.
@@ -203,6 +204,10 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   o.max_pixels = f.max_pixels;
   o.shard_size = bytes_flag("--shard-size", f.shard_size);
   o.max_member_size = bytes_flag("--max-member-size", f.max_member_size);
+  o.max_label_size = bytes_flag("--max-label-size", f.max_label_size);
+  check_flag("--max-outputs-per-sample", static_cast<int64_t>(f.max_outputs_per_sample),
+             kMaxOutputs);
+  o.max_outputs_per_sample = static_cast<uint64_t>(f.max_outputs_per_sample);
   o.group_window = bytes_flag("--group-window", f.group_window);
   // CLI11 refuses other values while parsing; these two refusals are for other callers.
   if (f.on_error != "fail" && f.on_error != "skip")
@@ -415,6 +420,18 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->group(in)
       ->check(bytes_value())
       ->default_str("1G");
+  app.add_option("--max-label-size", f.max_label_size,
+                 "Refuse larger label members and table cells (a JSON label costs ~40x its "
+                 "size while parsed)")
+      ->group(in)
+      ->check(bytes_value())
+      ->default_str("16M");
+  app.add_option("--max-outputs-per-sample", f.max_outputs_per_sample,
+                 "Refuse a source sample with more outputs (table rows naming one image, "
+                 "--instances entries): they are held in memory together")
+      ->group(tab)
+      ->transform(integer_in(kMaxOutputs))
+      ->default_val(10000);
   app.add_option("--group-window", f.group_window,
                  "Member bytes of samples waiting to be grouped (every sample passes through; "
                  "members of one sample may lie this far apart in an archive)")

@@ -41,7 +41,8 @@ struct ConvertFlags {
   std::string instances;
   std::vector<std::string> instance_fields;
   uint64_t max_pixels = 1ull << 28;
-  std::string max_member_size = "1G", group_window = "64M";
+  std::string max_member_size = "1G", max_label_size = "16M", group_window = "64M";
+  int64_t max_outputs_per_sample = 10000;
   // Behaviour.
   std::string shard_size = "1G";
   int threads = 0;    ///< 0 = all cores

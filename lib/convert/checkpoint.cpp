@@ -228,6 +228,8 @@ json output_options(const ConvertOptions& o) {
                                                            : "3"},
           {"--max-pixels", o.max_pixels},
           {"--max-member-size", o.max_member_size},
+          {"--max-label-size", o.max_label_size},
+          {"--max-outputs-per-sample", o.max_outputs_per_sample},
           {"--group-window", o.group_window},
           {"--shard-size", o.shard_size},
           {"--on-error", o.skip_errors ? "skip" : "fail"},

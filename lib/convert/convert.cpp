@@ -279,7 +279,9 @@ ConvertResult convert(const ConvertOptions& options) {
       throw FatalError(
           "--instances splits per-sample label files; with --table each row is "
           "already one output");
-    Table table = load_table(o.table, o.table_options);
+    TableOptions table_options = o.table_options;
+    table_options.max_cell_bytes = o.max_label_size;  // one flag for a label, in a file or a cell
+    Table table = load_table(o.table, table_options);
     o.table_metadata =
         json{{"format", table_format_name(table.format)}, {"metadata", table.metadata}}.dump();
     plan.emplace(std::move(table), o.table_prefix, o.dense);

@@ -81,6 +81,13 @@ struct ConvertOptions {
   // Limits and behaviour.
   uint64_t max_pixels = 1ull << 28;
   uint64_t max_member_size = 1ull << 30;
+  /// Largest label member (.json, .npy, .npz, .txt, .cls; a zip member by its declared size,
+  /// refused before it is inflated): a JSON document costs ~25-40x its text while parsed.
+  /// Also a table's largest cell (convert() sets table_options.max_cell_bytes from it).
+  uint64_t max_label_size = 16ull << 20;
+  /// Most outputs one source sample may make (table rows naming one image, --instances
+  /// entries): they are held in memory together until the writer takes them.
+  uint64_t max_outputs_per_sample = 10000;
   uint64_t group_window = 64ull << 20;
   uint64_t shard_size = 1ull << 30;
   int threads = 0;  ///< 0 = all cores

@@ -7,6 +7,7 @@
 #include <opencv2/imgproc.hpp>
 #include <optional>
 
+#include "common/bytes.h"
 #include "common/crc32.h"
 #include "common/error.h"
 #include "convert/npy_dense.h"
@@ -46,7 +47,7 @@ bool is_label_ext(const std::string& last) {
   return last == "json" || last == "npy" || last == "npz" || last == "txt" || last == "cls";
 }
 
-void parse_label_member(const Member& m, const std::string& ext, uint64_t max_member_size,
+void parse_label_member(const Member& m, const std::string& ext, uint64_t max_label_size,
                         std::vector<SampleField>& out) {
   const std::string last = last_component(ext);
   const std::span<const uint8_t> bytes(m.data);
@@ -62,7 +63,8 @@ void parse_label_member(const Member& m, const std::string& ext, uint64_t max_me
     for (auto& [name, v] : parse_json_labels(bytes, prefix_of(ext), stem_or_self(ext)))
       add(name, std::move(v));
   } else if (last == "npz") {
-    for (auto& [name, v] : parse_npz(bytes, prefix_of(ext), max_member_size))
+    // Its arrays together, once inflated, are held to the limit of a label.
+    for (auto& [name, v] : parse_npz(bytes, prefix_of(ext), max_label_size, "--max-label-size"))
       add(name, std::move(v));
   } else if (last == "npy") {
     add(stem_or_self(ext), parse_npy(bytes));
@@ -71,6 +73,18 @@ void parse_label_member(const Member& m, const std::string& ext, uint64_t max_me
   } else if (last == "cls") {
     add(stem_or_self(ext), parse_cls(bytes));
   }
+}
+
+// Refuses a source sample that would make more than --max-outputs-per-sample outputs: they
+// are all held in memory until the writer takes them. "<subject> <count> <noun>, more than".
+void check_output_count(uint64_t count, const std::string& subject, const char* noun,
+                        const ConvertOptions& o) {
+  if (count <= o.max_outputs_per_sample) return;
+  throw SampleError(subject + " " + std::to_string(count) + " " + noun +
+                    ", more than --max-outputs-per-sample " +
+                    std::to_string(o.max_outputs_per_sample) +
+                    " (the outputs of one sample are held in memory together); raise "
+                    "--max-outputs-per-sample to convert it");
 }
 
 // --fields / --drop-fields, once the geometry has used what it needs.
@@ -569,6 +583,8 @@ std::vector<std::vector<SampleField>> split_instances(const std::vector<SampleFi
         "instances field '" + o.instances + "' is missing (--instances " + o.instances + ")",
         ErrorCode::BadField);
   const int64_t k_count = instance_count(*main, "instances");
+  check_output_count(static_cast<uint64_t>(k_count),
+                     "instances field '" + o.instances + "' (--instances) has", "entries", o);
   for (const auto& name : o.instance_fields) {
     const SampleField* f = nullptr;
     for (const auto& g : fields)
@@ -636,6 +652,29 @@ void render_all(const RawSample& raw, const Member* image, const std::vector<con
   gather(std::move(outs), result);
 }
 
+// Whether the member is read as a label: the order process_sample() sorts members in.
+bool is_label_member(const Member& m, const ConvertOptions& o) {
+  std::string key, ext;
+  split_member_name(m.name, key, ext, o.key_rule);
+  if (std::find(o.dense.begin(), o.dense.end(), ext) != o.dense.end()) return false;
+  if (!o.no_images && is_image_extension(ext, o.image_exts)) return false;
+  return is_label_ext(last_component(ext));
+}
+
+// Refuses a label member over --max-label-size before it is inflated or parsed: a JSON
+// document costs ~25-40x its text while parsed, so a small zip can hold gigabytes of it.
+void check_label_sizes(const RawSample& raw, const ConvertOptions& o) {
+  for (const Member& m : raw.members) {
+    const uint64_t size = is_packed(m) ? m.size : m.data.size();
+    if (size <= o.max_label_size || !is_label_member(m, o)) continue;
+    throw SampleError("member '" + m.name + "': the label member is " + format_bytes(size) +
+                          ", over --max-label-size " + format_bytes(o.max_label_size) +
+                          " (a label is parsed whole in memory); raise --max-label-size to "
+                          "read it",
+                      ErrorCode::MemberTooLarge);
+  }
+}
+
 // The sample's members with their bytes as meant: zip members inflated into `inflated` (which
 // must outlive the pointers), the others as they are.
 std::vector<const Member*> unpacked_members(const RawSample& raw, std::vector<Member>& inflated,
@@ -674,6 +713,7 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
     size_t image_rank = o.image_exts.size();
     std::vector<std::pair<const Member*, std::string>> labels;
     std::vector<std::pair<const Member*, std::string>> by_last_ext;  // "rgb.png" for "png"
+    check_label_sizes(raw, o);
     members = unpacked_members(raw, inflated, ctx);
     for (const Member* member : members) {
       const Member& m = *member;
@@ -725,7 +765,7 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
     for (const auto& [m, ext] : labels) {
       ctx.member = &m->name;
       ctx.parse_code = label_error_code(ext);
-      parse_label_member(*m, ext, o.max_member_size, out.fields);
+      parse_label_member(*m, ext, o.max_label_size, out.fields);
     }
     ctx.member = nullptr;
     check_required(out.fields, o);
@@ -770,6 +810,25 @@ ProcessedSample process_table_group(const RawSample& raw, const TablePlan& plan,
   std::vector<std::string> keys;
   std::vector<ProcessedSample> bad;  // rows whose labels are refused before any decoding
   Context ctx;
+  ProcessedSample too_many;
+  guarded(too_many, ctx, [&] {
+    check_output_count(g.rows.size(), "image '" + g.paths.front() + "' is named by", "table rows",
+                       o);
+  });
+  if (!too_many.error.empty()) {
+    // Every row is bad; under --on-error fail the first stops the run, so one is enough.
+    for (uint64_t row : g.rows) {
+      ProcessedSample r;
+      r.key = plan.row_key(g, row);
+      r.input = raw.input;
+      r.error = too_many.error;
+      r.error_code = too_many.error_code;
+      bad.push_back(std::move(r));
+      if (!o.skip_errors) break;
+    }
+    gather(std::move(bad), out);
+    return out;
+  }
   for (uint64_t row : g.rows) {
     ProcessedSample r;
     r.key = plan.row_key(g, row);

@@ -25,7 +25,13 @@ std::string archive_reason(archive* a) {
 
 }  // namespace
 
-std::vector<NpzMember> read_npz_members(std::span<const uint8_t> bytes, uint64_t max_member_size) {
+std::vector<NpzMember> read_npz_members(std::span<const uint8_t> bytes, uint64_t max_bytes,
+                                        std::string_view limit_flag) {
+  // "the limit of N bytes", then the flag that raises it when there is one.
+  const std::string limit =
+      "the limit of " + std::to_string(max_bytes) + " bytes" +
+      (limit_flag.empty() ? std::string() : " (" + std::string(limit_flag) + ")");
+  uint64_t total = 0;  // the entries' bytes so far: the limit holds for all of them together
   if (bytes.empty()) throw ParseError("the .npz file is empty");
   ArchivePtr a(archive_read_new(), archive_read_free);
   if (!a) throw std::bad_alloc();
@@ -54,10 +60,12 @@ std::vector<NpzMember> read_npz_members(std::span<const uint8_t> bytes, uint64_t
       throw ParseError("the .npz holds '" + name + "', which is not a regular file");
     if (!seen.insert(name).second) throw ParseError("the .npz holds '" + name + "' twice");
     if (archive_entry_size_is_set(entry) &&
-        static_cast<uint64_t>(archive_entry_size(entry)) > max_member_size)
-      throw ParseError(
-          "'" + name + "' in the .npz is " + std::to_string(archive_entry_size(entry)) +
-          " bytes uncompressed, more than the limit of " + std::to_string(max_member_size));
+        static_cast<uint64_t>(archive_entry_size(entry)) > max_bytes - total)
+      throw ParseError("'" + name + "' in the .npz is " +
+                       std::to_string(archive_entry_size(entry)) + " bytes uncompressed" +
+                       (total ? " after " + std::to_string(total) + " in the entries before it"
+                              : std::string()) +
+                       ", more than " + limit);
 
     // The declared size may lie; count what inflation actually produces and stop at the limit.
     std::vector<uint8_t> data;
@@ -66,20 +74,21 @@ std::vector<NpzMember> read_npz_members(std::span<const uint8_t> bytes, uint64_t
       if (n == 0) break;
       if (n < 0)
         throw ParseError("'" + name + "' in the .npz cannot be read: " + archive_reason(a.get()));
-      if (static_cast<uint64_t>(n) > max_member_size - data.size())
-        throw ParseError("'" + name + "' in the .npz expands past the limit of " +
-                         std::to_string(max_member_size) + " bytes");
+      if (static_cast<uint64_t>(n) > max_bytes - total - data.size())
+        throw ParseError("'" + name + "' in the .npz expands past " + limit +
+                         (total ? " with the entries before it" : ""));
       data.insert(data.end(), chunk.begin(), chunk.begin() + n);
     }
+    total += data.size();
     out.emplace_back(name.substr(0, name.size() - 4), std::move(data));
   }
   return out;
 }
 
-Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix,
-                 uint64_t max_member_size) {
+Fields parse_npz(std::span<const uint8_t> bytes, std::string_view prefix, uint64_t max_bytes,
+                 std::string_view limit_flag) {
   Fields out;
-  for (auto& [name, data] : read_npz_members(bytes, max_member_size)) {
+  for (auto& [name, data] : read_npz_members(bytes, max_bytes, limit_flag)) {
     FieldValue value;
     try {
       value = parse_npy(data);

@@ -11,6 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/bytes.h"
 #include "common/error.h"
 #include "labels/json_labels.h"
 #include "table/table_formats.h"
@@ -49,7 +50,8 @@ class CocoReader {
  public:
   CocoReader(const std::string& path, const TableOptions& options)
       : path_(path),
-        image_key_(options.image_column.empty() ? "file_name" : options.image_column) {}
+        image_key_(options.image_column.empty() ? "file_name" : options.image_column),
+        max_value_(options.max_cell_bytes) {}
 
   // --- nlohmann SAX interface ---
   bool null() { return direct_ ? direct_scalar("null", 0) : value(Json(nullptr)); }
@@ -69,6 +71,7 @@ class CocoReader {
     return direct_ ? direct_scalar(token, d, true) : value(Json(d));
   }
   bool string(std::string& s) {
+    if (s.size() > max_value_) too_large(s.size(), "");
     return direct_ ? direct_scalar(Json(s).dump(), 0) : value(Json(std::move(s)));
   }
   bool binary(nlohmann::json::binary_t&) { return fail("it holds binary data"); }
@@ -110,6 +113,15 @@ class CocoReader {
   [[noreturn]] bool fail(const std::string& reason) const {
     throw FatalError("table " + path_ + " (COCO): " + reason);
   }
+  // A value over --max-label-size (a segmentation, keypoints or bbox, streamed as text and
+  // numbers, or any string), refused before it grows further.
+  [[noreturn]] void too_large(uint64_t size, const char* at_least) const {
+    const std::string where = section_ == Section::Images || section_ == Section::Annotations
+                                  ? where_element() + ", key '" + pending_key_ + "'"
+                                  : "'" + top_key_ + "'";
+    fail(where + ": a value of " + at_least + format_bytes(size) + ", over --max-label-size " +
+         format_bytes(max_value_) + "; raise --max-label-size to read it");
+  }
   std::string where_element() const {
     return (section_ == Section::Images ? "images[" : "annotations[") +
            std::to_string(element_index_) + "]";
@@ -135,6 +147,7 @@ class CocoReader {
   bool direct_scalar(const std::string& token, double number, bool is_number = false) {
     direct_separator();
     direct_text_ += token;
+    if (direct_text_.size() > max_value_) too_large(direct_text_.size(), "at least ");
     if (!is_number || direct_levels_.size() != 1) direct_flat_ = false;
     direct_numbers_.push_back(number);
     return true;
@@ -269,6 +282,7 @@ class CocoReader {
 
   std::string path_;
   std::string image_key_;
+  uint64_t max_value_;
   int depth_ = 0;
   Section section_ = Section::None;
   std::string top_key_;

@@ -9,6 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/bytes.h"
 #include "common/error.h"
 #include "common/utf8.h"
 #include "table/table_formats.h"
@@ -26,7 +27,11 @@ struct Cell {
 // Splits the text into records of cells; `lines` gets each record's first line number.
 class CsvParser {
  public:
-  CsvParser(const std::string& path, std::string_view text) : path_(path), text_(text) {}
+  CsvParser(const std::string& path, std::string_view text, uint64_t max_cell)
+      : path_(path), text_(text), max_cell_(max_cell) {}
+
+  /// The header's names, for naming a cell's column in a refusal.
+  void set_names(const std::vector<std::string>* names) { names_ = names; }
 
   /// The next record; false at the end. Blank lines are skipped.
   bool next(std::vector<Cell>& record, uint64_t& line) {
@@ -59,6 +64,8 @@ class CsvParser {
           }
           if (c == '\n') ++line_;
           cell.text += c;
+          if (cell.text.size() > max_cell_)
+            too_large(record.size(), opened, cell.text.size() + quoted_size(pos_));
         }
         if (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != '\n' &&
             text_.substr(pos_, 2) != "\r\n")
@@ -75,6 +82,7 @@ class CsvParser {
                              "write the quote as \"\"");
           ++pos_;
         }
+        if (pos_ - start > max_cell_) too_large(record.size(), line_, pos_ - start);
         cell.text = std::string(text_.substr(start, pos_ - start));
       }
       record.push_back(std::move(cell));
@@ -86,6 +94,7 @@ class CsvParser {
         pos_ += text_[pos_] == '\n' ? 1 : 2;
         ++line_;
       }
+      ++records_;
       return true;
     }
   }
@@ -95,10 +104,39 @@ class CsvParser {
   }
 
  private:
+  // The whole length of a quoted field whose text goes on at `from` (a "" counts as one).
+  uint64_t quoted_size(size_t from) const {
+    uint64_t n = 0;
+    for (size_t p = from; p < text_.size(); ++p, ++n) {
+      if (text_[p] != '"') continue;
+      if (p + 1 < text_.size() && text_[p + 1] == '"')
+        ++p;
+      else
+        break;
+    }
+    return n;
+  }
+
+  // A cell over the limit is refused before it is copied any further: a 1 GB cell cost 4 GB.
+  [[noreturn]] void too_large(size_t column, uint64_t line, uint64_t size) const {
+    std::string where_cell = where(line);
+    where_cell += records_ > 0 ? " (row " + std::to_string(records_ - 1) + ")" : " (the header)";
+    if (names_ && column < names_->size())
+      where_cell += ", column '" + (*names_)[column] + "'";
+    else
+      where_cell += ", column " + std::to_string(column + 1);
+    throw FatalError(where_cell + ": a cell of " + format_bytes(size) + ", over --max-label-size " +
+                     format_bytes(max_cell_) +
+                     " (a table is read whole into memory); raise --max-label-size to read it");
+  }
+
   const std::string& path_;
   std::string_view text_;
+  uint64_t max_cell_;
+  const std::vector<std::string>* names_ = nullptr;
   size_t pos_ = 0;
   uint64_t line_ = 1;
+  uint64_t records_ = 0;  ///< records returned, the header's included
 };
 
 std::string_view trimmed(std::string_view s) {
@@ -162,7 +200,7 @@ Table load_csv_table(const std::string& path, std::span<const uint8_t> bytes,
     throw FatalError("table " + path +
                      ": not valid UTF-8, so not a CSV table tarmac reads "
                      "(save it as UTF-8)");
-  CsvParser parser(path, text);
+  CsvParser parser(path, text, options.max_cell_bytes);
   std::vector<Cell> record;
   uint64_t line = 0;
   if (!parser.next(record, line)) return Table{};
@@ -177,6 +215,7 @@ Table load_csv_table(const std::string& path, std::span<const uint8_t> bytes,
                        "' twice");
     names.push_back(record[c].text);
   }
+  parser.set_names(&names);
   std::vector<std::vector<std::string>> cells(names.size());
   uint64_t rows = 0;
   while (parser.next(record, line)) {

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/bytes.h"
 #include "common/error.h"
 #include "labels/json_labels.h"
 #include "table/table_formats.h"
@@ -32,6 +33,12 @@ Table load_jsonl_table(const std::string& path, std::span<const uint8_t> bytes,
       ++first;
     if (first == line.size()) continue;
     const std::string where = "table " + path + ", line " + std::to_string(line_number);
+    if (line.size() > options.max_cell_bytes)
+      throw FatalError(where + " (row " + std::to_string(rows) + "): a line of " +
+                       format_bytes(line.size()) + ", over --max-label-size " +
+                       format_bytes(options.max_cell_bytes) +
+                       " (a JSON row is parsed whole, at ~25-40x its size); raise "
+                       "--max-label-size to read it");
     if (line[first] != '{')
       throw FatalError(where + ": not a JSON object; a JSON Lines table holds one object per line");
     Fields fields;

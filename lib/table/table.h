@@ -42,8 +42,11 @@ struct TableOptions {
   /// Names of a split list's columns, in order (--table-columns); empty: "image", then
   /// "path1", "path2", ... Every column of a list is a member column.
   std::vector<std::string> list_columns;
-  /// Largest table file, and largest npz member once inflated.
+  /// Largest table file, and the most an npz's members may inflate to together.
   uint64_t max_bytes = 1ull << 34;
+  /// Largest CSV cell or JSON Lines line (--max-label-size): a row's value is copied a few
+  /// times on its way into a column, and a JSON line costs ~25-40x its text while parsed.
+  uint64_t max_cell_bytes = 16ull << 20;
 };
 
 /// One label column: a value per row. Uniform columns (every row the same dtype and shape,

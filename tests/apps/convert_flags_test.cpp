@@ -248,6 +248,8 @@ TEST_CASE("convert flags: byte sizes") {
   CHECK(o.shard_size == 536870912);
   CHECK(o.max_member_size == 2147483648);
   CHECK(o.group_window == 65536);
+  CHECK(options("").max_label_size == 16777216);
+  CHECK(options("--max-label-size 1K").max_label_size == 1024);
   CHECK(bytes_flag("--shard-size", "4096") == 4096);
   CHECK(bytes_flag("--shard-size", "1") == 1);
   CHECK(bytes_flag("--shard-size", "3B") == 3);
@@ -353,7 +355,8 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
       R"("--pad-value":"0","--format":"png","--channels":"3","--quality":"95","--key-rule":"first-dot",)"
       R"("--image":"jpg jpeg png webp bmp tif tiff","--table-format":"auto",)"
       R"("--max-pixels":"268435456",)"
-      R"("--max-member-size":"1G","--group-window":"64M","--shard-size":"64K",)"
+      R"("--max-member-size":"1G","--max-label-size":"16M","--max-outputs-per-sample":"10000",)"
+      R"("--group-window":"64M","--shard-size":"64K",)"
       R"("--on-error":"skip","--on-duplicate":"last","threads":2})");
 
   CLI::App app2;
@@ -371,7 +374,7 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
       R"("--bucket-max-ratio":"4","--pad-value":"0","--format":"jpg","--channels":"3","--quality":"95",)"
       R"("--key-rule":"last-dot","--image":[".jpg","png"],"--no-images":"true","--ragged":["a","b"],)"
       R"("--table-format":"auto","--max-pixels":"268435456","--max-member-size":"1G",)"
-      R"("--group-window":"1M",)"
+      R"("--max-label-size":"16M","--max-outputs-per-sample":"10000","--group-window":"1M",)"
       R"("--shard-size":"1G","--shard":"1/2","--on-error":"skip","--on-duplicate":"first",)"
       R"("threads":3})");
 }
@@ -423,6 +426,8 @@ TEST_CASE("convert flags: numbers are parsed strictly and within their range") {
        "--max-pixels: '-1' is out of range; accepted: an integer in [1, 1099511627776]"},
       {"--max-pixels 1e6",
        "--max-pixels: '1e6' is not an integer; accepted: an integer in [1, 1099511627776]"},
+      {"--max-outputs-per-sample 0",
+       "--max-outputs-per-sample: '0' is out of range; accepted: an integer in [1, 4294967296]"},
       {"--progress-every nan",
        "--progress-every: 'nan' is not a finite number; accepted: a number in [0.1, 86400]"},
       {"--progress-every 0",
@@ -437,6 +442,8 @@ TEST_CASE("convert flags: numbers are parsed strictly and within their range") {
   CHECK(options("-j 08").threads == 8);
   CHECK(options("-j 0").threads == options("").threads);  // all cores
   CHECK(options("--max-pixels 1099511627776").max_pixels == 1099511627776ull);
+  CHECK(options("").max_outputs_per_sample == 10000);
+  CHECK(options("--max-outputs-per-sample 3").max_outputs_per_sample == 3);
   CHECK(options("--pad-value 127.5").pad_value == 127.5);
   CHECK(options("--checkpoint-every 1e3").checkpoint_seconds == 1000);
   // Filled in by code: the same ranges.

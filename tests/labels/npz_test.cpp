@@ -184,3 +184,16 @@ TEST_CASE("npz fixture written by numpy.savez_compressed") {
   std::memcpy(boxes.data(), fields[1].second.data.data(), 16);
   CHECK(boxes == std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f});
 }
+
+TEST_CASE("npz: the limit holds for the entries together, and names the flag given") {
+  const Bytes a = npy_i64(1000, true), b = npy_i64(1000, true);
+  const Bytes zip = make_zip({{"a.npy", a}, {"b.npy", b}}, true);
+  CHECK(tarmac::parse_npz(zip, "", a.size() + b.size()).size() == 2);
+  // Each fits alone; the second passes the limit after the first (by its declared size, or
+  // while inflating when the zip declares none).
+  CHECK_THROWS_WITH(tarmac::parse_npz(zip, "", a.size() + b.size() - 1, "--max-label-size"),
+                    Contains("'b.npy' in the .npz") &&
+                        Contains("the limit of " + std::to_string(a.size() + b.size() - 1) +
+                                 " bytes (--max-label-size)") &&
+                        Contains("before it"));
+}

@@ -189,3 +189,25 @@ TEST_CASE("COCO: null and empty values of the streamed keys") {
   CHECK(column(t, "keypoints").value(0).shape == std::vector<int64_t>{0, 3});
   CHECK(column(t, "keypoints").value(1).shape == std::vector<int64_t>{1, 3});
 }
+
+TEST_CASE("COCO: a value over --max-label-size is refused, naming the element and key") {
+  tarmac::TableOptions o;
+  o.format = tarmac::TableFormat::Coco;
+  o.max_cell_bytes = 16;
+  const std::string img = R"("images": [{"id": 1, "file_name": "a.jpg"}])";
+  const std::string seg = R"([[1, 2, 3, 4, 5, 6, 7, 8, 9]])";  // "[[1,2,3,4,5,6,7,8" is 17 B
+  CHECK(
+      load("ok.json", "{" + img + R"(, "annotations": [{"image_id": 1, "bbox": [1, 2, 3, 4]}]})", o)
+          .rows == 1);
+  CHECK_THROWS_WITH(
+      load("s.json",
+           "{" + img + R"(, "annotations": [{"image_id": 1}, {"image_id": 1, "segmentation": )" +
+               seg + "}]}",
+           o),
+      Contains("annotations[1], key 'segmentation': a value of at least 17 B, over "
+               "--max-label-size 16 B; raise --max-label-size to read it"));
+  CHECK_THROWS_WITH(
+      load("t.json",
+           "{" + img + R"(, "annotations": [{"image_id": 1, "note": "0123456789abcdefg"}]})", o),
+      Contains("annotations[0], key 'note': a value of 17 B, over --max-label-size 16 B"));
+}

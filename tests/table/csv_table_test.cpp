@@ -84,3 +84,22 @@ TEST_CASE("CSV: malformed tables name the line") {
   // A quoted field's line breaks count: the bad row is on line 4.
   CHECK_THROWS_WITH(load("b9.csv", "image_path,a\nx.jpg,\"1\n2\"\ny.jpg\n", o), Contains("line 4"));
 }
+
+TEST_CASE("CSV: a cell over --max-label-size is refused, naming line, row and column") {
+  tarmac::TableOptions o;
+  o.max_cell_bytes = 12;
+  // At the limit: read.
+  CHECK(load("ok.csv", "image_path,caption\na.jpg,123456789012\n", o).rows == 1);
+  // Unquoted, one byte over.
+  CHECK_THROWS_WITH(load("big.csv", "image_path,caption\na.jpg,ok\nb.jpg,1234567890123\n", o),
+                    Contains("big.csv, line 3 (row 1), column 'caption': a cell of 13 B, over "
+                             "--max-label-size 12 B (a table is read whole into memory); raise "
+                             "--max-label-size to read it"));
+  // Quoted, spanning lines, with "" inside: its whole length is named, from the line it opens.
+  CHECK_THROWS_WITH(load("q.csv", "image_path,caption\na.jpg,\"12\n45\"\"78901234\"\n", o),
+                    Contains("line 2 (row 0), column 'caption': a cell of 14 B, over "
+                             "--max-label-size 12 B"));
+  // A header cell.
+  CHECK_THROWS_WITH(load("h.csv", "image_path,a_much_longer_name\n", o),
+                    Contains("line 1 (the header), column 2: a cell of 18 B"));
+}

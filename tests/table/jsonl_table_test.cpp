@@ -90,3 +90,16 @@ TEST_CASE("JSON Lines: malformed tables name the line") {
   CHECK_THROWS_WITH(load("t7.jsonl", "{\"image_path\": \"a\"}\n{\"x\": 1}\n", o),
                     Contains("row 2") && Contains("no image path"));
 }
+
+TEST_CASE("JSON Lines: a line over --max-label-size is refused before it is parsed") {
+  tarmac::TableOptions o;
+  const std::string line = "{\"image_path\": \"a.jpg\", \"caption\": \"0123456789\"}";
+  o.max_cell_bytes = line.size();
+  CHECK(load("ok.jsonl", line + "\n" + line + "\n", o).rows == 2);
+  o.max_cell_bytes = line.size() - 1;
+  CHECK_THROWS_WITH(load("big.jsonl", "\n" + line + "\n", o),
+                    Contains("big.jsonl, line 2 (row 0): a line of " + std::to_string(line.size()) +
+                             " B, over --max-label-size " + std::to_string(line.size() - 1) +
+                             " B (a JSON row is parsed whole, at ~25-40x its size); raise "
+                             "--max-label-size to read it"));
+}
