@@ -82,7 +82,7 @@ DatasetWriter::DatasetWriter(const ConvertOptions& o, fs::path staging, const js
       schema_(o.ragged),
       store_(open_store(staging_, resume)),
       keys_(&store_->add(kKeyColumn)),
-      affine_(&store_->add(kAffineColumn)) {
+      affine_(o.no_images ? nullptr : &store_->add(kAffineColumn)) {
   if (!o.no_images) {
     blobs_.emplace_back(kImageBlob, *store_);
     for (const auto& d : o.dense) blobs_.emplace_back(dense_blob_kind(d), *store_);

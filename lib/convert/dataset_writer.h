@@ -55,7 +55,7 @@ class DatasetWriter {
   std::filesystem::path staging_;
   Schema schema_;
   std::unique_ptr<ColumnStore> store_;  // every column's records, in one file
-  SpillColumn *keys_, *affine_;
+  SpillColumn *keys_, *affine_;         // affine_: null under --no-images
   std::vector<BlobColumns> blobs_;
   std::vector<SpillColumn*> label_cols_;  // of schema_.fields(), in order
   std::unique_ptr<TarWriter> tar_;
