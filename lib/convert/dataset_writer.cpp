@@ -11,15 +11,16 @@ using namespace format;
 
 namespace {
 
-// A column's spill file `file` in `dir`: new, or cut back to where the checkpoint being
-// resumed from (`resume`, the writer's part of it; null for a fresh run) left it.
-std::unique_ptr<SpillColumn> open_column(std::string name, const fs::path& dir,
-                                         const std::string& file, const json* resume) {
-  const std::string path = (dir / file).string();
-  if (!resume) return std::make_unique<SpillColumn>(std::move(name), path);
-  const json& at = resume->at("columns").at(file);
-  return std::make_unique<SpillColumn>(
-      std::move(name), path, SpillColumn::Mark{at.at(0).get<uint64_t>(), at.at(1).get<uint64_t>()});
+// The run's column spill file in `dir`: new, or cut back to where the checkpoint being resumed
+// from (`resume`, the writer's part of it; null for a fresh run) left it.
+std::unique_ptr<ColumnStore> open_store(const fs::path& dir, const json* resume) {
+  const std::string path = (dir / "columns.spill").string();
+  if (!resume) return std::make_unique<ColumnStore>(path);
+  if (!resume->contains("spill"))
+    throw FatalError("cannot resume: the checkpoint in '" + dir.string() +
+                     "' was written by an earlier tarmac (a spill file per column); run again "
+                     "with --overwrite");
+  return std::make_unique<ColumnStore>(path, resume->at("spill").get<uint64_t>());
 }
 
 // How the image of every sample is stored under --format.
@@ -43,12 +44,9 @@ StoredEncoding image_encoding(OutputFormat f) {
 
 // The blob columns of one stored kind (the image, or one dense map).
 struct DatasetWriter::BlobColumns {
-  std::unique_ptr<SpillColumn> shard, offset, size, crc32, width, height;
-  BlobColumns(const std::string& prefix, const fs::path& dir, int index, const json* resume) {
-    auto make = [&](const char* what) {
-      return open_column(prefix + "." + what, dir, "blob" + std::to_string(index) + "." + what,
-                         resume);
-    };
+  SpillColumn *shard, *offset, *size, *crc32, *width, *height;
+  BlobColumns(const std::string& prefix, ColumnStore& store) {
+    auto make = [&](const char* what) { return &store.add(prefix + "." + what); };
     shard = make("shard");
     offset = make("offset");
     size = make("size");
@@ -68,12 +66,6 @@ struct DatasetWriter::BlobColumns {
     put(*width, DType::I32, static_cast<int32_t>(b.width));
     put(*height, DType::I32, static_cast<int32_t>(b.height));
   }
-  std::vector<SpillColumn*> all() const {
-    return {shard.get(), offset.get(), size.get(), crc32.get(), width.get(), height.get()};
-  }
-  void close_all() {
-    for (auto* c : all()) c->close();
-  }
   void tensors(uint64_t n, std::vector<TensorSpec>& out) const {
     out.push_back(shard->fixed_tensor(DType::I32, {}, n));
     out.push_back(offset->fixed_tensor(DType::I64, {}, n));
@@ -88,12 +80,12 @@ DatasetWriter::DatasetWriter(const ConvertOptions& o, fs::path staging, const js
     : o_(o),
       staging_(std::move(staging)),
       schema_(o.ragged),
-      keys_(open_column(kKeyColumn, staging_, "key.col", resume)),
-      affine_(open_column(kAffineColumn, staging_, "affine.col", resume)) {
+      store_(open_store(staging_, resume)),
+      keys_(&store_->add(kKeyColumn)),
+      affine_(o.no_images ? nullptr : &store_->add(kAffineColumn)) {
   if (!o.no_images) {
-    blobs_.emplace_back(kImageBlob, staging_, 0, resume);
-    for (size_t i = 0; i < o.dense.size(); ++i)
-      blobs_.emplace_back(dense_blob_kind(o.dense[i]), staging_, static_cast<int>(i + 1), resume);
+    blobs_.emplace_back(kImageBlob, *store_);
+    for (const auto& d : o.dense) blobs_.emplace_back(dense_blob_kind(d), *store_);
   }
   if (!resume) return;
   schema_.restore(resume->at("schema").get<std::string>());
@@ -111,7 +103,8 @@ DatasetWriter::DatasetWriter(const ConvertOptions& o, fs::path staging, const js
   if (shard_samples_.size() != shard_names_.size())
     throw FatalError("cannot resume: the checkpoint in '" + staging_.string() +
                      "' is inconsistent (samples per shard); run again with --overwrite");
-  if (!schema_.fields().empty()) open_label_columns(resume);
+  open_label_columns(resume);
+  store_->check_records(samples_);
   if (const json& open = resume->at("open_shard"); !open.is_null())
     tar_ = std::make_unique<TarWriter>((staging_ / shard_names_.back()).string(),
                                        open.at("size").get<uint64_t>(),
@@ -135,17 +128,7 @@ json DatasetWriter::checkpoint() {
   } else {
     j["open_shard"] = nullptr;
   }
-  json cols = json::object();
-  auto mark = [&](SpillColumn& c) {
-    const SpillColumn::Mark m = c.checkpoint();
-    cols[fs::path(c.path()).filename().string()] = {m.bytes, m.count};
-  };
-  mark(*keys_);
-  mark(*affine_);
-  for (auto& b : blobs_)
-    for (SpillColumn* c : b.all()) mark(*c);
-  for (auto& c : label_cols_) mark(*c);
-  j["columns"] = cols;
+  j["spill"] = store_->checkpoint();
   j["schema"] = schema_.checkpoint();
   return j;
 }
@@ -158,11 +141,7 @@ void DatasetWriter::add(ProcessedSample& s) {
                 {reinterpret_cast<const uint8_t*>(s.key.data()), s.key.size()});
   // Every column gets a record: the sample's value, or none.
   std::vector<const SampleField*> by_column(label_cols_.size(), nullptr);
-  for (const auto& f : s.fields) {
-    size_t idx = 0;
-    while (schema_.fields()[idx].name != f.name) ++idx;
-    by_column[idx] = &f;
-  }
+  for (const auto& f : s.fields) by_column[schema_.index(f.name)] = &f;
   for (size_t i = 0; i < label_cols_.size(); ++i) {
     if (const SampleField* f = by_column[i]; f && !f->value.null)
       label_cols_[i]->append(f->value.dtype, f->value.shape, f->value.data, f->value.kind);
@@ -179,10 +158,7 @@ void DatasetWriter::add(ProcessedSample& s) {
 
 fs::path DatasetWriter::finish(const std::string& tool) {
   if (tar_) close_shard();
-  keys_->close();
-  affine_->close();
-  for (auto& b : blobs_) b.close_all();
-  for (auto& c : label_cols_) c->close();
+  store_->finish();
   const uint64_t n = samples_;
   std::vector<TensorSpec> t;
   t.push_back(keys_->ragged_tensors(DType::U8, {}, key_bytes_, n)[0]);
@@ -229,8 +205,7 @@ fs::path DatasetWriter::finish(const std::string& tool) {
 
 void DatasetWriter::open_label_columns(const json* resume) {
   for (size_t i = label_cols_.size(); i < schema_.fields().size(); ++i) {
-    label_cols_.push_back(open_column(schema_.fields()[i].name, staging_,
-                                      "field" + std::to_string(i) + ".col", resume));
+    label_cols_.push_back(&store_->add(schema_.fields()[i].name));
     if (resume) continue;
     // New after `samples_` samples: those had no value.
     for (uint64_t k = 0; k < samples_; ++k) label_cols_.back()->append_missing();

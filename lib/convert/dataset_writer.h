@@ -54,9 +54,10 @@ class DatasetWriter {
   const ConvertOptions& o_;
   std::filesystem::path staging_;
   Schema schema_;
-  std::unique_ptr<SpillColumn> keys_, affine_;
+  std::unique_ptr<ColumnStore> store_;  // every column's records, in one file
+  SpillColumn *keys_, *affine_;         // affine_: null under --no-images
   std::vector<BlobColumns> blobs_;
-  std::vector<std::unique_ptr<SpillColumn>> label_cols_;
+  std::vector<SpillColumn*> label_cols_;  // of schema_.fields(), in order
   std::unique_ptr<TarWriter> tar_;
   std::vector<std::string> shard_names_;
   std::vector<uint32_t> shard_crcs_;

@@ -59,7 +59,7 @@ json run_manifest(const ManifestRecord& r, json skipped, json ignored, json dupl
   manifest["shards"] = shards;
   manifest["annotation"] = {{"name", format::kLabelsFile}, {"size", res.annotation_bytes}};
   manifest["labels_crc32"] = crc32_hex(file_crc32(r.labels.string()));
-  manifest["schema"] = json::parse(schema_to_json(r.writer.schema().specs()));
+  manifest["schema"] = schema_json(r.writer.schema().specs());
   manifest["skipped"] = std::move(skipped);
   manifest["ignored"] = std::move(ignored);
   manifest["duplicates"] = std::move(duplicates);

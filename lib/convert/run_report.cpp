@@ -4,6 +4,7 @@
 
 #include "common/dtype.h"
 #include "format/field_spec.h"
+#include "format/json_object.h"
 
 namespace tarmac {
 
@@ -114,10 +115,11 @@ nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& ou
   j["seconds"] = r.seconds;
   j["samples_per_second"] = r.seconds > 0 ? r.samples / r.seconds : 0;
   // The schema exactly as the annotation file's metadata has it; then what it cannot say.
-  j["schema"] = nlohmann::ordered_json::parse(schema_to_json(r.schema));
+  j["schema"] = schema_json(r.schema);
   nlohmann::ordered_json missing = nlohmann::ordered_json::object();
   for (size_t i = 0; i < r.schema.size() && i < r.missing_values.size(); ++i)
-    if (r.schema[i].nullable) missing[r.schema[i].name] = r.missing_values[i];
+    if (r.schema[i].nullable)
+      format::append_new_key(missing, r.schema[i].name, r.missing_values[i]);
   j["missing_values"] = missing;
   j["field_warnings"] = r.field_warnings;
   j["input_errors"] = r.input_errors;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "format/json_object.h"
 #include "format/names.h"
 
 namespace tarmac {
@@ -37,17 +38,22 @@ std::vector<int64_t> FieldSpec::inner_shape() const {
                        : std::vector<int64_t>(shape.begin() + 1, shape.end());
 }
 
-std::string schema_to_json(std::span<const FieldSpec> fields) {
+nlohmann::ordered_json schema_json(std::span<const FieldSpec> fields) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (const FieldSpec& f : fields) {
-    j[f.name] = {{"kind", std::string(kind_name(f.kind))},
-                 {"dtype", std::string(dtype_name(f.dtype))},
-                 {"shape", f.shape},
-                 {"ragged", f.ragged},
-                 {"source", f.source}};
-    if (f.nullable) j[f.name]["nullable"] = true;  // absent: false (files before nullable fields)
+    nlohmann::ordered_json e = {{"kind", std::string(kind_name(f.kind))},
+                                {"dtype", std::string(dtype_name(f.dtype))},
+                                {"shape", f.shape},
+                                {"ragged", f.ragged},
+                                {"source", f.source}};
+    if (f.nullable) e["nullable"] = true;  // absent: false (files before nullable fields)
+    format::append_new_key(j, f.name, std::move(e));
   }
-  return j.dump();
+  return j;
+}
+
+std::string schema_to_json(std::span<const FieldSpec> fields) {
+  return schema_json(fields).dump();
 }
 
 std::vector<FieldSpec> schema_from_json(std::string_view text) {

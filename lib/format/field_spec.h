@@ -3,6 +3,7 @@
 // 1.4), and the rules that reconcile the same field seen twice (dtype promotion, ragged first
 // axes), shared by schema inference (labels/), the reader and merge.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -39,7 +40,9 @@ struct FieldSpec {
   bool operator==(const FieldSpec&) const = default;
 };
 
-/// The schema as the JSON text of the `schema` metadata entry (fields in order).
+/// The schema as the JSON object of the `schema` metadata entry (fields in order; their names
+/// are distinct), and as its text.
+nlohmann::ordered_json schema_json(std::span<const FieldSpec> fields);
 std::string schema_to_json(std::span<const FieldSpec> fields);
 /// Parses and checks a `schema` entry: every field's kind, dtype, shape and ragged flag are
 /// consistent (text is ragged U8; a ragged shape starts with -1; no other negative dimension;

@@ -51,124 +51,139 @@ void to_json_text(FieldSchema& s, bool mixed) {
 }  // namespace
 
 void Schema::observe(const std::vector<SampleField>& fields) {
-  // Validate everything on a copy, then commit, so that a rejected sample changes nothing.
-  std::vector<FieldSchema> next = fields_;
-  std::vector<bool> seen(next.size(), false);
-  for (const auto& f : fields) {
-    auto it = std::find_if(next.begin(), next.end(),
-                           [&](const FieldSchema& s) { return s.name == f.name; });
-    if (f.value.null) {  // named, without a value: missing here
-      if (it != next.end()) continue;
-      FieldSchema s;
-      s.name = f.name;
-      s.source = f.source;
-      s.kind = Kind::Json;
-      s.dtype = DType::U8;
-      s.shape = {0};
-      s.ragged = true;
-      s.typed = false;
-      s.missing = samples_;
-      next.push_back(std::move(s));
-      seen.push_back(false);
-      continue;
-    }
-    if (it != next.end() && !it->typed) {  // the first value after nulls types the field
-      FieldSchema s = first_schema(f, declared_ragged_);
-      s.missing = it->missing;
-      *it = std::move(s);
-      seen[static_cast<size_t>(it - next.begin())] = true;
-      it->present = 1;
-      it->kind_counts[static_cast<int>(f.value.kind)] = 1;
-      if (it->ragged) it->total_first_axis = static_cast<uint64_t>(it->shape[0]);
-      continue;
-    }
-    if (it == next.end()) {  // new: absent from every sample before this one
-      next.push_back(first_schema(f, declared_ragged_));
-      seen.push_back(true);
-      FieldSchema& s = next.back();
-      s.missing = samples_;
-      s.present = 1;
-      s.kind_counts[static_cast<int>(f.value.kind)] = 1;
-      if (s.ragged) s.total_first_axis = static_cast<uint64_t>(s.shape[0]);
-      continue;
-    }
-    seen[static_cast<size_t>(it - next.begin())] = true;
-    FieldSchema& s = *it;
-    const FieldValue& v = f.value;
-    ++s.kind_counts[static_cast<int>(v.kind)];
-    if (s.kind == Kind::Json && s.rerender) {  // already JSON text: anything goes
-      ++s.present;
-      continue;
-    }
-    if (untyped(s) && v.kind != Kind::Numeric) {
-      // "tags": [] until now, then ["a", "b"]: the empty arrays were JSON too.
-      to_json_text(s, /*mixed=*/v.kind != Kind::Json);
-      ++s.present;
-      continue;
-    }
-    const std::string where = "member '" + f.member + "', field '" + f.name + "': ";
-    const bool json_source = ragged_by_source(s.source) && ragged_by_source(f.source);
-    if (v.kind != s.kind) {
-      if (!json_source)
-        throw SampleError(where + "is " + std::string(kind_name(v.kind)) + " here but " +
-                              std::string(kind_name(s.kind)) + " in earlier samples",
-                          ErrorCode::SchemaMismatch);
-      // An empty array types nothing: after arrays of strings it is one more (no warning).
-      const bool empty_array = v.kind == Kind::Numeric && v.shape == std::vector<int64_t>{0};
-      to_json_text(s, /*mixed=*/!(empty_array && s.kind == Kind::Json));
-      ++s.present;
-      continue;
-    }
-    if (v.kind == Kind::Numeric) {
-      const bool empty_value = v.num_elements() == 0 && !v.shape.empty();
-      const bool same_ndim = v.shape.size() == s.shape.size();
-      const bool inner_same =
-          same_ndim && std::equal(v.shape.begin() + (v.shape.empty() ? 0 : 1), v.shape.end(),
-                                  s.shape.begin() + (s.shape.empty() ? 0 : 1));
-      if (!inner_same) {
-        if (json_source && untyped(s) && !empty_value && !v.shape.empty()) {
-          // Only empty arrays before: this value fixes the shape (they stay empty rows).
-          s.shape = v.shape;
-          s.shape[0] = 0;
-        } else if (json_source && v.shape == std::vector<int64_t>{0} && s.ragged) {
-          // [] in a typed ragged field: an empty row.
-        } else if (json_source) {
-          to_json_text(s, /*mixed=*/true);
-          ++s.present;
-          continue;
-        } else if (!same_ndim) {
-          throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
-                                shape_text(s.shape) +
-                                " in earlier samples (a different number of dimensions)",
+  // Fields are changed in place, each found through index_; a rejected sample is undone: the
+  // fields it added are dropped and those it changed get their earlier state back.
+  const size_t before = fields_.size();
+  constexpr uint8_t kSeen = 1, kSaved = 2;
+  std::vector<uint8_t> state(before, 0);  // kSeen: has a value here; kSaved: in `undo`
+  std::vector<std::pair<size_t, FieldSchema>> undo;
+  auto add = [&](FieldSchema s, bool seen) {
+    index_.emplace(s.name, fields_.size());
+    fields_.push_back(std::move(s));
+    state.push_back(seen ? kSeen : 0);
+  };
+  try {
+    for (const auto& f : fields) {
+      const auto found = index_.find(f.name);
+      if (f.value.null) {  // named, without a value: missing here
+        if (found != index_.end()) continue;
+        FieldSchema s;
+        s.name = f.name;
+        s.source = f.source;
+        s.kind = Kind::Json;
+        s.dtype = DType::U8;
+        s.shape = {0};
+        s.ragged = true;
+        s.typed = false;
+        s.missing = samples_;
+        add(std::move(s), false);
+        continue;
+      }
+      if (found == index_.end()) {  // new: absent from every sample before this one
+        FieldSchema s = first_schema(f, declared_ragged_);
+        s.missing = samples_;
+        s.present = 1;
+        s.kind_counts[static_cast<int>(f.value.kind)] = 1;
+        if (s.ragged) s.total_first_axis = static_cast<uint64_t>(s.shape[0]);
+        add(std::move(s), true);
+        continue;
+      }
+      const size_t i = found->second;
+      if (i < before && !(state[i] & kSaved)) {
+        undo.emplace_back(i, fields_[i]);
+        state[i] |= kSaved;
+      }
+      state[i] |= kSeen;
+      FieldSchema& s = fields_[i];
+      if (!s.typed) {  // the first value after nulls types the field
+        FieldSchema t = first_schema(f, declared_ragged_);
+        t.missing = s.missing;
+        s = std::move(t);
+        s.present = 1;
+        s.kind_counts[static_cast<int>(f.value.kind)] = 1;
+        if (s.ragged) s.total_first_axis = static_cast<uint64_t>(s.shape[0]);
+        continue;
+      }
+      const FieldValue& v = f.value;
+      ++s.kind_counts[static_cast<int>(v.kind)];
+      if (s.kind == Kind::Json && s.rerender) {  // already JSON text: anything goes
+        ++s.present;
+        continue;
+      }
+      if (untyped(s) && v.kind != Kind::Numeric) {
+        // "tags": [] until now, then ["a", "b"]: the empty arrays were JSON too.
+        to_json_text(s, /*mixed=*/v.kind != Kind::Json);
+        ++s.present;
+        continue;
+      }
+      auto where = [&] { return "member '" + f.member + "', field '" + f.name + "': "; };
+      const bool json_source = ragged_by_source(s.source) && ragged_by_source(f.source);
+      if (v.kind != s.kind) {
+        if (!json_source)
+          throw SampleError(where() + "is " + std::string(kind_name(v.kind)) + " here but " +
+                                std::string(kind_name(s.kind)) + " in earlier samples",
                             ErrorCode::SchemaMismatch);
-        } else {
-          throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
-                                shape_text(s.shape) +
-                                " in earlier samples; only the first axis may vary between samples",
-                            ErrorCode::SchemaMismatch);
+        // An empty array types nothing: after arrays of strings it is one more (no warning).
+        const bool empty_array = v.kind == Kind::Numeric && v.shape == std::vector<int64_t>{0};
+        to_json_text(s, /*mixed=*/!(empty_array && s.kind == Kind::Json));
+        ++s.present;
+        continue;
+      }
+      if (v.kind == Kind::Numeric) {
+        const bool empty_value = v.num_elements() == 0 && !v.shape.empty();
+        const bool same_ndim = v.shape.size() == s.shape.size();
+        const bool inner_same =
+            same_ndim && std::equal(v.shape.begin() + (v.shape.empty() ? 0 : 1), v.shape.end(),
+                                    s.shape.begin() + (s.shape.empty() ? 0 : 1));
+        if (!inner_same) {
+          if (json_source && untyped(s) && !empty_value && !v.shape.empty()) {
+            // Only empty arrays before: this value fixes the shape (they stay empty rows).
+            s.shape = v.shape;
+            s.shape[0] = 0;
+          } else if (json_source && v.shape == std::vector<int64_t>{0} && s.ragged) {
+            // [] in a typed ragged field: an empty row.
+          } else if (json_source) {
+            to_json_text(s, /*mixed=*/true);
+            ++s.present;
+            continue;
+          } else if (!same_ndim) {
+            throw SampleError(where() + "shape " + shape_text(v.shape) + " here but " +
+                                  shape_text(s.shape) +
+                                  " in earlier samples (a different number of dimensions)",
+                              ErrorCode::SchemaMismatch);
+          } else {
+            throw SampleError(
+                where() + "shape " + shape_text(v.shape) + " here but " + shape_text(s.shape) +
+                    " in earlier samples; only the first axis may vary between samples",
+                ErrorCode::SchemaMismatch);
+          }
+        }
+        if (v.num_elements() > 0) {
+          s.dtype = s.dtype_known ? promote(s.dtype, v.dtype) : v.dtype;
+          s.dtype_known = true;
+        }
+        if (!s.ragged && !v.shape.empty() && v.shape[0] != s.shape[0]) {
+          if (!ragged_by_source(s.source) && !declared_ragged_.count(s.name))
+            throw SampleError(where() + "shape " + shape_text(v.shape) + " here but " +
+                                  shape_text(s.shape) +
+                                  " in earlier samples; declare the field with --ragged " + s.name +
+                                  " if its first axis may vary",
+                              ErrorCode::SchemaMismatch);
+          s.ragged = true;
+          s.total_first_axis = static_cast<uint64_t>(s.shape[0]) * s.present;
         }
       }
-      if (v.num_elements() > 0) {
-        s.dtype = s.dtype_known ? promote(s.dtype, v.dtype) : v.dtype;
-        s.dtype_known = true;
-      }
-      if (!s.ragged && !v.shape.empty() && v.shape[0] != s.shape[0]) {
-        if (!ragged_by_source(s.source) && !declared_ragged_.count(s.name))
-          throw SampleError(where + "shape " + shape_text(v.shape) + " here but " +
-                                shape_text(s.shape) +
-                                " in earlier samples; declare the field with --ragged " + s.name +
-                                " if its first axis may vary",
-                            ErrorCode::SchemaMismatch);
-        s.ragged = true;
-        s.total_first_axis = static_cast<uint64_t>(s.shape[0]) * s.present;
-      }
+      if (s.ragged) s.total_first_axis += v.shape.empty() ? 1 : static_cast<uint64_t>(v.shape[0]);
+      ++s.present;
     }
-    if (s.ragged) s.total_first_axis += v.shape.empty() ? 1 : static_cast<uint64_t>(v.shape[0]);
-    ++s.present;
+  } catch (...) {
+    for (size_t i = before; i < fields_.size(); ++i) index_.erase(fields_[i].name);
+    fields_.erase(fields_.begin() + static_cast<std::ptrdiff_t>(before), fields_.end());
+    for (auto& [i, saved] : undo) fields_[i] = std::move(saved);
+    throw;
   }
-  for (size_t i = 0; i < next.size(); ++i)
-    if (!seen[i]) ++next[i].missing;
-  fields_ = std::move(next);
+  for (size_t i = 0; i < fields_.size(); ++i)
+    if (!(state[i] & kSeen)) ++fields_[i].missing;
   ++samples_;
 }
 
@@ -231,8 +246,14 @@ void Schema::restore(const std::string& text) {
       s.typed = f.at("typed").get<bool>();
       fields.push_back(std::move(s));
     }
+    std::unordered_map<std::string, size_t> index;
+    for (size_t i = 0; i < fields.size(); ++i)
+      if (!index.emplace(fields[i].name, i).second)
+        throw FatalError("corrupt schema checkpoint: the field '" + fields[i].name +
+                         "' is listed twice");
     samples_ = j.at("samples").get<uint64_t>();
     fields_ = std::move(fields);
+    index_ = std::move(index);
   } catch (const nlohmann::json::exception& e) {
     throw FatalError(std::string("corrupt schema checkpoint: ") + e.what());
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "labels/field_value.h"
@@ -56,10 +57,13 @@ class Schema {
   /// Checks one sample's fields against the schema and widens it (new fields, missing ones,
   /// promotions, the JSON fallback). Throws SampleError naming the member, the field and both
   /// shapes for what cannot be reconciled (shapes of a non-JSON source); the schema is
-  /// unchanged then.
+  /// unchanged then. Costs the sample's fields plus the schema's (no search over the schema
+  /// per field): a table may have a million columns.
   void observe(const std::vector<SampleField>& fields);
 
   const std::vector<FieldSchema>& fields() const { return fields_; }
+  /// The position in fields() of the field named `name`, which observe() has seen.
+  size_t index(const std::string& name) const { return index_.at(name); }
   uint64_t samples() const { return samples_; }
   /// The schema as the format describes it (ragged first axes as -1).
   std::vector<FieldSpec> specs() const;
@@ -72,6 +76,7 @@ class Schema {
  private:
   std::set<std::string> declared_ragged_;
   std::vector<FieldSchema> fields_;
+  std::unordered_map<std::string, size_t> index_;  // name -> position in fields_
   uint64_t samples_ = 0;
 };
 

@@ -1,14 +1,17 @@
 #include "write/column_store.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 
 #include "common/error.h"
 #include "format/names.h"
@@ -171,88 +174,222 @@ void convert_elements(DType from, const uint8_t* src, uint64_t count, DType to,
   }
 }
 
-SpillColumn::SpillColumn(std::string name, std::string path)
-    : name_(std::move(name)), path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw_io_error("cannot create column spill file", path_, errno);
-  buffer_.reserve(kBufferSize);
-}
+namespace {
 
-SpillColumn::SpillColumn(std::string name, std::string path, Mark at)
-    : name_(std::move(name)), path_(std::move(path)), count_(at.count), flushed_(at.bytes) {
-  fd_ = reopen_cut_back(path_, at.bytes);
-  buffer_.reserve(kBufferSize);
-}
+// A chunk's header: column (u32), records (u32), bytes (u64).
+constexpr size_t kChunkHeader = 16;
 
-SpillColumn::Mark SpillColumn::checkpoint() {
-  flush();
-  if (::fdatasync(fd_) != 0) throw_io_error("cannot fsync", path_, errno);
-  return {flushed_, count_};
-}
-
-SpillColumn::~SpillColumn() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void SpillColumn::flush() {
+// write(2) of all of `data`, retrying partial writes and EINTR.
+void write_fully(int fd, const std::string& path, std::span<const uint8_t> data) {
   size_t done = 0;
-  while (done < buffer_.size()) {
-    ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0)
-      throw_io_error("cannot write " + std::to_string(buffer_.size() - done) + " bytes to", path_,
+      throw_io_error("cannot write " + std::to_string(data.size() - done) + " bytes to", path,
                      errno);
     done += static_cast<size_t>(n);
   }
-  flushed_ += buffer_.size();
-  buffer_.clear();
+}
+
+// pread(2) of exactly `n` bytes at `at`.
+void pread_fully(int fd, const std::string& path, uint8_t* p, uint64_t n, uint64_t at) {
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(at));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw_io_error("cannot read column spill file", path, errno);
+    if (r == 0) throw FatalError("column spill file '" + path + "' is truncated");
+    p += r;
+    at += static_cast<uint64_t>(r);
+    n -= static_cast<uint64_t>(r);
+  }
+}
+
+int open_for_reading(const std::string& path) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) throw_io_error("cannot open column spill file", path, errno);
+  return fd;
+}
+
+}  // namespace
+
+ColumnStore::ColumnStore(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw_io_error("cannot create column spill file", path_, errno);
+}
+
+ColumnStore::ColumnStore(std::string path, uint64_t bytes)
+    : path_(std::move(path)), length_(bytes) {
+  find_chunks(bytes);  // before anything is cut: a file that does not match stays as it is
+  fd_ = reopen_cut_back(path_, bytes);
+}
+
+ColumnStore::~ColumnStore() {
+  if (fd_ >= 0) ::close(fd_);
+  if (read_fd_ >= 0) ::close(read_fd_);
+}
+
+void ColumnStore::find_chunks(uint64_t bytes) {
+  const int fd = open_for_reading(path_);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw_io_error("cannot stat column spill file", path_, errno);
+  if (static_cast<uint64_t>(st.st_size) < bytes)
+    throw FatalError("cannot resume writing '" + path_ + "': it holds " +
+                     std::to_string(st.st_size) + " bytes, fewer than the " +
+                     std::to_string(bytes) + " its checkpoint recorded");
+  // Headers are read through a window of the file, so that small chunks cost no read each.
+  std::vector<uint8_t> window(std::min<uint64_t>(kChunkBytes, bytes));
+  uint64_t window_at = 0, window_len = 0;
+  uint64_t at = 0;
+  while (at < bytes) {
+    if (bytes - at < kChunkHeader)
+      throw FatalError("column spill file '" + path_ + "' ends inside a chunk header at byte " +
+                       std::to_string(at));
+    if (at < window_at || at + kChunkHeader > window_at + window_len) {
+      window_len = std::min<uint64_t>(window.size(), bytes - at);
+      pread_fully(fd, path_, window.data(), window_len, at);
+      window_at = at;
+    }
+    const uint8_t* h = window.data() + (at - window_at);
+    const uint32_t column = load<uint32_t>(h);
+    const uint32_t records = load<uint32_t>(h + 4);
+    const uint64_t n = load<uint64_t>(h + 8);
+    at += kChunkHeader;
+    if (n > bytes - at)
+      throw FatalError("column spill file '" + path_ + "': the chunk at byte " +
+                       std::to_string(at - kChunkHeader) + " runs past its checkpointed end");
+    Found& f = found_[column];
+    f.chunks.push_back({at, n});
+    f.records += records;
+    at += n;
+  }
+}
+
+SpillColumn& ColumnStore::add(std::string name) {
+  if (columns_.size() >= UINT32_MAX) throw FatalError("more than 2^32 - 1 label columns");
+  const auto id = static_cast<uint32_t>(columns_.size());
+  columns_.push_back(std::unique_ptr<SpillColumn>(new SpillColumn(*this, id, std::move(name))));
+  SpillColumn& c = *columns_.back();
+  if (auto it = found_.find(id); it != found_.end()) {
+    c.chunks_ = std::move(it->second.chunks);
+    c.count_ = it->second.records;
+    found_.erase(it);
+  }
+  return c;
+}
+
+void ColumnStore::check_records(uint64_t records) const {
+  const std::string where = "column spill file '" + path_ + "' does not match its checkpoint: ";
+  if (!found_.empty())
+    throw FatalError(where + "it holds records of " + std::to_string(found_.size()) +
+                     " columns more than the checkpoint's " + std::to_string(columns_.size()));
+  for (const auto& c : columns_)
+    if (c->count_ != records)
+      throw FatalError(where + "column '" + c->name_ + "' holds " + std::to_string(c->count_) +
+                       " records, not " + std::to_string(records));
+}
+
+uint64_t ColumnStore::write_chunk(uint32_t column, uint64_t records,
+                                  std::span<const uint8_t> bytes) {
+  if (fd_ < 0) throw std::logic_error("a column appended to after ColumnStore::finish()");
+  if (records > UINT32_MAX) throw std::logic_error("a spill chunk of more than 2^32 - 1 records");
+  store<uint32_t>(out_, column);
+  store<uint32_t>(out_, static_cast<uint32_t>(records));
+  store<uint64_t>(out_, bytes.size());
+  length_ += kChunkHeader;
+  const uint64_t at = length_;
+  if (bytes.size() >= kChunkBytes) {
+    flush();
+    write_fully(fd_, path_, bytes);
+  } else {
+    out_.insert(out_.end(), bytes.begin(), bytes.end());
+    if (out_.size() >= kChunkBytes) flush();
+  }
+  length_ += bytes.size();
+  return at;
+}
+
+void ColumnStore::flush() {
+  write_fully(fd_, path_, out_);
+  out_.clear();
+}
+
+void ColumnStore::spill_all(bool release) {
+  for (auto& c : columns_) c->spill(release);
+}
+
+uint64_t ColumnStore::checkpoint() {
+  spill_all(false);
+  flush();
+  if (::fdatasync(fd_) != 0) throw_io_error("cannot fsync", path_, errno);
+  return length_;
+}
+
+void ColumnStore::finish() {
+  if (fd_ < 0) return;
+  flush();
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) throw_io_error("cannot close", path_, errno);
+  read_fd_ = open_for_reading(path_);
+}
+
+void SpillColumn::appended(size_t capacity_before) {
+  ++count_;
+  ++buffered_records_;
+  store_->held_ += buffer_.capacity() - capacity_before;
+  if (buffer_.size() >= ColumnStore::kChunkBytes) spill(false);
+  if (store_->held_ > ColumnStore::kBudgetBytes) store_->spill_all(true);
+}
+
+void SpillColumn::spill(bool release) {
+  if (!buffer_.empty()) {
+    chunks_.push_back({store_->write_chunk(id_, buffered_records_, buffer_), buffer_.size()});
+    buffer_.clear();
+    buffered_records_ = 0;
+  }
+  if (release) {
+    store_->held_ -= buffer_.capacity();
+    std::vector<uint8_t>().swap(buffer_);
+  }
 }
 
 void SpillColumn::append_missing() {
+  const size_t capacity = buffer_.capacity();
   store<uint8_t>(buffer_, kMissingTag);
   store<uint8_t>(buffer_, 0);
   store<uint64_t>(buffer_, 0);
-  if (buffer_.size() >= kBufferSize) flush();
-  ++count_;
+  appended(capacity);
 }
 
 void SpillColumn::append(DType dtype, std::span<const int64_t> shape,
                          std::span<const uint8_t> bytes, FieldKind kind) {
+  const size_t capacity = buffer_.capacity();
   store<uint8_t>(buffer_, static_cast<uint8_t>(static_cast<uint8_t>(dtype) |
                                                (static_cast<uint8_t>(kind) << kKindShift)));
   store<uint8_t>(buffer_, static_cast<uint8_t>(shape.size()));
   for (int64_t d : shape) store(buffer_, d);
   store<uint64_t>(buffer_, bytes.size());
-  if (buffer_.size() + bytes.size() > kBufferSize) flush();
-  if (bytes.size() >= kBufferSize) {
-    buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
-    flush();
-  } else {
-    buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
-  }
-  ++count_;
+  buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
+  appended(capacity);
 }
 
-void SpillColumn::close() {
-  if (fd_ < 0) return;
-  flush();
-  if (::close(fd_) != 0) {
-    fd_ = -1;
-    throw_io_error("cannot close", path_, errno);
-  }
-  fd_ = -1;
-}
-
-namespace {
-
-// Reads a spill file record by record.
-class SpillReader {
+// Reads a column's records back: its chunks in the file, then what it still buffers.
+class SpillColumn::Reader {
  public:
-  explicit SpillReader(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw_io_error("cannot open column spill file", path, errno);
+  explicit Reader(const SpillColumn& c) : c_(c), path_(c.store_->path_) {
+    if (c.store_->read_fd_ < 0)
+      throw std::logic_error("a spill column read before ColumnStore::finish()");
+    uint64_t largest = 0;
+    for (const Chunk& k : c.chunks_) largest = std::max(largest, k.bytes);
+    buf_.resize(std::min<uint64_t>(largest, ColumnStore::kChunkBytes));
   }
-  ~SpillReader() { ::close(fd_); }
   /// Next record; false at the end. `missing`: a sample without a value (no shape, no bytes).
   bool next(DType& dtype, std::vector<int64_t>& shape, std::vector<uint8_t>& bytes,
             bool* missing = nullptr, FieldKind* kind = nullptr) {
@@ -274,19 +411,13 @@ class SpillReader {
  private:
   bool read_exact(uint8_t* p, uint64_t n, bool eof_ok) {
     while (n > 0) {
-      if (pos_ == len_) {
-        ssize_t r = ::read(fd_, buf_.data(), buf_.size());
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) throw_io_error("cannot read column spill file", path_, errno);
-        if (r == 0) {
-          if (eof_ok) return false;
-          throw FatalError("column spill file '" + path_ + "' is truncated");
-        }
-        pos_ = 0;
-        len_ = static_cast<size_t>(r);
+      if (pos_ == len_ && !refill()) {
+        if (eof_ok) return false;
+        throw FatalError("column spill file '" + path_ + "' is truncated (column '" + c_.name_ +
+                         "')");
       }
       const size_t take = std::min<uint64_t>(n, len_ - pos_);
-      std::memcpy(p, buf_.data() + pos_, take);
+      std::memcpy(p, data_ + pos_, take);
       pos_ += take;
       p += take;
       n -= take;
@@ -294,11 +425,38 @@ class SpillReader {
     }
     return true;
   }
-  std::string path_;
-  int fd_;
-  std::vector<uint8_t> buf_ = std::vector<uint8_t>(kBufferSize);
+  // The next piece of the column: more of its chunks, or its buffer; false after the last.
+  bool refill() {
+    for (; chunk_ < c_.chunks_.size(); ++chunk_, in_chunk_ = 0) {
+      const Chunk& k = c_.chunks_[chunk_];
+      if (in_chunk_ == k.bytes) continue;
+      const uint64_t take = std::min<uint64_t>(buf_.size(), k.bytes - in_chunk_);
+      pread_fully(c_.store_->read_fd_, path_, buf_.data(), take, k.offset + in_chunk_);
+      in_chunk_ += take;
+      data_ = buf_.data();
+      pos_ = 0;
+      len_ = take;
+      return true;
+    }
+    if (buffer_read_ || c_.buffer_.empty()) return false;
+    buffer_read_ = true;
+    data_ = c_.buffer_.data();
+    pos_ = 0;
+    len_ = c_.buffer_.size();
+    return true;
+  }
+
+  const SpillColumn& c_;
+  const std::string& path_;
+  std::vector<uint8_t> buf_;
+  const uint8_t* data_ = nullptr;
   size_t pos_ = 0, len_ = 0;
+  size_t chunk_ = 0;
+  uint64_t in_chunk_ = 0;
+  bool buffer_read_ = false;
 };
+
+namespace {
 
 // A numeric record's elements as JSON values nested by its shape.
 nlohmann::json numeric_json(DType dt, const std::vector<int64_t>& shape,
@@ -342,10 +500,10 @@ void append_json_text(FieldKind kind, DType dt, const std::vector<int64_t>& shap
 
 // Streams every record's elements, converted to `to`, to the sink: the values of a column.
 // A record without a value adds `missing_bytes` zero bytes (a fixed column's zeros) or nothing.
-static std::function<void(ByteSink&)> values_filler(std::string path, DType to,
-                                                    uint64_t missing_bytes, bool as_json) {
-  return [path = std::move(path), to, missing_bytes, as_json](ByteSink& sink) {
-    SpillReader r(path);
+std::function<void(ByteSink&)> SpillColumn::values_filler(DType to, uint64_t missing_bytes,
+                                                          bool as_json) const {
+  return [this, to, missing_bytes, as_json](ByteSink& sink) {
+    Reader r(*this);
     DType dt;
     std::vector<int64_t> s;
     std::vector<uint8_t> bytes, converted;
@@ -370,7 +528,7 @@ TensorSpec SpillColumn::fixed_tensor(DType to, std::vector<int64_t> sample_shape
   shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
   uint64_t elements = 1;
   for (int64_t d : sample_shape) elements *= static_cast<uint64_t>(d);
-  return {name_, to, shape, values_filler(path_, to, elements * dtype_size(to), false)};
+  return {name_, to, shape, values_filler(to, elements * dtype_size(to), false)};
 }
 
 std::vector<TensorSpec> SpillColumn::ragged_tensors(DType to, std::vector<int64_t> inner,
@@ -378,14 +536,13 @@ std::vector<TensorSpec> SpillColumn::ragged_tensors(DType to, std::vector<int64_
                                                     bool as_json) const {
   std::vector<int64_t> vshape{static_cast<int64_t>(total_first_axis)};
   vshape.insert(vshape.end(), inner.begin(), inner.end());
-  std::string path = path_;
   TensorSpec values{name_ + ".values", as_json ? DType::U8 : to, vshape,
-                    values_filler(path_, to, 0, as_json)};
+                    values_filler(to, 0, as_json)};
   TensorSpec offsets{name_ + ".offsets",
                      DType::I64,
                      {static_cast<int64_t>(n + 1)},
-                     [path, as_json](ByteSink& sink) {
-                       SpillReader r(path);
+                     [this, as_json](ByteSink& sink) {
+                       Reader r(*this);
                        DType dt;
                        std::vector<int64_t> s;
                        std::vector<uint8_t> bytes, text;
@@ -416,28 +573,26 @@ std::vector<TensorSpec> SpillColumn::ragged_tensors(DType to, std::vector<int64_
 }
 
 TensorSpec SpillColumn::valid_tensor(uint64_t n) const {
-  return {format::valid_tensor(name_),
-          DType::BOOL,
-          {static_cast<int64_t>(n)},
-          [path = path_](ByteSink& sink) {
-            SpillReader r(path);
-            DType dt;
-            std::vector<int64_t> s;
-            std::vector<uint8_t> bytes, out;
-            bool missing;
-            while (r.next(dt, s, bytes, &missing)) {
-              out.push_back(missing ? 0 : 1);
-              if (out.size() >= kBufferSize) {
-                sink.write(out);
-                out.clear();
-              }
-            }
+  return {
+      format::valid_tensor(name_), DType::BOOL, {static_cast<int64_t>(n)}, [this](ByteSink& sink) {
+        Reader r(*this);
+        DType dt;
+        std::vector<int64_t> s;
+        std::vector<uint8_t> bytes, out;
+        bool missing;
+        while (r.next(dt, s, bytes, &missing)) {
+          out.push_back(missing ? 0 : 1);
+          if (out.size() >= kBufferSize) {
             sink.write(out);
-          }};
+            out.clear();
+          }
+        }
+        sink.write(out);
+      }};
 }
 
 uint64_t SpillColumn::json_text_bytes() const {
-  SpillReader r(path_);
+  Reader r(*this);
   DType dt;
   std::vector<int64_t> s;
   std::vector<uint8_t> bytes, text;

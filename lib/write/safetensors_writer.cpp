@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "format/json_object.h"
 #include "write/file_util.h"
 
 namespace tarmac {
@@ -100,9 +101,10 @@ void write_safetensors(const std::string& path, std::vector<TensorSpec> tensors,
     if (size > std::numeric_limits<uint64_t>::max() - offset)
       throw std::invalid_argument("safetensors data buffer size overflows 64 bits");
     sizes.push_back(size);
-    header[t.name] = {{"dtype", dtype_name(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + size}}};
+    format::append_new_key(header, t.name,
+                           {{"dtype", dtype_name(t.dtype)},
+                            {"shape", t.shape},
+                            {"data_offsets", {offset, offset + size}}});
     offset += size;
   }
 

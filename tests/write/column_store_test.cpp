@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -13,6 +15,7 @@
 #include "write/column_store.h"
 #include "write/safetensors_writer.h"
 
+using tarmac::ColumnStore;
 using tarmac::convert_elements;
 using tarmac::DType;
 using tarmac::SpillColumn;
@@ -196,21 +199,21 @@ TEST_CASE("convert_elements: integral floats to integers keep their value") {
 
 TEST_CASE("SpillColumn: a fixed column of mixed record dtypes, written and parsed back") {
   TempDir dir;
-  SpillColumn label("label", dir.file("label.spill"));
+  ColumnStore store(dir.file("columns.spill"));
+  SpillColumn& label = store.add("label");
   append(label, DType::BOOL, {}, std::vector<uint8_t>{1});
   append(label, DType::I64, {}, std::vector<int64_t>{-5});
   append(label, DType::U8, {}, std::vector<uint8_t>{200});
   append(label, DType::I32, {}, std::vector<int32_t>{-2147483647 - 1});
-  SpillColumn box("box", dir.file("box.spill"));
+  SpillColumn& box = store.add("box");
   append(box, DType::F32, {2, 2}, std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f});
   append(box, DType::I64, {2, 2}, std::vector<int64_t>{-1, 0, 1, 2});
   append(box, DType::F64, {2, 2}, std::vector<double>{1e300, -0.25, 7, 8});
   CHECK(label.count() == 4);
   CHECK(box.count() == 3);
   CHECK(label.name() == "label");
-  label.close();
-  box.close();
-  label.close();  // closing twice is harmless
+  store.finish();
+  store.finish();  // finishing twice is harmless
 
   const auto w = write_and_parse(
       dir.file("a.safetensors"),
@@ -226,19 +229,19 @@ TEST_CASE("SpillColumn: a fixed column of mixed record dtypes, written and parse
 
 TEST_CASE("SpillColumn: ragged values and offsets") {
   TempDir dir;
-  SpillColumn boxes("boxes", dir.file("boxes.spill"));
+  ColumnStore store(dir.file("columns.spill"));
+  SpillColumn& boxes = store.add("boxes");
   append(boxes, DType::I64, {2, 4}, std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8});
   append(boxes, DType::F64, {0, 4}, std::vector<double>{});
   append(boxes, DType::U8, {3, 4},
          std::vector<uint8_t>{9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20});
   append(boxes, DType::F32, {1, 4}, std::vector<float>{-0.5f, 0.25f, 100.f, -1e-3f});
-  SpillColumn caption("caption", dir.file("caption.spill"));
+  SpillColumn& caption = store.add("caption");
   for (const std::string s : {"ab", "", "xyz", "caf\xc3\xa9"}) {
     const std::vector<uint8_t> b(s.begin(), s.end());
     append(caption, DType::U8, {static_cast<int64_t>(b.size())}, b);
   }
-  boxes.close();
-  caption.close();
+  store.finish();
 
   std::vector<TensorSpec> specs = boxes.ragged_tensors(DType::F64, {4}, 6, 4);
   for (auto& t : caption.ragged_tensors(DType::U8, {}, 10, 4)) specs.push_back(std::move(t));
@@ -260,7 +263,8 @@ TEST_CASE("SpillColumn: ragged values and offsets") {
 
 TEST_CASE("SpillColumn: records larger than the spill buffer and many small ones") {
   TempDir dir;
-  SpillColumn col("blob", dir.file("blob.spill"));
+  ColumnStore store(dir.file("columns.spill"));
+  SpillColumn& col = store.add("blob");
   std::vector<uint8_t> expected;
   std::vector<int64_t> offsets{0};
   auto add = [&](size_t n, uint8_t seed) {
@@ -274,7 +278,7 @@ TEST_CASE("SpillColumn: records larger than the spill buffer and many small ones
   for (int i = 0; i < 3000; ++i) add(700 + i % 13, static_cast<uint8_t>(i));  // ~2 MiB
   add((1 << 20) - 5, 9);  // just under the buffer, after a partly filled one
   add(0, 0);
-  col.close();
+  store.finish();
   const uint64_t n = col.count();
   CHECK(n == 3003);
 
@@ -285,6 +289,135 @@ TEST_CASE("SpillColumn: records larger than the spill buffer and many small ones
   CHECK(values_of<int64_t>(o.data(), n + 1) == offsets);
 }
 
-TEST_CASE("SpillColumn: an unwritable spill path is a fatal error") {
-  CHECK_THROWS_AS(SpillColumn("x", "/nonexistent/tarmac/dir/x.spill"), tarmac::FatalError);
+TEST_CASE("ColumnStore: an unwritable spill path is a fatal error") {
+  CHECK_THROWS_AS(ColumnStore("/nonexistent/tarmac/dir/x.spill"), tarmac::FatalError);
+}
+
+namespace {
+
+// Column c's value in sample i of the tests below: i * 1000 + c, as I64.
+int64_t value_of(size_t c, uint64_t i) {
+  return static_cast<int64_t>(i * 1000 + c);
+}
+
+// Appends sample i to every column (every third column null in odd samples).
+void append_sample(const std::vector<SpillColumn*>& cols, uint64_t i) {
+  for (size_t c = 0; c < cols.size(); ++c) {
+    if (c % 3 == 0 && i % 2 == 1)
+      cols[c]->append_missing();
+    else
+      append(*cols[c], DType::I64, {}, std::vector<int64_t>{value_of(c, i)});
+  }
+}
+
+// Checks that every column holds samples [0, n) as append_sample() wrote them.
+void check_columns(const std::string& dir, const std::vector<SpillColumn*>& cols, uint64_t n) {
+  std::vector<TensorSpec> specs;
+  for (SpillColumn* c : cols) {
+    CHECK(c->count() == n);
+    specs.push_back(c->fixed_tensor(DType::I64, {}, n));
+    specs.push_back(c->valid_tensor(n));
+  }
+  const auto w = write_and_parse(dir + "/out.safetensors", std::move(specs));
+  for (size_t c = 0; c < cols.size(); ++c) {
+    const auto v = values_of<int64_t>(
+        w.tensor(cols[c]->name(), DType::I64, {static_cast<int64_t>(n)}).data(), n);
+    const auto valid = w.tensor(cols[c]->name() + ".valid", DType::BOOL, {static_cast<int64_t>(n)});
+    for (uint64_t i = 0; i < n; ++i) {
+      const bool null = c % 3 == 0 && i % 2 == 1;
+      CHECK(valid[i] == (null ? 0 : 1));
+      CHECK(v[i] == (null ? 0 : value_of(c, i)));
+    }
+  }
+}
+
+size_t files_in(const std::string& dir) {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(dir),
+                                           std::filesystem::directory_iterator()));
+}
+
+}  // namespace
+
+// Issue #25 (item 4): a table of 20 000 columns opened a spill file per column and died with
+// "Too many open files"; every column now shares one file.
+TEST_CASE("ColumnStore: twenty thousand columns share one spill file") {
+  TempDir dir;
+  ColumnStore store(dir.file("columns.spill"));
+  std::vector<SpillColumn*> cols;
+  for (int c = 0; c < 20000; ++c) cols.push_back(&store.add("c" + std::to_string(c)));
+  for (uint64_t i = 0; i < 3; ++i) append_sample(cols, i);
+  store.checkpoint();  // every column's records to the file, as chunks
+  for (uint64_t i = 3; i < 5; ++i) append_sample(cols, i);
+  CHECK(files_in(dir.path()) == 1);
+  store.finish();
+  check_columns(dir.path(), cols, 5);
+}
+
+TEST_CASE("ColumnStore: records past the memory budget go to the file, column by column") {
+  TempDir dir;
+  ColumnStore store(dir.file("columns.spill"));
+  std::vector<SpillColumn*> cols;
+  for (int c = 0; c < 300; ++c) cols.push_back(&store.add("c" + std::to_string(c)));
+  // 300 columns x 12 000 records x 18 bytes: 65 MB, past the 64 MiB budget once, with no
+  // column near its own 1 MiB chunk; then three columns alone, past their chunks.
+  const uint64_t n = 12000;
+  for (uint64_t i = 0; i < n; ++i) append_sample(cols, i);
+  std::vector<SpillColumn*> few(cols.begin(), cols.begin() + 3);
+  for (uint64_t i = n; i < 4 * n; ++i) {
+    append_sample(few, i);
+    for (size_t c = 3; c < cols.size(); ++c) cols[c]->append_missing();
+  }
+  store.finish();
+  const auto all = static_cast<int64_t>(4 * n);
+  check_columns(dir.path(), few, 4 * n);
+  std::vector<SpillColumn*> rest(cols.begin() + 3, cols.end());
+  std::vector<TensorSpec> specs;
+  for (SpillColumn* c : rest) specs.push_back(c->valid_tensor(4 * n));
+  const auto w = write_and_parse(dir.file("rest.safetensors"), std::move(specs));
+  for (size_t k = 0; k < rest.size(); ++k) {
+    const auto valid = w.tensor(rest[k]->name() + ".valid", DType::BOOL, {all});
+    const size_t c = k + 3;
+    uint64_t present = 0;
+    for (uint64_t i = 0; i < 4 * n; ++i) present += valid[i];
+    CHECK(present == (c % 3 == 0 ? n / 2 : n));
+  }
+}
+
+TEST_CASE("ColumnStore: a resumed store goes on from its checkpoint") {
+  TempDir dir;
+  const std::string path = dir.file("columns.spill");
+  uint64_t at = 0;
+  {
+    ColumnStore store(path);
+    std::vector<SpillColumn*> cols;
+    for (int c = 0; c < 50; ++c) cols.push_back(&store.add("c" + std::to_string(c)));
+    for (uint64_t i = 0; i < 7; ++i) append_sample(cols, i);
+    at = store.checkpoint();
+    for (uint64_t i = 7; i < 9; ++i) append_sample(cols, i);  // lost: after the checkpoint
+    store.checkpoint();
+  }
+  SECTION("the same columns: records after the checkpoint are cut off") {
+    ColumnStore store(path, at);
+    std::vector<SpillColumn*> cols;
+    for (int c = 0; c < 50; ++c) cols.push_back(&store.add("c" + std::to_string(c)));
+    CHECK_NOTHROW(store.check_records(7));
+    for (uint64_t i = 7; i < 10; ++i) append_sample(cols, i);
+    store.finish();
+    check_columns(dir.path(), cols, 10);
+  }
+  SECTION("a checkpoint the file does not match is refused") {
+    ColumnStore store(path, at);
+    for (int c = 0; c < 49; ++c) store.add("c" + std::to_string(c));
+    CHECK_THROWS_AS(store.check_records(7), tarmac::FatalError);  // a column not added
+    store.add("c49");
+    CHECK_THROWS_AS(store.check_records(8), tarmac::FatalError);  // other record counts
+    CHECK_NOTHROW(store.check_records(7));
+    store.add("c50");
+    CHECK_THROWS_AS(store.check_records(7), tarmac::FatalError);  // a column without records
+  }
+  SECTION("a length inside a chunk, or past the file, is refused") {
+    CHECK_THROWS_AS(ColumnStore(path, at - 3), tarmac::FatalError);
+    CHECK_THROWS_AS(ColumnStore(path, 10), tarmac::FatalError);
+    CHECK_THROWS_AS(ColumnStore(path, std::filesystem::file_size(path) + 1), tarmac::FatalError);
+  }
 }
