@@ -261,6 +261,31 @@ json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& in
   return fp;
 }
 
+json read_position(const ReadMark& mark, const std::vector<InputInfo>& inputs) {
+  json done = json::array();
+  for (uint32_t j = 0; j < mark.input; ++j) done.push_back({inputs[j].bytes_read, inputs[j].crc32});
+  return {{"input", mark.input},
+          {"bytes", mark.bytes},
+          {"crc32", mark.crc32},
+          {"end", mark.at_end},
+          {"done", std::move(done)}};
+}
+
+std::optional<ReadExpectation> read_expectation(const json& cp) {
+  if (!cp.contains("read") || cp["read"].is_null()) return std::nullopt;
+  try {
+    const json& r = cp["read"];
+    ReadExpectation e;
+    e.mark = {r.at("input").get<uint32_t>(), r.at("bytes").get<uint64_t>(),
+              r.at("crc32").get<uint32_t>(), r.at("end").get<bool>()};
+    e.done = r.at("done").get<std::vector<std::pair<uint64_t, uint32_t>>>();
+    return e;
+  } catch (const json::exception& e) {
+    throw FatalError(std::string("cannot resume: the checkpoint's read position cannot be read (") +
+                     e.what() + "); run again with --overwrite to start again");
+  }
+}
+
 namespace {
 std::string o_table_path(const json& fp) {
   return fp.contains("table") ? fp["table"].value("path", "") : "";

@@ -306,6 +306,8 @@ ConvertResult convert(const ConvertOptions& options) {
     ro.skip_errors = o.skip_errors;
     ro.exclude = exclude;
     InputReader reader(part_inputs, ro);
+    if (cp)
+      if (auto expected = read_expectation(*cp)) reader.expect(std::move(*expected));
     DatasetWriter writer(o, staging, cp ? &cp->at("writer") : nullptr);
     if (cp) {
       result.resumed = true;
@@ -511,6 +513,9 @@ ConvertResult convert(const ConvertOptions& options) {
                              ". Nothing was published; pass --allow-empty to accept an empty "
                              "dataset",
                          0, std::nullopt);
+  } catch (const InputChanged& e) {
+    // Refused before anything new was written: the checkpoint stays for --overwrite to discard.
+    throw FatalError(e.what());
   } catch (const BadSampleError& e) {
     throw ConvertStopped(e.what(), 0, keep_resumable(o, staging), /*bad_sample=*/true);
   } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "convert/checkpoint.h"
 #include "format/names.h"
 #include "write/file_util.h"
 
@@ -34,6 +35,7 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
       duplicates_(staging_ / "duplicates.jsonl", log_mark(resume, 2)) {
   if (!resume) return;
   entries_done_ = resume->at("entries").get<uint64_t>();
+  resume_read_ = resume->value("read", json());
   result.skipped_samples = resume->at("counts").at(0).get<uint64_t>();
   result.ignored_members = resume->at("counts").at(1).get<uint64_t>();
   result.duplicates = resume->at("counts").at(2).get<uint64_t>();
@@ -46,6 +48,7 @@ void RunRecorder::write_checkpoint() {
   c["tarmac_checkpoint"] = 1;
   c["run"] = fingerprint_;
   c["entries"] = entries_done_;
+  c["read"] = mark_from_run_ ? read_position(mark_, reader_.inputs()) : resume_read_;
   c["writer"] = writer_.checkpoint();
   c["logs"] = {skipped_.checkpoint(), ignored_.checkpoint(), duplicates_.checkpoint()};
   c["counts"] = {result_.skipped_samples, result_.ignored_members, result_.duplicates,
@@ -85,6 +88,8 @@ void RunRecorder::handle(Entry& entry) {
     // so that `--resume --on-error skip` goes on past it without redoing anything.
     write_checkpoint();
   }
+  mark_ = entry.mark;  // the checkpoints from here on cover this entry
+  mark_from_run_ = true;
   for (const DuplicateNote& d : entry.raw.duplicates) {
     json j = {{"input", input_path}, {"sample", entry.raw.key}};
     if (!d.member.empty()) j["member"] = d.member;

@@ -60,7 +60,12 @@ void SampleFeed::add_entry(Entry&& e) {
   if (entries_read_++ < resume_entries_) {
     e.replay = true;
     e.raw.members = {};
+  } else if (!reader_.verified()) {
+    // Unchanged inputs are read again past the checkpoint's position before the sample after it
+    // is released (as they were then); anything new before that is written from changed bytes.
+    reader_.refuse_changed(reader_.mark().input);
   }
+  e.mark = reader_.mark();
   batch_.bytes += e.ahead ? e.ahead->bytes() : e.raw.bytes();
   batch_.entries.push_back(std::move(e));
   if (batch_.entries.size() >= kBatchSamples || batch_.bytes >= kBatchBytes) flush_batch();
