@@ -100,6 +100,8 @@ int report_stop(const ConvertStopped& e, const ConvertOptions& o, const GlobalFl
   spdlog::error("{}", e.what());
   if (!e.kept_samples()) {
     spdlog::error("nothing was kept: '{}' holds no dataset", o.output);
+  } else if (*e.kept_samples() == 0 && !e.bad_sample()) {
+    spdlog::error("no sample had been converted yet: run the same command again to start over");
   } else {
     spdlog::error(
         "{} converted sample(s) are kept in '{}' (a checkpoint); nothing in '{}' looks like a "

@@ -145,9 +145,10 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
       r.complete = true;
       return r;
     }
-    // A plain run never throws converted work away unasked: the user says which they want.
+    // A plain run never throws converted work away unasked: the user says which they want. A
+    // checkpoint of no sample (stopped or failed at once) holds none: the run starts over.
     if (!o.resume && !o.overwrite && !has_labels)
-      if (const auto kept = checkpoint_samples(staging))
+      if (const auto kept = checkpoint_samples(staging); kept && *kept > 0)
         throw FatalError("'" + out.string() +
                          "' holds an interrupted conversion: " + std::to_string(*kept) +
                          " sample(s) converted and checkpointed in '" + staging.string() +

@@ -347,6 +347,27 @@ class ResumeTest(fx.TmpCase):
         self.rewrite_in_place(zp, write_zip({5: 6}))
         self.refused_then_overwritten(args, zp, out, 5, 6)
 
+    def test_a_checkpoint_of_no_sample_does_not_block_a_plain_run(self):
+        # Issue #25, 16a: a run that fails at its first sample (--on-error fail) checkpoints the
+        # samples before it: none. Run again plainly once the sample is fixed, it starts over
+        # rather than being refused as "an interrupted conversion: 0 sample(s) converted".
+        jpg = fx.jpg(fx.smooth_rgb(64, 48), quality=90)
+        good = [m for i in range(30) for m in (("z/%02d.jpg" % i, jpg), ("z/%02d.json" % i, fx.js({"i": i})))]
+        tar = self.path("first-bad.tar")
+        fx.write_tar(tar, [("z/00.jpg", jpg[:200])] + good[1:])
+        out = self.path("first-bad")
+        args = ["convert", tar, "-o", out, "--size", "32", "--on-error", "fail"]
+        p = fx.run(args)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("z/00", p.stderr.decode(errors="replace"))
+        with open(os.path.join(out, ".tarmac-partial", "checkpoint.json")) as f:
+            self.assertEqual(json.load(f)["writer"]["samples"], 0)
+        fx.write_tar(tar, good)
+        p = fx.run(args)
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        self.assertNotIn("resumed", self.manifest(out))
+        self.assertEqual(fx.Dataset(out).keys, ["z/%02d" % i for i in range(30)])
+
     def test_resume_without_an_interrupted_run_converts_from_the_start(self):
         out = self.path("fresh")
         p = fx.run(self.args(out, "--resume"))
