@@ -186,7 +186,7 @@ SpillColumn::SpillColumn(std::string name, std::string path, Mark at)
 
 SpillColumn::Mark SpillColumn::checkpoint() {
   flush();
-  if (::fdatasync(fd_) != 0) throw_io_error("cannot fsync", path_, errno);
+  if (::fdatasync(fd_) != 0) throw_write_error("cannot fsync", path_, errno);
   return {flushed_, count_};
 }
 
@@ -199,9 +199,9 @@ void SpillColumn::flush() {
   while (done < buffer_.size()) {
     ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      throw_io_error("cannot write " + std::to_string(buffer_.size() - done) + " bytes to", path_,
-                     errno);
+    if (n <= 0)  // write(2) of a regular file returns 0 only when no byte fits
+      throw_write_error("cannot write " + std::to_string(buffer_.size() - done) + " bytes to",
+                        path_, n < 0 ? errno : ENOSPC);
     done += static_cast<size_t>(n);
   }
   flushed_ += buffer_.size();
@@ -238,7 +238,7 @@ void SpillColumn::close() {
   flush();
   if (::close(fd_) != 0) {
     fd_ = -1;
-    throw_io_error("cannot close", path_, errno);
+    throw_write_error("cannot close", path_, errno);
   }
   fd_ = -1;
 }
