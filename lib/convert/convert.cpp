@@ -344,7 +344,10 @@ ConvertResult convert(const ConvertOptions& options) {
       if (!progress) return;
       progress->samples.store(writer.samples(), std::memory_order_relaxed);
       progress->skipped.store(result.skipped_samples, std::memory_order_relaxed);
-      progress->handled.store(recorder.entries_done(), std::memory_order_relaxed);
+      // With a table the samples are rows, and a group of rows one entry: rows are counted.
+      progress->handled.store(
+          plan ? writer.samples() + result.skipped_samples : recorder.entries_done(),
+          std::memory_order_relaxed);
     };
     report();
 

@@ -211,7 +211,8 @@ struct ConvertProgress {
   std::atomic<Phase> phase{Phase::Starting};
   std::atomic<uint64_t> samples{0};  ///< written into the dataset
   std::atomic<uint64_t> skipped{0};  ///< bad samples left out (--on-error skip)
-  /// Samples whose work is done: written, skipped, or left out as duplicates.
+  /// Samples whose work is done: written, skipped, or left out as duplicates. With --table,
+  /// rows (as `seen`): a group of rows sharing an image is one sample of the feed.
   std::atomic<uint64_t> handled{0};
   /// Samples met in the input so far (grouped, or waiting in the group window); the total once
   /// input_done.

@@ -35,7 +35,7 @@ void SampleFeed::run() noexcept {
   }
   if (o_.progress) {
     o_.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
-    o_.progress->seen.store(entries_read_, std::memory_order_relaxed);
+    o_.progress->seen.store(table_ ? rows_read_ : entries_read_, std::memory_order_relaxed);
     o_.progress->input_done.store(true);
   }
   pipe_.close_input(seq_);
@@ -66,6 +66,8 @@ void SampleFeed::add_entry(Entry&& e) {
     reader_.refuse_changed(reader_.mark().input);
   }
   e.mark = reader_.mark();
+  if (e.raw.table_group >= 0)
+    rows_read_ += table_->groups()[static_cast<size_t>(e.raw.table_group)].rows.size();
   batch_.bytes += e.ahead ? e.ahead->bytes() : e.raw.bytes();
   batch_.entries.push_back(std::move(e));
   if (batch_.entries.size() >= kBatchSamples || batch_.bytes >= kBatchBytes) flush_batch();
@@ -171,6 +173,10 @@ void SampleFeed::on_input_end() {
 
 // --table: a member goes to every group of rows naming it; a group complete goes to the workers.
 void SampleFeed::on_table_member(uint32_t input, Member&& m) {
+  if (o_.progress) {  // rows of the groups released, with the bytes read for them
+    o_.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
+    o_.progress->seen.store(rows_read_, std::memory_order_relaxed);
+  }
   const auto* slots = table_->slots(m.name);
   if (!slots) {
     std::string key, ext;

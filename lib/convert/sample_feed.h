@@ -76,6 +76,7 @@ class SampleFeed {
 
   std::exception_ptr failure_;
   uint64_t entries_read_ = 0;
+  uint64_t rows_read_ = 0;  // --table: rows of the groups released (the progress counts rows)
   double seconds_ = 0;
   double first_release_seconds_ = 0;
   std::vector<MemberNotice> notices_;
