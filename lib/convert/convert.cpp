@@ -227,6 +227,8 @@ const char* phase_text(ConvertProgress::Phase phase) {
       return "writing the annotation file";
     case ConvertProgress::Phase::Done:
       return "done";
+    case ConvertProgress::Phase::Stopped:
+      return "stopped";
   }
   return "";
 }
@@ -385,6 +387,8 @@ ConvertResult convert(const ConvertOptions& options) {
       o.stop->checkpointing.store(false);
       pipe.cancel();
       pool.join();
+      report();
+      if (progress) progress->phase.store(ConvertProgress::Phase::Stopped);
       throw StopSignal{o.stop->signal.load()};
     }
     const double writer_seconds = seconds_since(writer_t0);

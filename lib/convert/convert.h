@@ -207,7 +207,17 @@ struct ConvertResult {
 /// at least every 100 ms); any thread may read it at any time, e.g. to draw a progress line.
 /// Counts are of this run's part and include what a resumed run had done before.
 struct ConvertProgress {
-  enum class Phase { Starting, ClassScan, FirstScan, LastScan, Converting, Finishing, Done };
+  /// Stopped: a stop request ended the run; the counts are those its checkpoint keeps.
+  enum class Phase {
+    Starting,
+    ClassScan,
+    FirstScan,
+    LastScan,
+    Converting,
+    Finishing,
+    Done,
+    Stopped
+  };
   std::atomic<Phase> phase{Phase::Starting};
   std::atomic<uint64_t> samples{0};  ///< written into the dataset
   std::atomic<uint64_t> skipped{0};  ///< bad samples left out (--on-error skip)

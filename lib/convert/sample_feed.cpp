@@ -33,7 +33,8 @@ void SampleFeed::run() noexcept {
       pipe_.cancel();
     }
   }
-  if (o_.progress) {
+  // A stopped reader has not met every sample: the estimate made while reading stands.
+  if (o_.progress && !pipe_.input_stopped()) {
     o_.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
     o_.progress->seen.store(table_ ? rows_read_ : entries_read_, std::memory_order_relaxed);
     o_.progress->input_done.store(true);
