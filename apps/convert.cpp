@@ -28,7 +28,7 @@ namespace {
 void print_summary(const ConvertResult& r, const ConvertOptions& o) {
   std::printf("converted %llu samples into %s in %.1f s (%.0f samples/s)\n",
               static_cast<unsigned long long>(r.samples), o.output.c_str(), r.seconds,
-              r.seconds > 0 ? r.samples / r.seconds : 0.0);
+              samples_per_second(r));
   std::printf("  %llu shard(s), %s of images; labels.safetensors %s; read %s\n",
               static_cast<unsigned long long>(r.shards), format_bytes(r.image_bytes).c_str(),
               format_bytes(r.annotation_bytes).c_str(), format_bytes(r.input_bytes).c_str());

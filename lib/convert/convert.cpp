@@ -317,6 +317,21 @@ ConvertResult convert(const ConvertOptions& options) {
     }
     RunRecorder recorder(o, staging, fingerprint, cp ? &*cp : nullptr, reader, writer, result);
 
+    // The counts the writer keeps, for a progress display (the feed counts what it has read).
+    // A resumed run's are stored before its phase begins, which a display takes as the start
+    // of the rate: only this run's samples count in it.
+    ConvertProgress* const progress = o.progress;
+    auto report = [&] {
+      if (!progress) return;
+      progress->samples.store(writer.samples(), std::memory_order_relaxed);
+      progress->skipped.store(result.skipped_samples, std::memory_order_relaxed);
+      // With a table the samples are rows, and a group of rows one entry: rows are counted.
+      progress->handled.store(
+          plan ? writer.samples() + result.skipped_samples : recorder.entries_done(),
+          std::memory_order_relaxed);
+    };
+    report();
+
     KeySet kept;
     const GrouperOptions grouping = grouping_for(o, split, ro, kept);
     begin_phase(o.progress, ConvertProgress::Phase::Converting,
@@ -339,19 +354,6 @@ ConvertResult convert(const ConvertOptions& options) {
     pool.start([&feed] { feed.run(); });
 
     for (int i = 0; i < threads; ++i) pool.start([&] { run_worker(pipe, work_fn, worker_stats); });
-
-    // The counts the writer keeps, for a progress display (the feed counts what it has read).
-    ConvertProgress* const progress = o.progress;
-    auto report = [&] {
-      if (!progress) return;
-      progress->samples.store(writer.samples(), std::memory_order_relaxed);
-      progress->skipped.store(result.skipped_samples, std::memory_order_relaxed);
-      // With a table the samples are rows, and a group of rows one entry: rows are counted.
-      progress->handled.store(
-          plan ? writer.samples() + result.skipped_samples : recorder.entries_done(),
-          std::memory_order_relaxed);
-    };
-    report();
 
     // A stop request ends the input where it is; what is in flight is still written (for at
     // most kStopDrainSeconds, or none if urgent), then a checkpoint records it.

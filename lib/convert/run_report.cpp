@@ -1,5 +1,6 @@
 #include "convert/run_report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/dtype.h"
@@ -35,6 +36,11 @@ const char* stage_limit_name(StageLimit limit) {
       break;
   }
   return "";
+}
+
+double samples_per_second(const ConvertResult& r) {
+  const uint64_t converted = r.samples - std::min(r.resumed_samples, r.samples);
+  return r.seconds > 0 ? static_cast<double>(converted) / r.seconds : 0;
 }
 
 std::string skip_advice(const ConvertResult& r) {
@@ -112,7 +118,7 @@ nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& ou
   j["annotation_bytes"] = r.annotation_bytes;
   j["input_bytes"] = r.input_bytes;
   j["seconds"] = r.seconds;
-  j["samples_per_second"] = r.seconds > 0 ? r.samples / r.seconds : 0;
+  j["samples_per_second"] = samples_per_second(r);
   // The schema exactly as the annotation file's metadata has it; then what it cannot say.
   j["schema"] = nlohmann::ordered_json::parse(schema_to_json(r.schema));
   nlohmann::ordered_json missing = nlohmann::ordered_json::object();

@@ -368,6 +368,17 @@ class ResumeTest(fx.TmpCase):
         self.assertNotIn("resumed", self.manifest(out))
         self.assertEqual(fx.Dataset(out).keys, ["z/%02d" % i for i in range(30)])
 
+    def test_the_rate_of_a_resumed_run_counts_only_its_own_samples(self):
+        # Issue #25, 16e: the samples the interrupted run had converted inflated the rate.
+        out = self.path("rate")
+        done = self.kill_after(out, 150)["writer"]["samples"]
+        p = subprocess.run([fx.TARMAC, *self.args(out, "--resume", "--json")], capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        j = json.loads(p.stdout)
+        self.assertEqual((j["samples"], j["resumed_samples"]), (SAMPLES - len(BAD), done))
+        self.assertGreater(j["seconds"], 0)
+        self.assertAlmostEqual(j["samples_per_second"] * j["seconds"], SAMPLES - len(BAD) - done, places=6)
+
     def test_resume_without_an_interrupted_run_converts_from_the_start(self):
         out = self.path("fresh")
         p = fx.run(self.args(out, "--resume"))
