@@ -130,6 +130,17 @@ void RunRecorder::store(const std::string& input_path, ProcessedSample& s) {
     ++result_.no_instance_samples;
     return;
   }
+  for (const auto& [field, source] : s.image_sized_labels) {
+    if (std::find(image_sized_warned_.begin(), image_sized_warned_.end(), field) !=
+        image_sized_warned_.end())
+      continue;
+    image_sized_warned_.push_back(field);
+    result_.field_warnings.push_back(
+        "field '" + field + "' (from ." + source + " members such as in sample '" + s.key +
+        "') has the image's height and width but is stored as a label, not cropped or resized "
+        "with the image; if it is a dense map, pass --dense " +
+        source + " to warp it with the image (it is then stored beside it in the shards)");
+  }
   std::string error = s.error;
   ErrorCode code = s.error_code;
   if (error.empty()) {

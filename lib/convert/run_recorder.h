@@ -57,6 +57,7 @@ class RunRecorder {
   ReadMark mark_;
   bool mark_from_run_ = false;
   nlohmann::ordered_json resume_read_;
+  std::vector<std::string> image_sized_warned_;  // fields warned of (image_sized_labels)
   Clock::time_point last_checkpoint_ = Clock::now();
 };
 
