@@ -403,6 +403,9 @@ ConvertResult convert(const ConvertOptions& options) {
     result.stages.reader_seconds = feed.seconds();
     result.stages.first_release_seconds = feed.first_release_seconds();
     result.stages.ahead_samples = worker_stats.ahead_taken.load();
+    result.stages.members_interleaved = feed.members_interleaved();
+    for (const auto& in : reader.inputs())
+      if (result.stages.input_compression.empty()) result.stages.input_compression = in.compression;
     result.stages.reader_blocked_seconds = waits.reader;
     result.stages.worker_seconds = worker_stats.seconds;
     result.stages.worker_idle_seconds = waits.workers;

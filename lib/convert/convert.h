@@ -159,6 +159,10 @@ struct StageTimes {
   double finish_seconds = 0;          ///< after the last sample: labels, manifest, publish
   double first_release_seconds = 0;   ///< reader start to its first samples for the workers
   uint64_t ahead_samples = 0;         ///< converted ahead of their release from the window
+  /// What the advice may suggest: the inputs' compression (the first compressed input's:
+  /// "gzip", "xz", ...; "" for none), and whether some sample's members were not adjacent.
+  std::string input_compression;
+  bool members_interleaved = false;
 
   static double busy(double total, double waiting) {
     return total > 0 ? std::clamp(1.0 - waiting / total, 0.0, 1.0) : 0.0;

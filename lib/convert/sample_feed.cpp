@@ -129,6 +129,7 @@ void SampleFeed::on_member(uint32_t input, Member&& m) {
       ahead_.erase(j);
       ahead_open_ = false;  // members are not adjacent here: going ahead would waste work
     }
+    if (key != last_key_ && grouper_.find_pending(key)) members_interleaved_ = true;
     grouper_.add(input, std::move(m), key, ready_);
     go_ahead(key);
     if (o_.progress) {

@@ -336,6 +336,11 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     return;
   }
 
+  if (src.gzip)
+    info.compression = "gzip";
+  else if (archive_filter_count(a.get()) > 1)  // the last filter is the bytes as read
+    info.compression = archive_filter_name(a.get(), 0);
+
   auto fail = [&](const std::string& what) {
     if (src.changed) refuse_changed(index);
     std::string msg = where + ": " + what;

@@ -26,6 +26,9 @@ struct InputInfo {
   uint32_t crc32 = 0;  ///< zlib CRC-32 of every byte read from the input
   uint64_t members = 0;
   std::string error;  ///< set when the input could not be read to its end (under skip)
+  /// The compression it was read through: "gzip", libarchive's filter name ("xz", "bzip2",
+  /// "zstd", ...), or "" (none).
+  std::string compression;
 };
 
 /// A member that is not handed on as data, and why.

@@ -599,3 +599,19 @@ TEST_CASE("a resumed reader checks inputs read to their end before the recorded 
   CHECK_THROWS_WITH(r.run(c.callbacks()), Catch::Contains("input '" + a + "' changed"));
   CHECK(c.ends.empty());  // refused before the input's end is handed on
 }
+
+// Issue #25, 16g: the run's advice names the input's compression only when it has one.
+TEST_CASE("the reader records each input's compression") {
+  TempDir tmp;
+  const std::vector<Entry> entries = {{"k/1.bin", noise(3000, 7), Kind::File, ""}};
+  const std::string plain = tmp.file("a.tar"), gz = tmp.file("a.tar.gz"), xz = tmp.file("a.tar.xz");
+  write_archive(plain, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_NONE, entries);
+  write_archive(gz, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_GZIP, entries);
+  write_archive(xz, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_XZ, entries);
+  InputReader r({plain, gz, xz}, {});
+  Collected c;
+  r.run(c.callbacks());
+  CHECK(r.inputs()[0].compression.empty());
+  CHECK(r.inputs()[1].compression == "gzip");
+  CHECK(r.inputs()[2].compression == "xz");
+}
