@@ -28,7 +28,7 @@ namespace {
 void print_summary(const ConvertResult& r, const ConvertOptions& o) {
   std::printf("converted %llu samples into %s in %.1f s (%.0f samples/s)\n",
               static_cast<unsigned long long>(r.samples), o.output.c_str(), r.seconds,
-              r.seconds > 0 ? r.samples / r.seconds : 0.0);
+              samples_per_second(r));
   std::printf("  %llu shard(s), %s of images; labels.safetensors %s; read %s\n",
               static_cast<unsigned long long>(r.shards), format_bytes(r.image_bytes).c_str(),
               format_bytes(r.annotation_bytes).c_str(), format_bytes(r.input_bytes).c_str());
@@ -100,6 +100,8 @@ int report_stop(const ConvertStopped& e, const ConvertOptions& o, const GlobalFl
   spdlog::error("{}", e.what());
   if (!e.kept_samples()) {
     spdlog::error("nothing was kept: '{}' holds no dataset", o.output);
+  } else if (*e.kept_samples() == 0 && !e.bad_sample()) {
+    spdlog::error("no sample had been converted yet: run the same command again to start over");
   } else {
     spdlog::error(
         "{} converted sample(s) are kept in '{}' (a checkpoint); nothing in '{}' looks like a "

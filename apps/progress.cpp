@@ -52,9 +52,10 @@ ProgressSnapshot snapshot_of(const ConvertProgress& p) {
   const ConvertProgress::Phase phase = p.phase.load();
   if (phase == ConvertProgress::Phase::Starting) return s;
   s.phase = phase_text(phase);
-  s.counts_samples = phase == ConvertProgress::Phase::Converting ||
-                     phase == ConvertProgress::Phase::Finishing ||
-                     phase == ConvertProgress::Phase::Done;
+  s.counts_samples =
+      phase == ConvertProgress::Phase::Converting || phase == ConvertProgress::Phase::Finishing ||
+      phase == ConvertProgress::Phase::Done || phase == ConvertProgress::Phase::Stopped;
+  s.stopped = phase == ConvertProgress::Phase::Stopped;
   // The flag before the counts it covers: a final `seen` is never read as an estimate.
   s.input_done = p.input_done.load();
   s.samples = p.samples.load(std::memory_order_relaxed);
@@ -92,7 +93,8 @@ ProgressEstimate estimate(const ProgressSnapshot& s, double seconds, uint64_t ha
   const uint64_t total = std::max(*e.expected, s.handled);
   e.expected = total;
   e.fraction = total ? static_cast<double>(s.handled) / total : 1.0;
-  if (e.samples_per_second > 0) e.eta_seconds = (total - s.handled) / e.samples_per_second;
+  if (e.samples_per_second > 0 && !s.stopped)
+    e.eta_seconds = (total - s.handled) / e.samples_per_second;
   return e;
 }
 
@@ -209,7 +211,7 @@ void ProgressDisplay::finish(bool completed) {
   }
   cv_.notify_all();
   thread_.join();
-  if (completed) {
+  if (completed || read_().stopped) {
     draw(true);
   } else if (drawn_) {
     std::fputc('\n', stderr);

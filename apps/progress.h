@@ -25,6 +25,7 @@ ProgressMode progress_mode(const std::string& flag, bool quiet, bool stderr_is_t
 struct ProgressSnapshot {
   std::string phase;  ///< what the command is doing ("converting", ...); "": nothing to show yet
   bool counts_samples = false;  ///< a phase that converts samples (else it only reads)
+  bool stopped = false;         ///< a stop request ended the run: no ETA, a last line says so
   uint64_t samples = 0, skipped = 0, handled = 0, seen = 0;
   bool input_done = false;
   uint64_t bytes_read = 0, total_bytes = 0;
@@ -68,7 +69,8 @@ class ProgressDisplay {
   ProgressDisplay& operator=(const ProgressDisplay&) = delete;
 
   /// Stops drawing. `completed`: draws the last line (100 %); else only ends the bar's line,
-  /// so that messages start on a line of their own.
+  /// so that messages start on a line of their own, but for a stopped run, whose last line
+  /// says "stopped" with the samples kept.
   void finish(bool completed);
 
  private:

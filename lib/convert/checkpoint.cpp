@@ -145,9 +145,10 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
       r.complete = true;
       return r;
     }
-    // A plain run never throws converted work away unasked: the user says which they want.
+    // A plain run never throws converted work away unasked: the user says which they want. A
+    // checkpoint of no sample (stopped or failed at once) holds none: the run starts over.
     if (!o.resume && !o.overwrite && !has_labels)
-      if (const auto kept = checkpoint_samples(staging))
+      if (const auto kept = checkpoint_samples(staging); kept && *kept > 0)
         throw FatalError("'" + out.string() +
                          "' holds an interrupted conversion: " + std::to_string(*kept) +
                          " sample(s) converted and checkpointed in '" + staging.string() +
@@ -261,6 +262,31 @@ json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& in
   if (o.classes_from_dirs) fp["classes"] = o.classes;
   if (!o.table.empty()) fp["table"] = identity(o.table);
   return fp;
+}
+
+json read_position(const ReadMark& mark, const std::vector<InputInfo>& inputs) {
+  json done = json::array();
+  for (uint32_t j = 0; j < mark.input; ++j) done.push_back({inputs[j].bytes_read, inputs[j].crc32});
+  return {{"input", mark.input},
+          {"bytes", mark.bytes},
+          {"crc32", mark.crc32},
+          {"end", mark.at_end},
+          {"done", std::move(done)}};
+}
+
+std::optional<ReadExpectation> read_expectation(const json& cp) {
+  if (!cp.contains("read") || cp["read"].is_null()) return std::nullopt;
+  try {
+    const json& r = cp["read"];
+    ReadExpectation e;
+    e.mark = {r.at("input").get<uint32_t>(), r.at("bytes").get<uint64_t>(),
+              r.at("crc32").get<uint32_t>(), r.at("end").get<bool>()};
+    e.done = r.at("done").get<std::vector<std::pair<uint64_t, uint32_t>>>();
+    return e;
+  } catch (const json::exception& e) {
+    throw FatalError(std::string("cannot resume: the checkpoint's read position cannot be read (") +
+                     e.what() + "); run again with --overwrite to start again");
+  }
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "convert/convert.h"
+#include "source/input_reader.h"
 
 namespace tarmac {
 
@@ -47,6 +48,15 @@ nlohmann::ordered_json output_options(const ConvertOptions& o);
 /// part, and each input file's size and modification time.
 nlohmann::ordered_json run_fingerprint(const ConvertOptions& o,
                                        const std::vector<std::string>& inputs);
+
+/// What a checkpoint records of where the reader stood after the last sample it covers: `mark`,
+/// and the bytes and CRC-32 of every input before mark.input (`inputs`: the reader's, final up
+/// to there).
+nlohmann::ordered_json read_position(const ReadMark& mark, const std::vector<InputInfo>& inputs);
+
+/// The read_position a checkpoint recorded, for InputReader::expect; nullopt when it recorded
+/// none (no sample yet). Throws FatalError when it cannot be read.
+std::optional<ReadExpectation> read_expectation(const nlohmann::ordered_json& checkpoint);
 
 /// Refuses (FatalError) to resume a run whose fingerprint differs from the checkpoint's,
 /// naming the first difference; then removes from staging whatever came after the checkpoint.

@@ -227,6 +227,8 @@ const char* phase_text(ConvertProgress::Phase phase) {
       return "writing the annotation file";
     case ConvertProgress::Phase::Done:
       return "done";
+    case ConvertProgress::Phase::Stopped:
+      return "stopped";
   }
   return "";
 }
@@ -308,12 +310,29 @@ ConvertResult convert(const ConvertOptions& options) {
     ro.skip_errors = o.skip_errors;
     ro.exclude = exclude;
     InputReader reader(part_inputs, ro);
+    if (cp)
+      if (auto expected = read_expectation(*cp)) reader.expect(std::move(*expected));
     DatasetWriter writer(o, staging, cp ? &cp->at("writer") : nullptr);
     if (cp) {
       result.resumed = true;
       result.resumed_samples = writer.samples();
     }
     RunRecorder recorder(o, staging, fingerprint, cp ? &*cp : nullptr, reader, writer, result);
+
+    // The counts the writer keeps, for a progress display (the feed counts what it has read).
+    // A resumed run's are stored before its phase begins, which a display takes as the start
+    // of the rate: only this run's samples count in it.
+    ConvertProgress* const progress = o.progress;
+    auto report = [&] {
+      if (!progress) return;
+      progress->samples.store(writer.samples(), std::memory_order_relaxed);
+      progress->skipped.store(result.skipped_samples, std::memory_order_relaxed);
+      // With a table the samples are rows, and a group of rows one entry: rows are counted.
+      progress->handled.store(
+          plan ? writer.samples() + result.skipped_samples : recorder.entries_done(),
+          std::memory_order_relaxed);
+    };
+    report();
 
     KeySet kept;
     const GrouperOptions grouping = grouping_for(o, split, ro, kept);
@@ -337,16 +356,6 @@ ConvertResult convert(const ConvertOptions& options) {
     pool.start([&feed] { feed.run(); });
 
     for (int i = 0; i < threads; ++i) pool.start([&] { run_worker(pipe, work_fn, worker_stats); });
-
-    // The counts the writer keeps, for a progress display (the feed counts what it has read).
-    ConvertProgress* const progress = o.progress;
-    auto report = [&] {
-      if (!progress) return;
-      progress->samples.store(writer.samples(), std::memory_order_relaxed);
-      progress->skipped.store(result.skipped_samples, std::memory_order_relaxed);
-      progress->handled.store(recorder.entries_done(), std::memory_order_relaxed);
-    };
-    report();
 
     // A stop request ends the input where it is; what is in flight is still written (for at
     // most kStopDrainSeconds, or none if urgent), then a checkpoint records it.
@@ -382,6 +391,8 @@ ConvertResult convert(const ConvertOptions& options) {
       o.stop->checkpointing.store(false);
       pipe.cancel();
       pool.join();
+      report();
+      if (progress) progress->phase.store(ConvertProgress::Phase::Stopped);
       throw StopSignal{o.stop->signal.load()};
     }
     const double writer_seconds = seconds_since(writer_t0);
@@ -394,6 +405,9 @@ ConvertResult convert(const ConvertOptions& options) {
     result.stages.reader_seconds = feed.seconds();
     result.stages.first_release_seconds = feed.first_release_seconds();
     result.stages.ahead_samples = worker_stats.ahead_taken.load();
+    result.stages.members_interleaved = feed.members_interleaved();
+    for (const auto& in : reader.inputs())
+      if (result.stages.input_compression.empty()) result.stages.input_compression = in.compression;
     result.stages.reader_blocked_seconds = waits.reader;
     result.stages.worker_seconds = worker_stats.seconds;
     result.stages.worker_idle_seconds = waits.workers;
@@ -513,6 +527,9 @@ ConvertResult convert(const ConvertOptions& options) {
                              ". Nothing was published; pass --allow-empty to accept an empty "
                              "dataset",
                          0, std::nullopt);
+  } catch (const InputChanged& e) {
+    // Refused before anything new was written: the checkpoint stays for --overwrite to discard.
+    throw FatalError(e.what());
   } catch (const BadSampleError& e) {
     throw ConvertStopped(e.what(), 0, keep_resumable(o, staging), /*bad_sample=*/true);
   } catch (const std::exception& e) {

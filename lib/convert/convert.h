@@ -166,6 +166,10 @@ struct StageTimes {
   double finish_seconds = 0;          ///< after the last sample: labels, manifest, publish
   double first_release_seconds = 0;   ///< reader start to its first samples for the workers
   uint64_t ahead_samples = 0;         ///< converted ahead of their release from the window
+  /// What the advice may suggest: the inputs' compression (the first compressed input's:
+  /// "gzip", "xz", ...; "" for none), and whether some sample's members were not adjacent.
+  std::string input_compression;
+  bool members_interleaved = false;
 
   static double busy(double total, double waiting) {
     return total > 0 ? std::clamp(1.0 - waiting / total, 0.0, 1.0) : 0.0;
@@ -214,11 +218,22 @@ struct ConvertResult {
 /// at least every 100 ms); any thread may read it at any time, e.g. to draw a progress line.
 /// Counts are of this run's part and include what a resumed run had done before.
 struct ConvertProgress {
-  enum class Phase { Starting, ClassScan, FirstScan, LastScan, Converting, Finishing, Done };
+  /// Stopped: a stop request ended the run; the counts are those its checkpoint keeps.
+  enum class Phase {
+    Starting,
+    ClassScan,
+    FirstScan,
+    LastScan,
+    Converting,
+    Finishing,
+    Done,
+    Stopped
+  };
   std::atomic<Phase> phase{Phase::Starting};
   std::atomic<uint64_t> samples{0};  ///< written into the dataset
   std::atomic<uint64_t> skipped{0};  ///< bad samples left out (--on-error skip)
-  /// Samples whose work is done: written, skipped, or left out as duplicates.
+  /// Samples whose work is done: written, skipped, or left out as duplicates. With --table,
+  /// rows (as `seen`): a group of rows sharing an image is one sample of the feed.
   std::atomic<uint64_t> handled{0};
   /// Samples met in the input so far (grouped, or waiting in the group window); the total once
   /// input_done.

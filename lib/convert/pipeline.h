@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "convert/sample_processor.h"
+#include "source/input_reader.h"
 #include "source/sample_grouper.h"
 
 namespace tarmac {
@@ -90,6 +91,7 @@ struct Entry {
   std::string reader_error;  // a grouping error (late member, duplicate key)
   ErrorCode reader_error_code = ErrorCode::None;
   bool replay = false;  // handled before the checkpoint this run resumes from
+  ReadMark mark;        // where the reader stood when it released the sample
 };
 
 // Samples travel in small batches, so that tiny samples (labels only) do not pay a

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "convert/checkpoint.h"
 #include "format/names.h"
 #include "write/file_util.h"
 
@@ -34,6 +35,7 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
       duplicates_(staging_ / "duplicates.jsonl", log_mark(resume, 2)) {
   if (!resume) return;
   entries_done_ = resume->at("entries").get<uint64_t>();
+  resume_read_ = resume->value("read", json());
   result.skipped_samples = resume->at("counts").at(0).get<uint64_t>();
   result.ignored_members = resume->at("counts").at(1).get<uint64_t>();
   result.duplicates = resume->at("counts").at(2).get<uint64_t>();
@@ -46,6 +48,7 @@ void RunRecorder::write_checkpoint() {
   c["tarmac_checkpoint"] = 1;
   c["run"] = fingerprint_;
   c["entries"] = entries_done_;
+  c["read"] = mark_from_run_ ? read_position(mark_, reader_.inputs()) : resume_read_;
   c["writer"] = writer_.checkpoint();
   c["logs"] = {skipped_.checkpoint(), ignored_.checkpoint(), duplicates_.checkpoint()};
   c["counts"] = {result_.skipped_samples, result_.ignored_members, result_.duplicates,
@@ -85,6 +88,8 @@ void RunRecorder::handle(Entry& entry) {
     // so that `--resume --on-error skip` goes on past it without redoing anything.
     write_checkpoint();
   }
+  mark_ = entry.mark;  // the checkpoints from here on cover this entry
+  mark_from_run_ = true;
   for (const DuplicateNote& d : entry.raw.duplicates) {
     json j = {{"input", input_path}, {"sample", entry.raw.key}};
     if (!d.member.empty()) j["member"] = d.member;
@@ -124,6 +129,17 @@ void RunRecorder::store(const std::string& input_path, ProcessedSample& s) {
                   {"reason", s.error}});
     ++result_.no_instance_samples;
     return;
+  }
+  for (const auto& [field, source] : s.image_sized_labels) {
+    if (std::find(image_sized_warned_.begin(), image_sized_warned_.end(), field) !=
+        image_sized_warned_.end())
+      continue;
+    image_sized_warned_.push_back(field);
+    result_.field_warnings.push_back(
+        "field '" + field + "' (from ." + source + " members such as in sample '" + s.key +
+        "') has the image's height and width but is stored as a label, not cropped or resized "
+        "with the image; if it is a dense map, pass --dense " +
+        source + " to warp it with the image (it is then stored beside it in the shards)");
   }
   std::string error = s.error;
   ErrorCode code = s.error_code;

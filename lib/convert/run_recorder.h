@@ -52,6 +52,12 @@ class RunRecorder {
   ConvertResult& result_;
   JsonLog skipped_, ignored_, duplicates_;
   uint64_t entries_done_ = 0;  // entries handled, in order (those before the checkpoint too)
+  // Where the reader stood after the last entry handled (a resumed run's checkpoint's, as
+  // recorded, until it handles one).
+  ReadMark mark_;
+  bool mark_from_run_ = false;
+  nlohmann::ordered_json resume_read_;
+  std::vector<std::string> image_sized_warned_;  // fields warned of (image_sized_labels)
   Clock::time_point last_checkpoint_ = Clock::now();
 };
 

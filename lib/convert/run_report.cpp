@@ -1,5 +1,6 @@
 #include "convert/run_report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/dtype.h"
@@ -36,6 +37,11 @@ const char* stage_limit_name(StageLimit limit) {
       break;
   }
   return "";
+}
+
+double samples_per_second(const ConvertResult& r) {
+  const uint64_t converted = r.samples - std::min(r.resumed_samples, r.samples);
+  return r.seconds > 0 ? static_cast<double>(converted) / r.seconds : 0;
 }
 
 std::string skip_advice(const ConvertResult& r) {
@@ -76,19 +82,35 @@ std::string stage_advice(const StageTimes& st) {
     case StageLimit::Workers:
       return "the limit: the transform workers (decoding, cropping, encoding); more --threads "
              "help while cores are free";
-    case StageLimit::Reader:
-      return "the limit: reading the input (one thread reads, decompresses and checksums it); "
-             "more --threads will not help: split the input into parts (--shard I/N, one "
-             "process each) or store it as .tar or .tar.zst instead of .tar.gz";
+    case StageLimit::Reader: {
+      std::string advice =
+          "the limit: reading the input (one thread reads, decompresses and checksums it); "
+          "more --threads will not help: split the input into parts (--shard I/N, one "
+          "process each)";
+      // zstd decompresses fast; an input without compression has nothing to change.
+      if (st.input_compression == "gzip")
+        advice += " or store it as .tar or .tar.zst instead of .tar.gz";
+      else if (!st.input_compression.empty() && st.input_compression != "zstd")
+        advice += " or store it as .tar or .tar.zst instead of " + st.input_compression;
+      return advice;
+    }
     case StageLimit::Window: {
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%.2f", st.first_release_seconds);
-      return std::string("the limit: the group window; the workers waited ") + seconds +
-             " s for their first samples, which are held until --group-window bytes are "
-             "waiting and could not be converted ahead (their members are not adjacent), so a "
-             "run whose input is not much larger than the window is bound by reading it; sort "
-             "the members by name (tar --sort=name) to have them converted while the window "
-             "fills";
+      const std::string held = std::string("the limit: the group window; the workers waited ") +
+                               seconds +
+                               " s for their first samples, which are held until --group-window "
+                               "bytes are waiting and could not be converted ahead ";
+      const std::string bound =
+          ", so a run whose input is not much larger than the window is bound by reading it; ";
+      if (st.members_interleaved)
+        return held + "(their members are not adjacent)" + bound +
+               "sort the members by name (tar --sort=name) to have them converted while the "
+               "window fills";
+      // Adjacent members, in samples too small to be worth converting ahead (kAheadMinBytes).
+      return held + "(each is too small to be worth it)" + bound +
+             "its members are adjacent, so a smaller --group-window (e.g. 4M) lets the workers "
+             "start sooner";
     }
     case StageLimit::Writer:
       return "the limit: writing the output (labels and shards, in order); check the output "
@@ -113,7 +135,7 @@ nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& ou
   j["annotation_bytes"] = r.annotation_bytes;
   j["input_bytes"] = r.input_bytes;
   j["seconds"] = r.seconds;
-  j["samples_per_second"] = r.seconds > 0 ? r.samples / r.seconds : 0;
+  j["samples_per_second"] = samples_per_second(r);
   // The schema exactly as the annotation file's metadata has it; then what it cannot say.
   j["schema"] = schema_json(r.schema);
   nlohmann::ordered_json missing = nlohmann::ordered_json::object();

@@ -22,6 +22,9 @@ const char* stage_limit_name(StageLimit limit);
 /// "" when no stage stands out.
 std::string stage_advice(const StageTimes& st);
 
+/// Samples this run converted per second: a resumed run's earlier samples are not counted.
+double samples_per_second(const ConvertResult& r);
+
 /// What to change when every sample was skipped for the same fixable reason (no image member:
 /// "pass --no-images"); "" otherwise.
 std::string skip_advice(const ConvertResult& r);

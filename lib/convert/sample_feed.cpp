@@ -33,9 +33,10 @@ void SampleFeed::run() noexcept {
       pipe_.cancel();
     }
   }
-  if (o_.progress) {
+  // A stopped reader has not met every sample: the estimate made while reading stands.
+  if (o_.progress && !pipe_.input_stopped()) {
     o_.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
-    o_.progress->seen.store(entries_read_, std::memory_order_relaxed);
+    o_.progress->seen.store(table_ ? rows_read_ : entries_read_, std::memory_order_relaxed);
     o_.progress->input_done.store(true);
   }
   pipe_.close_input(seq_);
@@ -60,7 +61,14 @@ void SampleFeed::add_entry(Entry&& e) {
   if (entries_read_++ < resume_entries_) {
     e.replay = true;
     e.raw.members = {};
+  } else if (!reader_.verified()) {
+    // Unchanged inputs are read again past the checkpoint's position before the sample after it
+    // is released (as they were then); anything new before that is written from changed bytes.
+    reader_.refuse_changed(reader_.mark().input);
   }
+  e.mark = reader_.mark();
+  if (e.raw.table_group >= 0)
+    rows_read_ += table_->groups()[static_cast<size_t>(e.raw.table_group)].rows.size();
   batch_.bytes += e.ahead ? e.ahead->bytes() : e.raw.bytes();
   batch_.entries.push_back(std::move(e));
   if (batch_.entries.size() >= kBatchSamples || batch_.bytes >= kBatchBytes) flush_batch();
@@ -121,6 +129,7 @@ void SampleFeed::on_member(uint32_t input, Member&& m) {
       ahead_.erase(j);
       ahead_open_ = false;  // members are not adjacent here: going ahead would waste work
     }
+    if (key != last_key_ && grouper_.find_pending(key)) members_interleaved_ = true;
     grouper_.add(input, std::move(m), key, ready_);
     go_ahead(key);
     if (o_.progress) {
@@ -166,6 +175,10 @@ void SampleFeed::on_input_end() {
 
 // --table: a member goes to every group of rows naming it; a group complete goes to the workers.
 void SampleFeed::on_table_member(uint32_t input, Member&& m) {
+  if (o_.progress) {  // rows of the groups released, with the bytes read for them
+    o_.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
+    o_.progress->seen.store(rows_read_, std::memory_order_relaxed);
+  }
   const auto* slots = table_->slots(m.name);
   if (!slots) {
     std::string key, ext;

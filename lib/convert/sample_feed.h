@@ -43,6 +43,8 @@ class SampleFeed {
   double first_release_seconds() const { return first_release_seconds_; }
   /// Members ignored or left out before grouping (hidden, unsafe, too large...), in order.
   const std::vector<MemberNotice>& notices() const { return notices_; }
+  /// True when some sample's members were not adjacent in its input (another key between).
+  bool members_interleaved() const { return members_interleaved_; }
   /// --table: images in the inputs that no row names.
   uint64_t unused_images() const { return unused_images_; }
 
@@ -76,6 +78,8 @@ class SampleFeed {
 
   std::exception_ptr failure_;
   uint64_t entries_read_ = 0;
+  uint64_t rows_read_ = 0;  // --table: rows of the groups released (the progress counts rows)
+  bool members_interleaved_ = false;
   double seconds_ = 0;
   double first_release_seconds_ = 0;
   std::vector<MemberNotice> notices_;

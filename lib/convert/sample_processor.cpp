@@ -444,6 +444,13 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
   ctx.parse_code = ErrorCode::BadImage;
   const Geometry g = compute_geometry(o.geometry, src_w_, src_h_, field_box);
   out.affine = g.m;
+  // A .npy label of the image's height and width is most likely a dense map (depth, a mask)
+  // that --dense would have warped with the image; as a label it stays as it was.
+  if (!g.identity)
+    for (const SampleField& f : fields)
+      if ((f.source == "npy" || f.source.ends_with(".npy")) && f.value.shape.size() >= 2 &&
+          f.value.shape[0] == src_h_ && f.value.shape[1] == src_w_)
+        out.image_sized_labels.push_back({f.name, f.source});
 
   if (o.format == OutputFormat::Keep) {
     if (!g.identity)

@@ -36,6 +36,9 @@ struct ProcessedSample {
   std::vector<Blob> dense;  ///< in the order of ConvertOptions::dense
   Affine affine{1, 0, 0, 0, 1, 0};
   std::vector<IgnoredMember> ignored;
+  /// Label fields (name, source extension) from .npy members of the image's height and width,
+  /// kept as labels while the image was cropped or resized: likely dense maps without --dense.
+  std::vector<std::pair<std::string, std::string>> image_sized_labels;
   /// Further outputs made from the same source (table rows sharing an image, instances), in
   /// order, after this one.
   std::vector<ProcessedSample> more;

@@ -25,6 +25,7 @@ namespace tarmac {
 namespace fs = std::filesystem;
 
 constexpr size_t kReadBlock = 1 << 20;
+constexpr uint64_t kNoCheck = UINT64_MAX;
 
 // Feeds libarchive from a file descriptor, checksumming every byte on the way. A gzip stream
 // is decompressed here with ISA-L (gzip_inflater.h) rather than by libarchive's zlib filter.
@@ -40,6 +41,13 @@ struct FdSource {
   std::unique_ptr<GzipInflater> gzip;
   std::vector<uint8_t> inflated;  // gzip: what libarchive is handed
   bool raw_end = false;           // gzip: the input is read to its end
+  // Resuming: the CRC-32 the input's first check_at bytes must have (kNoCheck: none); checked
+  // as soon as they are read (then `expected`, the reader's, is met: reset), or `changed` (the
+  // read then fails).
+  uint64_t check_at = kNoCheck;
+  uint32_t check_crc = 0;
+  std::optional<ReadExpectation>* expected = nullptr;
+  bool changed = false;
 };
 
 namespace {
@@ -53,6 +61,17 @@ ssize_t read_raw(FdSource* src) {
   if (n < 0) {
     src->read_error = std::strerror(errno);
     return -1;
+  }
+  if (src->check_at != kNoCheck &&
+      src->info->bytes_read + static_cast<uint64_t>(n) >= src->check_at) {
+    const auto part = static_cast<size_t>(src->check_at - src->info->bytes_read);
+    if (crc32_update(src->info->crc32, src->buffer.data(), part) != src->check_crc) {
+      src->changed = true;
+      src->read_error = "the input changed since the checkpoint";
+      return -1;
+    }
+    src->check_at = kNoCheck;
+    src->expected->reset();
   }
   src->info->crc32 = crc32_update(src->info->crc32, src->buffer.data(), static_cast<size_t>(n));
   src->info->bytes_read += static_cast<uint64_t>(n);
@@ -183,13 +202,61 @@ uint64_t InputReader::total_size() const {
   return total;
 }
 
+void InputReader::expect(ReadExpectation e) {
+  if (e.mark.input >= inputs_.size() || e.done.size() != e.mark.input)
+    throw FatalError("cannot resume: the checkpoint records a position in input " +
+                     std::to_string(e.mark.input + 1) + " of " + std::to_string(inputs_.size()) +
+                     "; run again with --overwrite to start again");
+  expected_ = std::move(e);
+}
+
+ReadMark InputReader::mark() const {
+  if (inputs_.empty()) return {};
+  const InputInfo& info = inputs_[current_];
+  return {current_, info.bytes_read, info.crc32, at_end_};
+}
+
+void InputReader::refuse_changed(uint32_t index) const {
+  throw InputChanged(
+      "cannot resume: input '" + inputs_[index].path +
+      "' changed since the checkpoint: its bytes differ from those the interrupted run read, "
+      "though its size and modification time are the same (a file rewritten in place, e.g. by "
+      "rsync -a, tar -x or cp -p, keeps both), so the samples converted from it may hold its "
+      "old data. Run the same command with --overwrite to convert everything again");
+}
+
+// Resuming: an input read to its end must have read as before, up to where the checkpoint's
+// position lies.
+void InputReader::check_input_end(uint32_t index) {
+  if (!expected_) return;
+  const ReadMark& m = expected_->mark;
+  const InputInfo& info = inputs_[index];
+  if (index < m.input) {
+    if (expected_->done[index] != std::pair(info.bytes_read, info.crc32)) refuse_changed(index);
+  } else if (index == m.input) {
+    // A position inside the input was checked as it was read past; one not reached, or an end
+    // that differs, is a change.
+    if (!m.at_end || info.bytes_read != m.bytes || info.crc32 != m.crc32) refuse_changed(index);
+    expected_.reset();
+  }
+}
+
 void InputReader::run(const InputCallbacks& cb) {
   for (uint32_t i = 0; i < inputs_.size(); ++i) {
+    current_ = i;
+    at_end_ = false;
+    if (expected_ && expected_->mark.input == i && !expected_->mark.at_end &&
+        expected_->mark.bytes == 0) {
+      if (expected_->mark.crc32 != 0) refuse_changed(i);
+      expected_.reset();
+    }
     const auto& path = inputs_[i].path;
     if (path != "-" && fs::is_directory(path))
       read_directory(i, cb);
     else
       read_archive(i, cb);
+    check_input_end(i);
+    at_end_ = true;
     cb.on_input_end(i);
   }
 }
@@ -211,6 +278,11 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
   FdSource src;
   src.info = &info;
   src.total = &bytes_read_;
+  if (expected_ && expected_->mark.input == index && !expected_->mark.at_end) {
+    src.check_at = expected_->mark.bytes;
+    src.check_crc = expected_->mark.crc32;
+    src.expected = &expected_;
+  }
   if (info.path == "-") {
     src.fd = 0;
   } else {
@@ -238,6 +310,7 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
     }
   }
   read_entries(index, cb, src, where);
+  if (src.changed) refuse_changed(index);  // whatever libarchive made of the failed read
   if (src.seeked && info.error.empty() && !names_only_) checksum_file(info.path, info);
 }
 
@@ -253,6 +326,7 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
   if (src.owned && ::fstat(src.fd, &st) == 0 && S_ISREG(st.st_mode) && !file_starts_gzip(src.fd))
     archive_read_set_seek_callback(a.get(), seek_cb);
   if (archive_read_open(a.get(), &src, nullptr, read_cb, close_cb) != ARCHIVE_OK) {
+    if (src.changed) refuse_changed(index);
     // A read or gzip error while libarchive looked at the first blocks says more than its own.
     std::string msg = src.read_error.empty()
                           ? where + " is not an archive tarmac can read: " + archive_error(a.get())
@@ -262,7 +336,13 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     return;
   }
 
+  if (src.gzip)
+    info.compression = "gzip";
+  else if (archive_filter_count(a.get()) > 1)  // the last filter is the bytes as read
+    info.compression = archive_filter_name(a.get(), 0);
+
   auto fail = [&](const std::string& what) {
+    if (src.changed) refuse_changed(index);
     std::string msg = where + ": " + what;
     if (!src.read_error.empty()) msg += " (read error: " + src.read_error + ")";
     if (!options_.skip_errors) throw FatalError(msg);
@@ -430,6 +510,7 @@ bool InputReader::read_zip(uint32_t index, const InputCallbacks& cb, FdSource& s
   const int fd = src.fd;
   const uint64_t file_size = info.size;
   auto fail = [&](const std::string& what) {
+    if (src.changed) refuse_changed(index);
     const std::string msg = where + ": " + what;
     if (!options_.skip_errors) throw FatalError(msg);
     info.error = msg;
@@ -580,6 +661,14 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
       got += static_cast<size_t>(n);
     }
     ::close(fd);
+    // Resuming: the position the checkpoint recorded is checked once it is read past.
+    if (expected_ && expected_->mark.input == index && !expected_->mark.at_end &&
+        info.bytes_read + size >= expected_->mark.bytes) {
+      const auto part = static_cast<size_t>(expected_->mark.bytes - info.bytes_read);
+      if (crc32_update(info.crc32, m.data.data(), part) != expected_->mark.crc32)
+        refuse_changed(index);
+      expected_.reset();
+    }
     info.crc32 = crc32_update(info.crc32, m.data.data(), size);
     info.bytes_read += size;
     bytes_read_.fetch_add(size, std::memory_order_relaxed);

@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "source/member.h"
 
 namespace tarmac {
@@ -23,6 +26,9 @@ struct InputInfo {
   uint32_t crc32 = 0;  ///< zlib CRC-32 of every byte read from the input
   uint64_t members = 0;
   std::string error;  ///< set when the input could not be read to its end (under skip)
+  /// The compression it was read through: "gzip", libarchive's filter name ("xz", "bzip2",
+  /// "zstd", ...), or "" (none).
+  std::string compression;
 };
 
 /// A member that is not handed on as data, and why.
@@ -32,6 +38,30 @@ struct MemberNotice {
   std::string reason;
   bool is_error = false;  ///< true: bad input (unsafe name, too large); false: ignored by design
   ErrorCode code = ErrorCode::None;
+};
+
+/// Where the reader stood when it released a sample: in input `input`, `bytes` read from it
+/// with CRC-32 `crc32` (at_end: the input was read to its end; its bytes and crc32 are final).
+/// What a checkpoint records, so that a resume can tell an input rewritten in place.
+struct ReadMark {
+  uint32_t input = 0;
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+  bool at_end = false;
+};
+
+/// What a resume expects to read again: every input before mark.input as it read to its end
+/// (`done`: bytes and CRC-32 of each), and mark.input as it read up to the mark.
+struct ReadExpectation {
+  std::vector<std::pair<uint64_t, uint32_t>> done;
+  ReadMark mark;
+};
+
+/// An input whose bytes differ from those a checkpoint recorded (resume), though its size and
+/// modification time are the same: the converted samples may hold its old data.
+class InputChanged : public FatalError {
+ public:
+  using FatalError::FatalError;
 };
 
 struct InputReaderOptions {
@@ -61,6 +91,17 @@ class InputReader {
   /// over where the input allows, else decompressed and discarded), and CRCs are not final.
   void run_names_only(const InputCallbacks& cb);
 
+  /// Resuming: run() reads the inputs as `e` says they were read before, and throws InputChanged
+  /// at the first difference, whatever skip_errors says. Call before run().
+  void expect(ReadExpectation e);
+  /// True once run() has read again, unchanged, everything expect() named (or nothing was
+  /// expected). For the thread calling run().
+  bool verified() const { return !expected_; }
+  /// Where the reader stands now (for the thread calling run(), between reads).
+  ReadMark mark() const;
+  /// Throws InputChanged for input `index`, which reads otherwise than expected.
+  [[noreturn]] void refuse_changed(uint32_t index) const;
+
   /// Inputs, with sizes known up front; bytes_read and crc32 are final after run().
   const std::vector<InputInfo>& inputs() const { return inputs_; }
   /// Sum of input sizes known before reading (0 when some size is unknown).
@@ -78,8 +119,13 @@ class InputReader {
   bool admit(uint32_t index, const InputCallbacks& cb, const std::string& name, uint64_t size,
              bool size_known);
 
+  void check_input_end(uint32_t index);
+
   std::vector<InputInfo> inputs_;
   InputReaderOptions options_;
+  std::optional<ReadExpectation> expected_;
+  uint32_t current_ = 0;
+  bool at_end_ = false;
   std::atomic<uint64_t> bytes_read_{0};
   bool names_only_ = false;
 };

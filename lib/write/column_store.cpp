@@ -185,9 +185,9 @@ void write_fully(int fd, const std::string& path, std::span<const uint8_t> data)
   while (done < data.size()) {
     const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      throw_io_error("cannot write " + std::to_string(data.size() - done) + " bytes to", path,
-                     errno);
+    if (n <= 0)  // write(2) of a regular file returns 0 only when no byte fits
+      throw_write_error("cannot write " + std::to_string(data.size() - done) + " bytes to", path,
+                        n < 0 ? errno : ENOSPC);
     done += static_cast<size_t>(n);
   }
 }
@@ -328,7 +328,7 @@ void ColumnStore::spill_all(bool release) {
 uint64_t ColumnStore::checkpoint() {
   spill_all(false);
   flush();
-  if (::fdatasync(fd_) != 0) throw_io_error("cannot fsync", path_, errno);
+  if (::fdatasync(fd_) != 0) throw_write_error("cannot fsync", path_, errno);
   return length_;
 }
 
@@ -336,7 +336,7 @@ void ColumnStore::finish() {
   if (fd_ < 0) return;
   flush();
   const int fd = std::exchange(fd_, -1);
-  if (::close(fd) != 0) throw_io_error("cannot close", path_, errno);
+  if (::close(fd) != 0) throw_write_error("cannot close", path_, errno);
   read_fd_ = open_for_reading(path_);
 }
 

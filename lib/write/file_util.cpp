@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,9 +15,38 @@
 
 namespace tarmac {
 
+std::string io_error_reason(int err, std::optional<uint64_t> free_bytes) {
+  constexpr uint64_t kFull = 1 << 20;
+  if (err == ENOSPC) return "no space left on device";
+  if (err == EDQUOT) return "no space left on device for this user (disk quota exceeded)";
+  if (err == EIO && free_bytes && *free_bytes < kFull)
+    return "no space left on device (the file system, " + std::to_string(*free_bytes) +
+           " bytes free, reported an input/output error)";
+  return std::strerror(err);
+}
+
 void throw_io_error(std::string_view action, const std::string& path, int err) {
+  throw FatalError(std::string(action) + " '" + path + "': " + io_error_reason(err));
+}
+
+namespace {
+
+// What the file system holding `path` (or its folder) has free for this process: the bytes
+// an unprivileged writer may use; root may also use the reserved ones.
+std::optional<uint64_t> free_space(const std::string& path) {
+  struct statvfs st {};
+  if (::statvfs(path.c_str(), &st) != 0) {
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    if (::statvfs(dir.empty() ? "." : dir.c_str(), &st) != 0) return std::nullopt;
+  }
+  return static_cast<uint64_t>(::geteuid() == 0 ? st.f_bfree : st.f_bavail) * st.f_frsize;
+}
+
+}  // namespace
+
+void throw_write_error(std::string_view action, const std::string& path, int err) {
   throw FatalError(std::string(action) + " '" + path +
-                   "': " + (err == ENOSPC ? "no space left on device" : std::strerror(err)));
+                   "': " + io_error_reason(err, err == EIO ? free_space(path) : std::nullopt));
 }
 
 OutputFile::OutputFile(std::string path) {
@@ -101,7 +131,7 @@ void OutputFile::write_all(std::span<const uint8_t> data) {
     if (n < 0) {
       const int err = errno;
       if (err == EINTR) continue;
-      throw_io_error("cannot write " + std::to_string(left) + " bytes to", path_, err);
+      throw_write_error("cannot write " + std::to_string(left) + " bytes to", path_, err);
     }
     if (n == 0) throw_io_error("cannot write " + std::to_string(left) + " bytes to", path_, ENOSPC);
     p += n;
@@ -113,14 +143,14 @@ void OutputFile::write_all(std::span<const uint8_t> data) {
 void OutputFile::sync() {
   if (fd_ < 0) return;
   // EINVAL: a pipe or device with nothing to synchronize.
-  if (::fsync(fd_) != 0 && errno != EINVAL) throw_io_error("cannot fsync", path_, errno);
+  if (::fsync(fd_) != 0 && errno != EINVAL) throw_write_error("cannot fsync", path_, errno);
 }
 
 void OutputFile::close() {
   if (fd_ < 0) return;
   int fd = std::exchange(fd_, -1);
   // Linux closes the fd even when close(2) fails, so never retry (not even on EINTR).
-  if (::close(fd) != 0 && errno != EINTR) throw_io_error("cannot close", path_, errno);
+  if (::close(fd) != 0 && errno != EINTR) throw_write_error("cannot close", path_, errno);
 }
 
 namespace {
@@ -130,7 +160,7 @@ void sync_directory(const std::string& dir) {
   int rc = ::fsync(fd);
   int err = errno;
   ::close(fd);
-  if (rc != 0) throw_io_error("cannot fsync directory", dir, err);
+  if (rc != 0) throw_write_error("cannot fsync directory", dir, err);
 }
 }  // namespace
 

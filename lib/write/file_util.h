@@ -2,15 +2,26 @@
 // Small POSIX file helpers for the writers: an owned output fd whose every
 // failure becomes a FatalError naming the file, and atomic replace-by-rename.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 namespace tarmac {
 
-/// Throws FatalError "<action> '<path>': <reason>", the reason being strerror(err), or
-/// "no space left on device" for ENOSPC (write actions name the byte count themselves).
+/// Throws FatalError "<action> '<path>': <reason>", the reason being io_error_reason(err)
+/// (write actions name the byte count themselves).
 [[noreturn]] void throw_io_error(std::string_view action, const std::string& path, int err);
+
+/// throw_io_error for a write, fsync or close of `path`: an EIO while the file system holding
+/// it is full (under 1 MiB free) says "no space left on device" too, as NFS, FUSE and some
+/// file systems report a full disk when they write back.
+[[noreturn]] void throw_write_error(std::string_view action, const std::string& path, int err);
+
+/// What an I/O error says: "no space left on device" for ENOSPC, for EDQUOT (the user's quota)
+/// and for EIO when `free_bytes` (what the file system has free, when known) is under 1 MiB;
+/// else strerror(err).
+std::string io_error_reason(int err, std::optional<uint64_t> free_bytes = std::nullopt);
 
 /// Opens an existing file for writing, cut back to its first `size` bytes and positioned
 /// there (what an interrupted run wrote up to its checkpoint); returns the fd, which the

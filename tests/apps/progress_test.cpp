@@ -103,3 +103,19 @@ TEST_CASE("progress_line: samples done of expected, bytes as a second figure, th
   const std::string line = progress_line(scan, estimate(scan, 1.0, 0), 1.0, false);
   CHECK(line.starts_with("progress:  25% finding the class folders (--classes-from-dirs): "));
 }
+
+// Issue #25, 16d: after SIGINT the reader's count of the samples met was taken as the total
+// (the samples kept of those read: 99 %), and the last line said nothing of the stop.
+TEST_CASE("progress_line: a stopped run says so, with the samples kept, and no ETA") {
+  ProgressSnapshot s = converting(812, 820, 2 << 20, 3 << 20);  // not input_done: estimated
+  s.phase = "stopped";
+  s.stopped = true;
+  const ProgressEstimate e = estimate(s, 4.0, 0);
+  REQUIRE(e.expected);
+  CHECK(*e.expected == 1230);  // 820 met per 2 MiB read, of 3 MiB
+  CHECK_FALSE(e.eta_seconds);
+  const std::string line = progress_line(s, e, 4.0, false);
+  CHECK(line.starts_with("progress:  66% 812 of ~1230 samples"));
+  CHECK(line.find("; stopped") != std::string::npos);
+  CHECK(line.find("ETA") == std::string::npos);
+}

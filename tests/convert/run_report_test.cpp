@@ -66,7 +66,9 @@ TEST_CASE("stage_advice: what limits the run and what would help") {
   CHECK(stage_advice(times(0.3, 0.95, 0.2)) ==
         "the limit: the transform workers (decoding, cropping, encoding); more --threads help "
         "while cores are free");
-  CHECK(stage_advice(times(0.99, 0.25, 0.1)) ==
+  StageTimes reader = times(0.99, 0.25, 0.1);
+  reader.input_compression = "gzip";
+  CHECK(stage_advice(reader) ==
         "the limit: reading the input (one thread reads, decompresses and checksums it); more "
         "--threads will not help: split the input into parts (--shard I/N, one process each) "
         "or store it as .tar or .tar.zst instead of .tar.gz");
@@ -76,6 +78,7 @@ TEST_CASE("stage_advice: what limits the run and what would help") {
   StageTimes window = times(1.0, 0.1, 0.1);
   window.ahead_samples = 0;
   window.first_release_seconds = 7.456;
+  window.members_interleaved = true;
   CHECK(stage_advice(window) ==
         "the limit: the group window; the workers waited 7.46 s for their first samples, which "
         "are held until --group-window bytes are waiting and could not be converted ahead "
@@ -83,6 +86,29 @@ TEST_CASE("stage_advice: what limits the run and what would help") {
         "window is bound by reading it; sort the members by name (tar --sort=name) to have "
         "them converted while the window fills");
   CHECK(stage_advice(times(0.5, 0.5, 0.5)).empty());
+}
+
+// Issue #25, 16g: the advice told a plain .tar's reader to store it as .tar, and an already
+// sorted tar's to sort its members.
+TEST_CASE("stage_advice: the advice matches the input") {
+  StageTimes reader = times(0.99, 0.25, 0.1);
+  const std::string split =
+      "the limit: reading the input (one thread reads, decompresses and checksums it); more "
+      "--threads will not help: split the input into parts (--shard I/N, one process each)";
+  CHECK(stage_advice(reader) == split);  // a .tar: nothing to change in how it is stored
+  reader.input_compression = "zstd";
+  CHECK(stage_advice(reader) == split);
+  reader.input_compression = "xz";
+  CHECK(stage_advice(reader) == split + " or store it as .tar or .tar.zst instead of xz");
+
+  StageTimes window = times(1.0, 0.1, 0.1);
+  window.ahead_samples = 0;
+  window.first_release_seconds = 7.456;
+  window.members_interleaved = false;  // sorted already: samples too small to go ahead
+  const std::string advice = stage_advice(window);
+  CHECK(advice.find("sort") == std::string::npos);
+  CHECK(advice.find("not adjacent") == std::string::npos);
+  CHECK(advice.find("a smaller --group-window") != std::string::npos);
 }
 
 TEST_CASE("skip_advice: --no-images only when every sample was skipped for want of an image") {
@@ -132,7 +158,7 @@ TEST_CASE("result_json: the document convert --json prints, key for key, in orde
         R"({"output":"out/","samples":10,"resumed_samples":2,"skipped_samples":1,)"
         R"("skipped_members":3,"ignored_members":4,"duplicates":5,"shards":6,)"
         R"("image_bytes":7000,"annotation_bytes":800,"input_bytes":9000,"seconds":2.0,)"
-        R"("samples_per_second":5.0,"schema":{)"
+        R"("samples_per_second":4.0,"schema":{)"  // 8 converted by this run (2 resumed) in 2 s
         R"("bbox":{"kind":"numeric","dtype":"F32","shape":[4],"ragged":false,"source":"json"},)"
         R"("kp":{"kind":"numeric","dtype":"F64","shape":[-1,2],"ragged":true,"source":"npz"},)"
         R"("caption":{"kind":"string","dtype":"U8","shape":[],"ragged":false,"source":"txt"}},)"

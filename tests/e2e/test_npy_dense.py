@@ -132,6 +132,30 @@ class NpyDenseTest(fx.TmpCase):
                 self.assertEqual(got.tobytes(), nearest(src, m, 36, 27).astype(got.dtype).tobytes())
                 self.assertTrue((got[0].view(np.uint8) == 0).all(), "outside the source: zero bytes")
 
+    def test_an_image_sized_npy_without_dense_is_warned_of_once(self):
+        # Issue #25, 16f: without --dense, depth.npy is a label: stored uncropped beside a
+        # cropped image, silently. One warning per field names it and the --dense flag.
+        members = []
+        for i in range(3):
+            maps = sample_maps(i, 80, 60)
+            members += [("u/%d.rgb.png" % i, fx.png(fx.smooth_rgb(80, 60, seed=i))),
+                        ("u/%d.depth.npy" % i, npy_of(maps["depth"])),
+                        ("u/%d.seg.npy" % i, npy_of(maps["seg"].astype(np.int32))),
+                        ("u/%d.pose.npy" % i, npy_of(np.arange(6, dtype=np.float32) * i))]
+        archive = fx.write_tar(os.path.join(self.tmp, "undense.tar"), members)
+        p, ds = fx.convert(self, [archive], "--image", "rgb.png", "--dense", "seg.npy",
+                           "--crop", "center", "--size", "32")
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(err.count("field 'depth'"), 1, err)  # three samples, one warning
+        self.assertIn("--dense depth.npy", err)
+        self.assertNotIn("field 'pose'", err)  # a .npy of another shape is a label
+        self.assertNotIn("field 'seg'", err)   # stored as a dense map
+        # The label is the array as it was, uncropped (what the warning says).
+        np.testing.assert_array_equal(np.asarray(ds.t["depth"][0]), sample_maps(0, 80, 60)["depth"])
+        # Without a crop or resize nothing is out of step: no warning.
+        p, _ = fx.convert(self, [archive], "--image", "rgb.png", "--dense", "seg.npy", "--format", "keep")
+        self.assertNotIn("has the image's height and width", p.stderr.decode(errors="replace"))
+
     def test_no_transform_stores_the_array(self):
         _, ds = self.convert()
         for i, (key, w, h) in enumerate(SAMPLES):

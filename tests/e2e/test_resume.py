@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 import unittest
+import zipfile
 
 import fixtures as fx
 
@@ -167,6 +168,216 @@ class ResumeTest(fx.TmpCase):
         p = fx.run(args("--overwrite"))
         self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
         self.assert_same_as_ref(out)
+
+    # ---- inputs rewritten in place, their size and modification time kept (issue #25, 13)
+
+    def rewrite_in_place(self, path, write):
+        """Calls write(path) to replace the file's bytes, then puts its times back: what
+        rsync -a, tar -x and cp -p leave. Asserts the size is the same."""
+        st = os.stat(path)
+        write(path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        after = os.stat(path)
+        self.assertEqual((after.st_size, after.st_mtime_ns), (st.st_size, st.st_mtime_ns))
+
+    def members(self, changed=None, pad=0):
+        """The reference's members; `changed`: {sample number: its new id}, as many digits.
+        `pad`: bytes of a member no sample uses (ignored), to make the input longer."""
+        changed = changed or {}
+        jpgs = [fx.jpg(fx.smooth_rgb(96, 64, seed=s), quality=90) for s in range(5)]
+        out = []
+        for i in range(SAMPLES):
+            key = "s/%04d" % i
+            out.append((key + ".jpg", jpgs[i % 5][:200] if i in BAD else jpgs[i % 5]))
+            out.append((key + ".json", fx.js({"id": changed.get(i, i), "pt": [[i % 90, 3.5]]})))
+            if pad:
+                out.append((key + ".pad", bytes(pad)))
+        return out
+
+    def long_tar(self, name):
+        """A tar of ~4 MB (the reader reads 1 MiB at a time), the samples spread over it."""
+        return fx.write_tar(self.path(name), self.members(pad=12 << 10))
+
+    def kill_past(self, inp, out, *extra, entries=150, sample=5):
+        """Kills a run over `inp` (a checkpoint after every sample) once a checkpoint records
+        `entries` entries, past `sample`. Returns (the command's arguments, the checkpoint)."""
+        args = lambda *more: ["convert", inp, "-o", out, "--size", "48", "--on-error", "skip",
+                              "-j", "2", *extra, *more]
+        code, cp = kill_at_checkpoint(args(), out, entries)
+        self.assertEqual(code, -signal.SIGKILL, "finished before the kill")
+        self.assertGreater(cp["entries"], sample)
+        return args, cp
+
+    def refused_then_overwritten(self, args, inp, out, sample, new_id):
+        """--resume is refused, naming the input and --overwrite, the checkpoint kept; then
+        --overwrite converts the new bytes: `sample`'s id is `new_id`."""
+        p = fx.run(args("--resume"))
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("input '%s' changed since the checkpoint" % inp, err)
+        self.assertIn("--overwrite", err)
+        self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+        self.assertTrue(os.path.exists(os.path.join(out, ".tarmac-partial", "checkpoint.json")))
+        # Refused again, the same way: nothing was written over the checkpoint.
+        p = fx.run(args("--resume"))
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("changed since the checkpoint", p.stderr.decode(errors="replace"))
+        p = fx.run(args("--overwrite"))
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        ds = fx.Dataset(out)
+        k = ds.keys.index("s/%04d" % sample)
+        self.assertEqual(int(ds.t["id"][k]), new_id)
+
+    def test_resume_over_a_tar_changed_in_place_is_refused(self):
+        tar = self.path("in-place.tar")
+        shutil.copy(self.archive, tar)
+        out = self.path("in-place")
+        args, _ = self.kill_past(tar, out)
+
+        def write(path):  # one digit of sample 5's label, converted before the checkpoint
+            with open(path, "r+b") as f:
+                data = f.read()
+                at = data.index(b'{"id": 5, ')
+                f.seek(at + 7)
+                f.write(b"6")
+        self.rewrite_in_place(tar, write)
+        self.refused_then_overwritten(args, tar, out, 5, 6)
+
+    def test_resume_over_a_tar_changed_in_place_inside_the_input(self):
+        # A small group window releases samples (and checkpoints them) while the input is still
+        # being read: the position recorded lies inside the input.
+        tar = self.long_tar("in-place-window.tar")
+        out = self.path("in-place-window")
+        args, cp = self.kill_past(tar, out, "--group-window", "16K", entries=40)
+        self.assertLess(cp["entries"], 120)  # well before the input's end
+
+        def write(path):
+            with open(path, "r+b") as f:
+                data = f.read()
+                at = data.index(b'{"id": 5, ')
+                f.seek(at + 7)
+                f.write(b"6")
+        self.rewrite_in_place(tar, write)
+        self.refused_then_overwritten(args, tar, out, 5, 6)
+
+    def test_resume_over_a_tar_changed_after_the_checkpoint_goes_on(self):
+        # Bytes the interrupted run never read may change: the resumed run converts them as they
+        # are now, and equals a fresh run over the new file.
+        tar = self.long_tar("later.tar")
+        out, ref = self.path("later"), self.path("later-ref")
+        args, cp = self.kill_past(tar, out, "--group-window", "16K", entries=20)
+        self.assertLess(cp["entries"], 120)
+        last = SAMPLES - 1
+
+        def write(path):
+            with open(path, "r+b") as f:
+                data = f.read()
+                at = data.index(b'{"id": %d, ' % last)
+                f.seek(at + 7)
+                f.write(b"%d" % (last - 100))
+        self.rewrite_in_place(tar, write)
+        p = fx.run(args("--resume"))
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        self.assertIn("resumed an interrupted run", p.stderr.decode())
+        ds = fx.Dataset(out)
+        self.assertEqual(int(ds.t["id"][ds.keys.index("s/%04d" % last)]), last - 100)
+        p = fx.run(["convert", tar, "-o", ref, "--size", "48", "--on-error", "skip", "--group-window", "16K"])
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        self.assertTrue(filecmp.cmp(os.path.join(out, "labels.safetensors"),
+                                    os.path.join(ref, "labels.safetensors"), shallow=False))
+
+    def test_resume_over_an_earlier_tar_changed_in_place_is_refused(self):
+        # The checkpoint lies in the second input; the first, read to its end, changed.
+        first, second = self.path("first.tar"), self.path("second.tar")
+        members = self.members()
+        fx.write_tar(first, members[:200])
+        fx.write_tar(second, members[200:])
+        out = self.path("earlier")
+        args = lambda *more: ["convert", first, second, "-o", out, "--size", "48",
+                              "--on-error", "skip", "-j", "2", *more]
+        code, cp = kill_at_checkpoint(args(), out, 110)
+        self.assertEqual(code, -signal.SIGKILL, "finished before the kill")
+        self.assertGreaterEqual(cp["entries"], 110)
+        self.rewrite_in_place(first, lambda p: fx.write_tar(p, self.members({5: 6})[:200]))
+        self.refused_then_overwritten(args, first, out, 5, 6)
+        # Unchanged inputs resume as before.
+        out2 = self.path("earlier-unchanged")
+        args2 = lambda *more: [a if a != out else out2 for a in args(*more)]
+        code, _ = kill_at_checkpoint(args2(), out2, 110)
+        self.assertEqual(code, -signal.SIGKILL, "finished before the kill")
+        p = fx.run(args2("--resume"))
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        self.assertIn("resumed an interrupted run", p.stderr.decode())
+
+    def test_resume_over_a_folder_changed_in_place_is_refused(self):
+        root = fx.write_tree(self.path("tree"), self.members())
+        out = self.path("tree-out")
+        args, _ = self.kill_past(root, out)
+        label = os.path.join(root, "s", "0005.json")
+
+        def write(path):
+            with open(path, "wb") as f:
+                f.write(fx.js({"id": 6, "pt": [[5, 3.5]]}))
+        self.rewrite_in_place(label, write)
+        self.refused_then_overwritten(args, root, out, 5, 6)
+
+    def test_resume_over_a_folder_unchanged_equals_an_uninterrupted_run(self):
+        root = fx.write_tree(self.path("tree-same"), self.members())
+        out, ref = self.path("tree-same-out"), self.path("tree-same-ref")
+        args, _ = self.kill_past(root, out)
+        p = fx.run(args("--resume"))
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        self.assertIn("resumed an interrupted run", p.stderr.decode())
+        p = fx.run(["convert", root, "-o", ref, "--size", "48", "--on-error", "skip"])
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        self.assertTrue(filecmp.cmp(os.path.join(out, "labels.safetensors"),
+                                    os.path.join(ref, "labels.safetensors"), shallow=False))
+
+    def test_resume_over_a_zip_changed_in_place_is_refused(self):
+        def write_zip(changed):
+            def write(path):
+                with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+                    for name, data in self.members(changed):
+                        z.writestr(zipfile.ZipInfo(name, (2024, 1, 1, 0, 0, 0)), data)
+            return write
+        zp = self.path("in-place.zip")
+        write_zip({})(zp)
+        out = self.path("zip-out")
+        args, _ = self.kill_past(zp, out)
+        self.rewrite_in_place(zp, write_zip({5: 6}))
+        self.refused_then_overwritten(args, zp, out, 5, 6)
+
+    def test_a_checkpoint_of_no_sample_does_not_block_a_plain_run(self):
+        # Issue #25, 16a: a run that fails at its first sample (--on-error fail) checkpoints the
+        # samples before it: none. Run again plainly once the sample is fixed, it starts over
+        # rather than being refused as "an interrupted conversion: 0 sample(s) converted".
+        jpg = fx.jpg(fx.smooth_rgb(64, 48), quality=90)
+        good = [m for i in range(30) for m in (("z/%02d.jpg" % i, jpg), ("z/%02d.json" % i, fx.js({"i": i})))]
+        tar = self.path("first-bad.tar")
+        fx.write_tar(tar, [("z/00.jpg", jpg[:200])] + good[1:])
+        out = self.path("first-bad")
+        args = ["convert", tar, "-o", out, "--size", "32", "--on-error", "fail"]
+        p = fx.run(args)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("z/00", p.stderr.decode(errors="replace"))
+        with open(os.path.join(out, ".tarmac-partial", "checkpoint.json")) as f:
+            self.assertEqual(json.load(f)["writer"]["samples"], 0)
+        fx.write_tar(tar, good)
+        p = fx.run(args)
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        self.assertNotIn("resumed", self.manifest(out))
+        self.assertEqual(fx.Dataset(out).keys, ["z/%02d" % i for i in range(30)])
+
+    def test_the_rate_of_a_resumed_run_counts_only_its_own_samples(self):
+        # Issue #25, 16e: the samples the interrupted run had converted inflated the rate.
+        out = self.path("rate")
+        done = self.kill_after(out, 150)["writer"]["samples"]
+        p = subprocess.run([fx.TARMAC, *self.args(out, "--resume", "--json")], capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        j = json.loads(p.stdout)
+        self.assertEqual((j["samples"], j["resumed_samples"]), (SAMPLES - len(BAD), done))
+        self.assertGreater(j["seconds"], 0)
+        self.assertAlmostEqual(j["samples_per_second"] * j["seconds"], SAMPLES - len(BAD) - done, places=6)
 
     def test_resume_without_an_interrupted_run_converts_from_the_start(self):
         out = self.path("fresh")

@@ -11,6 +11,7 @@ every table value against the row it came from.
 import io
 import json
 import os
+import re
 import sys
 import tarfile
 import unittest
@@ -465,6 +466,17 @@ class TableRunGuarantees(fx.TmpCase):
             self.assertEqual(bool(ds.t["note.valid"][i]), row["note"] is not None)
             if row["note"] is not None:
                 self.assertEqual(ds.string("note", i), row["note"])
+
+    def test_progress_counts_rows_against_rows(self):
+        # Issue #25, 16c: the count was of rows written, the total of images ("120 of 60").
+        p = fx.run(self.args(self.path("progress"), "--progress", "plain"))
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(p.returncode, 0, err)
+        lines = re.findall(r"progress: +(\d+)% (\d+) of ~?(\d+) samples", err)
+        self.assertTrue(lines, err)
+        for pct, done, total in lines:
+            self.assertLessEqual(int(done), int(total), err)
+        self.assertEqual(lines[-1], ("100", str(len(self.rows)), str(len(self.rows))), err)
 
     def test_resume_after_kill_is_byte_identical(self):
         import test_resume  # the kill-at-checkpoint helper

@@ -1,5 +1,6 @@
 """Full disk: converting onto a small tmpfs that cannot hold the dataset fails with exit code 1,
-a message naming the file, the byte count and "no space left on device", and leaves nothing
+a message naming the file, the byte count and "no space left on device" (also when the file
+system reports the full disk as an I/O error, as NFS and FUSE may), and leaves nothing
 that looks complete (no labels.safetensors). A run that failed before its first checkpoint
 leaves nothing at all (no .tarmac-partial/, no used space); one that had checkpointed keeps its
 checkpoint, and once space is freed, --resume finishes it with the same bytes as an
@@ -22,6 +23,32 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 import fixtures as fx  # noqa: E402
 
 DISK = 2 * 1024 * 1024  # the tmpfs; every dataset below needs about three times as much
+
+# write(2) and fsync(2) that say EIO where the file system said ENOSPC, as NFS and FUSE may.
+EIO_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <unistd.h>
+static int eio(int r) { if (r < 0 && errno == ENOSPC) errno = EIO; return r; }
+ssize_t write(int fd, const void* buf, size_t n) {
+  static ssize_t (*real)(int, const void*, size_t);
+  if (!real) real = (ssize_t (*)(int, const void*, size_t))dlsym(RTLD_NEXT, "write");
+  ssize_t r = real(fd, buf, n);
+  if (r < 0 && errno == ENOSPC) errno = EIO;
+  return r;
+}
+int fsync(int fd) {
+  static int (*real)(int);
+  if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+  return eio(real(fd));
+}
+int fdatasync(int fd) {
+  static int (*real)(int);
+  if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+  return eio(real(fd));
+}
+"""
 
 
 def noise_jpg(seed):
@@ -107,6 +134,34 @@ class FullDiskTest(fx.TmpCase):
                 self.assertEqual(a.read(), b.read(), n)
         with open(os.path.join(out, "manifest.json")) as f:
             self.assertEqual(json.load(f)["resumed"]["samples"], kept)
+
+    def test_a_full_disk_reported_as_an_io_error_says_no_space(self):
+        """Issue #25, 16b: NFS and FUSE file systems may report a full disk as EIO (at write,
+        fsync or close). A preloaded shim turns the tmpfs's ENOSPC into EIO; the message must
+        still say the disk is full, not "Input/output error"."""
+        shim_c = os.path.join(self.tmp, "eio_shim.c")
+        shim = os.path.join(self.tmp, "eio_shim.so")
+        if not os.path.exists(shim):
+            with open(shim_c, "w") as f:
+                f.write(EIO_SHIM)
+            p = subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", shim, shim_c, "-ldl"],
+                               capture_output=True)
+            if p.returncode != 0:
+                self.skipTest("cannot build the shim: " + p.stderr.decode(errors="replace"))
+        out = os.path.join(self.mnt, "out")
+        # An ASan build (scripts/ci-sanitize.sh) wants its runtime first; the shim's calls go on
+        # to its interceptors all the same.
+        asan = os.environ.get("ASAN_OPTIONS", "")
+        env = dict(os.environ, LD_PRELOAD=shim,
+                   ASAN_OPTIONS=(asan + ":" if asan else "") + "verify_asan_link_order=0")
+        p = subprocess.run([fx.TARMAC, "convert", self.images, "-o", out, "--format", "keep"],
+                           capture_output=True, env=env, timeout=120)
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("reported an input/output error", err)  # the shim did its work
+        self.assertIn("no space left on device", err)
+        self.assertRegex(err, r"'%s/[^']+'" % re.escape(out))
+        self.assertNotIn("labels.safetensors", os.listdir(out) if os.path.isdir(out) else [])
 
     def test_fits_after_the_disk_is_freed(self):
         """The same conversion on a large enough disk: the failure above was the disk's."""

@@ -155,6 +155,31 @@ class StopTest(fx.TmpCase):
         self.assertIn(b"holds an interrupted conversion", p.stderr)
         self.assertIsNotNone(conv.checkpoint(out))
 
+    def test_the_last_progress_line_after_sigint_says_stopped(self):
+        # Issue #25, 16d: the last line said 99 % (the samples kept of those the stopped reader
+        # had met), and nothing of the stop. A 1 MB group window keeps the reader within the
+        # samples in flight (12 batches of 64 here) of the writer, so it stops mid-input.
+        out = self.path("sigint-progress")
+        cmd = [a for a in conv.command(self.archive, out) if a != "-q"]
+        cmd += ["--progress", "plain", "--group-window", "1M"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.assertIsNotNone(self.run_until(proc, out, self.ref_bytes / 10))
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        err = err.decode(errors="replace")
+        self.assertEqual(proc.returncode, 130, err)
+        kept = conv.checkpoint(out)["writer"]["samples"]
+        lines = [l for l in err.splitlines() if l.startswith("tarmac: progress:")]
+        m = re.match(r"tarmac: progress: +(\d+)% (\d+) of ~?(\d+) samples", lines[-1])
+        self.assertIsNotNone(m, lines[-1])
+        self.assertIn("stopped", lines[-1])
+        self.assertNotIn("ETA", lines[-1])
+        self.assertEqual(int(m.group(2)), kept, lines[-1])
+        self.assertLess(kept, SAMPLES, "the reader was not stopped mid-input")
+        # The total is the input's, estimated; not the samples met when reading stopped.
+        self.assertGreater(int(m.group(3)), SAMPLES * 0.8, lines[-1])
+        self.assertAlmostEqual(int(m.group(1)), 100 * kept / int(m.group(3)), delta=0.51, msg=lines[-1])
+
     def test_bad_sample_keeps_the_work_before_it(self):
         bad = self.path("bad.tar")
         with tarfile.open(self.archive) as src, tarfile.open(bad, "w") as dst:

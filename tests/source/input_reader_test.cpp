@@ -509,3 +509,109 @@ TEST_CASE("InputReader: a symlink in a directory input is reported under its own
   REQUIRE(c.members.size() == 1);
   CHECK(c.members[0].second.name == "a/0001.jpg");
 }
+
+// Issue #25, 13: an input rewritten in place (size and mtime kept) after a checkpoint. The
+// mark a sample was released at is the CRC-32 of the input's bytes read so far; a resumed
+// reader checks the same bytes again and throws InputChanged when they differ.
+TEST_CASE("a resumed reader refuses an input changed before the recorded position") {
+  TempDir tmp;
+  const std::string path = tmp.file("big.tar");
+  std::vector<Entry> entries;
+  for (int i = 0; i < 4; ++i)
+    entries.push_back({"m/" + std::to_string(i) + ".bin", noise(900 << 10, i + 1), Kind::File, ""});
+  write_archive(path, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_NONE, entries);
+  const std::vector<uint8_t> bytes = read_file(path);
+
+  // The mark when the third member is handed on: inside the input.
+  tarmac::ReadMark mark;
+  {
+    InputReader r({path}, {});
+    int seen = 0;
+    InputCallbacks cb{[&](uint32_t, Member&&) {
+                        if (++seen == 3) mark = r.mark();
+                      },
+                      [](MemberNotice&&) {}, [](uint32_t) {}};
+    r.run(cb);
+  }
+  REQUIRE_FALSE(mark.at_end);
+  REQUIRE(mark.bytes > (1800u << 10));
+  REQUIRE(mark.bytes < bytes.size());
+  const std::vector<uint8_t> prefix(bytes.begin(), bytes.begin() + static_cast<long>(mark.bytes));
+  CHECK(mark.crc32 == zlib_crc(prefix));  // what zlib makes of the same bytes
+
+  auto resume = [&] {
+    InputReader r({path}, {});
+    r.expect({{}, mark});
+    Collected c;
+    r.run(c.callbacks());
+    CHECK(r.verified());
+    return c.members.size();
+  };
+  CHECK(resume() == 4);  // unchanged
+
+  auto poke = [&](size_t at) {
+    std::vector<uint8_t> b = bytes;
+    b[at] ^= 0x01;
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  };
+  poke(bytes.size() - 3000);  // after the position: not read before, so not checked
+  CHECK(resume() == 4);
+  poke(600);  // inside the first member, long converted
+  CHECK_THROWS_AS(resume(), tarmac::InputChanged);
+  CHECK_THROWS_WITH(resume(), Catch::Contains("changed since the checkpoint") &&
+                                  Catch::Contains(path) && Catch::Contains("--overwrite"));
+  // Under --on-error skip too: a change is no read error to go on past.
+  InputReaderOptions skip;
+  skip.skip_errors = true;
+  InputReader r({path}, skip);
+  r.expect({{}, mark});
+  Collected c;
+  CHECK_THROWS_AS(r.run(c.callbacks()), tarmac::InputChanged);
+}
+
+TEST_CASE("a resumed reader checks inputs read to their end before the recorded one") {
+  TempDir tmp;
+  const std::string a = tmp.file("a.tar"), b = tmp.file("b.tar");
+  write_archive(a, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_NONE,
+                {{"k/1.bin", noise(5000, 1), Kind::File, ""}});
+  write_archive(b, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_NONE,
+                {{"k/2.bin", noise(5000, 2), Kind::File, ""}});
+  const std::vector<uint8_t> first = read_file(a);
+  tarmac::ReadExpectation e;
+  e.done = {{first.size(), zlib_crc(first)}};
+  e.mark = {1, read_file(b).size(), zlib_crc(read_file(b)), true};
+  {
+    InputReader r({a, b}, {});
+    r.expect(e);
+    Collected c;
+    r.run(c.callbacks());
+    CHECK(r.verified());
+  }
+  std::vector<uint8_t> changed = first;
+  changed[700] ^= 0x20;  // inside k/1.bin's data
+  std::ofstream(a, std::ios::binary)
+      .write(reinterpret_cast<const char*>(changed.data()),
+             static_cast<std::streamsize>(changed.size()));
+  InputReader r({a, b}, {});
+  r.expect(e);
+  Collected c;
+  CHECK_THROWS_WITH(r.run(c.callbacks()), Catch::Contains("input '" + a + "' changed"));
+  CHECK(c.ends.empty());  // refused before the input's end is handed on
+}
+
+// Issue #25, 16g: the run's advice names the input's compression only when it has one.
+TEST_CASE("the reader records each input's compression") {
+  TempDir tmp;
+  const std::vector<Entry> entries = {{"k/1.bin", noise(3000, 7), Kind::File, ""}};
+  const std::string plain = tmp.file("a.tar"), gz = tmp.file("a.tar.gz"), xz = tmp.file("a.tar.xz");
+  write_archive(plain, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_NONE, entries);
+  write_archive(gz, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_GZIP, entries);
+  write_archive(xz, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_XZ, entries);
+  InputReader r({plain, gz, xz}, {});
+  Collected c;
+  r.run(c.callbacks());
+  CHECK(r.inputs()[0].compression.empty());
+  CHECK(r.inputs()[1].compression == "gzip");
+  CHECK(r.inputs()[2].compression == "xz");
+}

@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -65,6 +67,21 @@ TEST_CASE("OutputFile reports a full disk with the byte count") {
                              Catch::Contains("no space left on device") &&
                              Catch::Contains("1234 bytes"));
   }
+}
+
+// Issue #25, 16b: NFS, FUSE and some file systems report a full disk as EIO (often only at
+// fsync or close), and a user's quota as EDQUOT: both said "Input/output error" or "Disk quota
+// exceeded" without saying that the disk is full.
+TEST_CASE("an I/O error on a full file system says no space left on device") {
+  using tarmac::io_error_reason;
+  CHECK(io_error_reason(ENOSPC) == "no space left on device");
+  CHECK_THAT(io_error_reason(EDQUOT), Catch::StartsWith("no space left on device"));
+  CHECK_THAT(io_error_reason(EIO, 0), Catch::StartsWith("no space left on device"));
+  CHECK_THAT(io_error_reason(EIO, 4096), Catch::Contains("4096 bytes free"));
+  // EIO with room to spare, or unknown room, is what it says.
+  CHECK(io_error_reason(EIO, uint64_t{1} << 30) == std::strerror(EIO));
+  CHECK(io_error_reason(EIO) == std::strerror(EIO));
+  CHECK(io_error_reason(EACCES, 0) == std::strerror(EACCES));
 }
 
 TEST_CASE("write_file_atomic replaces the file and leaves no temp file") {
