@@ -160,33 +160,60 @@ bool parse(std::span<const uint8_t> d, Png& p) {
   return true;
 }
 
-// The row of a filter type, unfiltered in place against `prev` (the row above, unfiltered).
-void unfilter(uint8_t* row, const uint8_t* prev, size_t n, size_t bpp, int type) {
+// The row of a filter type, unfiltered in place against `prev` (the row above, unfiltered);
+// B bytes per pixel, a constant so that the compiler keeps a pixel's bytes in registers.
+template <size_t B>
+void unfilter_bpp(uint8_t* row, const uint8_t* prev, size_t n, int type) {
   switch (type) {
-    case 0:
-      return;
     case 1:
-      for (size_t k = bpp; k < n; ++k) row[k] = static_cast<uint8_t>(row[k] + row[k - bpp]);
+      for (size_t k = B; k < n; ++k) row[k] = static_cast<uint8_t>(row[k] + row[k - B]);
       return;
     case 2:
       for (size_t k = 0; k < n; ++k) row[k] = static_cast<uint8_t>(row[k] + prev[k]);
       return;
     case 3:
-      for (size_t k = 0; k < bpp; ++k) row[k] = static_cast<uint8_t>(row[k] + (prev[k] >> 1));
-      for (size_t k = bpp; k < n; ++k)
-        row[k] = static_cast<uint8_t>(row[k] + ((row[k - bpp] + prev[k]) >> 1));
+      for (size_t k = 0; k < B && k < n; ++k)
+        row[k] = static_cast<uint8_t>(row[k] + (prev[k] >> 1));
+      for (size_t k = B; k < n; ++k)
+        row[k] = static_cast<uint8_t>(row[k] + ((row[k - B] + prev[k]) >> 1));
       return;
-    case 4:
-      for (size_t k = 0; k < bpp; ++k) row[k] = static_cast<uint8_t>(row[k] + prev[k]);
-      for (size_t k = bpp; k < n; ++k) {
-        const int a = row[k - bpp], b = prev[k], c = prev[k - bpp];
-        const int pa = std::abs(b - c), pb = std::abs(a - c), pc = std::abs(a + b - 2 * c);
-        const int pred = (pa <= pb && pa <= pc) ? a : (pb <= pc ? b : c);
-        row[k] = static_cast<uint8_t>(row[k] + pred);
+    case 4: {
+      for (size_t k = 0; k < B && k < n; ++k) row[k] = static_cast<uint8_t>(row[k] + prev[k]);
+      if (n <= B) return;
+      int a[B], c[B];
+      for (size_t j = 0; j < B; ++j) a[j] = row[j], c[j] = prev[j];
+      for (size_t k = B; k + B <= n; k += B) {
+        for (size_t j = 0; j < B; ++j) {
+          const int b = prev[k + j];
+          const int pa = std::abs(b - c[j]), pb = std::abs(a[j] - c[j]),
+                    pc = std::abs(a[j] + b - 2 * c[j]);
+          const int pred = (pa <= pb && pa <= pc) ? a[j] : (pb <= pc ? b : c[j]);
+          a[j] = static_cast<uint8_t>(row[k + j] + pred);
+          row[k + j] = static_cast<uint8_t>(a[j]);
+          c[j] = b;
+        }
       }
       return;
+    }
     default:
-      break;
+      return;
+  }
+}
+
+void unfilter(uint8_t* row, const uint8_t* prev, size_t n, size_t bpp, int type) {
+  switch (bpp) {  // the bytes per pixel of every PNG colour type and depth
+    case 1:
+      return unfilter_bpp<1>(row, prev, n, type);
+    case 2:
+      return unfilter_bpp<2>(row, prev, n, type);
+    case 3:
+      return unfilter_bpp<3>(row, prev, n, type);
+    case 4:
+      return unfilter_bpp<4>(row, prev, n, type);
+    case 6:
+      return unfilter_bpp<6>(row, prev, n, type);
+    default:
+      return unfilter_bpp<8>(row, prev, n, type);
   }
 }
 
