@@ -464,13 +464,13 @@ std::optional<cv::Mat> decode_png_region(std::span<const uint8_t> data, PngLayou
                      std::to_string(max_pixels));
   const uint64_t bits_per_pixel = uint64_t(p.samples) * uint64_t(p.depth);
   const uint64_t row_bytes = (uint64_t{p.width} * bits_per_pixel + 7) / 8;
+  if (row_bytes > (1u << 30)) corrupt("rows of " + std::to_string(row_bytes) + " bytes");
   // Deflate expands at most 1032:1, so data this small cannot hold this many rows: refused
   // before anything of the image's size is allocated.
-  const uint64_t filtered = (row_bytes + 1) * p.height;
+  const uint64_t filtered = (row_bytes + 1) * p.height;  // < 2^62
   if (filtered / 1032 > p.idat_bytes + 64)
     corrupt(std::to_string(p.width) + "x" + std::to_string(p.height) + " image in only " +
             std::to_string(p.idat_bytes) + " bytes of image data");
-  if (row_bytes > (1u << 30)) corrupt("rows too long");
 
   const cv::Rect whole(0, 0, static_cast<int>(p.width), static_cast<int>(p.height));
   const cv::Rect r = rect & whole;
