@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -16,8 +15,6 @@
 
 namespace tarmac {
 namespace {
-
-std::atomic<uint64_t> g_fallbacks{0};
 
 uint32_t be32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
@@ -446,17 +443,10 @@ bool png_region_decodable(std::span<const uint8_t> d) {
   return false;
 }
 
-uint64_t png_region_fallbacks() {
-  return g_fallbacks.load(std::memory_order_relaxed);
-}
-
 std::optional<cv::Mat> decode_png_region(std::span<const uint8_t> data, PngLayout layout,
                                          cv::Rect rect, uint64_t max_pixels) {
   Png p;
-  if (!parse(data, p)) {
-    g_fallbacks.fetch_add(1, std::memory_order_relaxed);
-    return std::nullopt;
-  }
+  if (!parse(data, p)) return std::nullopt;
   const uint64_t pixels = uint64_t{p.width} * p.height;
   if (pixels > max_pixels)
     throw ParseError("image is " + std::to_string(p.width) + "x" + std::to_string(p.height) +

@@ -21,7 +21,7 @@ enum class PngLayout { Bgr8, Unchanged };
 /// size, so that a warp computed for the whole image reads it unchanged; pixels outside the
 /// clipped rect are left unset. An empty rect still inflates every row (the data is checked).
 /// Returns nullopt for a PNG it leaves to the full decoder (Adam7-interlaced, with an eXIf
-/// chunk, an odd or damaged ancillary chunk; counted by png_region_fallbacks). Throws
+/// chunk, an odd or damaged ancillary chunk; image_codec.h counts them). Throws
 /// ParseError for corrupt or truncated data up to the last row read, or over max_pixels.
 /// The zlib stream's Adler-32 is not checked: every IDAT's CRC-32 covers the same bytes, and
 /// libpng (the full decode) takes a wrong Adler-32 as a warning.
@@ -33,8 +33,5 @@ std::optional<cv::Mat> decode_png_region(std::span<const uint8_t> data, PngLayou
 /// orientation cv::imdecode applies, changing the size a crop's geometry was computed for) and
 /// one whose chunks do not reach IEND (the full decoder then says what is wrong).
 bool png_region_decodable(std::span<const uint8_t> data);
-
-/// How many PNGs decode_png_region has left to the full decoder in this process.
-uint64_t png_region_fallbacks();
 
 }  // namespace tarmac
