@@ -20,6 +20,7 @@
 #include "source/class_scan.h"
 #include "source/packed_member.h"
 #include "transform/jpeg_region.h"
+#include "transform/png_region.h"
 #include "transform/warp.h"
 #include "write/column_store.h"
 
@@ -362,8 +363,9 @@ FieldValue int32_pair(int64_t a, int64_t b) {
 
 // The image and dense maps of a sample: probed once and decoded at most once, however many
 // outputs (table rows, instances) are cut from them. With a single output, a JPEG in stored
-// orientation is decoded after the geometry is known, and only as far as the crop needs
-// (jpeg_region.h); otherwise the image is decoded whole first.
+// orientation, or a PNG, is decoded after the geometry is known, and only as far as the crop
+// needs (jpeg_region.h, png_region.h; PNG dense maps too); otherwise the image is decoded
+// whole first.
 class ImageSource {
  public:
   /// `dense_suffixes`: each dense map's suffix in the shards ("depth.png"). Throws as the
@@ -375,6 +377,7 @@ class ImageSource {
         dense_(std::move(dense)),
         suffixes_(std::move(dense_suffixes)),
         o_(o),
+        single_(single),
         dense_mats_(dense_.size()) {
     check_channels_format(o);
     ctx.member = &image.name;
@@ -382,7 +385,9 @@ class ImageSource {
     hdr_ = probe_image(image.data);
     check_image_pixels(hdr_, o.max_pixels);
     const bool plain_jpeg = hdr_.format == ImageFormat::Jpeg && !hdr_.cmyk && hdr_.width > 0;
-    region_path_ = single && plain_jpeg && hdr_.orientation == 1 && o.format != OutputFormat::Keep;
+    const bool region_png = hdr_.format == ImageFormat::Png && png_region_decodable(image.data);
+    region_path_ = single && ((plain_jpeg && hdr_.orientation == 1) || region_png) &&
+                   o.format != OutputFormat::Keep;
     src_w_ = hdr_.display_width();
     src_h_ = hdr_.display_height();
     if (o.format == OutputFormat::Keep && plain_jpeg) {
@@ -419,6 +424,7 @@ class ImageSource {
   std::vector<std::string> suffixes_;
   const ConvertOptions& o_;
   ImageHeader hdr_;
+  bool single_ = false;
   bool region_path_ = false;
   cv::Mat src_;
   int src_w_ = 0, src_h_ = 0;
@@ -463,7 +469,16 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
     out.image.member_suffix = ext;
   } else {
     cv::Mat warped;
-    if (region_path_) {
+    if (region_path_ && hdr_.format == ImageFormat::Png) {
+      // The whole image's size, its region's pixels only: the warp is the full decode's.
+      const cv::Rect need = g.identity
+                                ? cv::Rect(0, 0, src_w_, src_h_)
+                                : warp_source_rect(g.m, g.out_width, g.out_height, src_w_, src_h_);
+      std::optional<cv::Mat> png =
+          decode_png_region(image_.data, PngLayout::Bgr8, need, o.max_pixels);
+      const cv::Mat src = png ? *png : decode_image(image_.data, o.max_pixels);
+      warped = g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.pad_value);
+    } else if (region_path_) {
       const RegionDecode rd = decode_jpeg_region(image_.data, src_w_, src_h_, g);
       if (rd.pixels.empty())
         warped = cv::Mat(g.out_height, g.out_width, CV_8UC3, cv::Scalar::all(o.pad_value));
@@ -500,6 +515,24 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
       b.crc32 = crc_of(b.bytes);
       out.dense.push_back(std::move(b));
       continue;
+    }
+    if (single_ && !g.identity && png_region_decodable(member.data)) {
+      // One output: only the rows and columns the warp reads (png_region.h).
+      const ImageHeader dh = probe_image(member.data);
+      check_image_pixels(dh, o.max_pixels);
+      Affine m = g.m;
+      if (dh.width != src_w_ || dh.height != src_h_)
+        m = compose(g.m, dense_to_image(dh.width, dh.height, src_w_, src_h_));
+      const cv::Rect need = warp_source_rect(m, g.out_width, g.out_height, dh.width, dh.height);
+      if (std::optional<cv::Mat> d =
+              decode_png_region(member.data, PngLayout::Unchanged, need, o.max_pixels)) {
+        b.bytes = encode_dense(warp_dense(*d, m, g.out_width, g.out_height), member.name);
+        if (last_component(b.member_suffix) != "png")
+          b.member_suffix = stem_or_self(b.member_suffix) + ".png";
+        b.crc32 = crc_of(b.bytes);
+        out.dense.push_back(std::move(b));
+        continue;
+      }
     }
     if (dense_mats_[i].empty()) dense_mats_[i] = decode_dense(member.data, o.max_pixels);
     const cv::Mat& d = dense_mats_[i];

@@ -3,11 +3,13 @@
 #include <turbojpeg.h>
 #include <webp/decode.h>
 
+#include <atomic>
 #include <cstring>
 #include <opencv2/imgproc.hpp>
 
 #include "common/error.h"
 #include "transform/opencv_codecs.h"
+#include "transform/png_region.h"
 
 namespace tarmac {
 namespace {
@@ -191,6 +193,12 @@ void check_png_complete(std::span<const uint8_t> d) {
   throw ParseError("truncated PNG: no IEND chunk");
 }
 
+std::atomic<uint64_t> g_png_opencv_decodes{0};
+
+cv::Rect whole(const ImageHeader& h) {
+  return {0, 0, h.width, h.height};
+}
+
 }  // namespace
 
 ImageHeader probe_image(std::span<const uint8_t> d) {
@@ -245,7 +253,12 @@ cv::Mat decode_image(std::span<const uint8_t> d, uint64_t max_pixels) {
   // CMYK: libjpeg-turbo cannot convert to BGR itself; OpenCV's decoder does.
   if (h.format == ImageFormat::Jpeg && !h.cmyk) return decode_jpeg(d, h);
   if (h.format == ImageFormat::Webp) return decode_webp(d, h, false);
-  if (h.format == ImageFormat::Png) check_png_complete(d);
+  if (h.format == ImageFormat::Png) {
+    // ISA-L's inflate and no libpng transforms: the same pixels in about half the time.
+    if (auto m = decode_png_region(d, PngLayout::Bgr8, whole(h), max_pixels)) return *m;
+    g_png_opencv_decodes.fetch_add(1, std::memory_order_relaxed);
+    check_png_complete(d);
+  }
   cv::Mat m = opencv_decode(d, detail::CvDecodeMode::Bgr8, "image");
   if (m.type() != CV_8UC3) throw ParseError("unexpected pixel type after decoding");
   return m;
@@ -255,8 +268,16 @@ cv::Mat decode_dense(std::span<const uint8_t> d, uint64_t max_pixels) {
   const ImageHeader h = probe_image(d);
   check_image_pixels(h, max_pixels);
   if (h.format == ImageFormat::Webp) return decode_webp(d, h, true);
-  if (h.format == ImageFormat::Png) check_png_complete(d);
+  if (h.format == ImageFormat::Png) {
+    if (auto m = decode_png_region(d, PngLayout::Unchanged, whole(h), max_pixels)) return *m;
+    g_png_opencv_decodes.fetch_add(1, std::memory_order_relaxed);
+    check_png_complete(d);
+  }
   return opencv_decode(d, detail::CvDecodeMode::Unchanged, "dense map");
+}
+
+uint64_t png_opencv_decodes() {
+  return g_png_opencv_decodes.load(std::memory_order_relaxed);
 }
 
 std::vector<uint8_t> encode_image(const cv::Mat& img, OutputFormat format, int quality) {

@@ -40,6 +40,10 @@ cv::Mat decode_image(std::span<const uint8_t> data, uint64_t max_pixels);
 /// Decodes a dense map as stored: channels and bit depth kept (16-bit PNG stays 16-bit).
 cv::Mat decode_dense(std::span<const uint8_t> data, uint64_t max_pixels);
 
+/// How many PNGs decode_image and decode_dense have left to OpenCV in this process (those
+/// png_region.h does not decode: interlaced, with eXIf, with an odd ancillary chunk).
+uint64_t png_opencv_decodes();
+
 enum class OutputFormat { Jpeg, Png, Webp, Raw, Keep };
 
 /// Encodes BGR pixels, or 1-channel grey ones for Jpeg and Png (or a dense map, for Png), to

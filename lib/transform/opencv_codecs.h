@@ -1,7 +1,8 @@
 #pragma once
 // OpenCV's imgcodecs, loaded on first use from libtarmac_opencv_codecs.so (see
-// opencv_codecs_internal.h for why it is a plugin). Used for PNG, BMP, TIFF and CMYK JPEG;
-// JPEG and WebP never need it.
+// opencv_codecs_internal.h for why it is a plugin). Used for BMP, TIFF, CMYK JPEG, the PNGs
+// png_region.h leaves to it (interlaced, eXIf) and for encoding PNG and WebP; JPEG never
+// needs it.
 #include <cstdint>
 #include <span>
 #include <string>

@@ -65,6 +65,27 @@ cv::Mat warp_image(const cv::Mat& src, const Affine& m, int out_w, int out_h, do
   return out;
 }
 
+cv::Rect warp_source_rect(const Affine& m, int out_w, int out_h, int src_w, int src_h) {
+  const cv::Rect whole(0, 0, src_w, src_h);
+  if (!(m[0] > 0 && m[4] > 0) || m[1] != 0 || m[3] != 0 || !std::isfinite(m[2]) ||
+      !std::isfinite(m[5]))
+    return whole;
+  // warp_image reads [first - 2k, ceil(u1) + 2k) for a k-times reduction, bilinear taps one
+  // pixel past the mapped range; 2 / scale + 4 covers both with room to spare.
+  auto range = [](double scale, double t, int out, int size, int& lo, int& hi) {
+    const double u0 = (-0.5 - t) / scale, u1 = (out - 0.5 - t) / scale;
+    const double margin = 2.0 * std::max(1.0, 1.0 / scale) + 4;
+    const double a = std::floor(u0 - margin), b = std::ceil(u1 + margin) + 1;
+    lo = static_cast<int>(std::clamp(a, 0.0, double(size)));
+    hi = static_cast<int>(std::clamp(b, 0.0, double(size)));
+  };
+  int x0, x1, y0, y1;
+  range(m[0], m[2], out_w, src_w, x0, x1);
+  range(m[4], m[5], out_h, src_h, y0, y1);
+  if (x1 <= x0 || y1 <= y0) return {};
+  return {x0, y0, x1 - x0, y1 - y0};
+}
+
 cv::Mat warp_dense(const cv::Mat& src, const Affine& m, int out_w, int out_h) {
   cv::Mat out;
   cv::warpAffine(src, out, to_cv(m), cv::Size(out_w, out_h), cv::INTER_NEAREST, cv::BORDER_CONSTANT,

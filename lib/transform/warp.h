@@ -15,6 +15,12 @@ namespace tarmac {
 /// Pixels outside the source take `pad`.
 cv::Mat warp_image(const cv::Mat& src, const Affine& m, int out_w, int out_h, double pad);
 
+/// The source pixels that warp_image or warp_dense of `m` into out_w x out_h may read (with a
+/// margin for the area reduction and the interpolation taps), clipped to src_w x src_h; empty
+/// when the output lies wholly outside the source. Whole source for a map that is not a
+/// positive axis-aligned scale.
+cv::Rect warp_source_rect(const Affine& m, int out_w, int out_h, int src_w, int src_h);
+
 /// Nearest-neighbour warp that never mixes values (dense maps: depth, masks); keeps the
 /// element type. Outside the source: 0.
 cv::Mat warp_dense(const cv::Mat& src, const Affine& m, int out_w, int out_h);

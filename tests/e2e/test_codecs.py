@@ -1,12 +1,15 @@
 """End-to-end: OpenCV's imgcodecs is a plugin loaded on first use (lib/transform/opencv_codecs.h).
 Neither the tarmac binary nor libtarmac_c.so links it; JPEG work never loads it; PNG work
-loads it, or stops with a message that says what is missing and how to point at it. (The
-Python reader's side is in tests/python/test_reader.py, which the sanitizer run preloads.)"""
+that needs OpenCV (encoding; a PNG crop is decoded without it) loads it, or stops with a
+message that says what is missing and how to point at it. (The Python
+reader's side is in tests/python/test_reader.py, which the sanitizer run preloads.)"""
 import os
 import shutil
 import subprocess
 import sys
 import unittest
+
+import cv2
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixtures as fx  # noqa: E402
@@ -29,13 +32,15 @@ def run(args, env_extra):
 class CodecsPluginTest(fx.TmpCase):
     @classmethod
     def build(cls):
-        members_jpg, members_png = [], []
+        members_jpg, members_png, members_bmp = [], [], []
         for i in range(4):
             rgb = fx.smooth_rgb(48, 36, seed=i)
             members_jpg += [("s%d.jpg" % i, fx.jpg(rgb)), ("s%d.json" % i, fx.js({"id": i}))]
             members_png += [("s%d.png" % i, fx.png(rgb)), ("s%d.json" % i, fx.js({"id": i}))]
+            members_bmp += [("s%d.bmp" % i, cv2.imencode(".bmp", rgb)[1].tobytes())]
         cls.jpg_tar = fx.write_tar(os.path.join(cls.tmp, "jpg.tar"), members_jpg)
         cls.png_tar = fx.write_tar(os.path.join(cls.tmp, "png.tar"), members_png)
+        cls.bmp_tar = fx.write_tar(os.path.join(cls.tmp, "bmp.tar"), members_bmp)
         cls.missing = {"TARMAC_OPENCV_CODECS": os.path.join(cls.tmp, "no-such-dir", PLUGIN)}
 
     def test_binaries_do_not_link_imgcodecs(self):
@@ -53,7 +58,9 @@ class CodecsPluginTest(fx.TmpCase):
 
     def test_png_without_the_plugin_stops_and_says_why(self):
         out = self.path("png-missing")
-        p = run(["convert", self.png_tar, "-o", out, "--crop", "center", "--size", "32"], self.missing)
+        # A PNG crop is decoded without OpenCV (png_region.h); PNG output is encoded with it.
+        p = run(["convert", self.png_tar, "-o", out, "--crop", "center", "--size", "32", "--format", "png"],
+                self.missing)
         err = p.stderr.decode()
         self.assertEqual(p.returncode, 1, err)
         self.assertIn("cannot load " + PLUGIN, err)
@@ -63,9 +70,9 @@ class CodecsPluginTest(fx.TmpCase):
         self.assertFalse(os.path.exists(os.path.join(out, ".tarmac-partial")))
 
     def test_verify_decode_without_the_plugin_is_not_called_corruption(self):
-        out = self.path("png-verify")
-        p = run(["convert", self.png_tar, "-o", out, "--crop", "center", "--size", "32",
-                 "--format", "png"], {})
+        # BMPs kept as they are: PNGs are decoded without OpenCV now (png_region.h), BMPs are not.
+        out = self.path("bmp-verify")
+        p = run(["convert", self.bmp_tar, "-o", out, "--format", "keep"], {})
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         p = run(["verify", out, "--decode"], self.missing)
         err = p.stderr.decode() + p.stdout.decode()

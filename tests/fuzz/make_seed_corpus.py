@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Writes the seed inputs of the fuzz_tar_grouping, fuzz_image_decode, fuzz_npy_dense,
-fuzz_table, fuzz_dataset, fuzz_pickle and fuzz_table_npz corpora.
+"""Writes the seed inputs of the fuzz_tar_grouping, fuzz_image_decode, fuzz_png_region,
+fuzz_npy_dense, fuzz_table, fuzz_dataset, fuzz_pickle and fuzz_table_npz corpora.
 
 The seeds are small, valid (or nearly valid) examples of every format the target reads, so that
 the fuzzer starts from deep inside each parser. Re-running rewrites only these seeds; inputs
@@ -112,6 +112,27 @@ def images():
     jpeg = fx.jpg(rgb, quality=60)
     save("fuzz_image_decode", "exif_rotated.jpg",
          jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(app1) + 2) + app1 + jpeg[2:])
+
+
+def png_region():
+    """Tiny PNGs of each colour type: grey 1/8/16, RGB, RGBA, grey + alpha, palettes with tRNS."""
+    from PIL import Image
+    rgb = fx.smooth_rgb(9, 7, seed=5)
+    grey = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+
+    def pil(img, **kw):
+        b = io.BytesIO()
+        img.save(b, format="PNG", **kw)
+        return b.getvalue()
+    save("fuzz_png_region", "rgb8.png", fx.png(rgb))
+    save("fuzz_png_region", "rgba8.png", fx.png(np.dstack([rgb, grey])))
+    save("fuzz_png_region", "grey16.png", fx.png(fx.smooth_u16(6, 5)))
+    save("fuzz_png_region", "rgb16.png", fx.png(rgb.astype(np.uint16) * 250))
+    save("fuzz_png_region", "greyalpha8.png", pil(Image.fromarray(np.dstack([grey, grey]), "LA")))
+    save("fuzz_png_region", "bilevel.png", pil(Image.fromarray(grey).convert("1")))
+    p = Image.fromarray(rgb).quantize(4)
+    save("fuzz_png_region", "palette2_trns.png", pil(p, transparency=b"\x00\x80"))
+    save("fuzz_png_region", "palette8.png", pil(Image.fromarray(rgb).quantize(200)))
 
 
 def npy_dense():
@@ -265,6 +286,7 @@ if __name__ == "__main__":
     tables()
     archives()
     images()
+    png_region()
     npy_dense()
     datasets()
     pickles()

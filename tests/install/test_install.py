@@ -1,6 +1,6 @@
 """An installed tarmac works on its own, wherever it is moved: `cmake --install` into a
-temporary prefix, the tree moved elsewhere, then the installed `tarmac` converts PNG images
-(which needs the codec plugin, found relative to the binary), the installed Python package
+temporary prefix, the tree moved elsewhere, then the installed `tarmac` converts images to PNG
+(encoding PNG needs the codec plugin, found relative to the binary), the installed Python package
 reads the result from another directory, and programs built against the installed CMake
 package and pkg-config files read it. `cpack -G DEB` builds the .deb, whose contents and
 dependencies are checked and which works unpacked (dpkg -x) in another place.
@@ -71,7 +71,8 @@ class InstalledTreeTest(unittest.TestCase):
             members += [("s%d.png" % i, fx.png(img)), ("s%d.json" % i, fx.js({"id": i}))]
         cls.png_tar = fx.write_tar(os.path.join(cls.tmp, "png.tar"), members)
         cls.tarmac = os.path.join(cls.prefix, "bin", "tarmac")
-        # A PNG dataset, made by the installed binary: reading it needs the plugin too.
+        # A PNG dataset, made by the installed binary: encoding PNG needs the plugin (decoding
+        # one does not: png_region.h).
         cls.data = os.path.join(cls.tmp, "data")
         p = run([cls.tarmac, "convert", "-q", cls.png_tar, "-o", cls.data, "--crop", "center", "--size", "32",
                  "--format", "png"], cls.work)
@@ -125,8 +126,9 @@ class InstalledTreeTest(unittest.TestCase):
         aside = plugin + ".aside"
         os.rename(plugin, aside)
         try:
+            # PNG output: the encoder needs the plugin (a PNG is decoded without it, png_region.h).
             p = run([self.tarmac, "convert", self.png_tar, "-o", os.path.join(self.tmp, "no-plugin"), "--crop",
-                     "center", "--size", "32"], self.work)
+                     "center", "--size", "32", "--format", "png"], self.work)
         finally:
             os.rename(aside, plugin)
         self.assertEqual(p.returncode, 1, p.stderr)

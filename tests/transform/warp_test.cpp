@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <opencv2/imgproc.hpp>
+#include <optional>
 #include <set>
 
 #include "transform/geometry.h"
@@ -300,4 +301,34 @@ TEST_CASE("warp_dense_bytes moves 64-bit and multi-channel pixels whole", "[warp
       tarmac::warp_dense_bytes({reinterpret_cast<const uint8_t*>(v.data()), v.size() * 8}, w, h,
                                8 * c, Affine{1, 0, 50, 0, 1, 0}, 4, 4);
   CHECK(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0; }));
+}
+
+TEST_CASE("warp_source_rect holds every source pixel the warps read") {
+  // Pixels outside the rect set to two different values: the outputs must not change.
+  cv::RNG rng(17);
+  cv::Mat src(300, 400, CV_8UC3);
+  rng.fill(src, cv::RNG::UNIFORM, 0, 256);
+  tarmac::GeometryOptions o;
+  o.crop = tarmac::CropMode::Box;
+  o.resize = tarmac::ResizeMode::Exact;
+  for (int k = 0; k < 200; ++k) {
+    const double x = rng.uniform(-50.0, 380.0), y = rng.uniform(-50.0, 280.0);
+    const double w = rng.uniform(3.0, 390.0), h = rng.uniform(3.0, 290.0);
+    o.box = {x, y, x + w, y + h};
+    o.width = rng.uniform(8, 300);
+    o.height = rng.uniform(8, 300);
+    const tarmac::Geometry g = tarmac::compute_geometry(o, src.cols, src.rows, std::nullopt);
+    const cv::Rect r = tarmac::warp_source_rect(g.m, g.out_width, g.out_height, src.cols, src.rows);
+    CAPTURE(x, y, w, h, o.width, o.height);
+    for (int v : {0, 255}) {
+      cv::Mat masked(src.size(), src.type(), cv::Scalar::all(v));
+      if (!r.empty()) src(r).copyTo(masked(r));
+      const cv::Mat a = warp_image(src, g.m, g.out_width, g.out_height, 7);
+      const cv::Mat b = warp_image(masked, g.m, g.out_width, g.out_height, 7);
+      REQUIRE(cv::norm(a, b, cv::NORM_INF) == 0);
+      const cv::Mat c = warp_dense(src, g.m, g.out_width, g.out_height);
+      const cv::Mat d = warp_dense(masked, g.m, g.out_width, g.out_height);
+      REQUIRE(cv::norm(c, d, cv::NORM_INF) == 0);
+    }
+  }
 }
