@@ -160,7 +160,8 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
     // files too (format.md); nothing is removed by its name's pattern.
     if (fs::exists(staging, ec) && !has_labels) {
       if (fs::is_regular_file(staging / kCheckpointFile, ec)) try {
-          for (const auto& n : load_checkpoint(staging / kCheckpointFile).at("writer").at("shards"))
+          const json cp = load_checkpoint(staging / kCheckpointFile);  // outlives the loop
+          for (const auto& n : cp.at("writer").at("shards"))
             if (n.is_string() && is_shard_name(n.get<std::string>()))
               fs::remove(out / n.get<std::string>(), ec);
         } catch (const std::exception&) {  // unreadable: its manifest still says
