@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "format/json_keys.h"
 
 namespace tarmac {
 namespace {
@@ -27,38 +28,17 @@ constexpr int kMaxDepth = 3;
 // Parses the header text, refusing duplicate keys (nlohmann would keep the last one
 // silently) and nesting deeper than any valid header needs.
 json parse_json(std::span<const uint8_t> text) {
-  std::vector<std::set<std::string>> open_objects;
-  int depth = 0;
-  auto check = [&](int, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (++depth > kMaxDepth)
-          fail("header nests deeper than " + std::to_string(kMaxDepth) + " levels");
-        if (event == json::parse_event_t::object_start) open_objects.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        --depth;
-        open_objects.pop_back();
-        break;
-      case json::parse_event_t::array_end:
-        --depth;
-        break;
-      case json::parse_event_t::key: {
-        const std::string& key = parsed.get_ref<const std::string&>();
-        if (!open_objects.back().insert(key).second) {
-          if (open_objects.size() == 1) fail_tensor(key, "name appears twice in the header");
-          fail("key '" + key + "' appears twice in one object of the header");
-        }
-        break;
-      }
-      case json::parse_event_t::value:
-        break;
-    }
-    return true;
-  };
+  const std::string_view view(reinterpret_cast<const char*>(text.data()), text.size());
+  const format::JsonKeys keys =
+      format::scan_json_keys(view, kMaxDepth);  // checked first, built after
+  if (!keys.valid) fail("header is not valid JSON: " + keys.error);
+  if (keys.too_deep) fail("header nests deeper than " + std::to_string(kMaxDepth) + " levels");
+  if (!keys.duplicate.empty()) {
+    if (keys.duplicate_at_top) fail_tensor(keys.duplicate, "name appears twice in the header");
+    fail("key '" + keys.duplicate + "' appears twice in one object of the header");
+  }
   try {
-    return json::parse(text.begin(), text.end(), check);
+    return json::parse(view);
   } catch (const json::exception& e) {
     fail(std::string("header is not valid JSON: ") + e.what());
   }
@@ -126,6 +106,12 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, uint64_t dat
 }  // namespace
 
 const TensorInfo* SafetensorsHeader::find(std::string_view name) const {
+  if (by_name.size() == tensors.size() && !tensors.empty()) {
+    const auto it = std::lower_bound(
+        by_name.begin(), by_name.end(), name,
+        [&](uint32_t i, std::string_view n) { return std::string_view(tensors[i].name) < n; });
+    return it != by_name.end() && tensors[*it].name == name ? &tensors[*it] : nullptr;
+  }
   for (const TensorInfo& t : tensors)
     if (t.name == name) return &t;
   return nullptr;
@@ -187,6 +173,10 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> file) {
   }
   if (expected != file.size())
     fail(std::to_string(file.size() - expected) + " unused bytes at the end of the data buffer");
+  out.by_name.resize(out.tensors.size());
+  for (size_t i = 0; i < out.tensors.size(); ++i) out.by_name[i] = static_cast<uint32_t>(i);
+  std::sort(out.by_name.begin(), out.by_name.end(),
+            [&](uint32_t a, uint32_t b) { return out.tensors[a].name < out.tensors[b].name; });
   return out;
 }
 

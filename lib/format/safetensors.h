@@ -27,8 +27,12 @@ struct SafetensorsHeader {
   std::vector<TensorInfo> tensors;  ///< Sorted by begin (then end, then name).
   uint64_t data_start = 0;          ///< Absolute offset of the data buffer: 8 + header length.
 
+  /// Indices into `tensors` sorted by name (parse_safetensors fills it; empty otherwise).
+  std::vector<uint32_t> by_name;
+
   /// The tensor called `name`, or nullptr; the pointer is valid while `tensors` is
-  /// unchanged. Linear in the number of tensors.
+  /// unchanged. A binary search when `by_name` indexes `tensors` (a header of 30 000 fields
+  /// looked each up by a linear search: seconds), else linear.
   const TensorInfo* find(std::string_view name) const;
 };
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/printable.h"
 #include "table/table_internal.h"
 
 namespace tarmac::detail {
@@ -118,11 +119,13 @@ FieldValue null_value() {
 }
 
 std::string quoted_list(const std::vector<std::string>& names) {
+  constexpr size_t kMost = 20;  // a table of 30 000 columns names 20 of them, and a count
   std::string out;
-  for (const std::string& n : names) {
+  for (size_t i = 0; i < names.size() && i < kMost; ++i) {
     if (!out.empty()) out += ", ";
-    out += "'" + n + "'";
+    out += "'" + printable(names[i]) + "'";
   }
+  if (names.size() > kMost) out += " and " + std::to_string(names.size() - kMost) + " more";
   return out.empty() ? "none" : out;
 }
 

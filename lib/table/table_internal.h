@@ -54,7 +54,8 @@ FieldValue null_value();
 void take_image_column(Table& table, const std::string& path, const std::string& image_column,
                        const std::string& default_name);
 
-/// "'a', 'b', 'c'" (for messages).
+/// "'a', 'b', 'c'" (for messages): names escaped (common/printable.h), at most 20 of them, then
+/// "and N more".
 std::string quoted_list(const std::vector<std::string>& names);
 
 }  // namespace tarmac::detail
