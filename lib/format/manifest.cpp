@@ -72,7 +72,10 @@ std::optional<std::map<std::string, ManifestColumn>> manifest_columns(const json
   const json& cols = manifest[kManifestColumns];
   if (!cols.is_object()) throw ParseError("manifest: \"columns\" is not an object");
   std::map<std::string, ManifestColumn> out;
-  for (const auto& [name, r] : cols.items()) {
+  for (auto it = cols.begin(); it != cols.end(); ++it) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const std::string& name = it.key();
+    const json& r = it.value();
     const auto text = [&](const char* key) {
       if (!r.is_object() || !r.contains(key) || !r[key].is_string())
         throw ParseError("manifest: column '" + name + "' has no \"" + key + "\"");
