@@ -5,27 +5,9 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/inflate_error.h"
 
 namespace tarmac {
-
-std::string isal_error_text(int code) {
-  switch (code) {
-    case ISAL_INVALID_BLOCK:
-      return "invalid deflate block";
-    case ISAL_INVALID_SYMBOL:
-      return "invalid deflate symbol";
-    case ISAL_INVALID_LOOKBACK:
-      return "invalid back-reference distance";
-    case ISAL_INVALID_WRAPPER:
-      return "invalid gzip header or trailer";
-    case ISAL_UNSUPPORTED_METHOD:
-      return "compression method is not deflate";
-    case ISAL_INCORRECT_CHECKSUM:
-      return "CRC-32 or length check failed";
-    default:
-      return "inflate error " + std::to_string(code);
-  }
-}
 
 GzipInflater::GzipInflater() : state_(std::make_unique<inflate_state>()) {
   isal_inflate_init(state_.get());

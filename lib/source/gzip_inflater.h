@@ -37,8 +37,4 @@ class GzipInflater {
   bool between_members_ = true;  // at the start, or after a member's trailer
 };
 
-/// What an ISA-L inflate error code (ISAL_INVALID_BLOCK, ...) means, in words; shared by the
-/// gzip reader and the zip members the workers inflate.
-std::string isal_error_text(int code);
-
 }  // namespace tarmac

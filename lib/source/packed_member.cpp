@@ -9,6 +9,7 @@
 #include "common/bytes.h"
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/inflate_error.h"
 #include "source/gzip_inflater.h"
 
 namespace tarmac {

@@ -12,6 +12,7 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/inflate_error.h"
 
 namespace tarmac {
 namespace {
@@ -350,19 +351,6 @@ void convert_row(const Png& p, PngLayout layout, const uint8_t* s, uint8_t* out,
       }
       return;
     }
-  }
-}
-
-std::string isal_error_text(int code) {
-  switch (code) {
-    case ISAL_INVALID_BLOCK:
-      return "invalid deflate block";
-    case ISAL_INVALID_SYMBOL:
-      return "invalid deflate symbol";
-    case ISAL_INVALID_LOOKBACK:
-      return "invalid deflate distance";
-    default:
-      return "inflate error " + std::to_string(code);
   }
 }
 

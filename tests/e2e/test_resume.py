@@ -47,6 +47,15 @@ def kill_at_checkpoint(args, out, entries=0, timeout=120):
         return proc.returncode, None
 
 
+
+def label_5_becomes_6(path):
+    """Changes one digit of sample 5's label in place (the id 5 becomes 6), same size."""
+    with open(path, "r+b") as f:
+        data = f.read()
+        at = data.index(b'{"id": 5, ')
+        f.seek(at + 7)
+        f.write(b"6")
+
 class ResumeTest(fx.TmpCase):
     @classmethod
     def build(cls):
@@ -234,13 +243,7 @@ class ResumeTest(fx.TmpCase):
         out = self.path("in-place")
         args, _ = self.kill_past(tar, out)
 
-        def write(path):  # one digit of sample 5's label, converted before the checkpoint
-            with open(path, "r+b") as f:
-                data = f.read()
-                at = data.index(b'{"id": 5, ')
-                f.seek(at + 7)
-                f.write(b"6")
-        self.rewrite_in_place(tar, write)
+        self.rewrite_in_place(tar, label_5_becomes_6)
         self.refused_then_overwritten(args, tar, out, 5, 6)
 
     def test_resume_over_a_tar_changed_in_place_inside_the_input(self):
@@ -251,13 +254,7 @@ class ResumeTest(fx.TmpCase):
         args, cp = self.kill_past(tar, out, "--group-window", "16K", entries=40)
         self.assertLess(cp["entries"], 120)  # well before the input's end
 
-        def write(path):
-            with open(path, "r+b") as f:
-                data = f.read()
-                at = data.index(b'{"id": 5, ')
-                f.seek(at + 7)
-                f.write(b"6")
-        self.rewrite_in_place(tar, write)
+        self.rewrite_in_place(tar, label_5_becomes_6)
         self.refused_then_overwritten(args, tar, out, 5, 6)
 
     def test_resume_over_a_tar_changed_after_the_checkpoint_goes_on(self):
