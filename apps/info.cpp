@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "columns/column_ops.h"
+#include "format/json_object.h"
 
 #include "apps/commands.h"
 #include "apps/errors.h"
@@ -23,7 +24,7 @@ constexpr size_t kMaxClassesShown = 20;   // in the text; --json lists them all
 // "3: cat (0), dog (1), eel (2)"; the first kMaxClassesShown, then how many more.
 // "coco; metadata: categories (1: person, 17 keypoints, skeleton of 19 links), info".
 std::string table_text(const std::string& table_json) {
-  const auto t = nlohmann::ordered_json::parse(table_json, nullptr, false);
+  const auto t = format::parse_ordered(table_json, false);
   if (!t.is_object()) return "(unreadable)";
   std::string out = t.value("format", "?");
   const auto& meta = t.contains("metadata") ? t["metadata"] : nlohmann::ordered_json();
@@ -97,7 +98,7 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       shard_bytes += sh.size;
       missing += !sh.present;
     }
-    const auto schema = nlohmann::ordered_json::parse(s.schema_json, nullptr, false);
+    const auto schema = format::parse_ordered(s.schema_json, false);
     std::vector<ColumnInfo> columns;
     try {
       columns = list_columns(s.path);
@@ -114,8 +115,7 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       j["blobs"] = s.blobs;
       j["schema"] = schema;
       if (s.classes) j["classes"] = *s.classes;
-      if (!s.table_json.empty())
-        j["table"] = nlohmann::ordered_json::parse(s.table_json, nullptr, false);
+      if (!s.table_json.empty()) j["table"] = format::parse_ordered(s.table_json, false);
       nlohmann::ordered_json shards = nlohmann::ordered_json::array();
       for (const auto& sh : s.shards)
         shards.push_back({{"name", sh.name}, {"size", sh.size}, {"present", sh.present}});
@@ -135,7 +135,7 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
         j["distinct_image_sizes"] = s.image_sizes.size();
       }
       if (!s.manifest_json.empty()) {
-        auto m = nlohmann::ordered_json::parse(s.manifest_json, nullptr, false);
+        auto m = format::parse_ordered(s.manifest_json, false);
         if (!m.is_discarded() && m.contains("counts")) j["counts"] = m["counts"];
       }
       j["columns"] = columns_json(columns);

@@ -16,6 +16,7 @@
 #include "common/printable.h"
 #include "common/version.h"
 #include "format/column_file.h"
+#include "format/json_object.h"
 #include "format/manifest.h"
 #include "format/names.h"
 #include "format/safetensors.h"
@@ -521,7 +522,7 @@ void remove_column(const std::string& dir, const std::string& name, const std::s
   std::optional<std::map<std::string, format::ManifestColumn>> recorded;
   try {
     std::ifstream in(fs::path(dir) / format::kManifestFile);
-    if (in) recorded = format::manifest_columns(nlohmann::ordered_json::parse(in, nullptr, false));
+    if (in) recorded = format::manifest_columns(format::parse_ordered(in, false));
   } catch (const ParseError&) {  // verify names it; the files can still be removed
   }
   const bool is_recorded = recorded && recorded->count(name);

@@ -1,9 +1,12 @@
 #pragma once
-// Building JSON objects of many keys. nlohmann's ordered_json (the order we write keys in is
-// part of the format) looks for the key on every insertion, so an object of a million keys (a
-// table's columns, their tensors) costs 10^12 comparisons; keys known to be new are appended.
+// Building and reading JSON objects of many keys. nlohmann's ordered_json (the order we write
+// keys in is part of the format) looks for the key on every insertion, in its own parse too, so
+// an object of a million keys (a table's columns, their tensors) costs 10^12 comparisons; here
+// keys known to be new are appended, and parse_ordered indexes each object's keys as it goes.
+#include <istream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace tarmac::format {
@@ -17,5 +20,12 @@ inline void append_new_key(nlohmann::ordered_json& object, std::string key,
   static_cast<nlohmann::ordered_json::object_t::Container&>(map).emplace_back(std::move(key),
                                                                               std::move(value));
 }
+
+/// nlohmann::ordered_json::parse in linear time, with its results: keys in document order, a
+/// key given twice keeps its first place and its last value; invalid text throws
+/// nlohmann::json::parse_error or, with allow_exceptions false, gives a discarded value.
+nlohmann::ordered_json parse_ordered(std::string_view text, bool allow_exceptions = true);
+/// The same over a whole stream (a file).
+nlohmann::ordered_json parse_ordered(std::istream& in, bool allow_exceptions = true);
 
 }  // namespace tarmac::format

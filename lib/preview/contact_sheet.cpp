@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/number_text.h"
+#include "format/json_object.h"
 #include "format/manifest.h"
 #include "format/names.h"
 #include "read/dataset.h"
@@ -112,8 +113,7 @@ void declared_fields(const fs::path& dir, std::vector<std::string>& points,
                      std::vector<std::string>& boxes) {
   std::ifstream in(dir / format::kManifestFile);
   if (!in) return;
-  auto d = format::declared_geometry(
-      nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false));
+  auto d = format::declared_geometry(format::parse_ordered(in, false));
   points = std::move(d.points);
   boxes = std::move(d.boxes);
 }

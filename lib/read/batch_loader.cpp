@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "format/json_object.h"
 #include "format/manifest.h"
 #include "transform/warp.h"
 
@@ -20,8 +21,7 @@ namespace {
 format::DeclaredGeometry declared_geometry(const Dataset& ds) {
   std::ifstream in(std::filesystem::path(ds.path()) / format::kManifestFile);
   if (!in) return {};
-  return format::declared_geometry(
-      nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false));
+  return format::declared_geometry(format::parse_ordered(in, false));
 }
 
 // "NAME", "NAME:xywh" or "NAME:xyxy" -> (NAME, xyxy).

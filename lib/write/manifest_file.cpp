@@ -10,6 +10,7 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "format/json_object.h"
 #include "format/names.h"
 #include "write/file_util.h"
 
@@ -52,7 +53,7 @@ bool update_manifest(const std::filesystem::path& dir,
   const std::filesystem::path path = dir / format::kManifestFile;
   std::ifstream in(path);
   if (!in) return false;
-  nlohmann::ordered_json m = nlohmann::ordered_json::parse(in, nullptr, false);
+  nlohmann::ordered_json m = format::parse_ordered(in, false);
   if (!m.is_object())
     throw FatalError("cannot update '" + path.string() +
                      "': it is not a JSON object (run 'tarmac verify " + dir.string() + "')");

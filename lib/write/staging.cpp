@@ -5,6 +5,7 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "format/json_object.h"
 #include "format/manifest.h"
 #include "format/names.h"
 #include "write/file_util.h"
@@ -43,7 +44,7 @@ void discard_unfinished_publish(const fs::path& out, const fs::path& staging) {
   std::vector<std::string> published{kManifestFile, kShardListFile};
   std::ifstream in(manifest);
   try {
-    for (auto& name : manifest_shard_names(nlohmann::ordered_json::parse(in, nullptr, false)))
+    for (auto& name : manifest_shard_names(format::parse_ordered(in, false)))
       published.push_back(std::move(name));
   } catch (const ParseError&) {  // not one a run wrote: none of its names is acted on
   }
