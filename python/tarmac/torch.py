@@ -327,7 +327,7 @@ class MixedDataset(torch.utils.data.Dataset):
                                      channels=d.channels)
             except tarmac.TarmacError as e:
                 raise ValueError(f"augment: {self._names[k]}: {e}") from e
-            for name in self.dense:
+            for name in self.dense if len(ds) else ():  # an empty dataset's maps have no dtype to compare
                 layouts[name].setdefault((labels[name].dtype.name, labels[name].shape[1:]), []).append(self._names[k])
         for name, kinds in layouts.items():
             if len(kinds) > 1:
