@@ -12,9 +12,9 @@ extern "C" {
 #endif
 
 #define TARMAC_API __attribute__((visibility("default")))
-#define TARMAC_C_API_VERSION                                        \
-  3 /* 2: tarmac_augment, tarmac_loader_new_augment, _start_seeded; \
-       3: tarmac_loader_field_layout, PNG dense maps in batches */
+/* 2: tarmac_augment, tarmac_loader_new_augment, _start_seeded; 3: tarmac_loader_field_layout,
+   PNG dense maps in augmented batches */
+#define TARMAC_C_API_VERSION 3
 #define TARMAC_MAX_DIMS 8
 
 /** Error codes: 0 is success; tarmac_last_error() says why for any other. */
