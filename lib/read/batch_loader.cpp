@@ -24,6 +24,37 @@ format::DeclaredGeometry declared_geometry(const Dataset& ds) {
   return format::declared_geometry(format::parse_ordered(in, false));
 }
 
+// A dense map as a batch takes it: a .npy map's array in place, a PNG (or other image) map
+// decoded with its channels and bit depth; channels 0 for a 2-d map.
+struct DenseMap {
+  DType dtype = DType::U8;
+  int64_t channels = 0;
+  int width = 0, height = 0;
+  std::span<const uint8_t> bytes;  ///< into the shard's map, or into `decoded`
+  std::vector<uint8_t> decoded;
+};
+
+DenseMap dense_map(const Dataset& ds, size_t i, const std::string& kind) {
+  DenseMap m;
+  if (ds.encoding(i, kind) == BlobEncoding::Npy) {
+    const TensorView v = ds.dense_array(i, kind);
+    m.dtype = v.dtype;
+    m.channels = v.shape.ndim == 3 ? v.shape[2] : 0;
+    m.height = static_cast<int>(v.shape[0]);
+    m.width = static_cast<int>(v.shape[1]);
+    m.bytes = v.bytes;
+    return m;
+  }
+  Pixels p = ds.decode_dense(i, kind);
+  m.dtype = p.dtype;
+  m.channels = p.channels == 1 ? 0 : p.channels;
+  m.width = p.width;
+  m.height = p.height;
+  m.decoded = std::move(p.data);
+  m.bytes = m.decoded;
+  return m;
+}
+
 // "NAME", "NAME:xywh" or "NAME:xyxy" -> (NAME, xyxy).
 std::pair<std::string, bool> parse_box(const std::string& spec) {
   for (const char* suffix : {":xywh", ":xyxy"})
@@ -86,9 +117,9 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
                std::find(kinds.begin(), kinds.end(), name) != kinds.end()) {
       g.kind = Gather::Dense;
       if (ds.size() > 0) {  // one dtype and channel count per kind: sample 0's
-        const TensorView v = ds.dense_array(0, name);
-        g.dtype = v.dtype;
-        g.channels = v.shape.ndim == 3 ? v.shape[2] : 0;
+        const DenseMap m = dense_map(ds, 0, name);
+        g.dtype = m.dtype;
+        g.channels = m.channels;
       }
       g.bytes = uint64_t(opt_.width) * uint64_t(opt_.height) *
                 uint64_t(std::max<int64_t>(g.channels, 1)) * dtype_size(g.dtype);
@@ -226,26 +257,9 @@ void BatchLoader::augment_sample(size_t j, size_t i) {
       case Gather::Flip:
         to[0] = d.flip ? 1 : 0;
         break;
-      case Gather::Dense: {
-        const TensorView v = ds_.dense_array(i, g.name);
-        const int64_t c = v.shape.ndim == 3 ? v.shape[2] : 0;
-        if (v.dtype != g.dtype || c != g.channels)
-          throw DataError("dataset '" + ds_.path() + "': sample " + std::to_string(i) + "'s " +
-                          g.name + " is " + std::string(dtype_name(v.dtype)) + " with " +
-                          std::to_string(std::max<int64_t>(c, 1)) + " channels, sample 0's is " +
-                          std::string(dtype_name(g.dtype)) + " with " +
-                          std::to_string(std::max<int64_t>(g.channels, 1)) + ": a batch needs one");
-        if (v.shape[0] != p.height || v.shape[1] != p.width)
-          throw DataError("dataset '" + ds_.path() + "': sample " + std::to_string(i) + "'s " +
-                          g.name + " is " + std::to_string(v.shape[1]) + "x" +
-                          std::to_string(v.shape[0]) + ", its image " + std::to_string(p.width) +
-                          "x" + std::to_string(p.height));
-        const std::vector<uint8_t> w = warp_dense_bytes(
-            v.bytes, p.width, p.height, g.bytes / (size_t(opt_.width) * opt_.height), d.m,
-            opt_.width, opt_.height);
-        std::memcpy(to.data(), w.data(), g.bytes);
+      case Gather::Dense:
+        augment_dense(i, g, d, p.width, p.height, to);
         break;
-      }
       case Gather::Value:
       case Gather::Points:
       case Gather::Boxes: {
@@ -261,6 +275,54 @@ void BatchLoader::augment_sample(size_t j, size_t i) {
       }
     }
   }
+}
+
+void BatchLoader::augment_dense(size_t i, const Gather& g, const AugmentDraw& d, int image_w,
+                                int image_h, std::span<uint8_t> to) const {
+  const DenseMap m = dense_map(ds_, i, g.name);
+  if (m.dtype != g.dtype || m.channels != g.channels)
+    throw DataError("dataset '" + ds_.path() + "': sample " + std::to_string(i) + "'s " + g.name +
+                    " is " + std::string(dtype_name(m.dtype)) + " with " +
+                    std::to_string(std::max<int64_t>(m.channels, 1)) + " channels, sample 0's is " +
+                    std::string(dtype_name(g.dtype)) + " with " +
+                    std::to_string(std::max<int64_t>(g.channels, 1)) + ": a batch needs one");
+  if (m.width != image_w || m.height != image_h)
+    throw DataError("dataset '" + ds_.path() + "': sample " + std::to_string(i) + "'s " + g.name +
+                    " is " + std::to_string(m.width) + "x" + std::to_string(m.height) +
+                    ", its image " + std::to_string(image_w) + "x" + std::to_string(image_h));
+  const size_t pixel_bytes = g.bytes / (size_t(opt_.width) * size_t(opt_.height));
+  const std::vector<uint8_t> w =
+      warp_dense_bytes(m.bytes, m.width, m.height, pixel_bytes, d.m, opt_.width, opt_.height);
+  std::memcpy(to.data(), w.data(), g.bytes);
+}
+
+TensorView BatchLoader::field_layout(size_t k) const {
+  const Gather& g = gathers_.at(k);
+  TensorView v;
+  std::vector<int64_t> shape;
+  switch (g.kind) {
+    case Gather::Matrix:
+      v.dtype = DType::F64;
+      shape = {2, 3};
+      break;
+    case Gather::Flip:
+      v.dtype = DType::BOOL;
+      break;
+    case Gather::Dense:
+      v.dtype = g.dtype;
+      shape = {opt_.height, opt_.width};
+      if (g.channels) shape.push_back(g.channels);
+      break;
+    case Gather::Value:
+    case Gather::Points:
+    case Gather::Boxes:
+      v.dtype = g.field->dtype;
+      shape = g.field->shape;
+      break;
+  }
+  v.shape.ndim = shape.size();
+  std::copy(shape.begin(), shape.end(), v.shape.dims.begin());
+  return v;
 }
 
 void BatchLoader::work() {

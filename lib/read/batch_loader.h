@@ -29,7 +29,8 @@ struct BatchOptions {
   int threads = 0;  ///< decoding threads; 0: the number of cores
   /// Fixed-shape fields to gather (schema fields or "__affine__"); ragged ones are refused.
   /// With `augment` also "__augment__" (F64 [2, 3]: stored pixels -> output), "__flip__" (BOOL)
-  /// and dense maps stored as .npy ("__depth__": [height, width(, C)], the stored dtype).
+  /// and dense maps ("__depth__": [height, width(, C)] of the stored dtype: a .npy map's own,
+  /// U8 or U16 for a PNG one; sample 0's dtype and channels for the whole batch).
   std::vector<std::string> fields;
   /// Channels of every image in the batch, whatever is stored: 3 (RGB; grey images
   /// replicated) or 1 (grey; colour images converted with OpenCV's weights).
@@ -74,6 +75,8 @@ class BatchLoader {
   const BatchOptions& options() const { return opt_; }
   /// Bytes of one sample's value of fields[k].
   uint64_t field_bytes(size_t k) const { return gathers_[k].bytes; }
+  /// The dtype and per-sample shape of fields[k] (its bytes empty): what a caller allocates.
+  TensorView field_layout(size_t k) const;
 
  private:
   /// What fields[k] is and how a sample's value of it is made.
@@ -89,6 +92,9 @@ class BatchLoader {
   void work();
   void do_sample(size_t j);
   void augment_sample(size_t j, size_t i);
+  /// Sample i's dense map g warped by d into `to`; its image is image_w x image_h as stored.
+  void augment_dense(size_t i, const Gather& g, const AugmentDraw& d, int image_w, int image_h,
+                     std::span<uint8_t> to) const;
 
   const Dataset& ds_;
   BatchOptions opt_;

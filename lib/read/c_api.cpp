@@ -487,6 +487,19 @@ int tarmac_loader_field_bytes(const tarmac_loader* loader, size_t k, uint64_t* o
   });
 }
 
+int tarmac_loader_field_layout(const tarmac_loader* loader, size_t k, tarmac_tensor* out) {
+  return guarded([&] {
+    need(loader, "loader");
+    need(out, "out");
+    if (k >= loader->loader.options().fields.size())
+      throw IndexError("loader field " + std::to_string(k) + " of " +
+                       std::to_string(loader->loader.options().fields.size()));
+    fill(loader->loader.field_layout(k), nullptr, out);
+    out->data = nullptr;
+    out->nbytes = loader->loader.field_bytes(k);
+  });
+}
+
 int tarmac_loader_start(tarmac_loader* loader, const int64_t* indices, size_t n, uint8_t* images,
                         size_t images_size, void* const* labels, const size_t* label_sizes) {
   return tarmac_loader_start_seeded(loader, 0, 0, indices, n, images, images_size, labels,

@@ -12,7 +12,9 @@ extern "C" {
 #endif
 
 #define TARMAC_API __attribute__((visibility("default")))
-#define TARMAC_C_API_VERSION 2 /* 2: tarmac_augment, tarmac_loader_new_augment, _start_seeded */
+/* 2: tarmac_augment, tarmac_loader_new_augment, _start_seeded; 3: tarmac_loader_field_layout,
+   PNG dense maps in augmented batches */
+#define TARMAC_C_API_VERSION 3
 #define TARMAC_MAX_DIMS 8
 
 /** Error codes: 0 is success; tarmac_last_error() says why for any other. */
@@ -176,13 +178,17 @@ typedef struct {
 
 /** tarmac_loader_new_channels with augmentation: images are aug->width x aug->height; fields
  *  may also name "__augment__" (F64 [2, 3], stored pixels -> output), "__flip__" (BOOL) and
- *  dense maps stored as .npy ("__depth__": [height, width(, C)] of the stored dtype). */
+ *  dense maps ("__depth__": [height, width(, C)] of the stored dtype, .npy or PNG). */
 TARMAC_API int tarmac_loader_new_augment(const tarmac_dataset* ds, const tarmac_augment* aug,
                                          int32_t channels, int32_t threads,
                                          const char* const* fields, size_t nfields,
                                          tarmac_loader** out);
 /** Bytes of one sample's value of the loader's field k (the size of its label buffer / n). */
 TARMAC_API int tarmac_loader_field_bytes(const tarmac_loader* loader, size_t k, uint64_t* out);
+/** The dtype and per-sample shape of the loader's field k (data NULL, nbytes its bytes): a
+ *  dense map's is [height, width(, C)] of sample 0's dtype (U8 or U16 for a PNG map). */
+TARMAC_API int tarmac_loader_field_layout(const tarmac_loader* loader, size_t k,
+                                          tarmac_tensor* out);
 /** tarmac_loader_start whose augmentation draws are those of (seed, epoch): sample i's are a
  *  pure function of (seed, epoch, i). */
 TARMAC_API int tarmac_loader_start_seeded(tarmac_loader* loader, uint64_t seed, uint64_t epoch,

@@ -268,6 +268,7 @@ def load_library():
         "tarmac_loader_wait": (ctypes.c_int, [P]),
         "tarmac_loader_new_augment": (ctypes.c_int, [P, pp(_Augment), i32, i32, pp(ctypes.c_char_p), sz, pp(P)]),
         "tarmac_loader_field_bytes": (ctypes.c_int, [P, sz, pp(u64)]),
+        "tarmac_loader_field_layout": (ctypes.c_int, [P, sz, pp(_Tensor)]),
         "tarmac_loader_start_seeded": (ctypes.c_int, [P, u64, u64, P, sz, P, sz, pp(P), pp(sz)]),
     }
     for name, (res, args) in sigs.items():
@@ -707,8 +708,9 @@ class Dataset:
         augment: a tarmac.Augment. Every image is then augment.size (any stored size), warped
         under sample i's draw, a pure function of (seed, epoch, i); the points fields and boxes
         fields among `fields` follow (those convert --points / --boxes declared, or `points`,
-        `boxes`: lists of names, a box "NAME" (x, y, w, h) or "NAME:xyxy"), and so do the .npy
-        dense maps named in `dense` (labels[name]: (N, H, W[, C]), stored dtype, nearest);
+        `boxes`: lists of names, a box "NAME" (x, y, w, h) or "NAME:xyxy"), and so do the
+        dense maps named in `dense`, .npy or PNG (labels[name]: (N, H, W[, C]), the stored
+        dtype, a 16-bit PNG's uint16; nearest);
         labels["__augment__"] (N, 2, 3) float64 maps stored pixels to output pixels,
         labels["__flip__"] (N,) bool."""
         idx = np.ascontiguousarray([self._index(i) for i in indices], dtype=np.int64)
@@ -766,9 +768,9 @@ class Dataset:
             labels["__augment__"] = np.empty((len(idx), 2, 3), dtype=np.float64)
             labels["__flip__"] = np.empty(len(idx), dtype=bool)
             outs += [labels["__augment__"], labels["__flip__"]]
-            for name, kind in zip(dense, kinds):
-                probe = self.dense(0, kind) if self._n else np.empty((0, 0), dtype=np.uint8)
-                labels[name] = np.empty((len(idx), h, w) + probe.shape[2:], dtype=probe.dtype)
+            for k, name in enumerate(dense):  # the loader's dtype and shape (sample 0's map)
+                dtype, shape = loader.layout(len(fields) + 2 + k)
+                labels[name] = np.empty((len(idx),) + shape, dtype=dtype)
                 outs.append(labels[name])
         loader.run(idx, images, outs, seed, epoch)
         for name in fields:  # a nullable field's zeros are told apart by its mask
@@ -791,6 +793,12 @@ class _Loader:
         _check(self.lib.tarmac_loader_start_seeded(self.ptr, seed, epoch, idx.ctypes.data, len(idx),
                                                    images.ctypes.data, images.nbytes, bufs, sizes))
         _check(self.lib.tarmac_loader_wait(self.ptr))
+
+    def layout(self, k):
+        """(numpy dtype, per-sample shape) of the loader's field k."""
+        t = _Tensor()
+        _check(self.lib.tarmac_loader_field_layout(self.ptr, k, ctypes.byref(t)))
+        return np.dtype(_DTYPES[t.dtype]), tuple(t.shape[d] for d in range(t.ndim))
 
     def __del__(self):
         if self.pid == os.getpid() and self.ptr.value:

@@ -20,6 +20,7 @@ batch_size; the dataset then returns the batch already stacked.
         ds, batch_size=None, num_workers=8, pin_memory=True,
         sampler=torch.utils.data.BatchSampler(sampler, batch_size=64, drop_last=False))
 """
+import copy
 import fractions
 import logging
 import math
@@ -48,8 +49,9 @@ class TarmacDataset(torch.utils.data.Dataset):
     sample i's draw a pure function of (seed, epoch, i); call set_epoch(e) every epoch (before
     the DataLoader's iterator is made: workers take a copy of the dataset, so with
     persistent_workers the epoch they see does not change). Samples then also hold
-    "__augment__" (float64 [2, 3]) and "__flip__", and each .npy dense map named in `dense`
-    warped with the image. A single index is decoded as a batch of one."""
+    "__augment__" (float64 [2, 3]) and "__flip__", and each dense map named in `dense` (.npy
+    or PNG) warped with the image. A single index is decoded as a batch of one. Values of a
+    dtype torch lacks are widened: uint16 (a 16-bit depth map) to int32, uint32 to int64."""
 
     def __init__(self, path, fields=None, decode=True, chw=True, transform=None, threads=None,
                  channels=3, columns=None, augment=None, seed=0, dense=None):
@@ -104,7 +106,7 @@ class TarmacDataset(torch.utils.data.Dataset):
             # Copies one sample's value (bytes) so the tensor owns writable memory for collate.
             # A nullable field: its stored value (zeros where none) and NAME.valid, so that
             # samples still collate.
-            out[name] = torch.from_numpy(np.array(ds._stored_value(name, i)))
+            out[name] = _label_tensor(np.array(ds._stored_value(name, i)))
             if ds.fields.get(name, {}).get("nullable"):
                 out[name + ".valid"] = torch.tensor(ds.value(name, i) is not None)
         for name in self.columns:
@@ -142,7 +144,7 @@ class TarmacDataset(torch.utils.data.Dataset):
                 if ds.fields.get(name, {}).get("nullable"):
                     labels[name + ".valid"] = np.array([ds.value(name, i) is not None for i in idx], dtype=bool)
         for name in labels:
-            out[name] = torch.from_numpy(labels[name])
+            out[name] = _label_tensor(labels[name])
         for name in self.columns:
             outputs = [ds.derived_value(name, i) for i in idx]
             if len({o.shape for o in outputs}) > 1:
@@ -158,16 +160,24 @@ def _is_index(i):
     return isinstance(i, (int, np.integer)) or (torch.is_tensor(i) and i.dim() == 0)
 
 
+_WIDEN = {np.dtype(np.uint16): np.int32, np.dtype(np.uint32): np.int64}
+
+
+def _label_tensor(array):
+    """A label array as a tensor; unsigned types torch lacks widened (U16 to int32, U32 to int64:
+    a 16-bit depth map's values are kept)."""
+    if array.dtype in _WIDEN:
+        array = array.astype(_WIDEN[array.dtype])
+    return torch.from_numpy(array)
+
+
 def _column_tensor(ds, name, array):
     """A derived column's outputs as a tensor: BF16 (numpy holds its raw uint16 bits) as
     torch.bfloat16; unsigned types torch lacks widened (U16 to int32, U32 to int64)."""
     array = np.ascontiguousarray(array)
     if array.dtype == np.uint16 and ds._derived_dtype(name) == "BF16":
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    widen = {np.dtype(np.uint16): np.int32, np.dtype(np.uint32): np.int64}
-    if array.dtype in widen:
-        array = array.astype(widen[array.dtype])
-    return torch.from_numpy(array)
+    return _label_tensor(array)
 
 
 def _uint8_tensor(shape, shared):
@@ -192,14 +202,27 @@ class MixedDataset(torch.utils.data.Dataset):
     zeros of the field's shape and dtype there, with NAME.valid False (format.md 1.4); such a
     field, and one nullable in some dataset, has NAME.valid in every sample (True where the
     dataset has a value). The derived columns are those every dataset has (or `columns`).
-    A list of indices gives the batch stacked, in that order (one ds.batch per dataset); its
-    images must share one size. The other arguments are TarmacDataset's."""
+    A list of indices gives the batch stacked, in that order (one ds.batch per dataset). The
+    images of all the datasets must share one size (a ValueError at construction otherwise),
+    unless `augment` (a tarmac.Augment) warps every sample to its size: then every dataset's
+    samples are augmented, on the per-sample and the batched path, with "__augment__",
+    "__flip__" and each dense map named in `dense` (every dataset must have it) as
+    TarmacDataset gives them. Sample `local` of dataset k draws as ds.batch(seed=
+    dataset_seed(k), epoch, index local) of that dataset alone; call set_epoch(e) every epoch.
+    The other arguments are TarmacDataset's."""
 
     def __init__(self, datasets, fields=None, decode=True, chw=True, transform=None, threads=None,
-                 channels=3, columns=None):
+                 channels=3, columns=None, augment=None, seed=0, dense=None):
         datasets = list(datasets)
         if not datasets:
             raise ValueError("datasets: the list is empty; MixedDataset needs at least one dataset")
+        if augment is not None and not isinstance(augment, tarmac.Augment):
+            raise ValueError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
+        if augment is None and dense:
+            raise ValueError("dense maps are batched with an augmentation: give augment=")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+            raise ValueError(f"seed must be an integer in 0 .. 2^64 - 1, not {seed!r}")
+        self.augment, self.seed, self.epoch, self.dense = augment, int(seed), 0, list(dense or [])
         given = [d if isinstance(d, TarmacDataset) else None for d in datasets]
         opened = [tarmac.Dataset(d.path if isinstance(d, TarmacDataset) else os.fspath(d)) for d in datasets]
         self.paths = [ds.path for ds in opened]
@@ -211,6 +234,9 @@ class MixedDataset(torch.utils.data.Dataset):
             if d is not None and d.transform is not None:
                 raise ValueError(f"datasets: {names[k]} is a TarmacDataset with a transform; give the transform "
                                  "to MixedDataset, which applies it to the mixed samples")
+            if d is not None and (d.augment is not None or d.dense):
+                raise ValueError(f"datasets: {names[k]} is a TarmacDataset with an augment; give augment= (and "
+                                 "dense=) to MixedDataset, which applies it to every dataset")
 
         fixed = [set(ds.fixed_fields()) for ds in opened]
         own = [fixed[k] if d is None else set(d.fields) for k, d in enumerate(given)]
@@ -249,8 +275,11 @@ class MixedDataset(torch.utils.data.Dataset):
         self.columns = list(columns)
         settings = {"decode": decode, "chw": chw, "channels": channels, "threads": threads}
         self.datasets = [TarmacDataset(ds.path, fields=[f for f in self.fields if f in self._has[k]],
-                                       columns=self.columns, **settings) if given[k] is None else given[k]
+                                       columns=self.columns, **settings) if given[k] is None else copy.copy(given[k])
                          for k, ds in enumerate(opened)]
+        if augment is not None:  # copies of the given ones: the caller's objects are left as they were
+            for k, d in enumerate(self.datasets):
+                d.augment, d.seed, d.dense = augment, self.dataset_seed(k), list(self.dense)
         for k, d in enumerate(self.datasets):
             theirs = {"decode": d.decode, "chw": d.chw, "channels": d.channels}
             if any(theirs[key] != settings[key] for key in theirs) or set(d.columns) != set(self.columns):
@@ -262,6 +291,60 @@ class MixedDataset(torch.utils.data.Dataset):
             raise ValueError("datasets: some have images and some do not (" + ", ".join(
                 n for n, w in zip(names, with_images) if not w) + "); mix them with decode=False (labels only)")
         self._names = names
+        if augment is not None:
+            self._check_augment(opened)
+        elif decode and len(opened) > 1 and all(with_images):
+            self._check_one_size(opened)
+
+    def _check_one_size(self, opened):
+        """Without augment: the images of all the datasets have one size (the annotation files'
+        width and height columns), or a ValueError names each dataset's sizes."""
+        sizes = {}
+        for k, ds in enumerate(opened):
+            wh = np.stack([ds._tensor("__image__.width"), ds._tensor("__image__.height")], 1) if len(ds) else []
+            for w, h in (np.unique(wh, axis=0).tolist() if len(ds) else []):
+                sizes.setdefault((w, h), []).append(self._names[k])
+        if len(sizes) > 1:
+            raise ValueError("datasets: their images have several sizes, so their samples cannot batch together: "
+                             + "; ".join(f"{w}x{h} in {', '.join(where)}" for (w, h), where in sorted(sizes.items()))
+                             + ". Give augment=tarmac.Augment(size=(H, W), ...) to warp every sample to one size, "
+                             "or convert the datasets with one --size")
+
+    def _check_augment(self, opened):
+        """With augment, before any batch: each dataset takes it (flip_pairs fit its points
+        fields), has every map of `dense`, and the maps have one dtype and shape across them."""
+        layouts = {name: {} for name in self.dense}
+        for k, (ds, d) in enumerate(zip(opened, self.datasets)):
+            if not d.decode or not ds.blob_kinds:
+                continue
+            for name in self.dense:
+                kind = name if name.startswith("__") else f"__{name}__"
+                if kind not in ds.blob_kinds[1:]:
+                    raise ValueError(f"dense: '{name}' is not a dense map of {self._names[k]} (it has: "
+                                     f"{', '.join(ds.blob_kinds[1:]) or 'none'}); every dataset of the mix needs it")
+            try:  # an empty batch: the native loader checks the augment against the fields, decodes no sample
+                _, labels = ds.batch([], fields=d.fields, augment=self.augment, dense=self.dense, threads=1,
+                                     channels=d.channels)
+            except tarmac.TarmacError as e:
+                raise ValueError(f"augment: {self._names[k]}: {e}") from e
+            for name in self.dense if len(ds) else ():  # an empty dataset's maps have no dtype to compare
+                layouts[name].setdefault((labels[name].dtype.name, labels[name].shape[1:]), []).append(self._names[k])
+        for name, kinds in layouts.items():
+            if len(kinds) > 1:
+                raise ValueError(f"dense: '{name}' differs between the datasets: " + "; ".join(
+                    f"{dtype} {shape} in {', '.join(where)}" for (dtype, shape), where in kinds.items()))
+
+    def dataset_seed(self, k):
+        """The augmentation seed of dataset k: seed XOR (k * 0x9E3779B97F4A7C15 mod 2^64), so
+        dataset 0 draws as TarmacDataset(seed=seed) would, and the others draw apart from it."""
+        return self.seed ^ ((int(k) * 0x9E3779B97F4A7C15) & (2**64 - 1))
+
+    def set_epoch(self, epoch):
+        """The epoch whose augmentation draws samples get (with `augment`): call it every epoch,
+        before the DataLoader's iterator is made, as for TarmacDataset."""
+        self.epoch = int(epoch)
+        for d in self.datasets:
+            d.set_epoch(epoch)
 
     def __len__(self):
         return int(self.offsets[-1])
@@ -287,8 +370,9 @@ class MixedDataset(torch.utils.data.Dataset):
         (g,), (k,), (local,) = self._locate([i])
         sample = self.datasets[k][int(local)]
         out = {"__key__": sample["__key__"], "__index__": int(g), "__dataset__": torch.tensor(k, dtype=torch.int64)}
-        if "image" in sample:
-            out["image"] = sample["image"]
+        for name in ("image", "__augment__", "__flip__", *self.dense):
+            if name in sample:
+                out[name] = sample[name]
         for name in self.fields:
             has = name in self._has[k]
             out[name] = sample[name] if has else self._zeros(name)
@@ -315,6 +399,10 @@ class MixedDataset(torch.utils.data.Dataset):
         places = [torch.from_numpy(pos) for _, pos in parts]
         if self.datasets[0].decode and any("image" in b for b in batches):
             out["image"] = self._images(n, parts, places, batches)
+        for name in ("__augment__", "__flip__", *self.dense):
+            if batches and name in batches[0]:
+                first = batches[0][name]
+                out[name] = _place(first.new_empty((n,) + first.shape[1:]), places, [b[name] for b in batches])
         for name in self.fields:
             out[name] = _place(self._zeros(name, n), places, [b.get(name) for b in batches])
             if self._nullable[name]:

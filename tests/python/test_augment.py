@@ -72,6 +72,35 @@ def make_dataset(tmp):
     return out
 
 
+def png(a):
+    """PNG bytes of a (H, W) map (8 or 16 bits) or an (H, W, 3) RGB one."""
+    ok, data = cv2.imencode(".png", a if a.ndim == 2 else cv2.cvtColor(a, cv2.COLOR_RGB2BGR))
+    assert ok
+    return data.tobytes()
+
+
+def make_png_dense_dataset(tmp, name="pngdense", depth8=()):
+    """JPEG images with two PNG dense maps: a 16-bit depth (8-bit for the samples in `depth8`)
+    and an 8-bit RGB "normal" map, at the image's size (48x40 or 56x40)."""
+    src = os.path.join(tmp, name + ".tar")
+    rng = np.random.default_rng(1)
+    with tarfile.open(src, "w", format=tarfile.PAX_FORMAT) as tar:
+        for k in range(N):
+            img = image(k)
+            h, w = img.shape[:2]
+            ok, jpg = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 98])
+            key = f"s/{k:04d}"
+            add(tar, key + ".jpg", jpg.tobytes())
+            add(tar, key + ".json", json.dumps(labels(k)).encode())
+            depth = rng.integers(1, 65535, (h, w), dtype=np.uint16)  # values no 8-bit map could hold
+            add(tar, key + ".depth.png", png(depth.astype(np.uint8) if k in depth8 else depth))
+            add(tar, key + ".normal.png", png(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)))
+    out = os.path.join(tmp, name)
+    subprocess.run([TARMAC, "convert", "-q", src, "-o", out, "--format", "jpg", "--quality", "98",
+                    "--points", "kp", "--dense", "depth.png", "normal.png"], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
 M64 = 2**64 - 1
 
 
@@ -176,6 +205,45 @@ class AugmentTest(unittest.TestCase):
                 want = cv2.warpAffine(np.ascontiguousarray(self.ds.dense(i, kind)), m, (40, 32),
                                       flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
                 self.assertEqual(labels[name][j].tobytes(), want.tobytes(), f"{name} of sample {i}")
+
+    def test_png_dense_maps_are_decoded_in_their_dtype_and_warped_nearest_byte_for_byte(self):
+        path = make_png_dense_dataset(self.tmp)
+        ds = tarmac.Dataset(path)
+        idx = [3, 0, 11, 22, 7]
+        for aug in (tarmac.Augment(**AUG), tarmac.Augment(size=(24, 24), crop=(0.3, 0.9), flip=0.5)):
+            images, labels = ds.batch(idx, fields=["kp"], augment=aug, seed=6, epoch=2, dense=["depth", "normal"])
+            h, w = aug.size
+            self.assertEqual(labels["depth"].shape, (5, h, w))
+            self.assertEqual(labels["depth"].dtype, np.uint16)
+            self.assertEqual(labels["normal"].shape, (5, h, w, 3))
+            self.assertEqual(labels["normal"].dtype, np.uint8)
+            for j, i in enumerate(idx):
+                m = labels["__augment__"][j]
+                # The stored maps decoded by OpenCV from the shard's bytes (BGR order for RGB).
+                depth = cv2.imdecode(np.asarray(ds.blob(i, "__depth__")), cv2.IMREAD_UNCHANGED)
+                normal = cv2.imdecode(np.asarray(ds.blob(i, "__normal__")), cv2.IMREAD_UNCHANGED)[:, :, ::-1]
+                self.assertEqual(depth.dtype, np.uint16)
+                for name, stored in (("depth", depth), ("normal", np.ascontiguousarray(normal))):
+                    want = cv2.warpAffine(stored, m, (w, h), flags=cv2.INTER_NEAREST,
+                                          borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+                    self.assertEqual(labels[name][j].tobytes(), want.tobytes(), f"{name} of sample {i}")
+                self.assertGreater(int(labels["depth"][j].max()), 255)
+            # The same draws as without dense maps, and the same bytes on 1 and 2 threads.
+            plain, plain_labels = ds.batch(idx, fields=["kp"], augment=aug, seed=6, epoch=2, threads=1)
+            np.testing.assert_array_equal(plain, images)
+            np.testing.assert_array_equal(plain_labels["__augment__"], labels["__augment__"])
+            _, again = ds.batch(idx, fields=[], augment=aug, seed=6, epoch=2, threads=2, dense=["depth"])
+            self.assertEqual(again["depth"].tobytes(), labels["depth"].tobytes())
+
+    def test_png_dense_maps_of_two_bit_depths_in_one_batch_name_the_sample(self):
+        ds = tarmac.Dataset(make_png_dense_dataset(self.tmp, "mixeddepth", depth8=(5,)))
+        _, labels = ds.batch([0, 1], fields=[], augment=tarmac.Augment(size=(8, 8)), dense=["depth"])
+        self.assertEqual(labels["depth"].dtype, np.uint16)
+        with self.assertRaises(tarmac.TarmacError) as e:
+            ds.batch([0, 5], fields=[], augment=tarmac.Augment(size=(8, 8)), dense=["depth"])
+        self.assertIn("sample 5", str(e.exception))
+        self.assertIn("U8", str(e.exception))
+        self.assertIn("U16", str(e.exception))
 
     def test_one_channel_batches_are_the_warped_rgb_converted(self):
         rgb, _ = self.batch([0, 5], seed=4)

@@ -14,11 +14,14 @@ import sys
 import tempfile
 import unittest
 
+import cv2
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 import fixtures as fx  # noqa: E402
+
+import tarmac
 
 try:
     import torch
@@ -271,14 +274,14 @@ class MixedDatasetTest(unittest.TestCase):
         self.assertEqual([int(i) for b in batches for i in b["__index__"]], list(sampler))
         self.assertEqual(sum(int((b["__dataset__"] == 1).sum()) for b in batches), 1)
 
-    def test_images_of_several_sizes_in_one_batch_name_the_datasets(self):
-        mix = tt.MixedDataset([self.hyper, self.big])
-        self.assertEqual(mix[[0, 1]]["image"].shape, (2, 3, 24, 32))
-        self.assertEqual(mix[[10, 11]]["image"].shape, (2, 3, 30, 40))
+    def test_images_of_several_sizes_are_refused_at_construction_naming_the_datasets(self):
         with self.assertRaises(ValueError) as e:
-            mix[[0, 10]]
-        for word in (self.hyper, self.big, "32x24", "40x30"):
+            tt.MixedDataset([self.hyper, self.big])
+        for word in (self.hyper, self.big, "32x24", "40x30", "augment", "datasets"):
             self.assertIn(word, str(e.exception))
+        self.assertEqual(len(tt.MixedDataset([self.big])), 3)  # one dataset: nothing to share
+        labels_only = tt.MixedDataset([self.hyper, self.big], decode=False)  # no images: no size
+        self.assertNotIn("image", labels_only[[0, 10]])
 
     def test_fields_and_given_datasets(self):
         mix = tt.MixedDataset([tt.TarmacDataset(self.kitti), self.hyper], fields=["id", "score"])
@@ -296,6 +299,180 @@ class MixedDatasetTest(unittest.TestCase):
             tt.MixedDataset([self.hyper, self.odd])
         for word in ("'id'", "int64", "float64", self.hyper, self.odd):
             self.assertIn(word, str(e.exception))
+
+
+M64 = 2**64 - 1
+PAIRS = [(1, 2), (3, 4)]
+
+
+def splitmix(z):
+    """splitmix64's step on state z (docs/reader.md, "Augmentation", Determinism)."""
+    z = (z + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def uniform(seed, epoch, i, k):
+    return (splitmix(splitmix(splitmix(splitmix(seed) ^ epoch) ^ i) ^ k) >> 11) / 2.0**53
+
+
+def convert_dense(tmp, name, w, h, n, joints=5, depth=True, points="kp"):
+    """PNG images of w x h, a points field (`points`) [joints, 3] and (with depth) a 16-bit depth PNG."""
+    members = []
+    for k in range(n):
+        kp = [[2.5 + (3 * j + k) % (w - 4), 1.5 + (5 * j + 2 * k) % (h - 3), float(j % 2)] for j in range(joints)]
+        members += [(f"{name}/{k:04d}.png", fx.png(fx.smooth_rgb(w, h, seed=image_seed(name, k)))),
+                    (f"{name}/{k:04d}.json", fx.js({points: kp, "id": k}))]
+        if depth:
+            members.append((f"{name}/{k:04d}.depth.png", fx.png(fx.smooth_u16(w, h, seed=k) + 2000 * k)))
+    archive = fx.write_tar(os.path.join(tmp, name + ".tar"), members)
+    out = os.path.join(tmp, name)
+    subprocess.run([TARMAC, "convert", "-q", archive, "-o", out, "--format", "png", "--points", points]
+                   + (["--dense", "depth.png"] if depth else []), check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def psnr(a, b):
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+@unittest.skipIf(tt is None, "torch is not installed")
+class MixedAugmentTest(unittest.TestCase):
+    """MixedDataset(augment=...): datasets of two stored sizes warped to one, with 16-bit PNG depth,
+    checked against OpenCV on the stored bytes and the documented draws."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tarmac-mixaug-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        cls.small = convert_dense(cls.tmp, "small", 32, 24, 7)
+        cls.wide = convert_dense(cls.tmp, "wide", 48, 20, 5)
+        cls.ref = [fx.Dataset(p) for p in (cls.small, cls.wide)]
+        cls.aug = tarmac.Augment(size=(16, 20), flip=0.5, flip_pairs=PAIRS, rotate=25, scale=(0.8, 1.2),
+                                 translate=0.1, fill=7)
+        cls.seed = 2**63 + 5
+
+    def mixed(self, **kw):
+        kw.setdefault("fields", ["kp", "id"])
+        return tt.MixedDataset([self.small, self.wide], augment=self.aug, seed=self.seed, dense=["depth"], **kw)
+
+    def check_sample(self, g, epoch, get):
+        """Sample g's image, kp, depth, __augment__ and __flip__ (get(name) -> its value as numpy)
+        against OpenCV and numpy on the stored bytes, and its flip against the documented draw."""
+        k = 0 if g < 7 else 1
+        local = g - (0, 7)[k]
+        ref = self.ref[k]
+        m = get("__augment__")
+        self.assertEqual(int(get("__dataset__")), k)
+        seed_k = self.seed ^ ((k * 0x9E3779B97F4A7C15) & M64)  # the seed the documentation gives
+        flip = uniform(seed_k, epoch, local, 0) < 0.5
+        self.assertEqual(bool(get("__flip__")), flip, g)
+        self.assertEqual(np.linalg.det(m[:, :2]) < 0, flip)
+        stored = fx.decode_rgb(ref.blob(local))
+        want = cv2.warpAffine(stored, m, (20, 16), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
+                              borderValue=(7, 7, 7))
+        self.assertGreaterEqual(psnr(get("image").transpose(1, 2, 0), want), 40, g)
+        kp = fx.apply_affine(m, ref.t["kp"][local])
+        if flip:
+            for a, b in PAIRS:
+                kp[[a, b]] = kp[[b, a]]
+        np.testing.assert_allclose(get("kp"), kp, rtol=0, atol=1e-9)
+        depth = fx.decode_unchanged(ref.blob(local, "__depth__"))
+        self.assertEqual(depth.dtype, np.uint16)
+        want = cv2.warpAffine(depth, m, (20, 16), flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT,
+                              borderValue=0)
+        np.testing.assert_array_equal(get("depth"), want)  # int32 in torch, the uint16 values
+        self.assertEqual(int(get("id")), int(ref.t["id"][local]))
+
+    def test_batches_and_samples_follow_the_stored_bytes_and_the_draws(self):
+        mix = self.mixed()
+        mix.set_epoch(3)
+        idx = [8, 0, 11, 6, 7, 3, 8]
+        batch = mix[idx]
+        self.assertEqual(tuple(batch["image"].shape), (7, 3, 16, 20))
+        self.assertEqual(tuple(batch["depth"].shape), (7, 16, 20))
+        self.assertEqual(batch["depth"].dtype, torch.int32)
+        self.assertEqual(batch["__augment__"].dtype, torch.float64)
+        self.assertEqual(batch["__flip__"].dtype, torch.bool)
+        for j, g in enumerate(idx):
+            self.check_sample(g, 3, lambda name: batch[name][j].numpy())
+            one = mix[g]  # the per-sample path: the same bytes
+            for name in ("image", "kp", "depth", "__augment__", "__flip__", "__dataset__"):
+                self.assertEqual(one[name].numpy().tobytes(), batch[name][j].numpy().tobytes(), (name, g))
+        flips = [bool(mix[g]["__flip__"]) for g in range(12)]
+        self.assertTrue(any(flips) and not all(flips))
+        mix.set_epoch(4)
+        self.assertFalse(torch.equal(mix[idx]["__augment__"], batch["__augment__"]))
+
+    def test_dataset_zero_draws_as_its_tarmac_dataset(self):
+        alone = tt.TarmacDataset(self.small, fields=["kp"], augment=self.aug, seed=self.seed, dense=["depth"])
+        one = tt.MixedDataset([self.small], fields=["kp"], augment=self.aug, seed=self.seed, dense=["depth"])
+        alone.set_epoch(1)
+        one.set_epoch(1)
+        a, b = alone[[2, 5]], one[[2, 5]]
+        for name in ("image", "kp", "depth", "__augment__", "__flip__"):
+            self.assertTrue(torch.equal(a[name], b[name]), name)
+
+    def test_same_bytes_whatever_threads_workers_batches_and_resume(self):
+        def run(threads, workers, world=1, resume=None):
+            """Every sample the epoch's loader gives, by global index: {g: bytes of each value}."""
+            mix = self.mixed(threads=threads)
+            got = {}
+            for rank in range(world):
+                sampler = tt.MixSampler(mix, [0.7, 0.3], 10, rank=rank, world=world, seed=4)
+                sampler.set_epoch(2)
+                if resume:
+                    sampler.load_state_dict(resume)
+                mix.set_epoch(2)
+                loader = torch.utils.data.DataLoader(mix, batch_size=None, num_workers=workers,
+                                                     sampler=torch.utils.data.BatchSampler(sampler, 3, False))
+                for b in loader:
+                    for j, g in enumerate(b["__index__"].tolist()):
+                        got[g] = tuple(b[n][j].numpy().tobytes() for n in ("image", "kp", "depth", "__augment__"))
+            return got
+
+        base = run(threads=1, workers=0)
+        self.assertGreater(len(base), 5)
+        self.assertEqual(run(threads=2, workers=2), base)
+        # 4 ranks stopped after 1 sample each, resumed on 3 ranks: the rest of the epoch, same bytes.
+        state = tt.MixSampler([7, 5], [0.7, 0.3], 10, rank=0, world=4, seed=4)
+        state.set_epoch(2)
+        resumed = run(threads=1, workers=1, world=3, resume=state.state_dict(consumed=1))
+        self.assertTrue(resumed)
+        for g, values in resumed.items():
+            self.assertEqual(values, base[g], g)
+        mix = self.mixed()  # another batch composition: each sample alone
+        mix.set_epoch(2)
+        for g in base:
+            s = mix[g]
+            self.assertEqual(tuple(s[n].numpy().tobytes() for n in ("image", "kp", "depth", "__augment__")), base[g])
+
+    def test_bad_input_names_the_dataset_and_the_argument_at_construction(self):
+        few = convert_dense(self.tmp, "few", 24, 24, 2, joints=3, points="hand")  # pair (3, 4) does not fit 3
+        with self.assertRaises(ValueError) as e:
+            tt.MixedDataset([self.small, few], augment=self.aug)
+        for word in ("augment", "flip_pairs", few, "dataset 1", "'hand'"):
+            self.assertIn(word, str(e.exception))
+        flat = convert_dense(self.tmp, "flat", 24, 24, 2, depth=False)
+        with self.assertRaises(ValueError) as e:
+            tt.MixedDataset([self.small, flat], augment=self.aug, dense=["depth"])
+        for word in ("dense", "'depth'", flat):
+            self.assertIn(word, str(e.exception))
+        with self.assertRaises(ValueError) as e:
+            tt.MixedDataset([tt.TarmacDataset(self.small, augment=self.aug), self.wide], augment=self.aug)
+        self.assertIn("augment", str(e.exception))
+        with self.assertRaises(ValueError) as e:
+            tt.MixedDataset([self.small, self.wide], dense=["depth"])
+        self.assertIn("augment", str(e.exception))
+        with self.assertRaises(ValueError) as e:
+            tt.MixedDataset([self.small, self.wide], augment="flip")
+        self.assertIn("augment", str(e.exception))
+        given = tt.TarmacDataset(self.wide, fields=["kp", "id"])
+        mix = tt.MixedDataset([self.small, given], fields=["kp", "id"], augment=self.aug, dense=["depth"])  # a copy
+        self.assertIsNone(given.augment)
+        self.assertEqual(tuple(mix[[0, 8]]["image"].shape), (2, 3, 16, 20))
 
 
 if __name__ == "__main__":

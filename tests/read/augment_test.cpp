@@ -208,3 +208,38 @@ TEST_CASE("flip_pairs out of range for a points field is refused before any batc
   o.points = std::vector<std::string>{"nope"};
   CHECK_THROWS_AS(BatchLoader(ds, o), ArgumentError);
 }
+
+TEST_CASE("a 16-bit PNG dense map is warped nearest in its dtype, as cv::warpAffine") {
+  const Dataset ds(fixture_dataset());
+  Augment a;
+  a.width = 20;
+  a.height = 16;
+  a.flip = 0.5;
+  a.rotate = 30;
+  a.scale_min = 0.7;
+  a.scale_max = 1.3;
+  BatchOptions o;
+  o.threads = 2;
+  o.fields = {"__depth__"};
+  o.augment = a;
+  BatchLoader loader(ds, o);
+  const TensorView layout = loader.field_layout(0);
+  CHECK(layout.dtype == DType::U16);
+  REQUIRE(layout.shape.ndim == 2);
+  CHECK((layout.shape[0] == 16 && layout.shape[1] == 20));
+  const std::vector<int64_t> idx{5, 0, 11, 5};
+  std::vector<uint8_t> images(idx.size() * 20 * 16 * 3);
+  std::vector<uint16_t> depth(idx.size() * 20 * 16);
+  loader.load(idx, {images, {bytes_of(depth)}}, 3, 1);
+  for (size_t j = 0; j < idx.size(); ++j) {
+    // The fixture's map, from make_datasets.py's formula (not decoded by tarmac): 1000K + 32y + x.
+    cv::Mat src(kHeight, kWidth, CV_16UC1), want;
+    for (int y = 0; y < kHeight; ++y)
+      for (int x = 0; x < kWidth; ++x)
+        src.at<uint16_t>(y, x) = static_cast<uint16_t>(1000 * idx[j] + 32 * y + x);
+    const AugmentDraw d = draw_augment(a, kWidth, kHeight, 3, 1, size_t(idx[j]));
+    cv::warpAffine(src, want, cv::Mat(2, 3, CV_64F, const_cast<double*>(d.m.data())),
+                   cv::Size(20, 16), cv::INTER_NEAREST, cv::BORDER_CONSTANT, cv::Scalar::all(0));
+    CHECK(std::memcmp(want.data, depth.data() + j * 20 * 16, 20 * 16 * 2) == 0);
+  }
+}

@@ -146,6 +146,14 @@ TEST_CASE("the C API's augmented loader: the C++ draws, seeded starts, errors by
   REQUIRE(tarmac_loader_field_bytes(loader, 1, &bytes) == TARMAC_OK);
   CHECK(bytes == 48);
   CHECK(tarmac_loader_field_bytes(loader, 3, &bytes) == TARMAC_E_RANGE);
+  tarmac_tensor layout;
+  REQUIRE(tarmac_loader_field_layout(loader, 1, &layout) == TARMAC_OK);
+  CHECK(std::string(tarmac_dtype_name(layout.dtype)) == "F64");
+  CHECK((layout.ndim == 2 && layout.shape[0] == 2 && layout.shape[1] == 3));
+  CHECK((layout.data == nullptr && layout.nbytes == 48));
+  REQUIRE(tarmac_loader_field_layout(loader, 2, &layout) == TARMAC_OK);
+  CHECK((std::string(tarmac_dtype_name(layout.dtype)) == "BOOL" && layout.ndim == 0));
+  CHECK(tarmac_loader_field_layout(loader, 3, &layout) == TARMAC_E_RANGE);
   const int64_t idx[] = {4, 9};
   std::vector<uint8_t> images(2 * 16 * 12 * 3);
   std::vector<double> vec(6), m(12);
