@@ -15,7 +15,9 @@ SLURM_PROCID/SLURM_NTASKS; ranks never talk to each other. Rank r of W computes 
 a rank killed or stopped, run again with the same command, goes on where it stopped. `tarmac
 column merge` joins the parts, and refuses while any sample lacks an output.
 
-The same as a function: tarmac.derive.run(DIR, NAME, fn, batch_size=16, ...).
+The same as a function: tarmac.derive.run(DIR, NAME, fn, batch_size=16, ...), which raises
+DeriveError (a TarmacError) where the command prints one line and exits 1, and DeriveStopped
+where a signal stopped it (the command exits 128 + the signal).
 """
 from __future__ import annotations
 
@@ -36,15 +38,33 @@ import numpy as np
 import tarmac
 
 from . import _format
+from .errors import TarmacError
 
-__all__ = ["run", "main", "DeriveError"]
+__all__ = ["run", "main", "DeriveError", "DeriveStopped"]
 
 _CHUNK_BYTES = 256 << 20  # a chunk is written when this much is buffered ...
 _CHUNK_SECONDS = 60.0     # ... or this long after the last one
 
 
-class DeriveError(Exception):
-    """What stops a derive run: the message says what and how to go on."""
+class DeriveError(TarmacError):
+    """What stops a derive run: the message says what and how to go on. `.code` is None."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, message)
+
+
+class DeriveStopped(DeriveError):
+    """A SIGINT or SIGTERM stopped the run once its batch in flight was checkpointed: the same
+    run goes on where it stopped. `.signal`: the signal's number; `.exit_code`: 128 + it, what
+    `python -m tarmac.derive` exits with."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.signal = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signal
 
 
 def _rank_world(rank, world):
@@ -52,7 +72,11 @@ def _rank_world(rank, world):
     env = os.environ
     for r_name, w_name in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
         if rank is None and world is None and r_name in env and w_name in env:
-            rank, world = int(env[r_name]), int(env[w_name])
+            try:
+                rank, world = int(env[r_name]), int(env[w_name])
+            except ValueError:
+                raise DeriveError(f"${r_name}={env[r_name]!r} and ${w_name}={env[w_name]!r} are not a rank and a "
+                                  "world size (integers): set them right, or give --rank and --world") from None
     if (rank is None) != (world is None):
         raise DeriveError("give both --rank and --world, or neither")
     rank, world = (0, 1) if rank is None else (int(rank), int(world))
@@ -290,8 +314,9 @@ def run(path: Union[str, os.PathLike], name: str, fn: Union[Callable[[Dict[str, 
     defaults to the cores this process may use divided among torchrun's ranks on the node.
     Returns {"rank", "world", "samples", "computed", "batches", "seconds", "wait_seconds"
     (blocked on the next batch's decoding), "fn_seconds" (in FUNC, until its output is on the
-    host), "data_wait" (wait_seconds / seconds), "threads", "complete"}. Raises DeriveError with
-    what to do."""
+    host), "data_wait" (wait_seconds / seconds), "threads", "complete"}. Raises DeriveError (a
+    TarmacError) saying what to do, and DeriveStopped when a SIGINT or SIGTERM stopped the run
+    after checkpointing its batch in flight (a second signal kills the process)."""
     path = os.fspath(path)
     r, w = _rank_world(rank, world)
     func, fn_name = _load_fn(fn)
@@ -421,10 +446,10 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
                 if ahead is not None:
                     ahead.cancel()
                 flush()
-                code = 128 + stop.signal
-                log(f"stopped by {signal.Signals(stop.signal).name} after {record['done']} of {end - begin} samples "
-                    f"(checkpoint written); run the same command again to go on")
-                raise SystemExit(code)
+                message = (f"stopped by {signal.Signals(stop.signal).name} after {record['done']} of "
+                           f"{end - begin} samples (checkpoint written); run the same command again to go on")
+                log(message)
+                raise DeriveStopped(stop.signal, message)
     flush()
     record["complete"] = True
     part.save()
@@ -492,6 +517,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         run(a.dir, a.name, a.fn, batch_size=a.batch_size, fields=[f for f in a.fields.split(",") if f],
             rank=a.rank, world=a.world, threads=a.threads, checkpoint_every=a.checkpoint_every, restart=a.restart,
             images=not a.no_images)
+    except DeriveStopped as e:  # run() logged how to go on
+        return e.exit_code
     except DeriveError as e:
         print(f"tarmac.derive: error: {e}", file=sys.stderr)
         return 1

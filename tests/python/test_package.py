@@ -13,6 +13,7 @@ import os
 import pickle
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -175,11 +176,14 @@ class ErrorsTest(unittest.TestCase):
         self.assertIsInstance(e.exception, IndexError)
 
     def test_errors_pickle_with_their_class_code_and_attributes(self):
-        for e in [tarmac.TarmacError(7, "plain"), tarmac.DataError("sample 3"), tarmac.LibraryVersionError("old")]:
+        for e in [tarmac.TarmacError(7, "plain"), tarmac.DataError("sample 3"), tarmac.LibraryVersionError("old"),
+                  tarmac.derive.DeriveStopped(signal.SIGTERM, "stopped")]:
             with self.subTest(error=type(e).__name__):
                 back = pickle.loads(pickle.dumps(e))
                 self.assertIs(type(back), type(e))
                 self.assertEqual((back.code, str(back), vars(back)), (e.code, str(e), vars(e)))
+        self.assertEqual(pickle.loads(pickle.dumps(tarmac.derive.DeriveStopped(signal.SIGTERM, "x"))).exit_code,
+                         128 + signal.SIGTERM)
 
 
 class _FieldOfSample:
