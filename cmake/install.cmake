@@ -55,8 +55,9 @@ foreach(pc tarmac tarmac-c)
 endforeach()
 
 # The Python package, and where the library is relative to it (python/tarmac/__init__.py).
+# Every module, and py.typed (PEP 561: the package's type hints are for type checkers to use).
 install(DIRECTORY python/tarmac DESTINATION ${TARMAC_INSTALL_PYTHONDIR}
-        FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+        FILES_MATCHING PATTERN "*.py" PATTERN "py.typed" PATTERN "__pycache__" EXCLUDE)
 if(IS_ABSOLUTE "${TARMAC_INSTALL_PYTHONDIR}")
   file(RELATIVE_PATH TARMAC_PY_TO_LIBDIR "${TARMAC_INSTALL_PYTHONDIR}/tarmac"
        "${CMAKE_INSTALL_FULL_LIBDIR}")

@@ -20,7 +20,7 @@ LIB="${TARMAC_LIB:-$ROOT/build/lib/read/libtarmac_c.so}"
 
 rm -rf "$OUT/tarmac"
 mkdir -p "$OUT/tarmac/lib"
-cp "$ROOT"/python/tarmac/*.py "$OUT/tarmac/"
+cp "$ROOT"/python/tarmac/*.py "$ROOT"/python/tarmac/py.typed "$OUT/tarmac/"
 cp "$LIB" "$OUT/tarmac/libtarmac_c.so"
 # Everything ldd resolves, but the runtimes every Linux machine has in its own version.
 ldd "$LIB" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r dep; do

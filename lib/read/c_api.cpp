@@ -103,6 +103,10 @@ void fill(const tarmac::TensorView& v, const int64_t* offsets, tarmac_tensor* ou
 
 extern "C" {
 
+int tarmac_api_version(void) {
+  return TARMAC_C_API_VERSION;
+}
+
 const char* tarmac_last_error(void) {
   return g_error.c_str();
 }

@@ -12,8 +12,8 @@ extern "C" {
 #endif
 
 #define TARMAC_API __attribute__((visibility("default")))
-/* 2: tarmac_augment, tarmac_loader_new_augment, _start_seeded; 3: tarmac_loader_field_layout,
-   PNG dense maps in augmented batches */
+/* 2: tarmac_augment, tarmac_loader_new_augment, _start_seeded; 3: tarmac_api_version,
+   tarmac_loader_field_layout, PNG dense maps in augmented batches */
 #define TARMAC_C_API_VERSION 3
 #define TARMAC_MAX_DIMS 8
 
@@ -57,6 +57,9 @@ typedef struct {
   int32_t nullable;      /* some samples have no value: see tarmac_has_value, NAME.valid */
 } tarmac_field;
 
+/** The TARMAC_C_API_VERSION the library was built with: a binding compares it with the version
+ *  it was written for before it declares any other function (the Python package does). */
+TARMAC_API int tarmac_api_version(void);
 /** The message of the calling thread's last error ("" if none); valid until its next call. */
 TARMAC_API const char* tarmac_last_error(void);
 /** The safetensors name of a dtype code ("F32"), or NULL. */

@@ -15,8 +15,12 @@ SLURM_PROCID/SLURM_NTASKS; ranks never talk to each other. Rank r of W computes 
 a rank killed or stopped, run again with the same command, goes on where it stopped. `tarmac
 column merge` joins the parts, and refuses while any sample lacks an output.
 
-The same as a function: tarmac.derive.run(DIR, NAME, fn, batch_size=16, ...).
+The same as a function: tarmac.derive.run(DIR, NAME, fn, batch_size=16, ...), which raises
+DeriveError (a TarmacError) where the command prints one line and exits 1, and DeriveStopped
+where a signal stopped it (the command exits 128 + the signal).
 """
+from __future__ import annotations
+
 import argparse
 import concurrent.futures
 import importlib
@@ -24,30 +28,43 @@ import json
 import os
 import re
 import signal
-import struct
 import sys
 import time
 import zlib
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
 import tarmac
 
-__all__ = ["run", "main", "DeriveError"]
+from . import _format
+from .errors import TarmacError
 
-PART_FORMAT = "tarmac-column-part/1"
-CHUNK_FORMAT = "tarmac-column-chunk/1"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # format.md 8; always fullmatch, as the C++ does
-_ST_DTYPES = {np.dtype(np.bool_): "BOOL", np.dtype(np.uint8): "U8", np.dtype(np.int8): "I8",
-              np.dtype("<u2"): "U16", np.dtype("<i2"): "I16", np.dtype("<u4"): "U32", np.dtype("<i4"): "I32",
-              np.dtype("<u8"): "U64", np.dtype("<i8"): "I64", np.dtype("<f2"): "F16", np.dtype("<f4"): "F32",
-              np.dtype("<f8"): "F64"}
+__all__ = ["run", "main", "DeriveError", "DeriveStopped"]
+
 _CHUNK_BYTES = 256 << 20  # a chunk is written when this much is buffered ...
 _CHUNK_SECONDS = 60.0     # ... or this long after the last one
 
 
-class DeriveError(Exception):
-    """What stops a derive run: the message says what and how to go on."""
+class DeriveError(TarmacError):
+    """What stops a derive run: the message says what and how to go on. `.code` is None."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, message)
+
+
+class DeriveStopped(DeriveError):
+    """A SIGINT or SIGTERM stopped the run once its batch in flight was checkpointed: the same
+    run goes on where it stopped. `.signal`: the signal's number; `.exit_code`: 128 + it, what
+    `python -m tarmac.derive` exits with."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.signal = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signal
 
 
 def _rank_world(rank, world):
@@ -55,7 +72,11 @@ def _rank_world(rank, world):
     env = os.environ
     for r_name, w_name in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
         if rank is None and world is None and r_name in env and w_name in env:
-            rank, world = int(env[r_name]), int(env[w_name])
+            try:
+                rank, world = int(env[r_name]), int(env[w_name])
+            except ValueError:
+                raise DeriveError(f"${r_name}={env[r_name]!r} and ${w_name}={env[w_name]!r} are not a rank and a "
+                                  "world size (integers): set them right, or give --rank and --world") from None
     if (rank is None) != (world is None):
         raise DeriveError("give both --rank and --world, or neither")
     rank, world = (0, 1) if rank is None else (int(rank), int(world))
@@ -90,14 +111,14 @@ def _load_fn(fn):
 def _labels_crc32(path):
     """The dataset's identity: the manifest's labels_crc32, or the annotation file's CRC-32."""
     try:
-        with open(os.path.join(path, "manifest.json")) as f:
+        with open(os.path.join(path, _format.MANIFEST)) as f:
             crc = json.load(f).get("labels_crc32")
         if isinstance(crc, str) and re.fullmatch(r"[0-9a-f]{8}", crc):
             return crc
     except (OSError, ValueError, AttributeError):
         pass
     crc = 0
-    with open(os.path.join(path, "labels.safetensors"), "rb") as f:
+    with open(os.path.join(path, _format.LABELS), "rb") as f:
         while True:
             block = f.read(1 << 24)
             if not block:
@@ -124,30 +145,16 @@ def _write_atomic(path, data):
     _fsync_dir(os.path.dirname(path))
 
 
-def _safetensors(tensors, metadata):
-    """A safetensors file: [(name, array, dtype name)], data in that order, header padded to 8."""
-    header, offset, blobs = {"__metadata__": metadata}, 0, []
-    for name, a, dtype in tensors:
-        a = np.ascontiguousarray(a)
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
-        offset += a.nbytes
-        blobs.append(a.tobytes())
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
-
-
 def _chunk_index(path):
     """The sample indices a chunk holds (its `index` tensor), read without trusting the rest."""
     with open(path, "rb") as f:
         data = f.read()
-    (n,) = struct.unpack_from("<Q", data, 0)
-    header = json.loads(data[8:8 + n])
+    header, start = _format.safetensors_header(data)
     t = header["index"]
     b, e = t["data_offsets"]
-    if t["dtype"] != "I64" or e - b != 8 * t["shape"][0]:
+    if t["dtype"] != _format.I64 or e - b != 8 * t["shape"][0]:
         raise ValueError("its index is not I64")
-    return np.frombuffer(data[8 + n + b:8 + n + e], dtype="<i8")
+    return np.frombuffer(data[start + b:start + e], dtype="<i8")
 
 
 def _as_numpy(out, batch_len, first):
@@ -157,7 +164,7 @@ def _as_numpy(out, batch_len, first):
         t = out.detach().cpu()
         if str(t.dtype) == "torch.bfloat16":
             import torch
-            arr, dtype = t.contiguous().view(torch.int16).numpy().view("<u2"), "BF16"
+            arr, dtype = t.contiguous().view(torch.int16).numpy().view("<u2"), _format.BF16
         else:
             arr = t.contiguous().numpy()
             dtype = None
@@ -171,7 +178,7 @@ def _as_numpy(out, batch_len, first):
                           f"{batch_len} samples")
     if dtype is None:
         arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
-        dtype = _ST_DTYPES.get(arr.dtype)
+        dtype = _format.dtype_name(arr.dtype)
         if dtype is None:
             raise DeriveError(f"{where} has dtype {arr.dtype}, which a column cannot hold (numbers and bools)")
     return np.ascontiguousarray(arr), dtype
@@ -198,8 +205,8 @@ def _batches(ds, todo, batch_size):
     if not ds.blob_kinds:
         groups = [todo]
     else:
-        w = np.asarray(ds.column("__image__.width"))[todo]
-        h = np.asarray(ds.column("__image__.height"))[todo]
+        w = np.asarray(ds.column(_format.IMAGE + ".width"))[todo]
+        h = np.asarray(ds.column(_format.IMAGE + ".height"))[todo]
         key = (w.astype(np.int64) << 32) | h.astype(np.int64)
         order = np.lexsort((todo, key))
         todo, key = todo[order], key[order]
@@ -237,7 +244,7 @@ class _Part:
 
     def __init__(self, parts_dir, record):
         self.dir, self.record = parts_dir, record
-        self.path = os.path.join(parts_dir, "part-%05d-of-%05d.json" % (record["rank"], record["world"]))
+        self.path = os.path.join(parts_dir, _format.part_record(record["rank"], record["world"]))
 
     def save(self):
         _write_atomic(self.path, json.dumps(self.record, indent=1).encode())
@@ -249,9 +256,9 @@ class _Part:
         ndim = items[0][1].ndim
         shapes = np.array([a.shape for _, a in items], dtype=np.int64).reshape(len(items), ndim)
         values = np.concatenate([a.reshape(-1) for _, a in items])
-        data = _safetensors([("index", idx, "I64"), ("shape", shapes, "I64"), ("values", values, dtype)],
-                            {"format": CHUNK_FORMAT})
-        name = "part-%05d-of-%05d.chunk-%06d.safetensors" % (r["rank"], r["world"], len(r["chunks"]))
+        data = _format.safetensors_bytes([("index", idx, _format.I64), ("shape", shapes, _format.I64),
+                                          ("values", values, dtype)], {"format": _format.CHUNK_FORMAT})
+        name = _format.part_chunk(r["rank"], r["world"], len(r["chunks"]))
         _write_atomic(os.path.join(self.dir, name), data)
         r["chunks"].append({"file": name, "samples": len(items), "bytes": len(data),
                             "crc32": "%08x" % (zlib.crc32(data) & 0xFFFFFFFF)})
@@ -265,7 +272,7 @@ def _open_part(parts_dir, record, restart, log):
     rank, world = record["rank"], record["world"]
     if restart:
         for f in os.listdir(parts_dir):
-            if f.startswith("part-%05d-of-%05d." % (rank, world)):
+            if f.startswith(_format.part_prefix(rank, world)):
                 os.remove(os.path.join(parts_dir, f))
     if not os.path.exists(part.path):
         part.save()
@@ -298,22 +305,25 @@ def _open_part(parts_dir, record, restart, log):
     return part, done
 
 
-def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threads=None,
-        checkpoint_every=None, restart=False, log=None, images=True):
+def run(path: Union[str, os.PathLike], name: str, fn: Union[Callable[[Dict[str, Any]], Any], str],
+        batch_size: int = 16, fields: Optional[Sequence[str]] = None, rank: Optional[int] = None,
+        world: Optional[int] = None, threads: Optional[int] = None, checkpoint_every: Optional[int] = None,
+        restart: bool = False, log: Optional[Callable[[str], None]] = None, images: bool = True) -> Dict[str, Any]:
     """Computes this rank's share of column `name` of the dataset at `path` with `fn` (a callable
     or "MODULE:FUNC"). images=False gives FUNC no "image" and decodes nothing; threads (decoding)
     defaults to the cores this process may use divided among torchrun's ranks on the node.
     Returns {"rank", "world", "samples", "computed", "batches", "seconds", "wait_seconds"
     (blocked on the next batch's decoding), "fn_seconds" (in FUNC, until its output is on the
-    host), "data_wait" (wait_seconds / seconds), "threads", "complete"}. Raises DeriveError with
-    what to do."""
+    host), "data_wait" (wait_seconds / seconds), "threads", "complete"}. Raises DeriveError (a
+    TarmacError) saying what to do, and DeriveStopped when a SIGINT or SIGTERM stopped the run
+    after checkpointing its batch in flight (a second signal kills the process)."""
     path = os.fspath(path)
-    rank, world = _rank_world(rank, world)
+    r, w = _rank_world(rank, world)
     func, fn_name = _load_fn(fn)
-    log = log or (lambda msg: print(f"tarmac.derive: rank {rank}/{world}: {msg}", file=sys.stderr, flush=True))
+    log = log or (lambda msg: print(f"tarmac.derive: rank {r}/{w}: {msg}", file=sys.stderr, flush=True))
     if batch_size < 1:
         raise DeriveError("--batch-size must be at least 1")
-    if not _NAME.fullmatch(name or ""):
+    if not _format.COLUMN_NAME.fullmatch(name or ""):
         raise DeriveError(f"{name!r} is not a column name: use 1-128 of A-Z a-z 0-9 _ . -, starting with a letter "
                           "or digit")
     try:
@@ -330,10 +340,10 @@ def run(path, name, fn, batch_size=16, fields=None, rank=None, world=None, threa
             known = fixed + [k for k in ds.fields if k not in fixed]
             raise DeriveError(f"--fields: '{f}' is not a field of the dataset (it has: {', '.join(known) or 'none'})")
     n = len(ds)
-    begin, end = rank * n // world, (rank + 1) * n // world
-    parts_dir = os.path.join(path, "columns", name + ".parts")
+    begin, end = r * n // w, (r + 1) * n // w
+    parts_dir = _format.parts_dir(path, name)
     os.makedirs(parts_dir, exist_ok=True)
-    record = {"format": PART_FORMAT, "column": name, "rank": rank, "world": world, "begin": begin, "end": end,
+    record = {"format": _format.PART_FORMAT, "column": name, "rank": r, "world": w, "begin": begin, "end": end,
               "dataset": {"labels_crc32": _labels_crc32(path), "num_samples": n}, "fn": fn_name,
               "tool": f"tarmac {tarmac.__version__} (python)", "batch_size": batch_size, "fields": fields,
               "chunks": [], "done": 0, "complete": False}
@@ -436,10 +446,10 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
                 if ahead is not None:
                     ahead.cancel()
                 flush()
-                code = 128 + stop.signal
-                log(f"stopped by {signal.Signals(stop.signal).name} after {record['done']} of {end - begin} samples "
-                    f"(checkpoint written); run the same command again to go on")
-                raise SystemExit(code)
+                message = (f"stopped by {signal.Signals(stop.signal).name} after {record['done']} of "
+                           f"{end - begin} samples (checkpoint written); run the same command again to go on")
+                log(message)
+                raise DeriveStopped(stop.signal, message)
     flush()
     record["complete"] = True
     part.save()
@@ -457,8 +467,7 @@ def _recorded_kind(parts_dir, record):
     """(dtype, ndim) of the outputs in this part's first chunk."""
     with open(os.path.join(parts_dir, record["chunks"][0]["file"]), "rb") as f:
         data = f.read(8 + 65536)
-    (n,) = struct.unpack_from("<Q", data, 0)
-    header = json.loads(data[8:8 + n])
+    header, _ = _format.safetensors_header(data)
     return header["values"]["dtype"], header["shape"]["shape"][1]
 
 
@@ -470,7 +479,9 @@ def _torch():
         return None
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
+    """`python -m tarmac.derive`: an error is one line on stderr and exit code 1 (2 for a usage
+    error, from argparse), a stop by SIGINT or SIGTERM 128 + the signal."""
     p = argparse.ArgumentParser(
         prog="python -m tarmac.derive",
         description="Compute one output per sample of a converted dataset (VAE latents, embeddings) with "
@@ -506,6 +517,8 @@ def main(argv=None):
         run(a.dir, a.name, a.fn, batch_size=a.batch_size, fields=[f for f in a.fields.split(",") if f],
             rank=a.rank, world=a.world, threads=a.threads, checkpoint_every=a.checkpoint_every, restart=a.restart,
             images=not a.no_images)
+    except DeriveStopped as e:  # run() logged how to go on
+        return e.exit_code
     except DeriveError as e:
         print(f"tarmac.derive: error: {e}", file=sys.stderr)
         return 1

@@ -33,6 +33,8 @@ import torch.utils.data
 
 import tarmac
 
+from . import _format
+
 _log = logging.getLogger("tarmac")
 
 
@@ -175,7 +177,7 @@ def _column_tensor(ds, name, array):
     """A derived column's outputs as a tensor: BF16 (numpy holds its raw uint16 bits) as
     torch.bfloat16; unsigned types torch lacks widened (U16 to int32, U32 to int64)."""
     array = np.ascontiguousarray(array)
-    if array.dtype == np.uint16 and ds._derived_dtype(name) == "BF16":
+    if array.dtype == np.uint16 and ds._derived_dtype(name) == _format.BF16:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     return _label_tensor(array)
 

@@ -9,6 +9,7 @@ Nothing of the build tree may be what makes it work: installed binaries never lo
 plugin in the build folder (the test removes the installed plugin and checks that the error
 names only installed places), and the environment variables that point at the build tree
 are removed. Needs TARMAC_BUILD_DIR (the build folder) in the environment."""
+import glob
 import os
 import re
 import shutil
@@ -98,7 +99,10 @@ class InstalledTreeTest(unittest.TestCase):
                      "pkgconfig/tarmac.pc", "pkgconfig/tarmac-c.pc"]:
             self.assertTrue(os.path.exists(os.path.join(lib, name)), name)
         pkg = os.path.join(self.prefix, "lib", "python3", "dist-packages", "tarmac")
-        for name in ["__init__.py", "torch.py", "_install.py"]:
+        # every module of the package, its type hints' marker, and the place of the library
+        modules = [os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "python", "tarmac", "*.py"))]
+        self.assertIn("derive.py", modules)
+        for name in modules + ["py.typed", "_install.py"]:
             self.assertTrue(os.path.isfile(os.path.join(pkg, name)), name)
         # No installed file names the build tree or the place it was installed to.
         for d, _, files in os.walk(self.prefix):
@@ -170,6 +174,8 @@ class InstalledTreeTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         package, lib, n = p.stdout.splitlines()
         self.assertTrue(package.startswith(venv + os.sep), package)
+        for name in [os.path.basename(f) for f in glob.glob(os.path.join(src, "tarmac", "*.py"))] + ["py.typed"]:
+            self.assertTrue(os.path.isfile(os.path.join(os.path.dirname(package), name)), name)
         self.assertEqual(os.path.dirname(os.path.realpath(lib)), os.path.realpath(self.libdir()))
         self.assertEqual(n, "4")
 
@@ -241,6 +247,8 @@ class DebianPackageTest(unittest.TestCase):
         for path in ["/usr/bin/tarmac", lib + "/libtarmac_c.so", lib + "/libtarmac_reader.so",
                      lib + "/tarmac/" + PLUGIN, lib + "/cmake/tarmac/tarmacConfig.cmake", lib + "/pkgconfig/tarmac.pc",
                      "/usr/lib/python3/dist-packages/tarmac/__init__.py",
+                     "/usr/lib/python3/dist-packages/tarmac/_library.py",
+                     "/usr/lib/python3/dist-packages/tarmac/py.typed",
                      "/usr/lib/python3/dist-packages/tarmac/_install.py"] + ["/usr/include/tarmac/" + h
                                                                           for h in HEADERS]:
             self.assertIn(path, paths)

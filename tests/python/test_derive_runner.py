@@ -218,6 +218,55 @@ class DeriveRunnerTest(unittest.TestCase):
         # decoding 4 images of <= 64 px takes milliseconds: the loop waited at most for the first batch
         self.assertLess(r["data_wait"], 0.25)
 
+    def test_run_raises_where_the_command_exits(self):
+        """run() raises DeriveError (a TarmacError) and DeriveStopped, never SystemExit: only the
+        command turns them into a line and an exit code (test_sigterm_..., test_bad_...)."""
+        import tarmac.derive
+        out = self.dataset("raises")
+        quiet = {"log": lambda m: None}
+
+        def index(batch):
+            return batch["__index__"].reshape(-1, 1)
+
+        for kwargs, words in (({"name": "nl\n", "fn": index}, "is not a column name"),
+                              ({"name": "r", "fn": "funcs"}, "MODULE:FUNC"),
+                              ({"name": "r", "fn": "no_such_module:f"}, "cannot import module"),
+                              ({"name": "r", "fn": index, "batch_size": 0}, "--batch-size"),
+                              ({"name": "r", "fn": index, "rank": 2, "world": 2}, "need 0 <= rank < world"),
+                              ({"name": "r", "fn": lambda b: [1]}, "is a list")):
+            with self.subTest(words=words):
+                with self.assertRaises(tarmac.derive.DeriveError) as e:
+                    tarmac.derive.run(out, **kwargs, **quiet)
+                self.assertIsInstance(e.exception, tarmac.TarmacError)
+                self.assertIn(words, str(e.exception))
+        with self.assertRaises(tarmac.derive.DeriveError) as e:
+            tarmac.derive.run(os.path.join(self.tmp, "nowhere"), "r", index, **quiet)
+        self.assertIsInstance(e.exception.__cause__, tarmac.DatasetIOError)
+        os.environ.update(RANK="x", WORLD_SIZE="2")
+        try:
+            with self.assertRaisesRegex(tarmac.derive.DeriveError, r"\$RANK='x'"):
+                tarmac.derive.run(out, "r", index, **quiet)
+        finally:
+            del os.environ["RANK"], os.environ["WORLD_SIZE"]
+
+        calls = []
+
+        def term_in_second_batch(batch):  # as a scheduler's SIGTERM arriving while FUNC runs
+            calls.append([int(i) for i in batch["__index__"]])
+            if len(calls) == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return batch["__index__"].reshape(-1, 1)
+
+        with self.assertRaises(tarmac.derive.DeriveStopped) as e:
+            tarmac.derive.run(out, "s", term_in_second_batch, batch_size=2, **quiet)
+        self.assertEqual((e.exception.signal, e.exception.exit_code), (signal.SIGTERM, 128 + signal.SIGTERM))
+        self.assertIn("run the same command again", str(e.exception))
+        self.assertIs(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)  # run() put the handler back
+        record, got = self.part(out, "s", 0, 1)
+        self.assertEqual((record["done"], sorted(got)), (4, sorted(calls[0] + calls[1])))  # both batches kept
+        r = tarmac.derive.run(out, "s", term_in_second_batch, batch_size=2, **quiet)  # goes on
+        self.assertEqual((r["computed"], r["complete"]), (self.n - 4, True))
+
     def test_bad_outputs_and_names_are_refused(self):
         out = self.dataset("bad")
         for fn, words in (("funcs:a_list", "is a list"), ("funcs:short", "first axis must be the batch's"),

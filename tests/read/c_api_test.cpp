@@ -10,6 +10,7 @@
 using namespace tarmac::test;
 
 TEST_CASE("the C API reads what the C++ API reads and reports errors by code") {
+  CHECK(tarmac_api_version() == TARMAC_C_API_VERSION);
   tarmac_dataset* ds = nullptr;
   CHECK(tarmac_open("/nonexistent", &ds) == TARMAC_E_IO);
   CHECK(std::string(tarmac_last_error()).find("/nonexistent") != std::string::npos);

@@ -1,0 +1,97 @@
+"""The format's names as docs/format.md defines them, in one place for the whole package: file
+names, dtype names and codes, field kinds, the derived columns' parts (format.md 8), and the
+package's one safetensors writer and header reader. No other module spells these names."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+LABELS = "labels.safetensors"  # format.md 1
+MANIFEST = "manifest.json"      # format.md 5
+COLUMNS = "columns"             # derived columns: COLUMNS/NAME.safetensors, COLUMNS/NAME.parts/ (format.md 8, 9)
+
+# The annotation file's __metadata__ entries (format.md 1.1), in the document's order.
+METADATA_KEYS = ("format", "num_samples", "schema", "shards", "blobs", "blob_encodings", "classes", "table",
+                 "tool")
+
+IMAGE = "__image__"    # the first blob kind; IMAGE.width, IMAGE.height, ... (format.md 1.3)
+KEY = "__key__"        # KEY.values, KEY.offsets (format.md 1.2)
+AFFINE = "__affine__"  # F64 [N, 2, 3] (format.md 1.3, 3)
+
+# Field kinds in the C API's code order (c_api.h: TARMAC_NUMERIC, TARMAC_STRING, TARMAC_JSON).
+NUMERIC, STRING, JSON = "numeric", "string", "json"
+KINDS = (NUMERIC, STRING, JSON)
+
+# The safetensors dtype names in the C API's code order (c_api.h: 0..12; format.md 1), each with
+# the numpy dtype a reader views it as. numpy has no bfloat16: BF16 values are their raw uint16 bits.
+DTYPES: Tuple[Tuple[str, np.dtype], ...] = tuple((name, np.dtype(np_name)) for name, np_name in (
+    ("BOOL", "?"), ("U8", "u1"), ("I8", "i1"), ("U16", "<u2"), ("I16", "<i2"), ("U32", "<u4"), ("I32", "<i4"),
+    ("U64", "<u8"), ("I64", "<i8"), ("F16", "<f2"), ("BF16", "<u2"), ("F32", "<f4"), ("F64", "<f8")))
+DTYPE_NAMES = tuple(name for name, _ in DTYPES)
+BF16 = "BF16"
+I64 = "I64"
+_NAME_OF_NUMPY = {dt: name for name, dt in DTYPES if name != BF16}  # uint16 is U16
+
+
+def dtype_name(dtype: np.dtype) -> Optional[str]:
+    """The safetensors name of a little-endian numpy dtype ("F32"), None for one no column holds."""
+    return _NAME_OF_NUMPY.get(np.dtype(dtype))
+
+
+# Derived columns (format.md 8): the name rule, always applied with fullmatch (a `re.match` with
+# `$` would let a trailing newline through), and the parts each rank writes.
+COLUMN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+PART_FORMAT = "tarmac-column-part/1"
+CHUNK_FORMAT = "tarmac-column-chunk/1"
+
+
+def parts_dir(dataset: str, column: str) -> str:
+    """The folder of derived column `column`'s parts in the dataset folder `dataset`."""
+    return os.path.join(dataset, COLUMNS, column + ".parts")
+
+
+def part_prefix(rank: int, world: int) -> str:
+    """What every file of rank `rank` of `world` in a parts folder starts with."""
+    return "part-%05d-of-%05d." % (rank, world)
+
+
+def part_record(rank: int, world: int) -> str:
+    return part_prefix(rank, world) + "json"  # the part's record (format.md 8)
+
+
+def part_chunk(rank: int, world: int, chunk: int) -> str:
+    return part_prefix(rank, world) + "chunk-%06d.safetensors" % chunk
+
+
+def safetensors_bytes(tensors: Sequence[Tuple[str, np.ndarray, str]], metadata: Mapping[str, str]) -> bytes:
+    """A safetensors file of [(name, array, dtype name)], data in that order, header padded with
+    spaces to a multiple of 8 (format.md 1)."""
+    header: Dict[str, Any] = {"__metadata__": dict(metadata)}
+    offset, blobs = 0, []
+    for name, a, dtype in tensors:
+        a = np.ascontiguousarray(a)
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+        blobs.append(a.tobytes())
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def safetensors_header(data: bytes) -> Tuple[Dict[str, Any], int]:
+    """(the header's JSON object, where the data buffer starts) of a safetensors file's first
+    bytes; ValueError when they hold no whole header."""
+    if len(data) < 8:
+        raise ValueError(f"{len(data)} bytes hold no safetensors header length")
+    (n,) = struct.unpack_from("<Q", data, 0)
+    if 8 + n > len(data):
+        raise ValueError(f"its header of {n} bytes runs past the {len(data)} bytes read")
+    header = json.loads(data[8:8 + n])
+    if not isinstance(header, dict):
+        raise ValueError("its header is not a JSON object")
+    return header, 8 + n

@@ -1,0 +1,119 @@
+"""tarmac.Augment: the random geometry the batch decode applies (docs/reader.md, "Augmentation")."""
+from __future__ import annotations
+
+import ctypes
+import math
+import numbers
+from typing import Any, List, Optional, Sequence, Tuple
+
+from ._library import AugmentStruct
+
+__all__ = ["Augment"]
+
+
+def _number(name: str, v, lo: Optional[float] = None, hi: Optional[float] = None,
+            lo_open: bool = False) -> float:
+    """v as a finite float in range, else ValueError naming the argument."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, not {v!r}")
+    v = float(v)
+    if lo is not None and (v <= lo if lo_open else v < lo):
+        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo}, not {v}")
+    if hi is not None and v > hi:
+        raise ValueError(f"{name} must be <= {hi}, not {v}")
+    return v
+
+
+def _range(name: str, v, lo: float = 0.0, hi: Optional[float] = None) -> Tuple[float, float]:
+    """A (min, max) pair with lo < min <= max (<= hi), else ValueError naming the argument."""
+    try:
+        a, b = v
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a pair (min, max), not {v!r}") from None
+    a, b = _number(name, a, lo, hi, lo_open=True), _number(name, b, lo, hi, lo_open=True)
+    if a > b:
+        raise ValueError(f"{name} must be (min, max) with min <= max, not {v!r}")
+    return a, b
+
+
+class Augment:
+    """Random geometry drawn per sample and applied in the batch decode, on the native threads:
+    the stored image is decoded then warped once (bilinear, border `fill`) to `size`, and the
+    points, boxes and dense maps of the batch follow (docs/reader.md, "Augmentation").
+
+    size=(H, W): the output; flip: probability of a horizontal flip; flip_pairs: pairs of point
+    indices (0-based) swapped after a flip, in every points field; rotate: degrees, uniform in
+    [-rotate, rotate]; scale=(min, max): uniform; translate: fraction of the output size, uniform
+    in [-translate, translate] on each axis; crop=(smin, smax) with ratio=(rmin, rmax):
+    torchvision's random resized crop (area fraction, aspect ratio; 10 tries, then the centre),
+    resized to size; fill: the image's border value (0..255; dense maps: 0).
+    Sample i's draw is a pure function of (seed, epoch, i) given to Dataset.batch."""
+
+    def __init__(self, size: Tuple[int, int], flip: float = 0.0,
+                 flip_pairs: Optional[Sequence[Tuple[int, int]]] = None, rotate: float = 0.0,
+                 scale: Tuple[float, float] = (1.0, 1.0), translate: float = 0.0,
+                 crop: Optional[Tuple[float, float]] = None, ratio: Tuple[float, float] = (3 / 4, 4 / 3),
+                 fill: float = 0) -> None:
+        try:
+            h, w = size
+        except (TypeError, ValueError):
+            raise ValueError(f"size must be (height, width), not {size!r}") from None
+        for v in (h, w):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v <= 0 or v > 2**15:
+                raise ValueError(f"size must be (height, width) of integers in 1..32768, not {size!r}")
+        self.size = (int(h), int(w))
+        self.flip = _number("flip", flip, 0.0, 1.0)
+        pairs = []
+        for p in flip_pairs or ():
+            try:
+                i, j = p
+            except (TypeError, ValueError):
+                raise ValueError(f"flip_pairs must hold pairs of point indices, not {p!r}") from None
+            for v in (i, j):
+                if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < 2**31:
+                    raise ValueError(f"flip_pairs holds {p!r}: indices are integers >= 0 (0-based)")
+            pairs.append((int(i), int(j)))
+        self.flip_pairs = tuple(pairs)
+        self.rotate = _number("rotate", rotate, 0.0)
+        self.scale = _range("scale", scale)
+        self.translate = _number("translate", translate, 0.0)
+        self.crop = None if crop is None else _range("crop", crop, 0.0, 1.0)
+        self.ratio = _range("ratio", ratio)
+        self.fill = _number("fill", fill, 0.0, 255.0)
+
+    def _key(self):
+        return (self.size, self.flip, self.flip_pairs, self.rotate, self.scale, self.translate, self.crop,
+                self.ratio, self.fill)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Augment) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"Augment(size={self.size}, flip={self.flip}, flip_pairs={list(self.flip_pairs)}, "
+                f"rotate={self.rotate}, scale={self.scale}, translate={self.translate}, crop={self.crop}, "
+                f"ratio={self.ratio}, fill={self.fill})")
+
+    def _c(self, points: Optional[Sequence[str]], boxes: Optional[Sequence[str]]) -> AugmentStruct:
+        """The C struct; the arrays it points to are kept on it (alive while it is)."""
+        a = AugmentStruct()
+        a.height, a.width = self.size
+        a.flip, a.rotate, a.translate, a.fill = self.flip, self.rotate, self.translate, self.fill
+        pairs = (ctypes.c_int32 * max(2 * len(self.flip_pairs), 1))(*[v for p in self.flip_pairs for v in p])
+        a.flip_pairs, a.nflip_pairs = pairs, len(self.flip_pairs)
+        a.scale_min, a.scale_max = self.scale
+        if self.crop is not None:
+            a.crop, (a.crop_min, a.crop_max) = 1, self.crop
+        a.ratio_min, a.ratio_max = self.ratio
+        keep: List[Any] = [pairs]
+        for attr, names in (("points", points), ("boxes", boxes)):
+            if names is not None:
+                arr = (ctypes.c_char_p * max(len(names), 1))(*[n.encode() for n in names])
+                keep.append(arr)
+                setattr(a, attr, ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)))
+                setattr(a, "n" + attr, len(names))
+        a._keep = keep
+        return a
+

@@ -1,0 +1,506 @@
+"""tarmac.Dataset: a converted dataset opened by memory map, its samples as zero-copy numpy views,
+and batches decoded on native threads (docs/reader.md, "Python API")."""
+from __future__ import annotations
+
+import ctypes
+import json
+import numbers
+import os
+import weakref
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _format
+from ._library import Field, Tensor, check, load_library
+from .augment import Augment
+from .errors import DataError
+
+__all__ = ["Dataset"]
+
+
+class _Handle:
+    """Owns one tarmac_dataset*, closed once when the last Dataset or array referring to it goes.
+    weakref.finalize, not __del__: in a garbage cycle __del__ methods run in any order, and the
+    dataset could be closed before its loaders were freed; a loader's finalizer holds the handle."""
+
+    def __init__(self, path: str) -> None:
+        self.lib = load_library()
+        self.ptr = ctypes.c_void_p()
+        check(self.lib.tarmac_open(os.fsencode(path), ctypes.byref(self.ptr)))
+        # A forked child shares the parent's maps copy-on-write; unmapping there is harmless. Not
+        # at exit: a daemon thread may still be decoding from the maps; the process's end unmaps.
+        self._finalizer = weakref.finalize(self, self.lib.tarmac_close, ctypes.c_void_p(self.ptr.value))
+        self._finalizer.atexit = False
+
+
+def _view(handle: _Handle, address: Optional[int], nbytes: int, dtype: Any, shape: Tuple[int, ...]) -> np.ndarray:
+    """A read-only numpy array over `nbytes` at `address`, keeping `handle` alive via .base."""
+    buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(address) if address else (ctypes.c_uint8 * 1)()
+    buf._tarmac_handle = handle  # type: ignore[attr-defined]  # the base chain holds the dataset open
+    a = np.frombuffer(buf, dtype=np.uint8, count=nbytes)  # type: ignore[call-overload]  # a ctypes buffer
+    a.flags.writeable = False
+    return a.view(np.dtype(dtype)).reshape(shape)
+
+
+class Dataset:
+    """A tarmac dataset directory, opened by memory map in constant time.
+
+    Picklable (it reopens by path), so it can be handed to worker processes; after a fork it
+    keeps working on the inherited maps (shared through the page cache)."""
+
+    def __init__(self, path: Union[str, os.PathLike]) -> None:
+        self.path = os.fspath(path)
+        self._open()
+
+    def _open(self):
+        self._h = _Handle(self.path)
+        lib, p = self._h.lib, self._h.ptr
+        self._lib = lib
+        self._n = lib.tarmac_size(p)
+        nf = ctypes.c_int64()
+        check(lib.tarmac_num_fields(p, ctypes.byref(nf)))
+        self.fields: Dict[str, Dict[str, Any]] = {}
+        for k in range(nf.value):
+            f = Field()
+            check(lib.tarmac_field_info(p, k, ctypes.byref(f)))
+            self.fields[f.name.decode()] = {
+                "kind": _format.KINDS[f.kind], "dtype": _format.DTYPE_NAMES[f.dtype],
+                "shape": tuple(f.shape[d] for d in range(f.ndim)), "ragged": bool(f.ragged),
+                "nullable": bool(f.nullable)}
+        nb = ctypes.c_int64()
+        check(lib.tarmac_num_blob_kinds(p, ctypes.byref(nb)))
+        self.blob_kinds: List[str] = []
+        for k in range(nb.value):
+            s = ctypes.c_char_p()
+            check(lib.tarmac_blob_kind(p, k, ctypes.byref(s)))
+            self.blob_kinds.append(s.value.decode())
+        nd = ctypes.c_int64()
+        check(lib.tarmac_num_derived(p, ctypes.byref(nd)))
+        self.derived: List[str] = []  # derived columns (tarmac.derive + tarmac column merge), sorted
+        for k in range(nd.value):
+            s = ctypes.c_char_p()
+            check(lib.tarmac_derived_name(p, k, ctypes.byref(s)))
+            self.derived.append(s.value.decode())
+        self._loaders = {}
+        self._loader_pid = os.getpid()
+        self._getters = None
+
+    def _sample_getters(self):
+        """[(name, getter(i))] for ds[i], built once: whole-column views sliced with numpy, so a
+        sample costs no library call. Checks what the library checks per access (ragged
+        offsets, blob ranges), raising DataError (TARMAC_E_DATA) as it would."""
+        if self._getters is not None:
+            return self._getters
+        key = _format.KEY
+        getters = [(key, self._ragged_getter(key + ".values", key + ".offsets", key, _format.STRING))]
+        if self.blob_kinds:
+            shards = []
+            count = ctypes.c_int64()
+            check(self._lib.tarmac_num_shards(self._ptr, ctypes.byref(count)))
+            for k in range(count.value):
+                data, size = ctypes.c_void_p(), ctypes.c_size_t()
+                check(self._lib.tarmac_shard(self._ptr, k, ctypes.byref(data), ctypes.byref(size)))
+                shards.append(_view(self._h, data.value, size.value, "u1", (size.value,)))
+            getters.append(("image", self._blob_getter(_format.IMAGE, shards)))
+        for name, f in self.fields.items():
+            if f["kind"] == _format.NUMERIC and not f["ragged"]:
+                get = self._tensor(name).__getitem__
+            else:
+                get = self._ragged_getter(name + ".values", name + ".offsets", name, f["kind"])
+            if f["nullable"]:  # None where the sample has no value
+                get = (lambda valid, get: lambda i: get(i) if valid[i] else None)(self._tensor(name + ".valid"), get)
+            getters.append((name, get))
+        if self.blob_kinds:
+            getters.append((_format.AFFINE, self.column(_format.AFFINE).__getitem__))
+        for name in self.derived:  # a column of another dataset version raises here
+            getters.append((name, self._derived_getter(name)))
+        self._getters = getters
+        return getters
+
+    def _derived_getter(self, name):
+        values, shapes = self._derived_arrays(name)
+        if shapes is None:
+            return values.__getitem__
+        return lambda i: self.derived_value(name, i)
+
+    def _derived_arrays(self, name):
+        """(values [N, ...], None) for a column of one shape, else (flat values, (offsets, shapes))."""
+        t, sh = Tensor(), Tensor()
+        check(self._lib.tarmac_derived_column(self._ptr, name.encode(), ctypes.byref(t), ctypes.byref(sh)))
+        values = self._tensor_array(t)
+        if not t.offsets:
+            return values, None
+        off = ctypes.cast(t.offsets, ctypes.c_void_p).value
+        offsets = _view(self._h, off, (self._n + 1) * 8, "<i8", (self._n + 1,))
+        return values, (offsets, self._tensor_array(sh))
+
+    def _derived_dtype(self, name: str) -> str:
+        """The safetensors dtype name of derived column `name` ("F16", "BF16", ...)."""
+        t = Tensor()
+        check(self._lib.tarmac_derived_column(self._ptr, name.encode(), ctypes.byref(t), None))
+        return _format.DTYPE_NAMES[t.dtype]
+
+    def derived_value(self, name: str, i: int) -> np.ndarray:
+        """Sample i's output of derived column `name`: a read-only zero-copy array of its own
+        shape (BF16 outputs as their raw uint16 bits)."""
+        t = Tensor()
+        check(self._lib.tarmac_derived_value(self._ptr, name.encode(), self._index(i), ctypes.byref(t)))
+        return self._tensor_array(t)
+
+    def _tensor(self, name):
+        t = Tensor()
+        check(self._lib.tarmac_column(self._ptr, name.encode(), ctypes.byref(t)))
+        return self._tensor_array(t)
+
+    def _bad(self, i: int, what: str) -> DataError:
+        return DataError(f"dataset '{self.path}': sample {i} {what}")
+
+    def _text(self, raw, i, field, kind):
+        """Sample i's bytes of a string (str) or json (parsed) field; bytes that are not UTF-8,
+        or not JSON, are DataError (TARMAC_E_DATA) naming the sample, never a bare ValueError."""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self._bad(i, f"field '{field}' is not valid UTF-8 (byte {e.start} of {len(raw)})") from None
+        if kind != _format.JSON:
+            return text
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            raise self._bad(i, f"field '{field}' is not valid JSON ({e})") from None
+
+    def _ragged_getter(self, values_name, offsets_name, field, kind):
+        values, offsets = self._tensor(values_name), self._tensor(offsets_name)
+        rows = values.shape[0]
+
+        def get(i):
+            b, e = int(offsets[i]), int(offsets[i + 1])
+            if not 0 <= b <= e <= rows:
+                raise self._bad(i, f"field '{field}' has offsets {b}..{e} outside its {rows} values")
+            v = values[b:e]
+            if kind == _format.NUMERIC:
+                return v
+            return self._text(v.tobytes(), i, field, kind)
+        return get
+
+    def _blob_getter(self, kind, shards):
+        shard_col, offset_col, size_col = (self._tensor(kind + s) for s in (".shard", ".offset", ".size"))
+
+        def get(i):
+            k, off, size = int(shard_col[i]), int(offset_col[i]), int(size_col[i])
+            if not 0 <= k < len(shards):
+                raise self._bad(i, f"{kind} names shard {k} of {len(shards)}")
+            if off < 0 or size < 0 or off + size > shards[k].shape[0]:
+                raise self._bad(i, f"{kind} lies at bytes {off}+{size}, beyond shard {k} of "
+                                   f"{shards[k].shape[0]} bytes")
+            return shards[k][off:off + size]
+        return get
+
+    def __getstate__(self) -> Dict[str, str]:
+        return {"path": self.path}
+
+    def __setstate__(self, state: Dict[str, str]) -> None:
+        self.path = state["path"]
+        self._open()
+
+    def close(self) -> None:
+        """Drops this object's reference to the dataset, which is closed once no array handed out
+        refers to it (those stay valid). Closing again does nothing."""
+        self._loaders = {}
+        self._getters = None
+        self._h = None
+
+    def __enter__(self) -> Dataset:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def metadata(self) -> Dict[str, str]:
+        """The annotation file's __metadata__ entries the format defines (text, as stored; the
+        optional `classes` and `table` entries are JSON: json.loads them)."""
+        out = {}
+        for k in _format.METADATA_KEYS:
+            v = self._lib.tarmac_metadata(self._ptr, k.encode())
+            if v is not None:
+                out[k] = v.decode()
+        return out
+
+    @property
+    def _ptr(self) -> ctypes.c_void_p:
+        if self._h is None:
+            raise ValueError("the dataset is closed")
+        return self._h.ptr
+
+    def _index(self, i: int) -> int:
+        i = int(i)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"sample index {i} out of range for {self._n} samples")
+        return i
+
+    def _tensor_array(self, t):
+        dt = _format.DTYPES[t.dtype][1]
+        return _view(self._h, t.data, t.nbytes, dt, tuple(t.shape[d] for d in range(t.ndim)))
+
+    def key(self, i: int) -> str:
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        i = self._index(i)
+        check(self._lib.tarmac_key(self._ptr, i, ctypes.byref(data), ctypes.byref(size)))
+        if not size.value:
+            return ""
+        return self._text(ctypes.string_at(data, size.value), i, _format.KEY, _format.STRING)
+
+    def blob(self, i: int, kind: str = _format.IMAGE) -> np.ndarray:
+        """The stored bytes of sample i's blob as a read-only uint8 array (zero-copy)."""
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        check(self._lib.tarmac_blob(self._ptr, self._index(i), kind.encode(), ctypes.byref(data),
+                                    ctypes.byref(size)))
+        return _view(self._h, data.value, size.value, "u1", (size.value,))
+
+    def image(self, i: int) -> np.ndarray:
+        return self.blob(i)
+
+    def value(self, name: str, i: int) -> Any:
+        """Sample i's value of field `name`: a zero-copy array (ragged: its slice), str for strings;
+        None where a nullable field's sample has no value. A derived column's name gives
+        derived_value(name, i)."""
+        if name in self.derived and name not in self.fields:
+            return self.derived_value(name, i)
+        if self.fields.get(name, {}).get("nullable"):
+            has = ctypes.c_int32()
+            check(self._lib.tarmac_has_value(self._ptr, name.encode(), self._index(i), ctypes.byref(has)))
+            if not has.value:
+                return None
+        return self._stored_value(name, i)
+
+    def _stored_value(self, name, i):
+        t, i = Tensor(), self._index(i)
+        check(self._lib.tarmac_value(self._ptr, name.encode(), i, ctypes.byref(t)))
+        kind = self.fields.get(name, {}).get("kind", _format.NUMERIC)
+        if kind != _format.NUMERIC:
+            return self._text(ctypes.string_at(t.data, t.nbytes) if t.nbytes else b"", i, name, kind)
+        return self._tensor_array(t)
+
+    def affine(self, i: int) -> np.ndarray:
+        return self.value(_format.AFFINE, i)
+
+    def dense(self, i: int, name: str) -> np.ndarray:
+        """Sample i's dense map `name` ("depth" or "__depth__") stored as .npy (`--dense
+        depth.npy`): a read-only zero-copy array of its stored dtype, shape (H, W) or (H, W, C)."""
+        kind = name if name.startswith("__") else f"__{name}__"
+        t = Tensor()
+        check(self._lib.tarmac_dense(self._ptr, self._index(i), kind.encode(), ctypes.byref(t)))
+        return self._tensor_array(t)
+
+    def column(self, name: str) -> Any:
+        """The whole column as one zero-copy array; ragged fields give (values, offsets).
+
+        A derived column (ds.derived) whose outputs share one shape gives them as one array
+        [N, ...]; one of several shapes (latents of several buckets) gives (values, offsets,
+        shapes): sample i is values[offsets[i]:offsets[i+1]].reshape(shapes[i]).
+
+        A nullable field gives its values with a mask: a fixed field a numpy masked array
+        (np.ma.MaskedArray, masked where the sample has no value; the data there is zeros), a
+        ragged one (values, offsets, valid) with valid a bool array [N] (a sample without a
+        value has an empty slice)."""
+        if name in self.derived and name not in self.fields:
+            values, ragged = self._derived_arrays(name)
+            return values if ragged is None else (values, ragged[0], ragged[1])
+        t = Tensor()
+        check(self._lib.tarmac_column(self._ptr, name.encode(), ctypes.byref(t)))
+        values = self._tensor_array(t)
+        nullable = self.fields.get(name, {}).get("nullable")
+        valid = self._tensor(name + ".valid").astype(bool) if nullable else None
+        if t.offsets:
+            off = ctypes.cast(t.offsets, ctypes.c_void_p).value
+            offsets = _view(self._h, off, (self._n + 1) * 8, "<i8", (self._n + 1,))
+            return (values, offsets, valid) if nullable else (values, offsets)
+        if nullable:
+            mask = np.broadcast_to(~valid.reshape((-1,) + (1,) * (values.ndim - 1)), values.shape)
+            return np.ma.masked_array(values, mask=mask)
+        return values
+
+    def __getitem__(self, i: int) -> Dict[str, Any]:
+        i = self._index(i)
+        return {name: get(i) for name, get in self._sample_getters()}
+
+    def decoded_size(self, i: int) -> Tuple[int, int]:
+        """(width, height) of sample i's image once decoded."""
+        w, h = ctypes.c_int32(), ctypes.c_int32()
+        check(self._lib.tarmac_decoded_size(self._ptr, self._index(i), ctypes.byref(w), ctypes.byref(h)))
+        return w.value, h.value
+
+    def decoded_channels(self, i: int) -> int:
+        """Channels of sample i's image as stored: 1 (grey, `--channels 1|keep`) or 3."""
+        c = ctypes.c_int32()
+        check(self._lib.tarmac_decoded_channels(self._ptr, self._index(i), ctypes.byref(c)))
+        return c.value
+
+    def decode(self, i: int, size: Optional[Tuple[int, int]] = None, resize: bool = False,
+               channels: Optional[int] = None) -> np.ndarray:
+        """Sample i's image as an H x W x C uint8 array: RGB (C 3) or grey (C 1), as stored
+        unless `channels` (1 or 3) asks; `size=(w, h)` with resize=True resizes."""
+        i = self._index(i)
+        w, h = size if size else self.decoded_size(i)
+        c = channels or self.decoded_channels(i)
+        out = np.empty((h, w, c), dtype=np.uint8)
+        check(self._lib.tarmac_decode_channels(self._ptr, i, out.ctypes.data, out.nbytes, w, h, c, int(resize)))
+        return out
+
+    def _loader(self, w, h, resize, threads, fields, channels=3, augment=None, points=None, boxes=None):
+        if self._loader_pid != os.getpid():
+            # A forked child has no copy of the parent's decoding threads: make new loaders
+            # and leave the inherited ones alone (freeing them would join absent threads).
+            self._loaders = {}
+            self._loader_pid = os.getpid()
+        key = (w, h, resize, threads, fields, channels, augment, points, boxes)
+        if key not in self._loaders:
+            names = (ctypes.c_char_p * max(len(fields), 1))(*[f.encode() for f in fields])
+            ptr = ctypes.c_void_p()
+            if augment is None:
+                check(self._lib.tarmac_loader_new_channels(self._ptr, w, h, channels, int(resize), threads, names,
+                                                           len(fields), ctypes.byref(ptr)))
+            else:
+                check(self._lib.tarmac_loader_new_augment(self._ptr, ctypes.byref(augment._c(points, boxes)),
+                                                          channels, threads, names, len(fields),
+                                                          ctypes.byref(ptr)))
+            self._loaders[key] = _Loader(self._lib, ptr, self._h)
+        return self._loaders[key]
+
+    def fixed_fields(self) -> List[str]:
+        """Names of the fixed-shape fields (those ds.batch can stack), plus '__affine__'."""
+        names = [n for n, f in self.fields.items() if not f["ragged"]]
+        return names + ([_format.AFFINE] if self.blob_kinds else [])
+
+    def batch(self, indices: Sequence[int], fields: Optional[Sequence[str]] = None,
+              size: Optional[Tuple[int, int]] = None, resize: bool = False, threads: int = 0,
+              out: Optional[np.ndarray] = None, channels: int = 3, augment: Optional[Augment] = None, seed: int = 0,
+              epoch: int = 0, dense: Optional[Sequence[str]] = None, points: Optional[Sequence[str]] = None,
+              boxes: Optional[Sequence[str]] = None) -> Tuple[Optional[np.ndarray], Dict[str, np.ndarray]]:
+        """Decodes `indices` into one (N, H, W, C) uint8 array and stacks fixed-shape fields.
+
+        channels: 3 (RGB; grey images replicated, the default) or 1 (grey; colour images
+        converted with 0.299 R + 0.587 G + 0.114 B): one count for the whole batch, whatever
+        each sample stores.
+
+        size=(w, h) defaults to the first sample's decoded size; an image of another size is an
+        error unless resize=True. fields defaults to every fixed-shape field and __affine__.
+        Decoding runs on `threads` native threads (0: all cores) without the GIL. out: a
+        C-contiguous (N, H, W, 3) uint8 array to decode into (pinned or shared memory, say)
+        instead of a new one; its H and W are the size when size is not given.
+
+        augment: a tarmac.Augment. Every image is then augment.size (any stored size), warped
+        under sample i's draw, a pure function of (seed, epoch, i); the points fields and boxes
+        fields among `fields` follow (those convert --points / --boxes declared, or `points`,
+        `boxes`: lists of names, a box "NAME" (x, y, w, h) or "NAME:xyxy"), and so do the
+        dense maps named in `dense`, .npy or PNG (labels[name]: (N, H, W[, C]), the stored
+        dtype, a 16-bit PNG's uint16; nearest);
+        labels["__augment__"] (N, 2, 3) float64 maps stored pixels to output pixels,
+        labels["__flip__"] (N,) bool."""
+        idx = np.ascontiguousarray([self._index(i) for i in indices], dtype=np.int64)
+        fields = tuple(self.fixed_fields() if fields is None else fields)
+        if augment is not None and not isinstance(augment, Augment):
+            raise ValueError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
+        if augment is None and (dense or points is not None or boxes is not None):
+            raise ValueError("dense, points and boxes follow an augmentation: give augment=")
+        if augment is not None:
+            if not self.blob_kinds:
+                raise ValueError(f"augment: dataset '{self.path}' has no images")
+            ah, aw = augment.size
+            if size is not None and tuple(size) != (aw, ah):
+                raise ValueError(f"size (w, h) {tuple(size)} differs from augment.size (h, w) {augment.size}")
+            size = (aw, ah)
+            for name, v in (("seed", seed), ("epoch", epoch)):
+                if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < 2**64:
+                    raise ValueError(f"{name} must be an integer in 0 .. 2^64 - 1, not {v!r}")
+            dense = tuple(dense or ())
+            kinds = []
+            for name in dense:
+                kind = name if name.startswith("__") else f"__{name}__"
+                if kind not in self.blob_kinds[1:]:
+                    raise ValueError(f"dense: '{name}' is not a dense map of '{self.path}' "
+                                     f"(it has: {', '.join(self.blob_kinds[1:]) or 'none'})")
+                kinds.append(kind)
+            points = None if points is None else tuple(points)
+            boxes = None if boxes is None else tuple(boxes)
+        if out is not None:
+            if (not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.ndim != 4
+                    or out.shape[0] != len(idx) or out.shape[3] != channels or not out.flags.c_contiguous
+                    or not out.flags.writeable):
+                raise ValueError(f"out must be a writable C-contiguous uint8 array of shape "
+                                 f"({len(idx)}, H, W, {channels}), not {getattr(out, 'dtype', type(out))} "
+                                 f"{getattr(out, 'shape', '')}")
+            size = size or (out.shape[2], out.shape[1])
+            if tuple(size) != (out.shape[2], out.shape[1]):
+                raise ValueError(f"out holds {out.shape[2]}x{out.shape[1]} images, size asks for "
+                                 f"{size[0]}x{size[1]}")
+        if self.blob_kinds:
+            w, h = size if size else (self.decoded_size(int(idx[0])) if len(idx) else (1, 1))
+        else:
+            w, h = 0, 0
+        gathered = fields
+        if augment is not None:
+            gathered = fields + ("__augment__", "__flip__") + tuple(kinds)
+        loader = self._loader(w, h, resize, threads, gathered, channels, augment, points, boxes)
+        images = out if out is not None and self.blob_kinds else np.empty((len(idx), h, w, channels), dtype=np.uint8)
+        labels = {}
+        for name in fields:
+            probe = self._stored_value(name, 0) if self._n else np.empty(0)
+            labels[name] = np.empty((len(idx),) + probe.shape, dtype=probe.dtype)
+        outs = [labels[n] for n in fields]
+        if augment is not None:
+            labels["__augment__"] = np.empty((len(idx), 2, 3), dtype=np.float64)
+            labels["__flip__"] = np.empty(len(idx), dtype=bool)
+            outs += [labels["__augment__"], labels["__flip__"]]
+            for k, name in enumerate(dense or ()):  # the loader's dtype and shape (sample 0's map)
+                dtype, shape = loader.layout(len(fields) + 2 + k)
+                labels[name] = np.empty((len(idx),) + shape, dtype=dtype)
+                outs.append(labels[name])
+        loader.run(idx, images, outs, seed, epoch)
+        for name in fields:  # a nullable field's zeros are told apart by its mask
+            if self.fields.get(name, {}).get("nullable"):
+                labels[name + ".valid"] = self._tensor(name + ".valid").astype(bool)[idx]
+        return (images if self.blob_kinds else None), labels
+
+    def indices(self, rank: int = 0, world: int = 1, seed: int = 0, epoch: int = 0, shuffle: bool = True,
+                drop_last: bool = False) -> np.ndarray:
+        """This dataset's share for `rank` of epoch `epoch` (see tarmac.indices)."""
+        from .sampling import indices  # sampling's bucket_batches takes a Dataset: no import cycle
+        return indices(self._n, rank, world, seed, epoch, shuffle, drop_last)
+
+
+def _free_loader(lib: ctypes.CDLL, ptr: ctypes.c_void_p, pid: int, handle: _Handle) -> None:
+    """`handle`, an argument, keeps the dataset open until its loader is freed."""
+    # A forked child has no copy of the parent's decoding threads: freeing would join absent ones.
+    if pid == os.getpid():
+        lib.tarmac_loader_free(ptr)
+
+
+class _Loader:
+    """Owns one tarmac_loader*, freed (weakref.finalize) when the loader goes, in its own process."""
+
+    def __init__(self, lib: ctypes.CDLL, ptr: ctypes.c_void_p, handle: _Handle) -> None:
+        self.lib, self.ptr = lib, ptr
+        finalizer = weakref.finalize(self, _free_loader, lib, ctypes.c_void_p(ptr.value), os.getpid(), handle)
+        finalizer.atexit = False
+
+    def run(self, idx: np.ndarray, images: np.ndarray, outs: Sequence[np.ndarray], seed: int = 0,
+            epoch: int = 0) -> None:
+        bufs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs])
+        sizes = (ctypes.c_size_t * max(len(outs), 1))(*[o.nbytes for o in outs])
+        check(self.lib.tarmac_loader_start_seeded(self.ptr, seed, epoch, idx.ctypes.data, len(idx),
+                                                  images.ctypes.data, images.nbytes, bufs, sizes))
+        check(self.lib.tarmac_loader_wait(self.ptr))
+
+    def layout(self, k: int) -> Tuple[np.dtype, Tuple[int, ...]]:
+        """(numpy dtype, per-sample shape) of the loader's field k."""
+        t = Tensor()
+        check(self.lib.tarmac_loader_field_layout(self.ptr, k, ctypes.byref(t)))
+        return _format.DTYPES[t.dtype][1], tuple(t.shape[d] for d in range(t.ndim))

@@ -1,0 +1,98 @@
+"""The errors of the tarmac package: TarmacError, and one subclass per error code of the C API
+(lib/read/c_api.h), so a caller can catch the kind it can act on (docs/reader.md, "What opening
+checks, and what access checks")."""
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = ["TarmacError", "ArgumentError", "RangeError", "DatasetIOError", "ParseError", "DataError",
+           "InternalError", "LibraryVersionError", "error_for_code"]
+
+# The C API's codes (c_api.h, enum TARMAC_E_*).
+TARMAC_E_INVALID = 1
+TARMAC_E_RANGE = 2
+TARMAC_E_IO = 3
+TARMAC_E_PARSE = 4
+TARMAC_E_DATA = 5
+TARMAC_E_INTERNAL = 6
+
+
+class TarmacError(Exception):
+    """An error of the tarmac library; `.code` is the C API's error code (None where the package
+    found the problem itself, before any library call: a stale library, a derive run's state)."""
+
+    def __init__(self, code: Optional[int], message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def __reduce__(self):  # picklable with its class, code and attributes (errors cross processes)
+        return _rebuild, (type(self), self.code, str(self), dict(self.__dict__))
+
+
+def _rebuild(cls, code, message, attributes):
+    e = cls.__new__(cls)
+    TarmacError.__init__(e, code, message)
+    e.__dict__.update(attributes)
+    return e
+
+
+class ArgumentError(TarmacError, ValueError):
+    """TARMAC_E_INVALID: a bad argument, an unknown field, a wrong buffer size."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(TARMAC_E_INVALID, message)
+
+
+class RangeError(TarmacError, IndexError):
+    """TARMAC_E_RANGE: a sample index out of range."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(TARMAC_E_RANGE, message)
+
+
+class DatasetIOError(TarmacError):
+    """TARMAC_E_IO: no dataset, a file missing or unmappable."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(TARMAC_E_IO, message)
+
+
+class ParseError(TarmacError):
+    """TARMAC_E_PARSE: the annotation file (labels.safetensors) is invalid."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(TARMAC_E_PARSE, message)
+
+
+class DataError(TarmacError):
+    """TARMAC_E_DATA: a sample's data is inconsistent or does not decode (in Python also text that
+    is not UTF-8, a JSON value that does not parse)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(TARMAC_E_DATA, message)
+
+
+class InternalError(TarmacError):
+    """TARMAC_E_INTERNAL: out of memory or another unexpected failure of the library."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(TARMAC_E_INTERNAL, message)
+
+
+class LibraryVersionError(TarmacError):
+    """The libtarmac_c.so found is of another C API version than this package (a stale library
+    left by an earlier installation, say); the message names its path. `.code` is None."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, message)
+
+
+_BY_CODE = {TARMAC_E_INVALID: ArgumentError, TARMAC_E_RANGE: RangeError, TARMAC_E_IO: DatasetIOError,
+            TARMAC_E_PARSE: ParseError, TARMAC_E_DATA: DataError, TARMAC_E_INTERNAL: InternalError}
+
+
+def error_for_code(code: int, message: str) -> TarmacError:
+    """The exception for a C API error code: its subclass, or TarmacError for a code this package
+    does not know (a newer library)."""
+    cls = _BY_CODE.get(code)
+    return cls(message) if cls is not None else TarmacError(code, message)
