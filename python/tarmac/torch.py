@@ -303,7 +303,8 @@ class MixedDataset(torch.utils.data.Dataset):
         width and height columns), or a ValueError names each dataset's sizes."""
         sizes = {}
         for k, ds in enumerate(opened):
-            wh = np.stack([ds._tensor("__image__.width"), ds._tensor("__image__.height")], 1) if len(ds) else []
+            wh = (np.stack([ds._tensor(_format.IMAGE + ".width"), ds._tensor(_format.IMAGE + ".height")], 1)
+                  if len(ds) else [])
             for w, h in (np.unique(wh, axis=0).tolist() if len(ds) else []):
                 sizes.setdefault((w, h), []).append(self._names[k])
         if len(sizes) > 1:
