@@ -24,6 +24,28 @@ struct RegionDecode {
 /// Corruption in rows after the region is not seen (they are not decoded).
 RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g);
 
+/// The pixels libjpeg converts to: BGR (OpenCV's order), RGB, or grey (a grey JPEG's own
+/// values; a colour JPEG's luma, which is not OpenCV's grey conversion).
+enum class JpegPixels { Bgr, Rgb, Grey };
+
+struct ScaledRegion {
+  cv::Mat pixels;  ///< part of the image decoded at 1/denom scale; empty when the rect missed it
+  int denom = 1;
+  int x0 = 0, y0 = 0;  ///< where pixels(0, 0) lies in the scaled image
+  /// Maps `pixels` coordinates to the full-resolution image's: scaled pixel p is the mean of
+  /// full-resolution pixels [denom p, denom p + denom), centred at denom p + (denom - 1) / 2.
+  Affine to_full() const;
+};
+
+/// Decodes `rect` (scaled pixels, clipped to the image of ceil(w / denom) x ceil(h / denom))
+/// of a JPEG of size w x h (stored orientation 1, not CMYK) at 1/denom scale, denom 1, 2, 4 or
+/// 8; its columns may start earlier (libjpeg widens them to whole iMCUs). Rows above are
+/// skipped and rows below not read, so corruption there is not seen. Throws ParseError for
+/// corrupt data up to the last row read, a stream without its end-of-image marker, or a
+/// header whose size is not w x h.
+ScaledRegion decode_jpeg_scaled(std::span<const uint8_t> data, int w, int h, int denom,
+                                cv::Rect rect, JpegPixels pixels);
+
 /// Decodes the whole JPEG at 1/8 scale: every entropy-coded byte is checked, little IDCT
 /// work is done. Throws ParseError for corrupt or truncated data.
 void validate_jpeg(std::span<const uint8_t> data);
