@@ -262,19 +262,20 @@ void BatchLoader::augment_image(size_t i, const AugmentDraw& d, std::span<uint8_
   const Augment& a = *opt_.augment;
   const std::span<const uint8_t> blob = ds_.image(i);
   const BlobEncoding enc = ds_.encoding(i);
-  cv::Mat src;       // what the warp reads
-  Affine m = d.m;    // src pixels -> output
-  int convert = -1;  // the colour conversion after the warp, if any
-  Pixels whole;      // a whole decode's pixels, which `src` then wraps
+  cv::Mat src;                                // what the warp reads
+  Affine m = d.m;                             // src pixels -> output
+  int convert = -1;                           // the colour conversion after the warp, if any
+  Pixels whole;                               // a whole decode's pixels, which `src` then wraps
+  thread_local std::vector<uint8_t> scratch;  // a JPEG region's pixels: one warm buffer
   try {
     if (enc == BlobEncoding::Jpeg || enc == BlobEncoding::Png) {
       const ImageHeader h = probe_image(blob);
       if (enc == BlobEncoding::Jpeg && !h.cmyk && h.orientation == 1) {
         const AugmentSource s = augment_source(d.m, opt_.width, opt_.height, h.width, h.height, 8);
         if (!s.empty()) {
-          ScaledRegion r = decode_jpeg_scaled(blob, h.width, h.height, s.denom,
-                                              cv::Rect(s.x0, s.y0, s.x1 - s.x0, s.y1 - s.y0),
-                                              h.grey ? JpegPixels::Grey : JpegPixels::Rgb);
+          ScaledRegion r = decode_jpeg_scaled(
+              blob, h.width, h.height, s.denom, cv::Rect(s.x0, s.y0, s.x1 - s.x0, s.y1 - s.y0),
+              h.grey ? JpegPixels::Grey : JpegPixels::Rgb, &scratch);
           src = r.pixels;
           m = compose(d.m, r.to_full());
         }

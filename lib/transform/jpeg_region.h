@@ -6,6 +6,7 @@
 // centre crop downscaled 2x or more, this is most of the cost of a full decode saved.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include <opencv2/core.hpp>
 
@@ -42,9 +43,12 @@ struct ScaledRegion {
 /// 8; its columns may start earlier (libjpeg widens them to whole iMCUs). Rows above are
 /// skipped and rows below not read, so corruption there is not seen. Throws ParseError for
 /// corrupt data up to the last row read, a stream without its end-of-image marker, or a
-/// header whose size is not w x h.
+/// header whose size is not w x h. With `scratch` the pixels are written there (grown as
+/// needed, never shrunk) and valid until it changes: a caller decoding many images reuses one
+/// warm buffer instead of faulting in a new one each time (224² warps ran 25 % slower).
 ScaledRegion decode_jpeg_scaled(std::span<const uint8_t> data, int w, int h, int denom,
-                                cv::Rect rect, JpegPixels pixels);
+                                cv::Rect rect, JpegPixels pixels,
+                                std::vector<uint8_t>* scratch = nullptr);
 
 /// Decodes the whole JPEG at 1/8 scale: every entropy-coded byte is checked, little IDCT
 /// work is done. Throws ParseError for corrupt or truncated data.
