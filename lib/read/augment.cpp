@@ -197,7 +197,8 @@ AugmentSource augment_source(const std::array<double, 6>& m, int out_w, int out_
       lo_y = std::min(lo_y, sy), hi_y = std::max(hi_y, sy);
     }
   const double sw = (src_w + r.denom - 1) / r.denom, sh = (src_h + r.denom - 1) / r.denom;
-  // Bilinear taps at floor(p) and floor(p) + 1; one pixel more for warpAffine's 1/32 rounding.
+  // Bilinear taps at floor(p) and floor(p) + 1; one pixel more on each side for warpAffine's
+  // 1/32 rounding and because a cropped JPEG decode's edge columns may be a few levels off.
   auto clip = [](double v, double hi) { return int(std::clamp(v, 0.0, hi)); };
   r.x0 = clip(std::floor(lo_x) - 1, sw);
   r.x1 = clip(std::floor(hi_x) + 3, sw);

@@ -33,14 +33,16 @@ struct ScaledRegion {
   cv::Mat pixels;  ///< part of the image decoded at 1/denom scale; empty when the rect missed it
   int denom = 1;
   int x0 = 0, y0 = 0;  ///< where pixels(0, 0) lies in the scaled image
-  /// Maps `pixels` coordinates to the full-resolution image's: scaled pixel p is the mean of
-  /// full-resolution pixels [denom p, denom p + denom), centred at denom p + (denom - 1) / 2.
+  /// Maps `pixels` coordinates to the full-resolution image's: scaled pixel p is about the
+  /// mean of full-resolution pixels [d p, d p + d) (d = denom), centred at d p + (d - 1) / 2.
   Affine to_full() const;
 };
 
 /// Decodes `rect` (scaled pixels, clipped to the image of ceil(w / denom) x ceil(h / denom))
 /// of a JPEG of size w x h (stored orientation 1, not CMYK) at 1/denom scale, denom 1, 2, 4 or
-/// 8; its columns may start earlier (libjpeg widens them to whole iMCUs). Rows above are
+/// 8; its columns may start earlier (libjpeg widens them to whole iMCUs). Where the columns
+/// start or end inside the image, that first or last column may differ from a whole decode by
+/// a few levels (fancy chroma upsampling lacks its neighbour there). Rows above are
 /// skipped and rows below not read, so corruption there is not seen. Throws ParseError for
 /// corrupt data up to the last row read, a stream without its end-of-image marker, or a
 /// header whose size is not w x h. With `scratch` the pixels are written there (grown as

@@ -400,6 +400,22 @@ class ReducedScaleTest(unittest.TestCase):
         aug = tarmac.Augment(size=(224, 224), crop=(0.08, 1), flip=0.5)
         self.check(aug, list(range(COLOUR)), [0, 3], {1, 2})
 
+    def test_an_output_outside_its_image_is_the_fill(self):
+        aug = tarmac.Augment(size=(32, 32), scale=(0.1, 0.1), translate=2, fill=77)
+        idx = list(range(COLOUR))
+        images, labels = self.ds.batch(idx, fields=[], augment=aug, seed=1)
+        outside = 0
+        for j, i in enumerate(idx):
+            m = labels["__augment__"][j]
+            corners = apply(m, np.array([[-0.5, -0.5], [511.5, -0.5], [-0.5, 511.5], [511.5, 511.5]]))
+            area, _, d = self.references(i, m, (32, 32), 77)
+            self.assertEqual(d, 8)
+            self.assertGreaterEqual(psnr(images[j], area), 40, f"sample {i}")
+            if (corners.max(0) < -1).any() or (corners.min(0) > 32).any():
+                outside += 1
+                self.assertTrue((images[j] == 77).all(), f"sample {i}")
+        self.assertGreater(outside, 0)
+
     def test_grey_jpegs_stay_grey_and_replicate(self):
         aug = tarmac.Augment(size=(48, 64), scale=(0.5, 1.0), rotate=30, crop=(0.08, 1), fill=200)
         idx = list(range(COLOUR, COLOUR + GREY))
