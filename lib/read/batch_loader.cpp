@@ -12,6 +12,7 @@
 
 #include "format/json_object.h"
 #include "format/manifest.h"
+#include "transform/affine_warp.h"
 #include "transform/image_codec.h"
 #include "transform/jpeg_region.h"
 #include "transform/png_region.h"
@@ -254,10 +255,11 @@ void BatchLoader::augment_sample(size_t j, size_t i) {
   }
 }
 
-// One warpAffine from the stored pixels to the output, reading only what it needs: for a JPEG
-// the rows and columns its taps touch at the smallest DCT scale that leaves the warp shrinking
-// (the map composed with the region's offset and scale), for a PNG the rows up to the last one
-// it touches. Other images (and an output wholly outside its image) are decoded whole.
+// One warp (cv::warpAffine's bytes, faster: transform/affine_warp.h) from the stored pixels to
+// the output, reading only what it needs: for a JPEG the rows and columns its taps touch at the
+// smallest DCT scale that leaves the warp shrinking (the map composed with the region's offset
+// and scale), for a PNG the rows up to the last one it touches. Other images (and an output
+// wholly outside its image) are decoded whole.
 void BatchLoader::augment_image(size_t i, const AugmentDraw& d, std::span<uint8_t> out) const {
   const Augment& a = *opt_.augment;
   const std::span<const uint8_t> blob = ds_.image(i);
@@ -306,14 +308,12 @@ void BatchLoader::augment_image(size_t i, const AugmentDraw& d, std::span<uint8_
   if (convert < 0 && src.channels() != opt_.channels)
     convert = src.channels() == 1 ? cv::COLOR_GRAY2RGB : cv::COLOR_RGB2GRAY;
   cv::Mat dst(opt_.height, opt_.width, CV_8UC(opt_.channels), out.data());
-  const cv::Mat map(2, 3, CV_64F, m.data());
   const cv::Size size(opt_.width, opt_.height);
-  const cv::Scalar fill = cv::Scalar::all(a.fill);
   if (convert < 0) {
-    cv::warpAffine(src, dst, map, size, cv::INTER_LINEAR, cv::BORDER_CONSTANT, fill);
+    warp_affine_linear(src, dst, m, size, a.fill);
   } else {
     cv::Mat warped;
-    cv::warpAffine(src, warped, map, size, cv::INTER_LINEAR, cv::BORDER_CONSTANT, fill);
+    warp_affine_linear(src, warped, m, size, a.fill);
     cv::cvtColor(warped, dst, convert);
   }
 }

@@ -112,7 +112,7 @@ TEST_CASE("jpeg region decode of a crop wholly outside the image gives no pixels
 // OpenCV's own scaled decode (IMREAD_REDUCED_*: libjpeg's scale_denom) is the oracle.
 TEST_CASE("decode_jpeg_scaled gives the rows and columns of OpenCV's decode at that scale") {
   cv::Mat src = smooth_image(333, 250, 0.3);  // sizes not multiples of 8 or 16
-  cv::randn(src, cv::Scalar::all(128), cv::Scalar::all(40));
+  cv::RNG(5).fill(src, cv::RNG::NORMAL, 128, 40);
   src += smooth_image(333, 250, 0.3) / 2;
   std::vector<uint8_t> jpg;
   cv::imencode(".jpg", src, jpg, {cv::IMWRITE_JPEG_QUALITY, 90});
