@@ -275,9 +275,12 @@ void BatchLoader::augment_image(size_t i, const AugmentDraw& d, std::span<uint8_
       if (enc == BlobEncoding::Jpeg && !h.cmyk && h.orientation == 1) {
         const AugmentSource s = augment_source(d.m, opt_.width, opt_.height, h.width, h.height, 8);
         if (!s.empty()) {
-          ScaledRegion r = decode_jpeg_scaled(
+          // Regions up to 4 MiB (1,180² RGB) reuse the thread's buffer; larger ones, rare, are
+          // not kept for the thread's life.
+          const bool reuse = size_t(s.x1 - s.x0 + 16) * size_t(s.y1 - s.y0) * 3 <= (4u << 20);
+          const ScaledRegion r = decode_jpeg_scaled(
               blob, h.width, h.height, s.denom, cv::Rect(s.x0, s.y0, s.x1 - s.x0, s.y1 - s.y0),
-              h.grey ? JpegPixels::Grey : JpegPixels::Rgb, &scratch);
+              h.grey ? JpegPixels::Grey : JpegPixels::Rgb, reuse ? &scratch : nullptr);
           src = r.pixels;
           m = compose(d.m, r.to_full());
         }
