@@ -177,6 +177,36 @@ AugmentDraw draw_augment(const Augment& a, int src_w, int src_h, uint64_t seed, 
   return d;
 }
 
+AugmentSource augment_source(const std::array<double, 6>& m, int out_w, int out_h, int src_w,
+                             int src_h, int max_denom) {
+  const double a = m[0], b = m[1], c = m[3], d = m[4];
+  const double det = a * d - b * c;
+  const double s = a * a + b * b + c * c + d * d;
+  const double sigma = std::sqrt((s + std::sqrt(std::max(0.0, s * s - 4 * det * det))) / 2);
+  AugmentSource r;
+  while (r.denom * 2 <= max_denom && r.denom * 2 * sigma <= 1 + 1e-9) r.denom *= 2;
+  // The output's corner pixel centres mapped back: their box holds every output pixel's.
+  double lo_x = INFINITY, lo_y = INFINITY, hi_x = -INFINITY, hi_y = -INFINITY;
+  for (const double ox : {0.0, double(out_w - 1)})
+    for (const double oy : {0.0, double(out_h - 1)}) {
+      const double px = ox - m[2], py = oy - m[5];
+      // Full-resolution u, then the scaled image's (u + 0.5) / denom - 0.5.
+      const double x = (d * px - b * py) / det, y = (a * py - c * px) / det;
+      const double sx = (x + 0.5) / r.denom - 0.5, sy = (y + 0.5) / r.denom - 0.5;
+      lo_x = std::min(lo_x, sx), hi_x = std::max(hi_x, sx);
+      lo_y = std::min(lo_y, sy), hi_y = std::max(hi_y, sy);
+    }
+  const double sw = (src_w + r.denom - 1) / r.denom, sh = (src_h + r.denom - 1) / r.denom;
+  // Bilinear taps at floor(p) and floor(p) + 1; one pixel more on each side for warpAffine's
+  // 1/32 rounding and because a cropped JPEG decode's edge columns may be a few levels off.
+  auto clip = [](double v, double hi) { return int(std::clamp(v, 0.0, hi)); };
+  r.x0 = clip(std::floor(lo_x) - 1, sw);
+  r.x1 = clip(std::floor(hi_x) + 3, sw);
+  r.y0 = clip(std::floor(lo_y) - 1, sh);
+  r.y1 = clip(std::floor(hi_y) + 3, sh);
+  return r;
+}
+
 void augment_points(const AugmentDraw& d, const Augment& a, DType dtype,
                     std::span<const int64_t> shape, std::span<uint8_t> value) {
   if (shape.empty() || shape.back() < 2)

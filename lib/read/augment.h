@@ -53,6 +53,20 @@ struct AugmentDraw {
 AugmentDraw draw_augment(const Augment& a, int src_w, int src_h, uint64_t seed, uint64_t epoch,
                          uint64_t index);
 
+/// What the warp of map `m` onto an out_w x out_h output reads from a stored image of
+/// src_w x src_h: the largest DCT reduction 1/denom (denom a power of two <= max_denom) after
+/// which the warp still shrinks or keeps the size (denom times m's largest singular value <= 1),
+/// and the pixels of the image at that scale that the bilinear taps of the output's pixels
+/// touch, one more on each side, clipped to the scaled image (ceil(src / denom) pixels a side).
+/// The rect is empty when the output lies wholly outside the image.
+struct AugmentSource {
+  int denom = 1;
+  int x0 = 0, y0 = 0, x1 = 0, y1 = 0;  ///< [x0, x1) x [y0, y1), scaled pixels
+  bool empty() const { return x1 <= x0 || y1 <= y0; }
+};
+AugmentSource augment_source(const std::array<double, 6>& m, int out_w, int out_h, int src_w,
+                             int src_h, int max_denom);
+
 /// Transforms one sample's value of a points field in place: x, y (the first two values of
 /// the last axis) mapped by d.m, other columns left; after a flip, the rows of each pair swapped
 /// along the joint axis (the second to last; a field of one point has none). `shape` is the

@@ -12,6 +12,10 @@
 
 #include "format/json_object.h"
 #include "format/manifest.h"
+#include "transform/affine_warp.h"
+#include "transform/image_codec.h"
+#include "transform/jpeg_region.h"
+#include "transform/png_region.h"
 #include "transform/warp.h"
 
 namespace tarmac {
@@ -228,25 +232,13 @@ void BatchLoader::do_sample(size_t j) {
   }
 }
 
-// Decode as stored, then one warpAffine from the stored pixels to the output (decoding only
-// the region needed, at a reduced DCT scale, is a later optimisation).
 void BatchLoader::augment_sample(size_t j, size_t i) {
   const Augment& a = *opt_.augment;
-  Pixels p = ds_.decode(i);
+  const auto [width, height] = ds_.decoded_size(i);
+  const cv::Size p(width, height);  // the stored image's, as decode() gives it
   const AugmentDraw d = draw_augment(a, p.width, p.height, seed_, epoch_, i);
   const size_t bytes = size_t(opt_.width) * size_t(opt_.height) * size_t(opt_.channels);
-  cv::Mat src(p.height, p.width, CV_8UC(p.channels), p.data.data());
-  cv::Mat dst(opt_.height, opt_.width, CV_8UC(opt_.channels), out_.images.data() + j * bytes);
-  const cv::Mat m(2, 3, CV_64F, const_cast<double*>(d.m.data()));
-  const cv::Size size(opt_.width, opt_.height);
-  const cv::Scalar fill = cv::Scalar::all(a.fill);
-  if (p.channels == opt_.channels) {
-    cv::warpAffine(src, dst, m, size, cv::INTER_LINEAR, cv::BORDER_CONSTANT, fill);
-  } else {
-    cv::Mat warped;
-    cv::warpAffine(src, warped, m, size, cv::INTER_LINEAR, cv::BORDER_CONSTANT, fill);
-    cv::cvtColor(warped, dst, p.channels == 1 ? cv::COLOR_GRAY2RGB : cv::COLOR_RGB2GRAY);
-  }
+  augment_image(i, d, out_.images.subspan(j * bytes, bytes));
   for (size_t k = 0; k < gathers_.size(); ++k) {
     const Gather& g = gathers_[k];
     const std::span<uint8_t> to = out_.labels[k].subspan(j * g.bytes, g.bytes);
@@ -323,6 +315,72 @@ TensorView BatchLoader::field_layout(size_t k) const {
   v.shape.ndim = shape.size();
   std::copy(shape.begin(), shape.end(), v.shape.dims.begin());
   return v;
+}
+
+// One warp (cv::warpAffine's bytes, faster: transform/affine_warp.h) from the stored pixels to
+// the output, reading only what it needs: for a JPEG the rows and columns its taps touch at the
+// smallest DCT scale that leaves the warp shrinking (the map composed with the region's offset
+// and scale), for a PNG the rows up to the last one it touches. Other images (and an output
+// wholly outside its image) are decoded whole.
+void BatchLoader::augment_image(size_t i, const AugmentDraw& d, std::span<uint8_t> out) const {
+  const Augment& a = *opt_.augment;
+  const std::span<const uint8_t> blob = ds_.image(i);
+  const BlobEncoding enc = ds_.encoding(i);
+  cv::Mat src;                                // what the warp reads
+  Affine m = d.m;                             // src pixels -> output
+  int convert = -1;                           // the colour conversion after the warp, if any
+  Pixels whole;                               // a whole decode's pixels, which `src` then wraps
+  thread_local std::vector<uint8_t> scratch;  // a JPEG region's pixels: one warm buffer
+  try {
+    if (enc == BlobEncoding::Jpeg || enc == BlobEncoding::Png) {
+      const ImageHeader h = probe_image(blob);
+      if (enc == BlobEncoding::Jpeg && !h.cmyk && h.orientation == 1) {
+        const AugmentSource s = augment_source(d.m, opt_.width, opt_.height, h.width, h.height, 8);
+        if (!s.empty()) {
+          // Regions up to 4 MiB (1,180² RGB) reuse the thread's buffer; larger ones, rare, are
+          // not kept for the thread's life.
+          const bool reuse = size_t(s.x1 - s.x0 + 16) * size_t(s.y1 - s.y0) * 3 <= (4u << 20);
+          const ScaledRegion r = decode_jpeg_scaled(
+              blob, h.width, h.height, s.denom, cv::Rect(s.x0, s.y0, s.x1 - s.x0, s.y1 - s.y0),
+              h.grey ? JpegPixels::Grey : JpegPixels::Rgb, reuse ? &scratch : nullptr);
+          src = r.pixels;
+          m = compose(d.m, r.to_full());
+        }
+      } else if (enc == BlobEncoding::Png && png_region_decodable(blob)) {
+        const AugmentSource s = augment_source(d.m, opt_.width, opt_.height, h.width, h.height, 1);
+        // The whole image's matrix with the rect filled: the warp reads it with the draw's map.
+        std::optional<cv::Mat> bgr;
+        if (!s.empty())
+          bgr = decode_png_region(blob, PngLayout::Bgr8,
+                                  cv::Rect(s.x0, s.y0, s.x1 - s.x0, s.y1 - s.y0),
+                                  uint64_t(h.width) * uint64_t(h.height));
+        if (bgr) {
+          src = *bgr;
+          // Channel order commutes with the warp; a grey PNG's three channels are equal, so its
+          // grey and RGB are exactly what the whole decode's grey gives.
+          convert = opt_.channels == 1 ? cv::COLOR_BGR2GRAY : cv::COLOR_BGR2RGB;
+        }
+      }
+    }
+  } catch (const ParseError& e) {
+    throw DataError("dataset '" + ds_.path() + "': sample " + std::to_string(i) + " (" +
+                    std::string(ds_.key(i)) + ") image: " + e.what());
+  }
+  if (src.empty()) {
+    whole = ds_.decode(i);
+    src = cv::Mat(whole.height, whole.width, CV_8UC(whole.channels), whole.data.data());
+  }
+  if (convert < 0 && src.channels() != opt_.channels)
+    convert = src.channels() == 1 ? cv::COLOR_GRAY2RGB : cv::COLOR_RGB2GRAY;
+  cv::Mat dst(opt_.height, opt_.width, CV_8UC(opt_.channels), out.data());
+  const cv::Size size(opt_.width, opt_.height);
+  if (convert < 0) {
+    warp_affine_linear(src, dst, m, size, a.fill);
+  } else {
+    cv::Mat warped;
+    warp_affine_linear(src, warped, m, size, a.fill);
+    cv::cvtColor(warped, dst, convert);
+  }
 }
 
 void BatchLoader::work() {

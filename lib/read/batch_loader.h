@@ -2,8 +2,9 @@
 // Decodes batches of samples with a thread pool into caller-provided contiguous buffers:
 // images into one NHWC uint8 RGB array, fixed-shape label fields into one array each. One
 // batch can be in flight while the caller consumes the previous one (start / wait). With an
-// Augment, every sample is decoded then warped once to the output under its own random geometry,
-// and the points, boxes and dense maps asked for follow it (docs/reader.md, "Augmentation").
+// Augment, every sample is warped once to the output under its own random geometry, decoding
+// only the part of the stored image the warp reads, and the points, boxes and dense maps asked
+// for follow it (docs/reader.md, "Augmentation").
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -95,6 +96,8 @@ class BatchLoader {
   /// Sample i's dense map g warped by d into `to`; its image is image_w x image_h as stored.
   void augment_dense(size_t i, const Gather& g, const AugmentDraw& d, int image_w, int image_h,
                      std::span<uint8_t> to) const;
+  /// Sample i's image under draw d into `out` (opt_.height x width x channels).
+  void augment_image(size_t i, const AugmentDraw& d, std::span<uint8_t> out) const;
 
   const Dataset& ds_;
   BatchOptions opt_;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "transform/warp.h"
@@ -52,8 +53,12 @@ void on_message(j_common_ptr c, int level) {
 
 struct Plan {  // what to decode, in scaled coordinates
   int denom = 1;
-  unsigned x0 = 0, width = 0;  // columns (before jpeg_crop_scanline widens them)
-  unsigned y0 = 0, y1 = 0;     // rows [y0, y1)
+  J_COLOR_SPACE colour = JCS_EXT_BGR;
+  int channels = 3;
+  unsigned image_w = 0, image_h = 0;        // the size the caller expects; 0: any
+  std::vector<uint8_t>* scratch = nullptr;  // where the pixels go, if not a new matrix
+  unsigned x0 = 0, width = 0;               // columns (before jpeg_crop_scanline widens them)
+  unsigned y0 = 0, y1 = 0;                  // rows [y0, y1)
 };
 
 // Runs libjpeg over the planned rows. Returns false (message set) on error. Only POD locals.
@@ -65,7 +70,7 @@ bool decode_rows(Decoder& d, std::span<const uint8_t> data, Plan& plan, cv::Mat*
   d.cinfo.client_data = &d;
   jpeg_mem_src(&d.cinfo, data.data(), static_cast<unsigned long>(data.size()));
   jpeg_read_header(&d.cinfo, TRUE);
-  d.cinfo.out_color_space = JCS_EXT_BGR;
+  d.cinfo.out_color_space = plan.colour;
   d.cinfo.scale_num = 1;
   d.cinfo.scale_denom = static_cast<unsigned>(plan.denom);
   d.cinfo.dct_method = JDCT_ISLOW;
@@ -73,6 +78,12 @@ bool decode_rows(Decoder& d, std::span<const uint8_t> data, Plan& plan, cv::Mat*
   *scaled_w = d.cinfo.output_width;
   *scaled_h = d.cinfo.output_height;
   if (header_only) return true;
+  if (plan.image_w > 0 &&
+      (d.cinfo.image_width != plan.image_w || d.cinfo.image_height != plan.image_h)) {
+    std::snprintf(d.message, sizeof d.message, "the header says %ux%u, expected %ux%u",
+                  d.cinfo.image_width, d.cinfo.image_height, plan.image_w, plan.image_h);
+    return false;
+  }
   jpeg_start_decompress(&d.cinfo);
   if (plan.width > 0 && plan.width < d.cinfo.output_width)
     jpeg_crop_scanline(&d.cinfo, &plan.x0, &plan.width);
@@ -80,11 +91,26 @@ bool decode_rows(Decoder& d, std::span<const uint8_t> data, Plan& plan, cv::Mat*
     plan.x0 = 0;
     plan.width = d.cinfo.output_width;
   }
-  out->create(static_cast<int>(plan.y1 - plan.y0), static_cast<int>(plan.width), CV_8UC3);
+  const int rows = static_cast<int>(plan.y1 - plan.y0), cols = static_cast<int>(plan.width);
+  if (plan.scratch) {
+    plan.scratch->resize(
+        std::max(plan.scratch->size(), size_t(rows) * size_t(cols) * size_t(plan.channels)));
+    *out = cv::Mat(rows, cols, CV_8UC(plan.channels), plan.scratch->data());
+  } else {
+    out->create(rows, cols, CV_8UC(plan.channels));
+  }
   if (plan.y0 > 0) jpeg_skip_scanlines(&d.cinfo, plan.y0);
+  // Up to a row group per call (16 rows for 4:2:0), not one row: less per-call work.
+  JSAMPROW group[16];
   while (d.cinfo.output_scanline < plan.y1) {
-    JSAMPROW row = out->ptr<uint8_t>(static_cast<int>(d.cinfo.output_scanline - plan.y0));
-    jpeg_read_scanlines(&d.cinfo, &row, 1);
+    const unsigned n = std::min(16u, plan.y1 - d.cinfo.output_scanline);
+    for (unsigned k = 0; k < n; ++k)
+      group[k] = out->ptr<uint8_t>(static_cast<int>(d.cinfo.output_scanline + k - plan.y0));
+    if (jpeg_read_scanlines(&d.cinfo, group, n) == 0) {
+      std::snprintf(d.message, sizeof d.message, "the decoder stopped at row %u",
+                    d.cinfo.output_scanline);
+      return false;
+    }
   }
   if (plan.y1 == d.cinfo.output_height)
     jpeg_finish_decompress(&d.cinfo);  // reads to the EOI marker: catches truncation
@@ -169,6 +195,49 @@ RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, con
   r.pixels = pixels;
   r.m = compose(g.m, to_full);
   return r;
+}
+
+ScaledRegion decode_jpeg_scaled(std::span<const uint8_t> data, int w, int h, int denom,
+                                cv::Rect rect, JpegPixels pixels, std::vector<uint8_t>* scratch) {
+  if (denom != 1 && denom != 2 && denom != 4 && denom != 8)
+    throw ArgumentError("decode_jpeg_scaled: denom must be 1, 2, 4 or 8");
+  // libjpeg's scaled size (jdiv_round_up) of the size decode_rows checks.
+  const int sw = (w + denom - 1) / denom, sh = (h + denom - 1) / denom;
+  rect &= cv::Rect(0, 0, sw, sh);
+  ScaledRegion r;
+  r.denom = denom;
+  if (rect.empty()) return r;
+  Plan plan;
+  plan.denom = denom;
+  plan.colour = pixels == JpegPixels::Grey  ? JCS_GRAYSCALE
+                : pixels == JpegPixels::Rgb ? JCS_EXT_RGB
+                                            : JCS_EXT_BGR;
+  plan.channels = pixels == JpegPixels::Grey ? 1 : 3;
+  plan.x0 = static_cast<unsigned>(rect.x);
+  plan.width = static_cast<unsigned>(rect.width);
+  plan.y0 = static_cast<unsigned>(rect.y);
+  plan.y1 = static_cast<unsigned>(rect.y + rect.height);
+  plan.image_w = static_cast<unsigned>(w);
+  plan.image_h = static_cast<unsigned>(h);
+  plan.scratch = scratch;
+  Decoder d;
+  new_decoder(d);
+  unsigned dw = 0, dh = 0;
+  if (!decode_rows(d, data, plan, &r.pixels, false, &dw, &dh) || d.warnings > 0)
+    throw ParseError(std::string("corrupt or truncated JPEG: ") + d.message);
+  if (!ends_with_eoi(data)) throw ParseError("truncated JPEG: no end-of-image marker");
+  r.x0 = static_cast<int>(plan.x0);
+  r.y0 = static_cast<int>(plan.y0);
+  return r;
+}
+
+Affine ScaledRegion::to_full() const {
+  return {double(denom),
+          0,
+          denom * double(x0) + (denom - 1) / 2.0,
+          0,
+          double(denom),
+          denom * double(y0) + (denom - 1) / 2.0};
 }
 
 void validate_jpeg(std::span<const uint8_t> data) {

@@ -6,6 +6,7 @@
 // centre crop downscaled 2x or more, this is most of the cost of a full decode saved.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include <opencv2/core.hpp>
 
@@ -23,6 +24,33 @@ struct RegionDecode {
 /// CMYK). Throws ParseError for a corrupt stream or one without its end-of-image marker.
 /// Corruption in rows after the region is not seen (they are not decoded).
 RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g);
+
+/// The pixels libjpeg converts to: BGR (OpenCV's order), RGB, or grey (a grey JPEG's own
+/// values; a colour JPEG's luma, which is not OpenCV's grey conversion).
+enum class JpegPixels { Bgr, Rgb, Grey };
+
+struct ScaledRegion {
+  cv::Mat pixels;  ///< part of the image decoded at 1/denom scale; empty when the rect missed it
+  int denom = 1;
+  int x0 = 0, y0 = 0;  ///< where pixels(0, 0) lies in the scaled image
+  /// Maps `pixels` coordinates to the full-resolution image's: scaled pixel p is about the
+  /// mean of full-resolution pixels [d p, d p + d) (d = denom), centred at d p + (d - 1) / 2.
+  Affine to_full() const;
+};
+
+/// Decodes `rect` (scaled pixels, clipped to the image of ceil(w / denom) x ceil(h / denom))
+/// of a JPEG of size w x h (stored orientation 1, not CMYK) at 1/denom scale, denom 1, 2, 4 or
+/// 8; its columns may start earlier (libjpeg widens them to whole iMCUs). Where the columns
+/// start or end inside the image, that first or last column may differ from a whole decode by
+/// a few levels (fancy chroma upsampling lacks its neighbour there). Rows above are
+/// skipped and rows below not read, so corruption there is not seen. Throws ParseError for
+/// corrupt data up to the last row read, a stream without its end-of-image marker, or a
+/// header whose size is not w x h. With `scratch` the pixels are written there (grown as
+/// needed, never shrunk) and valid until it changes: a caller decoding many images reuses one
+/// warm buffer instead of faulting in a new one each time (224² warps ran 25 % slower).
+ScaledRegion decode_jpeg_scaled(std::span<const uint8_t> data, int w, int h, int denom,
+                                cv::Rect rect, JpegPixels pixels,
+                                std::vector<uint8_t>* scratch = nullptr);
 
 /// Decodes the whole JPEG at 1/8 scale: every entropy-coded byte is checked, little IDCT
 /// work is done. Throws ParseError for corrupt or truncated data.

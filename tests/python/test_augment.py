@@ -365,5 +365,137 @@ class AugmentTest(unittest.TestCase):
         self.assertFalse(np.array_equal(tds[[3, 1, 8]]["__augment__"].numpy(), labels["__augment__"]))
 
 
+def photo(rng, h, w):
+    """Photo-like: smooth structure at a few scales, hard edges, sensor noise."""
+    img = np.full((h, w, 3), 128, np.float32)
+    for scale, amp in ((64, 90), (16, 45), (4, 20)):
+        small = rng.uniform(-1, 1, (h // scale, w // scale, 3)).astype(np.float32)
+        img += amp * cv2.resize(small, (w, h), interpolation=cv2.INTER_CUBIC)
+    for _ in range(6):
+        x0, y0 = (int(v) for v in rng.integers(0, w - 40, 2))
+        cv2.rectangle(img, (x0, y0), (x0 + int(rng.integers(20, w // 3)), y0 + int(rng.integers(20, h // 3))),
+                      rng.uniform(0, 255, 3).tolist(), -1)
+    img += rng.normal(0, 3, img.shape).astype(np.float32)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+COLOUR, GREY = 12, 4  # samples 0..11 colour, 12..15 one-component JPEGs
+
+
+def dct_denom(m):
+    """The scale the decode may take: the largest 1/d (d = 1, 2, 4, 8) after which the warp
+    still does not enlarge, d times the map's largest singular value <= 1 (docs/reader.md)."""
+    sigma = np.linalg.svd(m[:, :2], compute_uv=False).max()
+    d = 1
+    while d < 8 and 2 * d * sigma <= 1 + 1e-9:
+        d *= 2
+    return d
+
+
+class ReducedScaleTest(unittest.TestCase):
+    """Large stored JPEGs to small outputs: the decode reads only the region the warp needs, at
+    1/2, 1/4 or 1/8 DCT scale. Such a decode averages each d x d block, which a bilinear warp of
+    the full-resolution image does not (it skips pixels and aliases: 26 dB apart at 1/8 on these
+    images), so the oracle is OpenCV's full decode, reduced by d with INTER_AREA (the block
+    mean, cv2.resize), then warped with the returned map composed with that reduction. Measured
+    minimum PSNR against it: 42.1 dB at 1/2, 46.8 dB at 1/4, 51.2 dB at 1/8 (the bound is 40)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tarmac-aug-scale-")
+        src = os.path.join(cls.tmp, "big.tar")
+        rng = np.random.default_rng(4)
+        with tarfile.open(src, "w", format=tarfile.PAX_FORMAT) as tar:
+            for k in range(COLOUR + GREY):
+                img = photo(rng, 512, 512)
+                if k >= COLOUR:
+                    img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+                ok, jpg = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
+                assert ok
+                add(tar, f"b/{k:04d}.jpg", jpg.tobytes())
+        out = os.path.join(cls.tmp, "big")
+        subprocess.run([TARMAC, "convert", "-q", src, "-o", out, "--format", "keep"], check=True,
+                       stdout=subprocess.DEVNULL)
+        cls.ds = tarmac.Dataset(out)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def decoded(self, i):
+        """OpenCV's decode of the stored bytes: RGB, or grey for a grey JPEG."""
+        buf = np.asarray(self.ds.image(i))
+        if i >= COLOUR:
+            return cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE)
+        return cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+
+    def references(self, i, m, size, fill):
+        """(block-mean reference, full-resolution warp, d) for sample i under map m."""
+        full = self.decoded(i)
+        h, w = full.shape[:2]
+        d = dct_denom(m)
+        kw = dict(flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=(fill,) * 3)
+        plain = cv2.warpAffine(full, m, size, **kw)
+        reduced = cv2.resize(full, (w // d, h // d), interpolation=cv2.INTER_AREA)
+        to_full = np.array([[d, 0, (d - 1) / 2], [0, d, (d - 1) / 2], [0, 0, 1]])
+        return cv2.warpAffine(reduced, m @ to_full, size, **kw), plain, d
+
+    def check(self, aug, idx, seeds, want_denoms):
+        seen = set()
+        for seed in seeds:
+            images, labels = self.ds.batch(idx, fields=[], augment=aug, seed=seed, threads=2)
+            h, w = images.shape[1:3]
+            for j, i in enumerate(idx):
+                area, plain, d = self.references(i, labels["__augment__"][j], (w, h), aug.fill)
+                seen.add(d)
+                got = images[j]
+                self.assertGreaterEqual(psnr(got, area), 40, f"sample {i} at 1/{d}, seed {seed}")
+                if d >= 4:  # the reduced decode, not a full-resolution warp, made these pixels
+                    self.assertGreater(psnr(got, area), psnr(got, plain) + 5, f"sample {i} at 1/{d}")
+                if d == 1:  # a region at full scale: the pixels of the whole decode's warp
+                    self.assertGreaterEqual(psnr(got, plain), 40, f"sample {i}")
+        self.assertTrue(want_denoms <= seen, seen)
+
+    def test_random_resized_crops_to_a_small_output_decode_at_reduced_scale(self):
+        aug = tarmac.Augment(size=(64, 64), scale=(0.5, 1.0), rotate=30, flip=0.5, crop=(0.08, 1), fill=9)
+        self.check(aug, list(range(COLOUR)), [0, 1], {2, 4, 8})
+
+    def test_whole_image_rotated_and_shrunk_decodes_at_an_eighth(self):
+        aug = tarmac.Augment(size=(64, 64), scale=(0.5, 1.0), rotate=30, translate=0.1)
+        self.check(aug, list(range(COLOUR)), [2], {8})
+
+    def test_crops_at_full_scale_and_half(self):
+        aug = tarmac.Augment(size=(224, 224), crop=(0.08, 1), flip=0.5)
+        self.check(aug, list(range(COLOUR)), [0, 3], {1, 2})
+
+    def test_an_output_outside_its_image_is_the_fill(self):
+        aug = tarmac.Augment(size=(32, 32), scale=(0.1, 0.1), translate=2, fill=77)
+        idx = list(range(COLOUR))
+        images, labels = self.ds.batch(idx, fields=[], augment=aug, seed=1)
+        outside = 0
+        for j, i in enumerate(idx):
+            m = labels["__augment__"][j]
+            corners = apply(m, np.array([[-0.5, -0.5], [511.5, -0.5], [-0.5, 511.5], [511.5, 511.5]]))
+            area, _, d = self.references(i, m, (32, 32), 77)
+            self.assertEqual(d, 8)
+            self.assertGreaterEqual(psnr(images[j], area), 40, f"sample {i}")
+            if (corners.max(0) < -1).any() or (corners.min(0) > 32).any():
+                outside += 1
+                self.assertTrue((images[j] == 77).all(), f"sample {i}")
+        self.assertGreater(outside, 0)
+
+    def test_grey_jpegs_stay_grey_and_replicate(self):
+        aug = tarmac.Augment(size=(48, 64), scale=(0.5, 1.0), rotate=30, crop=(0.08, 1), fill=200)
+        idx = list(range(COLOUR, COLOUR + GREY))
+        grey, labels = self.ds.batch(idx, fields=[], augment=aug, seed=6, channels=1)
+        rgb, _ = self.ds.batch(idx, fields=[], augment=aug, seed=6, channels=3)
+        self.assertEqual(grey.shape, (GREY, 48, 64, 1))
+        np.testing.assert_array_equal(rgb, np.repeat(grey, 3, axis=3))
+        for j, i in enumerate(idx):
+            area, _, d = self.references(i, labels["__augment__"][j], (64, 48), 200)
+            self.assertGreater(d, 1)
+            self.assertGreaterEqual(psnr(grey[j, :, :, 0], area), 40, f"sample {i} at 1/{d}")
+
+
 if __name__ == "__main__":
     unittest.main()

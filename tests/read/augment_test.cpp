@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <numbers>
+#include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "dataset_fixture.h"
@@ -194,6 +196,79 @@ TEST_CASE("an augmented batch is the stored image warped once, the same on any t
     CHECK(vec[0][3 * j + 1] == Approx(xy[1]));
     CHECK(vec[0][3 * j + 2] == 2);
   }
+}
+
+namespace {
+// The oracle: OpenCV's SVD for the scale, and every output pixel centre mapped back by
+// OpenCV's inverse to see which scaled pixels its bilinear taps read.
+void check_source(const std::array<double, 6>& m, int out_w, int out_h, int src_w, int src_h,
+                  int max_denom, int want_denom) {
+  const AugmentSource s = augment_source(m, out_w, out_h, src_w, src_h, max_denom);
+  cv::Mat w;
+  cv::SVD::compute(cv::Matx22d(m[0], m[1], m[3], m[4]), w);
+  const double sigma = w.at<double>(0);
+  CHECK(s.denom == want_denom);
+  if (s.denom > 1) CHECK(s.denom * sigma <= 1 + 1e-9);  // at full scale the warp may enlarge
+  if (s.denom < max_denom) CHECK(2 * s.denom * sigma > 1);
+  const int sw = (src_w + s.denom - 1) / s.denom, sh = (src_h + s.denom - 1) / s.denom;
+  cv::Matx23d inv;
+  cv::invertAffineTransform(cv::Matx23d(m.data()), inv);
+  int lo_x = sw, lo_y = sh, hi_x = -1, hi_y = -1;  // taps inside the scaled image
+  for (int oy = 0; oy < out_h; ++oy)
+    for (int ox = 0; ox < out_w; ++ox) {
+      const double u = inv(0, 0) * ox + inv(0, 1) * oy + inv(0, 2);
+      const double v = inv(1, 0) * ox + inv(1, 1) * oy + inv(1, 2);
+      const double px = (u + 0.5) / s.denom - 0.5, py = (v + 0.5) / s.denom - 0.5;
+      for (const double tx : {std::floor(px), std::floor(px) + 1})
+        for (const double ty : {std::floor(py), std::floor(py) + 1}) {
+          if (tx < 0 || ty < 0 || tx >= sw || ty >= sh) continue;
+          lo_x = std::min(lo_x, int(tx)), hi_x = std::max(hi_x, int(tx));
+          lo_y = std::min(lo_y, int(ty)), hi_y = std::max(hi_y, int(ty));
+        }
+    }
+  if (hi_x < 0) {
+    CHECK(s.empty());
+    return;
+  }
+  // Every tap inside, and no more than one pixel more on each side.
+  CHECK(s.x0 <= lo_x);
+  CHECK(s.x0 >= lo_x - 2);
+  CHECK(s.x1 > hi_x);
+  CHECK(s.x1 <= hi_x + 3);
+  CHECK(s.y0 <= lo_y);
+  CHECK(s.y0 >= lo_y - 2);
+  CHECK(s.y1 > hi_y);
+  CHECK(s.y1 <= hi_y + 3);
+  CHECK(s.x0 >= 0);
+  CHECK(s.y0 >= 0);
+  CHECK(s.x1 <= sw);
+  CHECK(s.y1 <= sh);
+}
+}  // namespace
+
+TEST_CASE("the source of a warp: the smallest DCT scale that still shrinks, the taps' rect") {
+  // The whole image, same size: full scale, every pixel.
+  check_source({1, 0, 0, 0, 1, 0}, 100, 80, 100, 80, 8, 1);
+  // A quarter of the size: 1/4 scale, the whole scaled image (25 x 20).
+  const double q = 0.25;
+  check_source({q, 0, q * 0.5 - 0.5, 0, q, q * 0.5 - 0.5}, 25, 20, 100, 80, 8, 4);
+  // Shrinking by 1/3: 1/2 leaves 2/3 to the warp, 1/4 would enlarge 4/3.
+  const double t = 1.0 / 3;
+  check_source({t, 0, 0, 0, t, 0}, 30, 30, 90, 90, 8, 2);
+  check_source({t, 0, 0, 0, t, 0}, 30, 30, 90, 90, 1, 1);  // PNG: no DCT scale
+  // A crop: columns 200..327, rows 100..227 of a 512 image to 32 x 32 (1/4), plus a flip.
+  check_source({-q, 0, q * 327.5 - 0.5, 0, q, -q * 99.5 - 0.5}, 32, 32, 512, 512, 8, 4);
+  // Anisotropic (a random resized crop): the larger scale decides.
+  check_source({0.2, 0, -10, 0, 0.45, -40}, 64, 48, 640, 480, 8, 2);
+  // Rotated 30 degrees at 0.3 and shifted: 1/2 scale, a rect grown by the rotation.
+  const double c = 0.3 * std::cos(std::numbers::pi / 6), sn = 0.3 * std::sin(std::numbers::pi / 6);
+  check_source({c, sn, -40, -sn, c, 30}, 96, 64, 500, 375, 8, 2);
+  check_source({c, sn, -40, -sn, c, 30}, 96, 64, 500, 375, 2, 2);
+  // Enlarging 3x: full scale, only the pixels the output sees.
+  check_source({3, 0, -60, 0, 3, -90}, 48, 48, 100, 100, 8, 1);
+  // The output lies wholly outside the image.
+  check_source({1, 0, 500, 0, 1, 0}, 20, 20, 100, 100, 8, 1);
+  CHECK(augment_source({1, 0, 500, 0, 1, 0}, 20, 20, 100, 100, 8).empty());
 }
 
 TEST_CASE("flip_pairs out of range for a points field is refused before any batch") {

@@ -108,3 +108,76 @@ TEST_CASE("jpeg region decode of a crop wholly outside the image gives no pixels
   const Geometry g = compute_geometry(o, 320, 240, std::nullopt);
   CHECK(decode_jpeg_region(jpg, 320, 240, g).pixels.empty());
 }
+
+// OpenCV's own scaled decode (IMREAD_REDUCED_*: libjpeg's scale_denom) is the oracle.
+TEST_CASE("decode_jpeg_scaled gives the rows and columns of OpenCV's decode at that scale") {
+  cv::Mat src = smooth_image(333, 250, 0.3);  // sizes not multiples of 8 or 16
+  cv::RNG(5).fill(src, cv::RNG::NORMAL, 128, 40);
+  src += smooth_image(333, 250, 0.3) / 2;
+  std::vector<uint8_t> jpg;
+  cv::imencode(".jpg", src, jpg, {cv::IMWRITE_JPEG_QUALITY, 90});
+  const int modes[] = {cv::IMREAD_COLOR, cv::IMREAD_REDUCED_COLOR_2, cv::IMREAD_REDUCED_COLOR_4,
+                       cv::IMREAD_REDUCED_COLOR_8};
+  std::vector<uint8_t> scratch;
+  for (int k = 0; k < 4; ++k) {
+    const int denom = 1 << k;
+    const cv::Mat want = cv::imdecode(jpg, modes[k]);
+    REQUIRE(want.cols == (333 + denom - 1) / denom);
+    REQUIRE(want.rows == (250 + denom - 1) / denom);
+    for (const cv::Rect rect : {cv::Rect(0, 0, want.cols, want.rows), cv::Rect(9, 5, 11, 7),
+                                cv::Rect(want.cols - 3, want.rows - 2, 10, 10)}) {
+      const ScaledRegion r = decode_jpeg_scaled(jpg, 333, 250, denom, rect, JpegPixels::Bgr);
+      const cv::Rect asked = rect & cv::Rect(0, 0, want.cols, want.rows);
+      CHECK(r.denom == denom);
+      CHECK(r.x0 <= asked.x);  // libjpeg may start at an iMCU boundary
+      CHECK(r.y0 == asked.y);
+      CHECK(r.x0 + r.pixels.cols >= asked.x + asked.width);
+      CHECK(r.pixels.rows == asked.height);
+      const cv::Mat same = want(cv::Rect(r.x0, r.y0, r.pixels.cols, r.pixels.rows));
+      // Exact but for a first or last column inside the image: libjpeg's fancy chroma
+      // upsampling has no neighbour there (measured: up to 10 levels off, one column a side).
+      const int c0 = r.x0 > 0 ? 1 : 0;
+      const int c1 = r.x0 + r.pixels.cols < want.cols ? r.pixels.cols - 1 : r.pixels.cols;
+      INFO("denom " << denom << " rect " << rect << " from column " << r.x0);
+      CHECK(cv::norm(r.pixels.colRange(c0, c1), same.colRange(c0, c1), cv::NORM_INF) == 0);
+      CHECK(cv::norm(r.pixels, same, cv::NORM_INF) <= 16);
+      // RGB is the same pixels swapped; the scratch buffer gives the same pixels.
+      const ScaledRegion rgb =
+          decode_jpeg_scaled(jpg, 333, 250, denom, rect, JpegPixels::Rgb, &scratch);
+      cv::Mat bgr;
+      cv::cvtColor(rgb.pixels, bgr, cv::COLOR_RGB2BGR);
+      CHECK(cv::norm(bgr, r.pixels, cv::NORM_INF) == 0);
+      CHECK(rgb.pixels.data == scratch.data());
+    }
+    // to_full: scaled pixel p is centred at denom * p + (denom - 1) / 2 of the full image.
+    const ScaledRegion r =
+        decode_jpeg_scaled(jpg, 333, 250, denom, cv::Rect(16, 8, 4, 4), JpegPixels::Bgr);
+    const Affine m = r.to_full();
+    CHECK(m[0] == denom);
+    CHECK(m[2] == denom * r.x0 + (denom - 1) / 2.0);
+    CHECK(m[5] == denom * 8 + (denom - 1) / 2.0);
+  }
+  // A grey JPEG decoded grey: OpenCV's IMREAD_GRAYSCALE.
+  cv::Mat grey;
+  cv::cvtColor(src, grey, cv::COLOR_BGR2GRAY);
+  std::vector<uint8_t> gjpg;
+  cv::imencode(".jpg", grey, gjpg, {cv::IMWRITE_JPEG_QUALITY, 90});
+  const ScaledRegion g =
+      decode_jpeg_scaled(gjpg, 333, 250, 1, cv::Rect(0, 0, 333, 250), JpegPixels::Grey);
+  REQUIRE(g.pixels.type() == CV_8UC1);
+  CHECK(cv::norm(g.pixels, cv::imdecode(gjpg, cv::IMREAD_GRAYSCALE), cv::NORM_INF) == 0);
+  // Nothing asked inside the image: no pixels, nothing decoded.
+  CHECK(
+      decode_jpeg_scaled(jpg, 333, 250, 2, cv::Rect(400, 0, 5, 5), JpegPixels::Bgr).pixels.empty());
+}
+
+TEST_CASE("decode_jpeg_scaled refuses a size that is not the header's, a bad scale, truncation") {
+  std::vector<uint8_t> jpg;
+  cv::imencode(".jpg", smooth_image(64, 48), jpg, {cv::IMWRITE_JPEG_QUALITY, 90});
+  const cv::Rect all(0, 0, 64, 48);
+  CHECK_THROWS_WITH(decode_jpeg_scaled(jpg, 65, 48, 1, all, JpegPixels::Rgb),
+                    Catch::Contains("64x48, expected 65x48"));
+  CHECK_THROWS_AS(decode_jpeg_scaled(jpg, 64, 48, 3, all, JpegPixels::Rgb), ArgumentError);
+  std::vector<uint8_t> cut(jpg.begin(), jpg.begin() + static_cast<long>(jpg.size() * 2 / 3));
+  CHECK_THROWS_AS(decode_jpeg_scaled(cut, 64, 48, 1, all, JpegPixels::Rgb), ParseError);
+}
