@@ -21,8 +21,10 @@ struct RegionDecode {
 
 /// Decodes what the output of `g` needs from a JPEG of size w x h (stored orientation 1, not
 /// CMYK). Throws ParseError for a corrupt stream or one without its end-of-image marker.
-/// Corruption in rows after the region is not seen (they are not decoded).
-RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g);
+/// Corruption in rows after the region is not seen (they are not decoded). With
+/// ResampleMode::AreaExact the region is decoded at full resolution (no DCT scaling).
+RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g,
+                                ResampleMode mode = ResampleMode::Area);
 
 /// Decodes the whole JPEG at 1/8 scale: every entropy-coded byte is checked, little IDCT
 /// work is done. Throws ParseError for corrupt or truncated data.
