@@ -53,6 +53,19 @@ void resolve_geometry(const ConvertFlags& f, ConvertOptions& o) {
     throw CLI::ValidationError(
         "--crop", "'" + f.crop + "': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
   }
+  if (f.box_convention == "edges")
+    g.box_convention = BoxConvention::Edges;
+  else if (f.box_convention == "centers" || f.box_convention == "centres")
+    g.box_convention = BoxConvention::Centers;
+  else
+    throw CLI::ValidationError("--box-convention",
+                               "'" + f.box_convention + "': use edges or centers");
+  if (f.resample == "area")
+    g.resample = ResampleMode::Area;
+  else if (f.resample == "area-exact")
+    g.resample = ResampleMode::AreaExact;
+  else
+    throw CLI::ValidationError("--resample", "'" + f.resample + "': use area or area-exact");
   check_flag("--crop-scale", f.crop_scale, kCropScale);
   check_flag("--bucket-step", int64_t{f.bucket_step}, kBucketStep);
   check_flag("--bucket-max-ratio", f.bucket_max_ratio, kBucketMaxRatio);
@@ -297,6 +310,12 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
                  "none | center | box:X,Y,W,H | field:NAME[:xyxy]  (region of the source)")
       ->group(tr)
       ->default_str("none");
+  app.add_option("--box-convention", f.box_convention,
+                 "edges | centers: how box:/field: and --boxes coordinates are read. edges: x is "
+                 "the left edge of pixel column x, [x, y, w, h] = image[y:y+h, x:x+w] (COCO, "
+                 "mmhuman3d); centers: x is the centre of pixel column x")
+      ->group(tr)
+      ->default_str("edges");
   app.add_option("--crop-scale", f.crop_scale,
                  "Scale a box/field region about its centre (e.g. 1.2)")
       ->group(tr)
@@ -313,6 +332,12 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
                  "shorter without). bucket: the aspect-ratio bucket of area --size^2 (or W*H) "
                  "closest to the image's, centre-cropped to it")
       ->group(tr);
+  app.add_option("--resample", f.resample,
+                 "area | area-exact: a shrink averages each output pixel's footprint. area: "
+                 "JPEGs decoded at a reduced DCT scale first (faster); area-exact: at full "
+                 "resolution (as cv2.resize INTER_AREA; slower on large JPEG shrinks)")
+      ->group(tr)
+      ->default_str("area");
   app.add_option("--bucket-step", f.bucket_step,
                  "--resize bucket: bucket sides are multiples of this")
       ->group(tr)

@@ -18,9 +18,11 @@ struct ConvertFlags {
   double checkpoint_every = 30;
   // Transform.
   std::string crop = "none";
+  std::string box_convention = "edges";
   double crop_scale = 1.0;
   bool square = false, fit_aspect = false;
   std::string size, resize;  ///< "" = not given
+  std::string resample = "area";
   int bucket_step = 64;
   double bucket_max_ratio = 4.0;
   std::vector<std::string> points, boxes, dense;

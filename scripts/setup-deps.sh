@@ -14,7 +14,7 @@ BUILD=(
   build-essential cmake ninja-build pkg-config
   libcli11-dev libarchive-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev libwebp-dev
-  libisal-dev
+  libisal-dev libdeflate-dev
   # cpack -G DEB (its dependency scan reads file types)
   file
   # the Python package (numpy) and the demo's generator (scripts/make-sample-data.py: PIL)

@@ -206,6 +206,8 @@ json output_options(const ConvertOptions& o) {
           {"--drop-fields", o.drop_fields},
           {"--require", o.require_fields},
           {"--crop", crop},
+          {"--box-convention", g.box_convention == BoxConvention::Edges ? "edges" : "centers"},
+          {"--resample", g.resample == ResampleMode::Area ? "area" : "area-exact"},
           {"--crop-scale", g.crop_scale},
           {"--square", g.square},
           {"--fit-aspect", g.fit_aspect},

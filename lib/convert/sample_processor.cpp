@@ -156,7 +156,7 @@ void transform_points(SampleField& f, const Affine& m) {
   store_doubles(f.value, d);
 }
 
-void transform_boxes(SampleField& f, bool xyxy, const Affine& m) {
+void transform_boxes(SampleField& f, bool xyxy, const Affine& m, BoxConvention convention) {
   const auto& shape = f.value.shape;
   if (shape.empty() || shape.back() < 4)
     throw SampleError("boxes field '" + f.name + "' (member '" + f.member + "') has shape " +
@@ -169,8 +169,15 @@ void transform_boxes(SampleField& f, bool xyxy, const Affine& m) {
   for (size_t i = 0; i + stride <= d.size(); i += stride) {
     double x0 = d[i], y0 = d[i + 1], x1 = xyxy ? d[i + 2] : d[i] + d[i + 2],
            y1 = xyxy ? d[i + 3] : d[i + 1] + d[i + 3];
-    apply_affine(m, x0, y0, x0, y0);
-    apply_affine(m, x1, y1, x1, y1);
+    // Corners in edge coordinates are moved as the pixel-centre points half a pixel inside
+    // them, then back out: the output box is in the same convention.
+    const double e = convention == BoxConvention::Edges ? 0.5 : 0.0;
+    apply_affine(m, x0 - e, y0 - e, x0, y0);
+    apply_affine(m, x1 - e, y1 - e, x1, y1);
+    x0 += e;
+    y0 += e;
+    x1 += e;
+    y1 += e;
     d[i] = x0;
     d[i + 1] = y0;
     d[i + 2] = xyxy ? x1 : x1 - x0;
@@ -479,7 +486,8 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
       const cv::Mat src = png ? *png : decode_image(image_.data, o.max_pixels);
       warped = g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.pad_value);
     } else if (region_path_) {
-      const RegionDecode rd = decode_jpeg_region(image_.data, src_w_, src_h_, g);
+      const RegionDecode rd =
+          decode_jpeg_region(image_.data, src_w_, src_h_, g, o.geometry.resample);
       if (rd.pixels.empty())
         warped = cv::Mat(g.out_height, g.out_width, CV_8UC3, cv::Scalar::all(o.pad_value));
       else
@@ -559,7 +567,8 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
   for (const auto& name : o.points)
     if (!is_null(name)) transform_points(numeric_field(fields, name, "points"), g.m);
   for (const auto& [name, xyxy] : o.boxes)
-    if (!is_null(name)) transform_boxes(numeric_field(fields, name, "boxes"), xyxy, g.m);
+    if (!is_null(name))
+      transform_boxes(numeric_field(fields, name, "boxes"), xyxy, g.m, o.geometry.box_convention);
   if (o.geometry.resize == ResizeMode::Bucket) add_micro_conditioning(fields, g);
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Unpacking a member on the worker that processes its sample: a zip member is checked against
 // the CRC-32 and size its central directory declares, and a deflated one inflated first (with
-// ISA-L, 1.5x zlib's rate, never past the declared size: a zip bomb stops there).
+// libdeflate, never past the declared size: a zip bomb stops there).
 #include <cstdint>
 
 #include "source/member.h"

@@ -110,6 +110,7 @@ Geometry compute_geometry(const GeometryOptions& o, int w, int h,
                             " y0=" + std::to_string(r.y0) + " x1=" + std::to_string(r.x1) +
                             " y1=" + std::to_string(r.y1) + ")",
                         ErrorCode::BadField);
+    r = centre_coordinates(r, o.box_convention);
     if (o.crop_scale != 1.0) r = scale_about_centre(r, o.crop_scale, o.crop_scale);
     if (o.square) {
       const double side = std::max(r.width(), r.height());

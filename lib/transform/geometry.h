@@ -21,12 +21,23 @@ struct Region {  // [x0, x1] x [y0, y1]
 
 enum class CropMode { None, Center, Box, Field };
 enum class ResizeMode { Exact, Shorter, Longer, Fit, None, Bucket };
+/// How the coordinates of a box (--crop box:/field:, --boxes) are read. Edges: x is the left
+/// edge of pixel column x, so [x, y, w, h] covers image[y:y+h, x:x+w] (COCO's boxes).
+/// Centers: x is the centre of pixel column x (OpenCV's warpAffine convention, as Region).
+enum class BoxConvention { Edges, Centers };
+/// How a shrinking output is resampled. Both average each output pixel's footprint (the
+/// area filter, transform/resample.h). Area: a JPEG is decoded at the smallest DCT scale
+/// (1/2, 1/4, 1/8) that leaves the rest of the shrink to the filter. AreaExact: every source
+/// is decoded at full resolution first (as cv2.resize(INTER_AREA) sees it).
+enum class ResampleMode { Area, AreaExact };
 
 struct GeometryOptions {
   CropMode crop = CropMode::None;
-  Region box;                 ///< CropMode::Box: the fixed region
-  double crop_scale = 1.0;    ///< scales the box/field region about its centre
-  bool square = false;        ///< grow the region to a square (side = longer side)
+  Region box;  ///< CropMode::Box: the fixed region, in `box_convention`'s coordinates
+  BoxConvention box_convention = BoxConvention::Edges;  ///< of `box` and the field's box
+  ResampleMode resample = ResampleMode::Area;
+  double crop_scale = 1.0;  ///< scales the box/field region about its centre
+  bool square = false;      ///< grow the region to a square (side = longer side)
   /// Grow the region about its centre to the aspect ratio of --size (width / height), as
   /// top-down pose models crop (e.g. 192x256); `square` is the case of a square --size.
   bool fit_aspect = false;
@@ -59,10 +70,17 @@ Region region_from_box(const double* v, bool xyxy);
 /// Computes region, output size and affine for one source image of size w x h. With
 /// ResizeMode::Bucket the region (the whole image for crop none or center) is cut to the
 /// largest centred part with the aspect ratio of its bucket, which becomes the output size.
-/// `field_box` is the region taken from the sample's label (CropMode::Field).
+/// `field_box` is the region taken from the sample's label (CropMode::Field); it and `o.box`
+/// are read in `o.box_convention`'s coordinates.
 /// Throws SampleError when the region or the output would be empty.
 Geometry compute_geometry(const GeometryOptions& o, int src_width, int src_height,
                           const std::optional<Region>& field_box);
+
+/// `r` in pixel-centre coordinates (Region's), from a box given in `c`'s coordinates.
+inline Region centre_coordinates(Region r, BoxConvention c) {
+  if (c == BoxConvention::Edges) return {r.x0 - 0.5, r.y0 - 0.5, r.x1 - 0.5, r.y1 - 0.5};
+  return r;
+}
 
 /// Applies M to a point.
 inline void apply_affine(const Affine& m, double x, double y, double& ox, double& oy) {

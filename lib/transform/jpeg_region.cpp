@@ -136,11 +136,17 @@ bool ends_with_eoi(std::span<const uint8_t> data) {
 
 }  // namespace
 
-RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g) {
-  // Largest DCT reduction that keeps the remaining scale <= 1 (never upsample after it).
+RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g,
+                                ResampleMode mode) {
+  // Largest DCT reduction that keeps the remaining scale <= 1 (never upsample after it); none
+  // for ResampleMode::AreaExact. libjpeg's reduced IDCT keeps only each block's low
+  // frequencies, which differs from an area average of the full decode by up to ~6 dB PSNR on
+  // noisy content (docs/performance.md); AreaExact pays the full decode to avoid that.
   const double sx = g.m[0], sy = g.m[4];
   int denom = 1;
-  while (denom < 8 && sx * denom * 2 <= 1.0 + 1e-9 && sy * denom * 2 <= 1.0 + 1e-9) denom *= 2;
+  while (mode == ResampleMode::Area && denom < 8 && sx * denom * 2 <= 1.0 + 1e-9 &&
+         sy * denom * 2 <= 1.0 + 1e-9)
+    denom *= 2;
 
   // Source region the output needs, in full-resolution coordinates, plus a margin for the
   // resampler's support (area pre-reduction and bilinear taps).

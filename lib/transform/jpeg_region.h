@@ -22,8 +22,10 @@ struct RegionDecode {
 
 /// Decodes what the output of `g` needs from a JPEG of size w x h (stored orientation 1, not
 /// CMYK). Throws ParseError for a corrupt stream or one without its end-of-image marker.
-/// Corruption in rows after the region is not seen (they are not decoded).
-RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g);
+/// Corruption in rows after the region is not seen (they are not decoded). With
+/// ResampleMode::AreaExact the region is decoded at full resolution (no DCT scaling).
+RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g,
+                                ResampleMode mode = ResampleMode::Area);
 
 /// The pixels libjpeg converts to: BGR (OpenCV's order), RGB, or grey (a grey JPEG's own
 /// values; a colour JPEG's luma, which is not OpenCV's grey conversion).

@@ -6,6 +6,8 @@
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
+#include "transform/resample.h"
+
 namespace tarmac {
 namespace {
 
@@ -26,42 +28,15 @@ Affine dense_to_image(int dw, int dh, int iw, int ih) {
 }
 
 cv::Mat warp_image(const cv::Mat& src, const Affine& m, int out_w, int out_h, double pad) {
-  const int kx = m[0] < 1 ? static_cast<int>(std::floor(1.0 / m[0] + 1e-9)) : 1;
-  const int ky = m[4] < 1 ? static_cast<int>(std::floor(1.0 / m[4] + 1e-9)) : 1;
+  // Enlarging (or keeping) both axes: bilinear, as OpenCV does it. Shrinking either axis: the
+  // area average of each output pixel's footprint (resample.h), at the map's exact offset.
+  const bool shrinks = m[0] < 1 || m[4] < 1;
+  if (shrinks && axis_aligned(m) && (src.depth() == CV_8U || src.depth() == CV_32F) &&
+      src.channels() <= 4)
+    return area_resample(src, m, out_w, out_h, pad);
   cv::Mat out;
-  const cv::Scalar border = cv::Scalar::all(pad);
-  if (kx <= 1 && ky <= 1) {
-    cv::warpAffine(src, out, to_cv(m), cv::Size(out_w, out_h), cv::INTER_LINEAR,
-                   cv::BORDER_CONSTANT, border);
-    return out;
-  }
-  // Source rows/columns the output needs (inverse map of the output rectangle), plus margin.
-  const double ux0 = (-0.5 - m[2]) / m[0], ux1 = (out_w - 0.5 - m[2]) / m[0];
-  const double uy0 = (-0.5 - m[5]) / m[4], uy1 = (out_h - 0.5 - m[5]) / m[4];
-  // Blocks start on the region's first source pixel (modulo k), so that an exact k-times
-  // reduction averages exactly the k x k pixels under each output pixel.
-  auto aligned_start = [](double u0, int k) {
-    const int first = static_cast<int>(std::floor(u0 + 0.5));
-    const int start = first - 2 * k;
-    return start >= 0 ? start : ((first % k) + k) % k;
-  };
-  int x0 = aligned_start(ux0, kx);
-  int y0 = aligned_start(uy0, ky);
-  int x1 = std::min(src.cols, static_cast<int>(std::ceil(ux1)) + 2 * kx);
-  int y1 = std::min(src.rows, static_cast<int>(std::ceil(uy1)) + 2 * ky);
-  int w = (x1 - x0) / kx * kx, h = (y1 - y0) / ky * ky;
-  if (w <= 0 || h <= 0) {  // the output lies wholly outside the source
-    out.create(out_h, out_w, src.type());
-    out.setTo(border);
-    return out;
-  }
-  cv::Mat reduced;
-  cv::resize(src(cv::Rect(x0, y0, w, h)), reduced, cv::Size(w / kx, h / ky), 0, 0, cv::INTER_AREA);
-  // Reduced pixel j covers source pixels x0 + kx*j ... + kx-1: its centre is at
-  // x0 + kx*j + (kx-1)/2 in source coordinates.
-  const Affine r = {double(kx), 0, x0 + (kx - 1) / 2.0, 0, double(ky), y0 + (ky - 1) / 2.0};
-  cv::warpAffine(reduced, out, to_cv(compose(m, r)), cv::Size(out_w, out_h), cv::INTER_LINEAR,
-                 cv::BORDER_CONSTANT, border);
+  cv::warpAffine(src, out, to_cv(m), cv::Size(out_w, out_h), cv::INTER_LINEAR, cv::BORDER_CONSTANT,
+                 cv::Scalar::all(pad));
   return out;
 }
 
@@ -70,8 +45,9 @@ cv::Rect warp_source_rect(const Affine& m, int out_w, int out_h, int src_w, int 
   if (!(m[0] > 0 && m[4] > 0) || m[1] != 0 || m[3] != 0 || !std::isfinite(m[2]) ||
       !std::isfinite(m[5]))
     return whole;
-  // warp_image reads [first - 2k, ceil(u1) + 2k) for a k-times reduction, bilinear taps one
-  // pixel past the mapped range; 2 / scale + 4 covers both with room to spare.
+  // A shrink averages the footprint [u0, u1] (pixels floor(u0 + .5) ... ceil(u1 + .5) - 1),
+  // bilinear taps reach one pixel past the mapped range; 2 / scale + 4 covers both with room
+  // to spare (and the PNG and JPEG region decoders round it out to their own blocks).
   auto range = [](double scale, double t, int out, int size, int& lo, int& hi) {
     const double u0 = (-0.5 - t) / scale, u1 = (out - 0.5 - t) / scale;
     const double margin = 2.0 * std::max(1.0, 1.0 / scale) + 4;

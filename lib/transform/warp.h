@@ -10,9 +10,9 @@
 
 namespace tarmac {
 
-/// out(p) = src(M^-1 p), bilinear; when M shrinks by 2x or more, the source is first reduced
-/// by an integer box filter (exact area average) so that downscaling does not alias.
-/// Pixels outside the source take `pad`.
+/// out(p) = src(M^-1 p). When M shrinks an axis (an axis-aligned M, 8-bit or float pixels),
+/// each output pixel is the area average of its footprint in the source (resample.h), so that
+/// no scale aliases; otherwise bilinear. Pixels outside the source take `pad`.
 cv::Mat warp_image(const cv::Mat& src, const Affine& m, int out_w, int out_h, double pad);
 
 /// The source pixels that warp_image or warp_dense of `m` into out_w x out_h may read (with a

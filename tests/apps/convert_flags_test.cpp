@@ -138,6 +138,18 @@ TEST_CASE("convert flags: --crop") {
   CHECK_THROWS_WITH(convert_options(f), "--crop-scale: 'inf' is not a finite number" + scale);
 }
 
+TEST_CASE("convert flags: --box-convention and --resample") {
+  // Edges (COCO's boxes) unless told; a box is kept as given, read by compute_geometry.
+  CHECK(options("--crop box:10,20,30,40").geometry.box_convention == BoxConvention::Edges);
+  CHECK(options("--crop box:10,20,30,40 --box-convention edges").geometry.box_convention ==
+        BoxConvention::Edges);
+  CHECK(options("--box-convention centers").geometry.box_convention == BoxConvention::Centers);
+  CHECK(options("--box-convention centres").geometry.box_convention == BoxConvention::Centers);
+  CHECK(refusal("--box-convention corners") == "--box-convention: 'corners': use edges or centers");
+  CHECK(options("--size 64").geometry.resample == ResampleMode::Area);
+  CHECK(options("--size 64 --resample area-exact").geometry.resample == ResampleMode::AreaExact);
+  CHECK(refusal("--resample lanczos") == "--resample: 'lanczos': use area or area-exact");
+}
 TEST_CASE("convert flags: --size and --resize") {
   const ConvertOptions fit = options("--size 640x480 --resize fit");
   CHECK(fit.geometry.resize == ResizeMode::Fit);
@@ -350,8 +362,9 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
   CHECK(
       options_json(app, convert_options(f).threads) ==
       R"({"inputs":"in.tar","--output":"out","--checkpoint-every":"30",)"
-      R"("--crop":"field:bbox:xyxy","--crop-scale":"1.2","--square":"true","--size":"32",)"
-      R"("--bucket-step":"64","--bucket-max-ratio":"4","--points":"kp","--boxes":"bbox",)"
+      R"("--crop":"field:bbox:xyxy","--box-convention":"edges","--crop-scale":"1.2",)"
+      R"("--square":"true","--size":"32","--resample":"area","--bucket-step":"64",)"
+      R"("--bucket-max-ratio":"4","--points":"kp","--boxes":"bbox",)"
       R"("--pad-value":"0","--format":"png","--channels":"3","--quality":"95","--key-rule":"first-dot",)"
       R"("--image":"jpg jpeg png webp bmp tif tiff","--table-format":"auto",)"
       R"("--max-pixels":"268435456",)"
@@ -370,7 +383,8 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
   CHECK(
       options_json(app2, 3) ==
       R"({"inputs":"in.tar","--output":"o9","--overwrite":"true","--checkpoint-every":"30",)"
-      R"("--crop":"none","--size":"640x480","--resize":"fit","--bucket-step":"64",)"
+      R"("--crop":"none","--box-convention":"edges","--size":"640x480","--resize":"fit",)"
+      R"("--resample":"area","--bucket-step":"64",)"
       R"("--bucket-max-ratio":"4","--pad-value":"0","--format":"jpg","--channels":"3","--quality":"95",)"
       R"("--key-rule":"last-dot","--image":[".jpg","png"],"--no-images":"true","--ragged":["a","b"],)"
       R"("--table-format":"auto","--max-pixels":"268435456","--max-member-size":"1G",)"

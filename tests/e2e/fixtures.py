@@ -247,8 +247,53 @@ def apply_affine(m, pts):
     return np.concatenate([xy, pts[..., 2:]], axis=-1)
 
 
-def warp_ref(src, m, w, h, flags=cv2.INTER_LINEAR):
-    return cv2.warpAffine(src, m, (w, h), flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+def edge_region(x, y, side_w, side_h, out_w, out_h):
+    """affine_region of a box in edge coordinates (--box-convention edges, the default):
+    [x, y, side_w, side_h] is image[y:y+side_h, x:x+side_w]."""
+    return affine_region(x - 0.5, y - 0.5, side_w, side_h, out_w, out_h)
+
+
+def _axis_weights(s, t, n_out, n_src):
+    """(n_out, n_src + 1) weights of one axis of tarmac's resampling, the last column the
+    weight of the pad outside the source. Shrinking (s < 1): output pixel x averages the source
+    over its footprint [(x - .5 - t) / s, (x + .5 - t) / s], pixel i spanning [i - .5, i + .5]
+    (cv2.resize INTER_AREA's definition, at any offset). Otherwise linear interpolation."""
+    w = np.zeros((n_out, n_src + 1))
+    for x in range(n_out):
+        if s < 1:
+            a, b = (x - 0.5 - t) / s, (x + 0.5 - t) / s
+            lo, hi = max(a, -0.5), min(b, n_src - 0.5)
+            w[x, n_src] = ((b - a) - max(hi - lo, 0.0)) * s
+            for i in range(max(int(np.floor(lo + 0.5)), 0), min(int(np.ceil(hi + 0.5)), n_src)):
+                w[x, i] = max(min(hi, i + 0.5) - max(lo, i - 0.5), 0.0) * s
+        else:
+            u = (x - t) / s
+            i = int(np.floor(u))
+            for j, wt in ((i, 1 - (u - i)), (i + 1, u - i)):
+                w[x, j if 0 <= j < n_src else n_src] += wt
+    return w
+
+
+def warp_ref(src, m, w, h, flags=cv2.INTER_LINEAR, pad=0):
+    """The oracle of tarmac's image warp under the axis-aligned map m: cv2.warpAffine when no
+    axis shrinks (or for INTER_NEAREST), else each output pixel the area average of its
+    footprint (numpy, from the definition; test_resample checks it against cv2.resize)."""
+    m = np.asarray(m, dtype=np.float64).reshape(2, 3)
+    if flags != cv2.INTER_LINEAR or (m[0, 0] >= 1 and m[1, 1] >= 1):
+        return cv2.warpAffine(src, m, (w, h), flags=flags, borderMode=cv2.BORDER_CONSTANT,
+                              borderValue=pad)
+    assert m[0, 1] == 0 and m[1, 0] == 0
+    wx = _axis_weights(m[0, 0], m[0, 2], w, src.shape[1])
+    wy = _axis_weights(m[1, 1], m[1, 2], h, src.shape[0])
+    f = src.astype(np.float64)
+    f = f.reshape(f.shape[0], f.shape[1], -1)
+    padded = np.full((f.shape[0] + 1, f.shape[1] + 1, f.shape[2]), float(pad))
+    padded[:-1, :-1] = f
+    out = np.tensordot(wy, np.tensordot(wx, padded, axes=([1], [1])), axes=([1], [1]))  # h, w, c
+    out = out.reshape((h, w) + src.shape[2:])
+    if src.dtype == np.uint8:
+        return np.clip(np.round(out), 0, 255).astype(np.uint8)
+    return out.astype(src.dtype)
 
 
 def mean_abs(a, b):

@@ -26,7 +26,9 @@ SIZE = 224
 
 
 def expected_field_affine(b, scale=1.2, size=SIZE):
-    cx, cy = b[0] + b[2] / 2, b[1] + b[3] / 2
+    # The box in edge coordinates (the default --box-convention): its centre in pixel-centre
+    # coordinates is half a pixel up and left of x + w / 2.
+    cx, cy = b[0] + b[2] / 2 - 0.5, b[1] + b[3] / 2 - 0.5
     w, h = b[2] * scale, b[3] * scale
     side = max(w, h)
     return fx.affine_region(cx - side / 2, cy - side / 2, side, side, size, size)
@@ -94,11 +96,8 @@ class HmrCropTest(fx.TmpCase):
                 m = expected_field_affine(box)
                 ref = fx.warp_ref(src, m, SIZE, SIZE)
                 err = fx.mean_abs(out, ref)
-                if m[0, 0] >= 0.5:  # no area pre-reduction: the same bilinear warp, tightly
-                    self.assertLess(err, 0.1)
-                    self.assertLessEqual(int(np.abs(out.astype(int) - ref).max()), 1)
-                else:
-                    self.assertLess(err, 3.0)
+                self.assertLess(err, 0.1)
+                self.assertLessEqual(int(np.abs(out.astype(int) - ref).max()), 1)
                 # The comparison can fail: half a pixel off is clearly worse.
                 for dx, dy in ((0.5, 0), (0, 0.5), (1, 0)):
                     shifted = m.copy()
@@ -145,9 +144,14 @@ class HmrCropTest(fx.TmpCase):
         self.assertEqual(bx.shape, (len(HMR), 4))
         for i, (_, _, _, b) in enumerate(HMR):
             m = expected_field_affine(b)
-            c0 = m @ [b[0], b[1], 1]
-            c1 = m @ [b[0] + b[2], b[1] + b[3], 1]
+            # Edge coordinates in and out: a corner moves as the pixel-centre point half a
+            # pixel inside it, then back out by half an output pixel.
+            c0 = m @ [b[0] - 0.5, b[1] - 0.5, 1] + 0.5
+            c1 = m @ [b[0] + b[2] - 0.5, b[1] + b[3] - 0.5, 1] + 0.5
             np.testing.assert_allclose(bx[i], [c0[0], c0[1], *(c1 - c0)], atol=1e-9)
+            # ... which leaves the crop's own box centred in the output's edges [0, SIZE].
+            self.assertAlmostEqual(bx[i][0] + bx[i][2] / 2, SIZE / 2, places=6)
+            self.assertAlmostEqual(bx[i][1] + bx[i][3] / 2, SIZE / 2, places=6)
             # the box was scaled 1.2 about its centre: it sits centred, at 224/1.2 on its longer side
             self.assertAlmostEqual(max(bx[i][2], bx[i][3]), SIZE / 1.2, places=6)
 
@@ -259,22 +263,27 @@ class ResizeModesTest(fx.TmpCase):
 
     def test_center_crop_downscale(self):
         # largest centred square within [-0.5, 319.5] x [-0.5, 239.5]: x from 39.5, side 240
-        self.check(["--crop", "center", "--size", "64"], fx.affine_region(39.5, -0.5, 240, 240, 64, 64), 64, 64, False)
+        self.check(["--crop", "center", "--size", "64"], fx.affine_region(39.5, -0.5, 240, 240, 64, 64), 64, 64, True)
 
     def test_center_crop_wxh(self):
         # 320/240 = 1.333 < 1.5: the full width and a 213.33-high band; a 2.13x downscale
         ch = 320 / 1.5
         m = fx.affine_region(-0.5, (240 - ch) / 2 - 0.5, 320, ch, 150, 100)
-        self.check(["--crop", "center", "--size", "150x100"], m, 150, 100, False)
+        self.check(["--crop", "center", "--size", "150x100"], m, 150, 100, True)
 
     def test_box_upscale(self):
-        self.check(["--crop", "box:10,20,40,30", "--size", "120x90"], fx.affine_region(10, 20, 40, 30, 120, 90),
+        self.check(["--crop", "box:10,20,40,30", "--size", "120x90"], fx.edge_region(10, 20, 40, 30, 120, 90),
                    120, 90, True)
+
+    def test_box_centers_convention(self):
+        # Today's pixel-centre reading of the same box, half a pixel down and right.
+        self.check(["--crop", "box:10,20,40,30", "--size", "120x90", "--box-convention", "centers"],
+                   fx.affine_region(10, 20, 40, 30, 120, 90), 120, 90, True)
 
     def test_shorter_side_without_crop(self):
         # OpenCV's resize convention: x_src = (x_dst + 0.5) / s - 0.5
         m = np.array([[0.5, 0, -0.25], [0, 0.5, -0.25]])
-        self.check(["--size", "120"], m, 160, 120, False)
+        self.check(["--size", "120"], m, 160, 120, True)
 
     def test_no_geometry_is_identity(self):
         _, ds = fx.convert(self, [self.archive], "--format", "png")
@@ -295,7 +304,7 @@ class DenseHalfResolutionTest(fx.TmpCase):
     def test_dense_half_resolution(self):
         _, ds = fx.convert(self, [self.archive], "--crop", "box:20,10,100,100", "--size", "128",
                            "--dense", "depth.png", "--format", "png")
-        m = fx.affine_region(20, 10, 100, 100, 128, 128)
+        m = fx.edge_region(20, 10, 100, 100, 128, 128)
         # depth pixel centre u maps to image coordinate 2u + 0.5
         s = np.array([[2, 0, 0.5], [0, 2, 0.5], [0, 0, 1]])
         md = m @ s
@@ -427,9 +436,10 @@ class LabelEdgeCasesTest(fx.TmpCase):
     def test_xyxy_crop_and_boxes(self):
         ds = self.one("xyxy", [("a/0.jpg", self.jpeg), ("a/0.json", fx.js({"b": [5, 6, 25, 16]}))],
                       "--crop", "field:b:xyxy", "--size", "10x5", "--boxes", "b:xyxy")
-        m = fx.affine_region(5, 6, 20, 10, 10, 5)
+        m = fx.edge_region(5, 6, 20, 10, 10, 5)
         np.testing.assert_allclose(ds.affine(0), m, atol=1e-12)
-        np.testing.assert_allclose(ds.t["b"][0], [-0.5, -0.5, 9.5, 4.5], atol=1e-12)
+        # The crop's own box, in edge coordinates, is the whole output: [0, 0] to [10, 5].
+        np.testing.assert_allclose(ds.t["b"][0], [0, 0, 10, 5], atol=1e-12)
 
     def test_npz_deflated_and_stored(self):
         ds = self.one("npz", [("a/0.jpg", self.jpeg), ("a/0.npz", fx.npz(True, x=np.arange(3, dtype=np.uint16))),

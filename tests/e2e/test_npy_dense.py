@@ -126,7 +126,7 @@ class NpyDenseTest(fx.TmpCase):
     def test_box_leaving_the_image_pads_with_zero(self):
         _, ds = self.convert("--crop", "box:-10,-6,40,30", "--size", "36x27")
         for i, (key, w, h) in enumerate(SAMPLES):
-            m = fx.affine_region(-10, -6, 40, 30, 36, 27)
+            m = fx.edge_region(-10, -6, 40, 30, 36, 27)
             for name, src in self.maps[i].items():
                 got = np.load(io.BytesIO(ds.blob(i, f"__{name}__")))
                 self.assertEqual(got.tobytes(), nearest(src, m, 36, 27).astype(got.dtype).tobytes())

@@ -16,8 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixtures as fx  # noqa: E402
 
 W, H = 160, 120
-# Box 100x90 from (30.5, 17.25) to 80x72: a scale of 0.8, so that warp_image is exactly one
-# cv2.warpAffine (no area pre-reduction) and the oracle is OpenCV alone.
+# Box 100x90 from (30.5, 17.25) to 80x72: a scale of 0.8, resampled by area averaging; the
+# oracle is OpenCV's decode and fixtures.warp_ref (area averaging from its definition).
 BOX = (30.5, 17.25, 100, 90)
 OUT = (80, 72)
 

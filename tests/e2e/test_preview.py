@@ -74,7 +74,7 @@ class PreviewTest(fx.TmpCase):
                     "--tile-height", str(TILE), "--skeleton", "1-2"])
         assert p.returncode == 0, p.stderr.decode()
         cls.sheet = cv2.cvtColor(cv2.imread(cls.sheet_path, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
-        cls.m = fx.affine_region(*CROP, OUT, OUT)
+        cls.m = fx.edge_region(*CROP, OUT, OUT)
         cls.cell_w = TILE + GAP + TILE  # the image, then the depth map (both square)
         cls.cols = 2  # 3 cells: a 2 x 2 grid
 

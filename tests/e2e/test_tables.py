@@ -49,7 +49,9 @@ def region_affine(box, scale, out_w, out_h, fit_aspect=False, square=False):
             h = w / a
         else:
             w = h * a
-    return fx.affine_region(cx - w / 2, cy - h / 2, w, h, out_w, out_h)
+    # The box is in edge coordinates (the default --box-convention, COCO's): its region in
+    # pixel-centre coordinates starts half a pixel up and left.
+    return fx.affine_region(cx - w / 2 - 0.5, cy - h / 2 - 0.5, w, h, out_w, out_h)
 
 
 def center_affine(w, h, out_w, out_h):
@@ -130,9 +132,10 @@ class Instances(fx.TmpCase):
             box, kp = self.FRAMES[key][2][k]
             m = region_affine(box, 1.0, 32, 32, square=True)
             np.testing.assert_allclose(ds.affine(i), m, atol=1e-9)
-            # A box with 5 numbers: x, y, w, h transformed, the confidence kept.
-            x0, y0 = fx.apply_affine(m, [box[:2]])[0]
-            x1, y1 = fx.apply_affine(m, [[box[0] + box[2], box[1] + box[3]]])[0]
+            # A box with 5 numbers: x, y, w, h transformed (edge coordinates: corners moved as
+            # the pixel-centre points half a pixel inside), the confidence kept.
+            x0, y0 = fx.apply_affine(m, [np.subtract(box[:2], 0.5)])[0] + 0.5
+            x1, y1 = fx.apply_affine(m, [[box[0] + box[2] - 0.5, box[1] + box[3] - 0.5]])[0] + 0.5
             np.testing.assert_allclose(ds.t["bbox"][i], [x0, y0, x1 - x0, y1 - y0, 0.5 + k], atol=1e-9)
             np.testing.assert_allclose(ds.t["kp"][i], fx.apply_affine(m, np.float32(kp)), atol=1e-4)
             np.testing.assert_allclose(ds.t["cam"][i], [1.0, 2.0, 3.0])

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "common/error.h"
 #include "transform/geometry.h"
 
+using tarmac::BoxConvention;
 using tarmac::compute_geometry;
 using tarmac::CropMode;
 using tarmac::Geometry;
@@ -120,6 +122,7 @@ TEST_CASE("geometry: region_from_box reads xywh and xyxy") {
 TEST_CASE("geometry: a fixed box without resize keeps its size") {
   GeometryOptions o;
   o.crop = CropMode::Box;
+  o.box_convention = BoxConvention::Centers;  // the maths below is in centres
   o.box = Region{10, 20, 110, 70};
   const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
   CHECK(g.out_width == 100);
@@ -130,10 +133,40 @@ TEST_CASE("geometry: a fixed box without resize keeps its size") {
   check_maps(g, o.box);
 }
 
+TEST_CASE("geometry: a box in edge coordinates (the default) is the numpy slice it names") {
+  // [x, y, w, h] = [10, 20, 100, 50]: image[20:70, 10:110], whose outer pixel edges are the
+  // centre coordinates 9.5 ... 109.5 and 19.5 ... 69.5.
+  GeometryOptions o;
+  CHECK(o.box_convention == BoxConvention::Edges);
+  o.crop = CropMode::Box;
+  o.box = tarmac::region_from_box(std::array<double, 4>{10, 20, 100, 50}.data(), false);
+  o.resize = ResizeMode::Exact;
+  o.width = 40;
+  o.height = 20;
+  Geometry g = compute_geometry(o, 640, 480, std::nullopt);
+  check_maps(g, Region{9.5, 19.5, 109.5, 69.5});
+  // Without a resize, pixel (10, 20) is output pixel (0, 0): an integer shift, no blending.
+  o.resize = ResizeMode::None;
+  g = compute_geometry(o, 640, 480, std::nullopt);
+  CHECK(g.out_width == 100);
+  CHECK(g.out_height == 50);
+  CHECK(g.m[0] == 1.0);
+  CHECK(g.m[2] == Approx(-10).margin(1e-12));
+  CHECK(g.m[5] == Approx(-20).margin(1e-12));
+  // The same box as a field, and as centres: half a pixel apart.
+  o.crop = CropMode::Field;
+  const Geometry edges = compute_geometry(o, 640, 480, o.box);
+  o.box_convention = BoxConvention::Centers;
+  const Geometry centres = compute_geometry(o, 640, 480, o.box);
+  CHECK(edges.m[2] == Approx(-10).margin(1e-12));
+  CHECK(centres.m[2] == Approx(-10.5).margin(1e-12));
+}
+
 TEST_CASE("geometry: crop_scale grows the box about its centre") {
   GeometryOptions o;
   o.crop = CropMode::Box;
-  o.box = Region{10, 20, 110, 70};  // centre (60, 45), 100 x 50
+  o.box_convention = BoxConvention::Centers;  // the maths below is in centres
+  o.box = Region{10, 20, 110, 70};            // centre (60, 45), 100 x 50
   o.crop_scale = 2.0;
   const Geometry g = compute_geometry(o, 640, 480, std::nullopt);
   CHECK(g.out_width == 200);
@@ -147,6 +180,7 @@ TEST_CASE("geometry: crop_scale grows the box about its centre") {
 TEST_CASE("geometry: a field box, squared, then scaled") {
   GeometryOptions o;
   o.crop = CropMode::Field;
+  o.box_convention = BoxConvention::Centers;  // the maths below is in centres
   o.square = true;
   o.resize = ResizeMode::Exact;
   o.width = o.height = 64;
@@ -170,6 +204,7 @@ TEST_CASE("geometry: a field box, squared, then scaled") {
 TEST_CASE("geometry: a missing or empty box is a sample error") {
   GeometryOptions o;
   o.crop = CropMode::Field;
+  o.box_convention = BoxConvention::Centers;  // the maths below is in centres
   CHECK_THROWS_AS(compute_geometry(o, 640, 480, std::nullopt), SampleError);
   CHECK_THROWS_AS(compute_geometry(o, 640, 480, Region{10, 10, 10, 50}), SampleError);
   CHECK_THROWS_AS(compute_geometry(o, 640, 480, Region{10, 10, 50, 10}), SampleError);
@@ -179,6 +214,7 @@ TEST_CASE("geometry: a missing or empty box is a sample error") {
   CHECK_THROWS_AS(compute_geometry(o, 640, 480, Region{nan, 0, 10, 10}), SampleError);
   CHECK_THROWS_AS(compute_geometry(o, 640, 480, Region{0, 0, inf, 10}), SampleError);
   o.crop = CropMode::Box;
+  o.box_convention = BoxConvention::Centers;  // the maths below is in centres
   o.box = Region{5, 5, 5, 5};
   CHECK_THROWS_AS(compute_geometry(o, 640, 480, std::nullopt), SampleError);
 }
@@ -247,6 +283,7 @@ TEST_CASE("geometry: resize modes on a 640x480 image") {
 TEST_CASE("geometry: a box crop resized to its shorter side") {
   GeometryOptions o;
   o.crop = CropMode::Box;
+  o.box_convention = BoxConvention::Centers;  // the maths below is in centres
   o.box = Region{100.5, 50.5, 300.5, 150.5};  // 200 x 100
   o.resize = ResizeMode::Shorter;
   o.width = 50;
@@ -328,7 +365,8 @@ TEST_CASE("geometry: bucket resize cuts the image to its bucket's aspect, centre
   }
   // A box region is bucketed by its own aspect ratio.
   o.crop = CropMode::Box;
-  o.box = Region{100, 100, 300, 700};  // 200 x 600 = 1:3 -> 576 x 1728, exactly 1:3
+  o.box_convention = BoxConvention::Centers;  // the maths below is in centres
+  o.box = Region{100, 100, 300, 700};         // 200 x 600 = 1:3 -> 576 x 1728, exactly 1:3
   const Geometry g = compute_geometry(o, 1280, 720, std::nullopt);
   CHECK(g.out_width == 576);
   CHECK(g.out_height == 1728);

@@ -112,6 +112,46 @@ TEST_CASE("warp_image: a 2x downscale after an odd centre crop is still a 2x2 bo
   }
 }
 
+TEST_CASE("warp_image: a fractional shrink of a whole image is cv::resize's INTER_AREA") {
+  cv::RNG rng(3);
+  cv::Mat src(97, 131, CV_8UC3);
+  rng.fill(src, cv::RNG::UNIFORM, 0, 256);
+  for (const auto& [w, h] : {std::pair{100, 80}, std::pair{43, 29}, std::pair{13, 11},
+                             std::pair{130, 50}, std::pair{66, 97}}) {
+    CAPTURE(w, h);
+    const double sx = double(w) / src.cols, sy = double(h) / src.rows;
+    const Affine m{sx, 0, 0.5 * sx - 0.5, 0, sy, 0.5 * sy - 0.5};
+    cv::Mat want;
+    cv::resize(src, want, cv::Size(w, h), 0, 0, cv::INTER_AREA);
+    CHECK(cv::norm(warp_image(src, m, w, h, 0), want, cv::NORM_INF) <= 1);
+  }
+}
+
+TEST_CASE("warp_image: shrinking one axis and enlarging the other") {
+  // x shrinks by 3 (each output pixel the mean of 3 columns), y doubles (bilinear).
+  const cv::Mat src = smooth_float(30, 10);
+  const Affine m{1.0 / 3, 0, 1.0 / 6 - 0.5, 0, 2, 0.5};
+  const cv::Mat out = warp_image(src, m, 10, 20, 5);
+  for (int y = 0; y < 20; ++y)
+    for (int x = 0; x < 10; ++x) {
+      const double v = (y - 0.5) / 2;  // source row, pixel-centre coordinates
+      double want = 0;
+      for (int k = 0; k < 3; ++k) {
+        cv::Mat column = src.col(3 * x + k).clone();
+        want += bilinear(column, 0, v, 5) / 3;
+      }
+      INFO("x=" << x << " y=" << y);
+      CHECK(out.at<float>(y, x) == Approx(want).margin(1e-3));
+    }
+}
+
+TEST_CASE("warp_image: an empty source gives the pad") {
+  const cv::Mat empty(0, 0, CV_8UC3);
+  const cv::Mat out = warp_image(empty, Affine{0.5, 0, 0, 0, 0.5, 0}, 4, 3, 9);
+  REQUIRE(out.size() == cv::Size(4, 3));
+  CHECK(cv::countNonZero(out.reshape(1) != 9) == 0);
+}
+
 TEST_CASE("warp_image: an integer translation is a shifted copy, padded outside") {
   const cv::Mat src = smooth_float(30, 20);
   const Affine m{1, 0, 5, 0, 1, -3};  // output (x, y) = source (x - 5, y + 3)

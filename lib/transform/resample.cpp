@@ -1,0 +1,161 @@
+#include "transform/resample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace tarmac {
+namespace {
+
+// The weights of one axis: output index x reads `count[x]` source pixels from `first[x]` on,
+// with weights[offset[x] ...], and the pad value with weight outside[x].
+struct AxisTaps {
+  std::vector<int> first, count, offset;
+  std::vector<float> weights, outside;
+  int lo = 0, hi = 0;  // the source pixels read: [lo, hi); lo == hi when none
+};
+
+AxisTaps axis_taps(double s, double t, int out, int n) {
+  AxisTaps a;
+  a.first.resize(out);
+  a.count.resize(out);
+  a.offset.resize(out);
+  a.outside.resize(out);
+  a.lo = n;
+  a.hi = 0;
+  const double lim = n + 1.0;
+  for (int x = 0; x < out; ++x) {
+    a.offset[x] = static_cast<int>(a.weights.size());
+    int first = 0, count = 0;
+    double outside = 0;
+    if (s < 1) {
+      // The footprint [u0, u1] in source pixel-centre coordinates: pixel i spans [i - .5, i + .5].
+      const double u0 = (x - 0.5 - t) / s, u1 = (x + 0.5 - t) / s;
+      const double in0 = std::clamp(u0, -0.5, n - 0.5), in1 = std::clamp(u1, -0.5, n - 0.5);
+      outside = ((u1 - u0) - (in1 - in0)) * s;
+      if (in1 > in0) {
+        first = std::clamp(static_cast<int>(std::floor(in0 + 0.5)), 0, n - 1);
+        const int last = std::clamp(static_cast<int>(std::ceil(in1 + 0.5)) - 1, 0, n - 1);
+        for (int i = first; i <= last; ++i) {
+          const double w = (std::min(in1, i + 0.5) - std::max(in0, i - 0.5)) * s;
+          a.weights.push_back(static_cast<float>(std::max(w, 0.0)));
+        }
+        count = last - first + 1;
+      }
+    } else {
+      // Linear interpolation between the two pixels around u (outside pixels read the pad).
+      const double u = std::clamp((x - t) / s, -2.0, lim);
+      const int i = static_cast<int>(std::floor(u));
+      const double f = u - i;
+      const double w[2] = {1 - f, f};
+      for (int k = 0; k < 2; ++k) {
+        if (i + k < 0 || i + k >= n) {
+          outside += w[k];
+        } else {
+          if (count == 0) first = i + k;
+          a.weights.push_back(static_cast<float>(w[k]));
+          ++count;
+        }
+      }
+    }
+    a.first[x] = first;
+    a.count[x] = count;
+    a.outside[x] = static_cast<float>(outside);
+    if (count > 0) {
+      a.lo = std::min(a.lo, first);
+      a.hi = std::max(a.hi, first + count);
+    }
+  }
+  if (a.hi <= a.lo) a.lo = a.hi = 0;
+  for (int x = 0; x < out; ++x)
+    if (a.count[x] == 0) a.first[x] = a.lo;  // never read; keeps first - lo in range
+  return a;
+}
+
+// Four floats: one pixel of 3 or 4 channels (GCC and Clang vector extensions: SSE on x86,
+// NEON on ARM, without intrinsics).
+using v4f = float __attribute__((vector_size(16)));
+
+// Vertical pass first, over whole rows, into one float row of the source columns read; then
+// the horizontal pass of that row into the output row. A shrink so reads each source row
+// about once and runs the per-pixel taps on output rows only.
+template <typename T, int CN>
+void resample(const cv::Mat& src, const AxisTaps& ax, const AxisTaps& ay, float pad, cv::Mat& out) {
+  const int out_w = out.cols, out_h = out.rows;
+  const size_t len = size_t(ax.hi - ax.lo) * CN;
+  std::vector<float> row(len + 4);  // + 4: a pixel's 4-lane load may read one float past
+  std::vector<float> orow(size_t(out_w) * CN);
+  for (int y = 0; y < out_h; ++y) {
+    float* r = row.data();
+    std::fill(r, r + len, ay.outside[y] * pad);
+    const float* wy = ay.weights.data() + ay.offset[y];
+    for (int k = 0; k < ay.count[y]; ++k) {
+      const T* in = src.ptr<T>(ay.first[y] + k) + size_t(ax.lo) * CN;
+      const float w = wy[k];
+      for (size_t i = 0; i < len; ++i) r[i] += w * static_cast<float>(in[i]);  // vectorised: -O3
+    }
+    float* o = orow.data();
+    for (int x = 0; x < out_w; ++x, o += CN) {
+      const float* wx = ax.weights.data() + ax.offset[x];
+      const float* p = r + size_t(ax.first[x] - ax.lo) * CN;
+      const float outside = ax.outside[x] * pad;
+      if constexpr (CN >= 3) {
+        v4f acc = {outside, outside, outside, outside};
+        for (int k = 0; k < ax.count[x]; ++k, p += CN) {
+          v4f v;
+          std::memcpy(&v, p, sizeof v);
+          acc += wx[k] * v;
+        }
+        for (int c = 0; c < CN; ++c) o[c] = acc[c];
+      } else {
+        float acc[CN];
+        for (int c = 0; c < CN; ++c) acc[c] = outside;
+        for (int k = 0; k < ax.count[x]; ++k, p += CN)
+          for (int c = 0; c < CN; ++c) acc[c] += wx[k] * p[c];
+        for (int c = 0; c < CN; ++c) o[c] = acc[c];
+      }
+    }
+    // Rounded to nearest and saturated for 8-bit, by OpenCV's vectorised conversion.
+    cv::Mat(1, out_w * CN, CV_32F, orow.data()).convertTo(out.row(y).reshape(1, 1), out.depth());
+  }
+}
+
+template <typename T>
+void dispatch(const cv::Mat& src, const AxisTaps& ax, const AxisTaps& ay, float pad, cv::Mat& out) {
+  switch (src.channels()) {
+    case 1:
+      return resample<T, 1>(src, ax, ay, pad, out);
+    case 2:
+      return resample<T, 2>(src, ax, ay, pad, out);
+    case 3:
+      return resample<T, 3>(src, ax, ay, pad, out);
+    case 4:
+      return resample<T, 4>(src, ax, ay, pad, out);
+  }
+}
+
+}  // namespace
+
+bool axis_aligned(const Affine& m) {
+  return m[1] == 0 && m[3] == 0 && m[0] > 0 && m[4] > 0 && std::isfinite(m[0]) &&
+         std::isfinite(m[4]) && std::isfinite(m[2]) && std::isfinite(m[5]);
+}
+
+cv::Mat area_resample(const cv::Mat& src, const Affine& m, int out_w, int out_h, double pad) {
+  if (!axis_aligned(m)) throw std::invalid_argument("area_resample: not an axis-aligned scale");
+  if ((src.depth() != CV_8U && src.depth() != CV_32F) || src.channels() > 4)
+    throw std::invalid_argument("area_resample: 8-bit or float pixels of 1 to 4 channels only");
+  if (src.empty()) return cv::Mat(out_h, out_w, src.type(), cv::Scalar::all(pad));
+  const AxisTaps ax = axis_taps(m[0], m[2], out_w, src.cols);
+  const AxisTaps ay = axis_taps(m[4], m[5], out_h, src.rows);
+  cv::Mat out(out_h, out_w, src.type());
+  if (src.depth() == CV_8U)
+    dispatch<uint8_t>(src, ax, ay, static_cast<float>(pad), out);
+  else
+    dispatch<float>(src, ax, ay, static_cast<float>(pad), out);
+  return out;
+}
+
+}  // namespace tarmac
