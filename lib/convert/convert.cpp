@@ -487,18 +487,16 @@ ConvertResult convert(const ConvertOptions& options) {
                        staging,
                        labels,
                        plan ? &*plan : nullptr};
-    json manifest = run_manifest(rec, std::move(skipped_json), std::move(ignored_json),
-                                 std::move(duplicates_json));
+    format::Manifest manifest = run_manifest(rec, std::move(skipped_json), std::move(ignored_json),
+                                             std::move(duplicates_json));
     if (!writer.shard_names().empty()) {
       format::ShardList list;
       for (size_t k = 0; k < writer.shard_names().size(); ++k)
         list.shards.push_back({writer.shard_names()[k], writer.shard_samples()[k],
                                fs::file_size(staging / writer.shard_names()[k])});
-      manifest["shard_list"] = {{"name", format::kShardListFile},
-                                {"crc32", write_shard_list(staging, list)}};
+      manifest.shard_list = {format::kShardListFile, write_shard_list(staging, list)};
     }
-    write_file_atomic((staging / kManifestFile).string(),
-                      sealed_manifest_text(std::move(manifest)));
+    write_file_atomic((staging / kManifestFile).string(), format::sealed_manifest_text(manifest));
     result.schema = writer.schema().specs();
     for (const FieldSchema& f : writer.schema().fields()) {
       result.missing_values.push_back(f.missing);
