@@ -401,7 +401,7 @@ class Merger {
         {"offsets_crc32", crc32_hex(crc_of(offsets))},
         {"shapes_crc32", crc32_hex(crc_of(shapes))}};
     const fs::path final_path = r.path;
-    const fs::path partial = dir_ / format::kColumnsDir / ("." + o_.name + ".safetensors.partial");
+    const fs::path partial = dir_ / format::column_partial_file(o_.name);
     try {
       write_safetensors(partial.string(), std::move(tensors), metadata);
       atomic_rename(partial.string(), final_path.string());
@@ -486,15 +486,12 @@ std::vector<ColumnInfo> list_columns(const std::string& dir) {
   const fs::path columns = fs::path(dir) / format::kColumnsDir;
   std::error_code ec;
   for (fs::directory_iterator it(columns, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string f = it->path().filename().string();
-    for (const std::string suffix : {".safetensors", ".parts"}) {
-      if (f.size() <= suffix.size() || f.compare(f.size() - suffix.size(), suffix.size(), suffix))
-        continue;
-      const std::string name = f.substr(0, f.size() - suffix.size());
-      if (!format::is_valid_column_name(name)) continue;
+    std::string name;
+    const format::ColumnEntry kind = format::column_entry(it->path().filename().string(), &name);
+    if (kind == format::ColumnEntry::Merged || kind == format::ColumnEntry::Parts) {
       ColumnInfo& c = by_name[name];
       c.name = name;
-      if (suffix == ".safetensors")
+      if (kind == format::ColumnEntry::Merged)
         describe_merged(it->path(), id, c);
       else
         describe_parts(it->path(), c);

@@ -167,11 +167,9 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
   }
   for (fs::directory_iterator it(root / format::kColumnsDir, ec), end; !ec && it != end;
        it.increment(ec)) {
-    const std::string f = it->path().filename().string();
-    const std::string_view suffix = ".safetensors";
-    if (f.size() <= suffix.size() || !f.ends_with(suffix)) continue;
-    const std::string name = f.substr(0, f.size() - suffix.size());
-    if (format::is_valid_column_name(name)) derived_names_.push_back(name);
+    std::string name;
+    if (format::column_entry(it->path().filename().string(), &name) == format::ColumnEntry::Merged)
+      derived_names_.push_back(std::move(name));
   }
   std::sort(derived_names_.begin(), derived_names_.end());
 }
