@@ -323,6 +323,7 @@ ConvertResult convert(const ConvertOptions& options) {
     // A resumed run's are stored before its phase begins, which a display takes as the start
     // of the rate: only this run's samples count in it.
     ConvertProgress* const progress = o.progress;
+    if (progress) progress->outputs.store(!o.instances.empty(), std::memory_order_relaxed);
     auto report = [&] {
       if (!progress) return;
       progress->samples.store(writer.samples(), std::memory_order_relaxed);
