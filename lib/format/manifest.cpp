@@ -139,9 +139,12 @@ ManifestCounts counts_from_lists(const Manifest& m, uint64_t samples, uint64_t i
   c.input_errors = entries_with(m.skipped, "archive");
   c.ignored_members = entries_with(m.ignored, "member");
   c.no_instance_samples = entries_with(m.ignored, "sample");
-  for (const auto& e : m.ignored)
-    if (e.is_object() && e.value("code", "") == error_code_name(ErrorCode::UnusedImage))
+  for (const auto& e : m.ignored) {
+    const json* code = e.is_object() ? member(e, "code") : nullptr;  // any type: for people
+    if (code && code->is_string() &&
+        code->get_ref<const std::string&>() == error_code_name(ErrorCode::UnusedImage))
       ++c.unused_images;
+  }
   c.duplicates = m.duplicates.size();
   c.shards = m.shards ? m.shards->size() : 0;
   return c;

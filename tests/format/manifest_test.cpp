@@ -222,6 +222,12 @@ TEST_CASE("manifest counts add up to the lists, or each disagreement is named") 
   CHECK(count_problems(m).empty());
 }
 
+TEST_CASE("manifest counts: an entry's code of any type is only not an unused image's") {
+  const Manifest m = parse_manifest(R"({"counts": {"ignored_members": 2, "unused_images": 1},
+      "ignored": [{"member": "a", "code": 5}, {"member": "b", "code": "unused_image"}]})");
+  CHECK(count_problems(m).empty());
+}
+
 TEST_CASE("manifest seal: missing, malformed, wrong, good") {
   const std::string good = zlib_seal(json{{"a", 1}});
   CHECK(check_seal(good).state == ManifestSeal::State::Good);
