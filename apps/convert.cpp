@@ -29,9 +29,10 @@ void print_summary(const ConvertResult& r, const ConvertOptions& o) {
   std::printf("converted %llu samples into %s in %.1f s (%.0f samples/s)\n",
               static_cast<unsigned long long>(r.samples), o.output.c_str(), r.seconds,
               samples_per_second(r));
-  std::printf("  %llu shard(s), %s of images; labels.safetensors %s; read %s\n",
+  std::printf("  %llu shard(s), %s of images; %s %s; read %s\n",
               static_cast<unsigned long long>(r.shards), format_bytes(r.image_bytes).c_str(),
-              format_bytes(r.annotation_bytes).c_str(), format_bytes(r.input_bytes).c_str());
+              format::kLabelsFile, format_bytes(r.annotation_bytes).c_str(),
+              format_bytes(r.input_bytes).c_str());
   const StageTimes& st = r.stages;
   std::printf(
       "  stages: reader busy %.0f%%, workers busy %.0f%% (%d threads), writer busy %.0f%%; "
@@ -44,15 +45,16 @@ void print_summary(const ConvertResult& r, const ConvertOptions& o) {
   if (r.skipped_samples || r.error_members || r.ignored_members)
     std::printf(
         "  skipped %llu sample(s) and %llu member(s); ignored %llu member(s) (all listed in "
-        "manifest.json)\n",
+        "%s)\n",
         static_cast<unsigned long long>(r.skipped_samples),
         static_cast<unsigned long long>(r.error_members),
-        static_cast<unsigned long long>(r.ignored_members));
+        static_cast<unsigned long long>(r.ignored_members), format::kManifestFile);
   if (r.duplicates)
     std::printf(
         "  left out %llu duplicate sample(s) or member(s) under --on-duplicate %s "
-        "(all listed in manifest.json)\n",
-        static_cast<unsigned long long>(r.duplicates), on_duplicate_name(o.on_duplicate));
+        "(all listed in %s)\n",
+        static_cast<unsigned long long>(r.duplicates), on_duplicate_name(o.on_duplicate),
+        format::kManifestFile);
   for (const auto& s : r.skipped)
     std::printf("    skipped %s (%s): %s\n", s.what.c_str(), s.input.c_str(), s.reason.c_str());
   if (o.geometry.resize == ResizeMode::Bucket && !o.no_images)

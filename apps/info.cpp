@@ -6,6 +6,8 @@
 
 #include "columns/column_ops.h"
 #include "format/json_object.h"
+#include "format/manifest.h"
+#include "format/names.h"
 
 #include "apps/commands.h"
 #include "apps/errors.h"
@@ -89,9 +91,12 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
       spdlog::error("{}", e.what());
       return kDataError;
     } catch (const ParseError& e) {
-      spdlog::error("'{}/labels.safetensors' is invalid: {}", *dir, e.what());
+      spdlog::error("'{}/{}' is invalid: {}", *dir, format::kLabelsFile, e.what());
       return kDataError;
     }
+    if (!s.manifest_error.empty())
+      spdlog::warn("'{}/{}' cannot be read: {} (run 'tarmac verify {}')", *dir,
+                   format::kManifestFile, s.manifest_error, *dir);
     uint64_t shard_bytes = 0;
     size_t missing = 0;
     for (const auto& sh : s.shards) {
@@ -134,16 +139,13 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
         j["image_sizes"] = sizes;
         j["distinct_image_sizes"] = s.image_sizes.size();
       }
-      if (!s.manifest_json.empty()) {
-        auto m = format::parse_ordered(s.manifest_json, false);
-        if (!m.is_discarded() && m.contains("counts")) j["counts"] = m["counts"];
-      }
+      if (s.counts) j["counts"] = format::counts_json(*s.counts);
       j["columns"] = columns_json(columns);
       print_json(j);
     } else {
       std::printf("%s: %s dataset, %llu samples\n", s.path.c_str(), s.format.c_str(),
                   static_cast<unsigned long long>(s.samples));
-      std::printf("  labels.safetensors  %s, %zu tensors\n",
+      std::printf("  %-18s  %s, %zu tensors\n", format::kLabelsFile,
                   format_bytes(s.annotation_bytes).c_str(), s.tensors.size());
       std::printf("  shards              %zu file(s), %s", s.shards.size(),
                   format_bytes(shard_bytes).c_str());

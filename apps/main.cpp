@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <string>
 
 #include "apps/commands.h"
 #include "apps/errors.h"
 #include "common/version.h"
+#include "format/names.h"
 
 namespace {
 
@@ -47,10 +49,12 @@ int main(int argc, char** argv) try {
   CLI::App app{
       "tarmac converts raw training data (tar archives of images with per-sample label files)\n"
       "into training-ready data, once: pre-cropped images in plain tar shards and every label\n"
-      "in ONE memory-mappable annotation file (labels.safetensors).\n\n"
-      "  tarmac convert raw/*.tar.gz -o out/ --crop center --size 256\n"
-      "  tarmac info out/\n\n"
-      "Run 'tarmac COMMAND --help' for each command's options; docs/cli.md has them all.",
+      "in ONE memory-mappable annotation file (" +
+          std::string(tarmac::format::kLabelsFile) +
+          ").\n\n"
+          "  tarmac convert raw/*.tar.gz -o out/ --crop center --size 256\n"
+          "  tarmac info out/\n\n"
+          "Run 'tarmac COMMAND --help' for each command's options; docs/cli.md has them all.",
       "tarmac"};
   app.set_version_flag("--version", std::string("tarmac ") + tarmac::kVersion);
   app.require_subcommand(1);

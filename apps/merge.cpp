@@ -9,6 +9,7 @@
 #include "apps/signals.h"
 #include "common/bytes.h"
 #include "common/error.h"
+#include "format/names.h"
 #include "merge/merge.h"
 
 namespace tarmac::cli {
@@ -55,11 +56,11 @@ Runner setup_merge(CLI::App& app, const GlobalFlags& g) {
       std::printf(
           "merged %zu part(s) into %s in %.1f s: %llu samples, %llu shard(s) (%llu linked, %llu "
           "copied), "
-          "%s of images; labels.safetensors %s\n",
+          "%s of images; %s %s\n",
           o->parts.size(), o->output.c_str(), r.seconds, static_cast<unsigned long long>(r.samples),
           static_cast<unsigned long long>(r.shards), static_cast<unsigned long long>(r.linked),
           static_cast<unsigned long long>(r.copied), format_bytes(r.image_bytes).c_str(),
-          format_bytes(r.annotation_bytes).c_str());
+          format::kLabelsFile, format_bytes(r.annotation_bytes).c_str());
     }
     return kOk;
   };

@@ -61,6 +61,7 @@ ProgressSnapshot snapshot_of(const ConvertProgress& p) {
   s.samples = p.samples.load(std::memory_order_relaxed);
   s.skipped = p.skipped.load(std::memory_order_relaxed);
   s.handled = p.handled.load(std::memory_order_relaxed);
+  s.outputs = p.outputs.load(std::memory_order_relaxed);
   s.seen = p.seen.load(std::memory_order_relaxed);
   s.bytes_read = p.bytes_read.load(std::memory_order_relaxed);
   s.total_bytes = p.total_bytes.load(std::memory_order_relaxed);
@@ -117,13 +118,17 @@ std::string progress_line(const ProgressSnapshot& s, const ProgressEstimate& e, 
   }
   if (!s.counts_samples) line += s.phase + ": ";
   if (s.counts_samples) {
-    std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(s.samples));
+    // Samples done of the samples expected: written ones, or with --instances the input's
+    // samples handled, and the outputs they made beside them (never outputs of samples).
+    std::snprintf(buf, sizeof buf, "%llu",
+                  static_cast<unsigned long long>(s.outputs ? s.handled : s.samples));
     line += buf;
     if (e.expected)
       line += std::string(" of ") + (s.input_done ? "" : "~") + std::to_string(*e.expected);
     line += " samples";
+    if (s.outputs) line += " into " + std::to_string(s.samples) + " outputs";
     if (s.skipped) line += ", " + std::to_string(s.skipped) + " skipped";
-    if (s.handled > s.samples + s.skipped)
+    if (!s.outputs && s.handled > s.samples + s.skipped)
       line += ", " + std::to_string(s.handled - s.samples - s.skipped) + " left out";
     std::snprintf(buf, sizeof buf, ", %.0f samples/s", e.samples_per_second);
     line += buf;

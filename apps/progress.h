@@ -27,6 +27,8 @@ struct ProgressSnapshot {
   bool counts_samples = false;  ///< a phase that converts samples (else it only reads)
   bool stopped = false;         ///< a stop request ended the run: no ETA, a last line says so
   uint64_t samples = 0, skipped = 0, handled = 0, seen = 0;
+  /// --instances: `samples` and `skipped` count outputs, `handled` and `seen` input samples.
+  bool outputs = false;
   bool input_done = false;
   uint64_t bytes_read = 0, total_bytes = 0;
 };

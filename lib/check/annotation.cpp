@@ -210,7 +210,9 @@ void Annotation::deep_checks(std::vector<Problem>& problems) const {
       const auto m = *affine(i);
       if (!std::all_of(m.begin(), m.end(), [](double v) { return std::isfinite(v); }) ||
           m[1] != 0 || m[3] != 0 || !(m[0] > 0) || !(m[4] > 0))
-        problems.push_back({kLabels, key(i), "__affine__ is not a finite scale-and-translate map"});
+        problems.push_back(
+            {kLabels, key(i),
+             std::string(format::kAffineColumn) + " is not a finite scale-and-translate map"});
     }
   for (const auto& f : layout_.fields) {
     if (f.spec.kind == FieldKind::Numeric || !f.values || !f.offsets) continue;

@@ -35,7 +35,7 @@ struct BlobRef {
 class Annotation {
  public:
   /// Maps and checks DIR/labels.safetensors; every violation is appended to `problems`
-  /// (file "labels.safetensors"). `deep` adds the per-sample checks (offsets monotone, keys
+  /// (file format::kLabelsFile). `deep` adds the per-sample checks (offsets monotone, keys
   /// UTF-8 and unique, blob references, affines): linear in the number of samples.
   /// Returns false when the file cannot be used at all (missing, not safetensors, a required
   /// tensor missing or of the wrong shape); then no accessor may be called.

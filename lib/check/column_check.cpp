@@ -8,6 +8,7 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "format/column_file.h"
+#include "format/names.h"
 #include "format/safetensors.h"
 #include "read/mapped_file.h"
 
@@ -51,16 +52,12 @@ std::vector<std::pair<fs::path, std::string>> column_files(const fs::path& dir,
   for (fs::directory_iterator it(columns, ec), end; !ec && it != end; it.increment(ec))
     entries.push_back(it->path());
   std::sort(entries.begin(), entries.end());
-  const std::string suffix = ".safetensors";
   for (const fs::path& p : entries) {
     const std::string f = p.filename().string();
-    if (f.ends_with(".safetensors.partial")) {
-      if (partial) partial->push_back(f);
-      continue;
-    }
-    if (!f.ends_with(suffix) || f.size() == suffix.size()) continue;
-    const std::string name = f.substr(0, f.size() - suffix.size());
-    if (format::is_valid_column_name(name)) out.emplace_back(p, name);
+    std::string name;
+    const format::ColumnEntry kind = format::column_entry(f, &name);
+    if (kind == format::ColumnEntry::Partial && partial) partial->push_back(f);
+    if (kind == format::ColumnEntry::Merged) out.emplace_back(p, name);
   }
   return out;
 }
@@ -178,13 +175,15 @@ uint64_t check_columns(const fs::path& dir, const std::string& labels_crc32, uin
     const std::string file = std::string(format::kColumnsDir) + "/" + path.filename().string();
     if (recorded && !recorded->count(name))
       problems.push_back({file, "",
-                          "is not recorded in manifest.json (`tarmac column merge` records the "
-                          "columns it writes): it was copied in or merged by hand; merge it again "
-                          "from its parts, or remove it with `tarmac column rm`"});
+                          std::string("is not recorded in ") + format::kManifestFile +
+                              " (`tarmac column merge` records the columns it writes): it was "
+                              "copied in or merged by hand; merge it again from its parts, or "
+                              "remove it with `tarmac column rm`"});
     else if (recorded && !matches_record(path, recorded->at(name)))
       problems.push_back(
           {file, "",
-           "is not the file manifest.json records for column '" + name +
+           "is not the file " + std::string(format::kManifestFile) + " records for column '" +
+               name +
                "' (size or CRC-32s differ): it was replaced after it was merged; "
                "merge it again from its parts, or remove it with `tarmac column rm`"});
     check_column(path, name, labels_crc32, num_samples, problems, bytes_read, advanced);
@@ -193,7 +192,8 @@ uint64_t check_columns(const fs::path& dir, const std::string& labels_crc32, uin
     for (const auto& [name, r] : *recorded)
       if (!present.count(name))
         problems.push_back({format::column_file(name), "",
-                            "is missing: manifest.json records column '" + name +
+                            "is missing: " + std::string(format::kManifestFile) +
+                                " records column '" + name +
                                 "' (merged by `tarmac column merge`); derive and merge it again, "
                                 "or remove the record with `tarmac column rm " +
                                 name + "`"});

@@ -15,12 +15,12 @@
 #include "check/shard_check.h"
 #include "common/crc32.h"
 #include "common/error.h"
+#include "format/manifest.h"
 #include "format/names.h"
 #include "format/shard_list.h"
 
 namespace tarmac::check {
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 namespace {
 
@@ -35,9 +35,10 @@ uint32_t crc_of(const uint8_t* p, uint64_t n) {
   return crc32_update(0, p, n);
 }
 
-// Reads and parses manifest.json and checks its own seal: "manifest_crc32" is the CRC-32 of
-// the file with that member's 8 digits read as "00000000" (docs/format.md, 5).
-bool read_manifest(const fs::path& dir, std::vector<Problem>& problems, json& m, uint64_t& bytes) {
+// Reads manifest.json, checks its own seal (format::check_seal) and parses it. False, with
+// the problem, when there is none or it does not parse.
+bool read_manifest(const fs::path& dir, std::vector<Problem>& problems, format::Manifest& m,
+                   uint64_t& bytes) {
   std::ifstream in(dir / kManifest, std::ios::binary);
   if (!in) {
     problems.push_back({kManifest, "", "is missing or unreadable"});
@@ -45,51 +46,34 @@ bool read_manifest(const fs::path& dir, std::vector<Problem>& problems, json& m,
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  std::string text = ss.str();
+  const std::string text = ss.str();
   bytes = text.size();
-  m = json::parse(text, nullptr, false);
-  if (m.is_discarded() || !m.is_object()) {
-    problems.push_back({kManifest, "", "is not a valid JSON object"});
+  try {
+    m = format::parse_manifest(text);
+  } catch (const ParseError& e) {
+    problems.push_back({kManifest, "", e.what()});
     return false;
   }
-  const auto it = m.find("manifest_crc32");
-  if (it == m.end() || !it->is_string()) {
+  using State = format::ManifestSeal::State;
+  const format::ManifestSeal seal = format::check_seal(text);
+  if (seal.state == State::Missing)
     problems.push_back({kManifest, "", "has no \"manifest_crc32\" seal"});
-    return true;
-  }
-  const std::string value = it->get<std::string>();
-  const std::string field = "\"manifest_crc32\": \"" + value + "\"";
-  const size_t at = text.rfind(field);
-  if (value.size() != 8 || at == std::string::npos) {
+  else if (seal.state == State::Malformed)
     problems.push_back({kManifest, "", "its \"manifest_crc32\" seal is malformed"});
-    return true;
-  }
-  text.replace(at + field.size() - 9, 8, "00000000");
-  const uint32_t crc = crc_of(reinterpret_cast<const uint8_t*>(text.data()), text.size());
-  if (hex(crc) != value)
+  else if (seal.state == State::Wrong)
     problems.push_back({kManifest, "",
-                        "CRC-32 of the file is " + hex(crc) + " but its seal says " + value +
-                            ": manifest.json was changed after it was written"});
+                        "CRC-32 of the file is " + seal.computed + " but its seal says " +
+                            seal.said + ": " + kManifest + " was changed after it was written"});
+  for (const std::string& p : format::count_problems(m)) problems.push_back({kManifest, "", p});
   return true;
-}
-
-// A number of the manifest, or nullopt (the caller reports a mismatch either way).
-std::optional<uint64_t> u64_at(const json& j, const char* a, const char* b = nullptr) {
-  const json* p = &j;
-  for (const char* k : {a, b}) {
-    if (!k) break;
-    if (!p->is_object() || !p->contains(k)) return std::nullopt;
-    p = &(*p)[k];
-  }
-  if (!p->is_number_unsigned()) return std::nullopt;
-  return p->get<uint64_t>();
 }
 
 // Checks the shard list (format.md 7) against the dataset: it must exist when the manifest
 // records one (with its CRC-32) or the dataset has shards and it is there; every shard in
 // order, each `nsamples` the number of samples whose image the shard holds, each `filesize`
 // the shard's size.
-void check_shard_list(const fs::path& dir, const Annotation& a, const json* recorded,
+void check_shard_list(const fs::path& dir, const Annotation& a,
+                      const std::optional<format::ManifestShardList>& recorded,
                       const std::vector<uint64_t>& samples, const std::vector<uint64_t>& sizes,
                       std::vector<Problem>& problems, uint64_t& bytes) {
   const char* file = format::kShardListFile;
@@ -105,10 +89,7 @@ void check_shard_list(const fs::path& dir, const Annotation& a, const json* reco
   bytes += text.size();
   if (recorded) {
     const std::string crc = hex(crc32_update(0, text.data(), text.size()));
-    const std::string said =
-        recorded->is_object() && recorded->contains("crc32") && (*recorded)["crc32"].is_string()
-            ? (*recorded)["crc32"].get<std::string>()
-            : std::string("nothing");
+    const std::string& said = recorded->crc32;
     if (said != crc)
       problems.push_back({kManifest, "",
                           std::string("CRC-32 of ") + file + ": the manifest says " + said +
@@ -184,7 +165,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   const bool usable = a.open(o.dir, true, problems);
   const auto labels = a.file().bytes();
   r.bytes_checked += labels.size();
-  json m;
+  format::Manifest m;
   uint64_t manifest_bytes = 0;
   const bool have_manifest = read_manifest(dir, problems, m, manifest_bytes);
   r.bytes_checked += manifest_bytes;
@@ -199,21 +180,23 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   };
   const std::string labels_crc = hex(crc_of(labels.data(), labels.size()));
   if (have_manifest) {
-    const std::string said = m.contains("labels_crc32") && m["labels_crc32"].is_string()
-                                 ? m["labels_crc32"].get<std::string>()
-                                 : std::string("nothing");
-    if (said != labels_crc) mismatch("CRC-32 of labels.safetensors", said, labels_crc);
-    const auto size = u64_at(m, "annotation", "size");
+    const std::string said = m.labels_crc32.value_or("nothing");
+    if (said != labels_crc) mismatch(std::string("CRC-32 of ") + kLabels, said, labels_crc);
+    const auto size =
+        m.annotation ? std::optional<uint64_t>(m.annotation->size) : std::optional<uint64_t>();
     if (size != labels.size())
-      mismatch("size of labels.safetensors", opt_text(size), std::to_string(labels.size()));
+      mismatch(std::string("size of ") + kLabels, opt_text(size), std::to_string(labels.size()));
   }
   if (!usable) return done();
   r.samples = a.size();
   r.shards = a.shards().size();
   if (have_manifest) {
-    const auto n = u64_at(m, "counts", "samples");
+    const auto count = [&](uint64_t format::ManifestCounts::*c) {
+      return m.counts ? std::optional<uint64_t>((*m.counts).*c) : std::optional<uint64_t>();
+    };
+    const auto n = count(&format::ManifestCounts::samples);
     if (n != a.size()) mismatch("sample count", opt_text(n), std::to_string(a.size()));
-    const auto s = u64_at(m, "counts", "shards");
+    const auto s = count(&format::ManifestCounts::shards);
     if (s != a.shards().size())
       mismatch("shard count", opt_text(s), std::to_string(a.shards().size()));
   }
@@ -247,7 +230,8 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     r.blobs += v.size();
   }
   if (have_manifest) {
-    const auto ib = u64_at(m, "counts", "image_bytes");
+    const auto ib =
+        m.counts ? std::optional<uint64_t>(m.counts->image_bytes) : std::optional<uint64_t>();
     if (ib != blob_bytes)
       mismatch("bytes of stored blobs", opt_text(ib), std::to_string(blob_bytes));
   }
@@ -295,8 +279,8 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   if (failure) std::rethrow_exception(failure);
   r.bytes_checked += bytes_done.load();
 
-  const json* mshards =
-      have_manifest && m.contains("shards") && m["shards"].is_array() ? &m["shards"] : nullptr;
+  const std::vector<format::ManifestShard>* mshards =
+      have_manifest && m.shards ? &*m.shards : nullptr;
   if (have_manifest && (!mshards || mshards->size() != results.size()))
     mismatch("list of shards", mshards ? std::to_string(mshards->size()) + " shard(s)" : "nothing",
              std::to_string(results.size()) + " shard(s)");
@@ -304,17 +288,15 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     const ShardCheck& c = results[s];
     for (auto& pr : results[s].problems) problems.push_back(std::move(pr));
     if (!mshards || s >= mshards->size() || !c.walked) continue;
-    const json& e = (*mshards)[s];
+    const format::ManifestShard& e = (*mshards)[s];
     const std::string& name = a.shards()[s];
-    if (!e.is_object() || e.value("name", "") != name) {
-      mismatch("name of shard " + std::to_string(s),
-               e.is_object() ? e.value("name", "nothing") : "nothing", name);
+    if (e.name != name) {
+      mismatch("name of shard " + std::to_string(s), e.name, name);
       continue;
     }
-    const auto size = u64_at(e, "size");
-    if (size != c.size) mismatch("size of " + name, opt_text(size), std::to_string(c.size));
-    const std::string crc =
-        e.contains("crc32") && e["crc32"].is_string() ? e["crc32"].get<std::string>() : "nothing";
+    if (e.size != c.size)
+      mismatch("size of " + name, std::to_string(e.size), std::to_string(c.size));
+    const std::string crc = e.crc32.empty() ? "nothing" : e.crc32;
     if (crc != hex(c.crc32)) mismatch("CRC-32 of " + name, crc, hex(c.crc32));
   }
   {
@@ -325,17 +307,16 @@ VerifyReport verify_dataset(const VerifyOptions& o,
       sizes[s] = fs::file_size(dir / a.shards()[s], ec);
       ec.clear();
     }
-    const json* recorded = have_manifest && m.contains("shard_list") ? &m["shard_list"] : nullptr;
-    check_shard_list(dir, a, recorded, samples, sizes, problems, r.bytes_checked);
+    check_shard_list(dir, a, have_manifest ? m.shard_list : std::nullopt, samples, sizes, problems,
+                     r.bytes_checked);
   }
   uint64_t column_done = 0;
   auto last = clock::now();
   RecordedColumns recorded;
-  if (have_manifest) try {
-      recorded = format::manifest_columns(nlohmann::ordered_json(m));
-    } catch (const ParseError& e) {
-      problems.push_back({kManifest, "", e.what()});
-    }
+  if (have_manifest && m.columns) {
+    recorded.emplace();
+    for (const auto& [name, c] : *m.columns) recorded->emplace(name, c);
+  }
   r.columns = check_columns(dir, labels_crc, a.size(), recorded, problems, r.bytes_checked,
                             [&](uint64_t k) {
                               column_done += k;

@@ -401,7 +401,7 @@ class Merger {
         {"offsets_crc32", crc32_hex(crc_of(offsets))},
         {"shapes_crc32", crc32_hex(crc_of(shapes))}};
     const fs::path final_path = r.path;
-    const fs::path partial = dir_ / format::kColumnsDir / ("." + o_.name + ".safetensors.partial");
+    const fs::path partial = dir_ / format::column_partial_file(o_.name);
     try {
       write_safetensors(partial.string(), std::move(tensors), metadata);
       atomic_rename(partial.string(), final_path.string());
@@ -415,9 +415,7 @@ class Merger {
     // Recorded in the manifest, so that verify notices the file deleted or replaced.
     format::ManifestColumn record{r.bytes, metadata.at("values_crc32"),
                                   metadata.at("offsets_crc32"), metadata.at("shapes_crc32")};
-    update_manifest(dir_, [&](nlohmann::ordered_json& m) {
-      m[format::kManifestColumns][o_.name] = format::column_record_json(record);
-    });
+    update_manifest(dir_, [&](format::Manifest& m) { m.set_column(o_.name, record); });
   }
 
   const ColumnMergeOptions& o_;
@@ -488,15 +486,12 @@ std::vector<ColumnInfo> list_columns(const std::string& dir) {
   const fs::path columns = fs::path(dir) / format::kColumnsDir;
   std::error_code ec;
   for (fs::directory_iterator it(columns, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string f = it->path().filename().string();
-    for (const std::string suffix : {".safetensors", ".parts"}) {
-      if (f.size() <= suffix.size() || f.compare(f.size() - suffix.size(), suffix.size(), suffix))
-        continue;
-      const std::string name = f.substr(0, f.size() - suffix.size());
-      if (!format::is_valid_column_name(name)) continue;
+    std::string name;
+    const format::ColumnEntry kind = format::column_entry(it->path().filename().string(), &name);
+    if (kind == format::ColumnEntry::Merged || kind == format::ColumnEntry::Parts) {
       ColumnInfo& c = by_name[name];
       c.name = name;
-      if (suffix == ".safetensors")
+      if (kind == format::ColumnEntry::Merged)
         describe_merged(it->path(), id, c);
       else
         describe_parts(it->path(), c);
@@ -519,13 +514,12 @@ void remove_column(const std::string& dir, const std::string& name, const std::s
     throw ArgumentError("'" + printable(name) + "' is not a column name (format.md 8)");
   const fs::path file = fs::path(dir) / format::column_file(name);
   const fs::path parts = fs::path(dir) / format::column_parts_dir(name);
-  std::optional<std::map<std::string, format::ManifestColumn>> recorded;
+  bool is_recorded = false;
   try {
-    std::ifstream in(fs::path(dir) / format::kManifestFile);
-    if (in) recorded = format::manifest_columns(format::parse_ordered(in, false));
+    const auto m = format::read_manifest(dir);
+    is_recorded = m && m->column(name);
   } catch (const ParseError&) {  // verify names it; the files can still be removed
   }
-  const bool is_recorded = recorded && recorded->count(name);
   if (!fs::exists(file) && !fs::exists(parts) && !is_recorded) {
     std::string names;
     for (const ColumnInfo& c : list_columns(dir)) names += (names.empty() ? "" : ", ") + c.name;
@@ -540,8 +534,7 @@ void remove_column(const std::string& dir, const std::string& name, const std::s
   fs::remove_all(parts, ec);
   if (ec) throw FatalError("cannot remove '" + parts.string() + "': " + ec.message());
   if (is_recorded)
-    update_manifest(dir,
-                    [&](nlohmann::ordered_json& m) { m[format::kManifestColumns].erase(name); });
+    update_manifest(dir, [&](format::Manifest& m) { m.set_column(name, std::nullopt); });
 }
 
 }  // namespace tarmac

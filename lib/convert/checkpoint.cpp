@@ -63,16 +63,14 @@ std::vector<std::string> dataset_files(const fs::path& out) {
                       ", so tarmac cannot tell which files are its own and replaces none; "
                       "remove the old dataset yourself, or choose another output directory");
   };
-  std::ifstream in(out / kManifestFile);
-  if (!in) throw unreadable("no readable " + std::string(kManifestFile));
+  std::optional<Manifest> m;
   try {
-    // A name that is not a plain shard name is nothing tarmac wrote: never removed.
-    for (auto& name : manifest_shard_names(json::parse(in))) files.push_back(std::move(name));
-  } catch (const json::exception& e) {
-    throw unreadable("a manifest that cannot be read (" + std::string(e.what()) + ")");
+    m = read_manifest(out);  // a name that is not a plain shard name is a ParseError
   } catch (const ParseError& e) {
     throw unreadable("a " + std::string(e.what()));
   }
+  if (!m) throw unreadable("no readable " + std::string(kManifestFile));
+  for (auto& name : manifest_shard_names(*m)) files.push_back(std::move(name));
   return files;
 }
 

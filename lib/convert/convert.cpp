@@ -323,6 +323,7 @@ ConvertResult convert(const ConvertOptions& options) {
     // A resumed run's are stored before its phase begins, which a display takes as the start
     // of the rate: only this run's samples count in it.
     ConvertProgress* const progress = o.progress;
+    if (progress) progress->outputs.store(!o.instances.empty(), std::memory_order_relaxed);
     auto report = [&] {
       if (!progress) return;
       progress->samples.store(writer.samples(), std::memory_order_relaxed);
@@ -487,18 +488,16 @@ ConvertResult convert(const ConvertOptions& options) {
                        staging,
                        labels,
                        plan ? &*plan : nullptr};
-    json manifest = run_manifest(rec, std::move(skipped_json), std::move(ignored_json),
-                                 std::move(duplicates_json));
+    format::Manifest manifest = run_manifest(rec, std::move(skipped_json), std::move(ignored_json),
+                                             std::move(duplicates_json));
     if (!writer.shard_names().empty()) {
       format::ShardList list;
       for (size_t k = 0; k < writer.shard_names().size(); ++k)
         list.shards.push_back({writer.shard_names()[k], writer.shard_samples()[k],
                                fs::file_size(staging / writer.shard_names()[k])});
-      manifest["shard_list"] = {{"name", format::kShardListFile},
-                                {"crc32", write_shard_list(staging, list)}};
+      manifest.shard_list = {format::kShardListFile, write_shard_list(staging, list)};
     }
-    write_file_atomic((staging / kManifestFile).string(),
-                      sealed_manifest_text(std::move(manifest)));
+    write_file_atomic((staging / kManifestFile).string(), format::sealed_manifest_text(manifest));
     result.schema = writer.schema().specs();
     for (const FieldSchema& f : writer.schema().fields()) {
       result.missing_values.push_back(f.missing);

@@ -230,8 +230,11 @@ struct ConvertProgress {
     Stopped
   };
   std::atomic<Phase> phase{Phase::Starting};
-  std::atomic<uint64_t> samples{0};  ///< written into the dataset
+  std::atomic<uint64_t> samples{0};  ///< written into the dataset (outputs, with `outputs`)
   std::atomic<uint64_t> skipped{0};  ///< bad samples left out (--on-error skip)
+  /// --instances: a sample makes as many outputs as its field has entries, so `samples` and
+  /// `skipped` count outputs while `handled` and `seen` count the input's samples.
+  std::atomic<bool> outputs{false};
   /// Samples whose work is done: written, skipped, or left out as duplicates. With --table,
   /// rows (as `seen`): a group of rows sharing an image is one sample of the feed.
   std::atomic<uint64_t> handled{0};

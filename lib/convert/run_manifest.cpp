@@ -3,7 +3,7 @@
 #include "common/version.h"
 #include "convert/checkpoint.h"
 #include "format/field_spec.h"
-#include "format/manifest.h"
+#include "format/json_object.h"
 #include "format/names.h"
 #include "write/manifest_file.h"
 
@@ -11,38 +11,34 @@ namespace tarmac {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
-json run_manifest(const ManifestRecord& r, json skipped, json ignored, json duplicates) {
+format::Manifest run_manifest(const ManifestRecord& r, json skipped, json ignored,
+                              json duplicates) {
   const ConvertOptions& o = r.options;
   const ConvertResult& res = r.result;
-  json manifest;
-  manifest["tool"] = {{"name", "tarmac"}, {"version", kVersion}};
-  manifest["command_line"] = o.command_line;
-  manifest["options"] = o.options_json.empty() ? json::object() : json::parse(o.options_json);
-  manifest["output_options"] = output_options(o);  // what merge compares between parts
-  json inputs = json::array();
+  format::Manifest m;
+  m.tool_version = kVersion;
+  m.command_line = o.command_line;
+  m.options = o.options_json.empty() ? json::object() : format::parse_ordered(o.options_json);
+  m.output_options = output_options(o);  // what merge compares between parts
   for (const auto& in : r.inputs) {
     json j = {{"path", in.path},
               {"size", in.bytes_read},
               {"crc32", crc32_hex(in.crc32)},
               {"members", in.members}};
     if (!in.error.empty()) j["error"] = in.error;
-    inputs.push_back(j);
+    m.inputs.push_back(std::move(j));
   }
-  manifest["inputs"] = inputs;
-  if (r.table) manifest["table"] = r.table->manifest_entry();
+  if (r.table) m.table = r.table->manifest_entry();
   if (r.resumed_entries)
-    manifest["resumed"] = {{"entries", *r.resumed_entries}, {"samples", res.resumed_samples}};
+    m.resumed = format::ManifestResumed{*r.resumed_entries, res.resumed_samples};
   if (r.split != PartSplit::None)
-    manifest["part"] = {{"index", o.part_index},
-                        {"count", o.part_count},
-                        {"split", r.split == PartSplit::Inputs ? "inputs" : "samples"},
-                        {"all_inputs", o.inputs.size()}};
-  json shards = json::array();
+    m.part =
+        format::ManifestPart{o.part_index, o.part_count,
+                             r.split == PartSplit::Inputs ? "inputs" : "samples", o.inputs.size()};
+  m.shards.emplace();
   for (size_t i = 0; i < r.writer.shard_names().size(); ++i) {
     const std::string& s = r.writer.shard_names()[i];
-    shards.push_back({{"name", s},
-                      {"size", fs::file_size(r.staging / s)},
-                      {"crc32", crc32_hex(r.writer.shard_crcs()[i])}});
+    m.shards->push_back({s, fs::file_size(r.staging / s), crc32_hex(r.writer.shard_crcs()[i])});
   }
   format::ManifestCounts counts;
   counts.samples = res.samples;
@@ -55,16 +51,15 @@ json run_manifest(const ManifestRecord& r, json skipped, json ignored, json dupl
   counts.input_errors = res.input_errors.size();
   counts.shards = res.shards;
   counts.image_bytes = res.image_bytes;
-  manifest["counts"] = format::counts_json(counts);
-  manifest["shards"] = shards;
-  manifest["annotation"] = {{"name", format::kLabelsFile}, {"size", res.annotation_bytes}};
-  manifest["labels_crc32"] = crc32_hex(file_crc32(r.labels.string()));
-  manifest["schema"] = schema_json(r.writer.schema().specs());
-  manifest["skipped"] = std::move(skipped);
-  manifest["ignored"] = std::move(ignored);
-  manifest["duplicates"] = std::move(duplicates);
-  manifest[format::kManifestColumns] = json::object();  // `tarmac column merge` adds to it
-  return manifest;
+  m.counts = counts;
+  m.annotation = format::ManifestAnnotation{format::kLabelsFile, res.annotation_bytes};
+  m.labels_crc32 = crc32_hex(file_crc32(r.labels.string()));
+  m.schema = schema_json(r.writer.schema().specs());
+  m.skipped = std::move(skipped);
+  m.ignored = std::move(ignored);
+  m.duplicates = std::move(duplicates);
+  m.columns.emplace();  // `tarmac column merge` adds to it
+  return m;
 }
 
 }  // namespace tarmac

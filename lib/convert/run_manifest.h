@@ -11,6 +11,7 @@
 #include "convert/convert.h"
 #include "convert/dataset_writer.h"
 #include "convert/table_plan.h"
+#include "format/manifest.h"
 #include "source/input_reader.h"
 
 namespace tarmac {
@@ -28,9 +29,10 @@ struct ManifestRecord {
   const TablePlan* table = nullptr;         ///< convert --table: the table's plan
 };
 
-/// The manifest document (not yet sealed: write it with sealed_manifest_text).
-nlohmann::ordered_json run_manifest(const ManifestRecord& r, nlohmann::ordered_json skipped,
-                                    nlohmann::ordered_json ignored,
-                                    nlohmann::ordered_json duplicates);
+/// The manifest of the run (write it with format::sealed_manifest_text), its counts those of
+/// `r.result`; `skipped`, `ignored` and `duplicates` are the run's lists of entries (JSON
+/// objects, format.md 5), which those counts count.
+format::Manifest run_manifest(const ManifestRecord& r, nlohmann::ordered_json skipped,
+                              nlohmann::ordered_json ignored, nlohmann::ordered_json duplicates);
 
 }  // namespace tarmac

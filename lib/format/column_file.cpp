@@ -6,6 +6,13 @@
 #include "format/names.h"
 
 namespace tarmac::format {
+namespace {
+
+constexpr const char* kMergedSuffix = ".safetensors";
+constexpr const char* kPartsSuffix = ".parts";
+constexpr const char* kPartialSuffix = ".partial";
+
+}  // namespace
 
 bool is_valid_column_name(std::string_view name) {
   auto alnum = [](char c) {
@@ -19,11 +26,29 @@ bool is_valid_column_name(std::string_view name) {
 }
 
 std::string column_file(std::string_view name) {
-  return std::string(kColumnsDir) + "/" + std::string(name) + ".safetensors";
+  return std::string(kColumnsDir) + "/" + std::string(name) + kMergedSuffix;
 }
 
 std::string column_parts_dir(std::string_view name) {
-  return std::string(kColumnsDir) + "/" + std::string(name) + ".parts";
+  return std::string(kColumnsDir) + "/" + std::string(name) + kPartsSuffix;
+}
+
+std::string column_partial_file(std::string_view name) {
+  return std::string(kColumnsDir) + "/." + std::string(name) + kMergedSuffix + kPartialSuffix;
+}
+
+ColumnEntry column_entry(std::string_view file_name, std::string* name) {
+  if (file_name.ends_with(std::string(kMergedSuffix) + kPartialSuffix)) return ColumnEntry::Partial;
+  for (const auto& [suffix, kind] : {std::pair{kMergedSuffix, ColumnEntry::Merged},
+                                     std::pair{kPartsSuffix, ColumnEntry::Parts}}) {
+    const std::string_view s(suffix);
+    if (file_name.size() <= s.size() || !file_name.ends_with(s)) continue;
+    const std::string_view stem = file_name.substr(0, file_name.size() - s.size());
+    if (!is_valid_column_name(stem)) return ColumnEntry::None;
+    if (name) *name = std::string(stem);
+    return kind;
+  }
+  return ColumnEntry::None;
 }
 
 std::string part_record_name(uint64_t rank, uint64_t world) {

@@ -27,6 +27,14 @@ bool is_valid_column_name(std::string_view name);
 /// "columns/NAME.safetensors", "columns/NAME.parts", relative to the dataset directory.
 std::string column_file(std::string_view name);
 std::string column_parts_dir(std::string_view name);
+/// "columns/.NAME.safetensors.partial": where `column merge` writes before it renames.
+std::string column_partial_file(std::string_view name);
+
+/// What a file name in columns/ is: a merged column's file, its parts' directory, a merge's
+/// unfinished file, or none of these (a name that is no valid column name is none).
+enum class ColumnEntry { None, Merged, Parts, Partial };
+/// The kind of columns/ entry `file_name` is, and (Merged, Parts) the column's name.
+ColumnEntry column_entry(std::string_view file_name, std::string* name = nullptr);
 /// "part-00003-of-00008.json", the record of rank 3 of 8.
 std::string part_record_name(uint64_t rank, uint64_t world);
 

@@ -16,6 +16,7 @@
 #include "check/annotation.h"
 #include "common/error.h"
 #include "common/version.h"
+#include "format/json_object.h"
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "write/column_store.h"
@@ -38,7 +39,7 @@ constexpr uint64_t kChunk = 1 << 16;  // elements converted at a time
 struct Part {  // NOLINT(bugprone-exception-escape): moved only while parts are read
   std::string path;
   Annotation a;
-  json manifest;  // {} when the part has none
+  format::Manifest manifest;  // empty when the part has none
   /// Fields null in every sample of this part: they say nothing of the field's kind, dtype or
   /// shape (a part's all-null field gets some kind there), so the merge treats the part as
   /// lacking them, as one run over all parts' samples would have typed them.
@@ -117,13 +118,15 @@ void write_generated(ByteSink& sink, uint64_t n, F value) {
   }
 }
 
-json read_json_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return json::object();
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  return j.is_object() ? j : json::object();
+// Part `path`'s manifest; an empty one when it has none. Throws FatalError naming the part
+// when its manifest is malformed (a wrong type, a shard named by a path).
+format::Manifest read_part_manifest(const std::string& path) {
+  try {
+    return format::read_manifest(path).value_or(format::Manifest{});
+  } catch (const ParseError& e) {
+    throw FatalError("part '" + path + "': " + kManifestFile + ": " + e.what() +
+                     " (run 'tarmac verify " + path + "')");
+  }
 }
 
 std::vector<std::unique_ptr<Part>> open_parts(const std::vector<std::string>& paths) {
@@ -134,14 +137,14 @@ std::vector<std::unique_ptr<Part>> open_parts(const std::vector<std::string>& pa
     std::vector<check::Problem> problems;
     std::error_code ec;
     if (!fs::exists(fs::path(path) / kLabelsFile, ec))
-      throw FatalError("part '" + path + "' is not a tarmac dataset: no labels.safetensors");
+      throw FatalError("part '" + path + "' is not a tarmac dataset: no " + kLabelsFile);
     if (!p->a.open(path, true, problems) || !problems.empty()) {
       const auto& pr = problems.front();
       throw FatalError("part '" + path + "' is not a valid dataset: " + pr.file + ": " +
                        (pr.sample.empty() ? "" : "sample '" + pr.sample + "': ") + pr.what +
                        " (run 'tarmac verify " + path + "')");
     }
-    p->manifest = read_json_file(fs::path(path) / kManifestFile);
+    p->manifest = read_part_manifest(path);
     p->null_fields = all_null_fields(*p);
     parts.push_back(std::move(p));
   }
@@ -484,16 +487,10 @@ void check_same_classes(const std::vector<std::unique_ptr<Part>>& parts) {
 // The entries of a part's manifest list (`inputs`, `skipped`, `ignored`, `duplicates`) joined
 // into the merge's, each once: parts of one input split by samples (--shard I/N) each read
 // every input, so each lists the same input, ignored member or unreadable archive; one run
-// lists it once. `seen` holds the entries' texts; returns the entries left out.
-std::vector<json> append_once(json& to, const json& from, std::set<std::string>& seen) {
-  std::vector<json> repeated;
-  if (!from.is_array()) return repeated;
+// lists it once. `seen` holds the entries' texts.
+void append_once(json& to, const json& from, std::set<std::string>& seen) {
   for (const auto& e : from)
-    if (seen.insert(e.dump()).second)
-      to.push_back(e);
-    else
-      repeated.push_back(e);
-  return repeated;
+    if (seen.insert(e.dump()).second) to.push_back(e);
 }
 
 // Places part shard `from` in the staging directory as `to`: a hard link, or a copy. Only a
@@ -551,11 +548,9 @@ std::vector<uint64_t> shard_bytes_needed(const Part& p) {
 // The manifest options that must agree between parts for the merge to make sense: the typed
 // options that shape the output (convert's output_options), or, for manifests written before
 // they were recorded, the command line's options less those that do not.
-json comparable_options(const json& manifest) {
-  if (manifest.contains("output_options") && manifest["output_options"].is_object())
-    return manifest["output_options"];
-  json o = manifest.contains("options") && manifest["options"].is_object() ? manifest["options"]
-                                                                           : json::object();
+json comparable_options(const format::Manifest& manifest) {
+  if (manifest.output_options) return *manifest.output_options;
+  json o = manifest.options;
   for (const char* k : {"inputs", "--output", "--shard", "--overwrite", "threads", "--threads"})
     o.erase(k);
   return o;
@@ -638,15 +633,20 @@ MergeResult merge_datasets(const MergeOptions& o) {
     std::vector<std::string> shard_names;
     std::vector<int32_t> shard_base;
     std::vector<uint64_t> shard_samples;  // per merged shard: samples whose image is in it
-    json shards = json::array(), merged_from = json::array(), inputs = json::array();
-    json skipped = json::array(), ignored = json::array(), duplicates = json::array();
+    // The merged manifest: one run's. Its lists are the parts' joined, each entry once; its
+    // counts are those the lists imply (counts_from_lists), as a run's add up to its lists.
+    format::Manifest manifest;
+    manifest.tool_version = kVersion;
+    manifest.command_line = o.command_line;
+    manifest.options = parts[0]->manifest.options;
+    manifest.output_options = parts[0]->manifest.output_options;
+    manifest.merged_from = json::array();
+    manifest.shards.emplace();
     std::set<std::string> seen_inputs, seen_skipped, seen_ignored, seen_duplicates;
-    // The parts' counts, summed, less what several parts counted for one entry.
-    format::ManifestCounts counts;
     for (const auto& p : all_parts) {
       if (p->a.size() > 0 || p.get() == parts[0])
         shard_base.push_back(static_cast<int32_t>(shard_names.size()));
-      const json& mshards = p->manifest.contains("shards") ? p->manifest["shards"] : json::array();
+      const format::Manifest& m = p->manifest;
       const size_t first_shard = shard_samples.size();
       shard_samples.resize(first_shard + p->a.shards().size(), 0);
       if (!p->a.blob_kinds().empty())
@@ -667,48 +667,22 @@ MergeResult merge_datasets(const MergeOptions& o) {
         shard_names.push_back(name);
         // The part's manifest knows each shard's CRC-32; computed when it does not.
         std::string crc;
-        if (s < mshards.size() && mshards[s].is_object() &&
-            mshards[s].value("name", "") == p->a.shards()[s] && mshards[s].contains("crc32") &&
-            mshards[s]["crc32"].is_string())
-          crc = mshards[s]["crc32"].get<std::string>();
-        else
-          crc = crc32_hex(file_crc32((staging / name).string()));
-        shards.push_back({{"name", name}, {"size", fs::file_size(staging / name)}, {"crc32", crc}});
+        if (m.shards && s < m.shards->size() && (*m.shards)[s].name == p->a.shards()[s])
+          crc = (*m.shards)[s].crc32;
+        if (crc.empty()) crc = crc32_hex(file_crc32((staging / name).string()));
+        manifest.shards->push_back({name, fs::file_size(staging / name), crc});
       }
-      const json& m = p->manifest;
-      merged_from.push_back({{"path", p->path},
-                             {"samples", p->a.size()},
-                             {"shards", p->a.shards().size()},
-                             {"labels_crc32", m.value("labels_crc32", "")},
-                             {"part", m.contains("part") ? m["part"] : json(nullptr)},
-                             {"inputs", m.contains("inputs") ? m["inputs"] : json::array()}});
-      const format::ManifestCounts c = format::counts_of(m);
-      counts.skipped_samples += c.skipped_samples;
-      counts.skipped_members += c.skipped_members;
-      counts.ignored_members += c.ignored_members;
-      counts.duplicates += c.duplicates;
-      counts.no_instance_samples += c.no_instance_samples;
-      counts.input_errors += c.input_errors;
-      // Images no table row names: every part of one input split by samples sees them all.
-      const bool by_samples =
-          m.contains("part") && m["part"].is_object() && m["part"].value("split", "") == "samples";
-      counts.unused_images = by_samples ? std::max(counts.unused_images, c.unused_images)
-                                        : counts.unused_images + c.unused_images;
-      // (a manifest whose counts disagree with its lists never drives a count below 0)
-      const auto less = [](uint64_t& count) { count -= count > 0 ? 1 : 0; };
-      for (const auto& e : append_once(inputs, m.value("inputs", json::array()), seen_inputs))
-        if (e.is_object() && e.contains("error")) less(counts.input_errors);
-      for (const auto& e : append_once(skipped, m.value("skipped", json::array()), seen_skipped))
-        if (e.is_object() && e.contains("sample"))
-          less(counts.skipped_samples);
-        else if (e.is_object() && e.contains("member"))
-          less(counts.skipped_members);
-      for ([[maybe_unused]] const auto& e :
-           append_once(ignored, m.value("ignored", json::array()), seen_ignored))
-        less(counts.ignored_members);
-      for ([[maybe_unused]] const auto& e :
-           append_once(duplicates, m.value("duplicates", json::array()), seen_duplicates))
-        less(counts.duplicates);
+      manifest.merged_from->push_back(
+          {{"path", p->path},
+           {"samples", p->a.size()},
+           {"shards", p->a.shards().size()},
+           {"labels_crc32", m.labels_crc32.value_or("")},
+           {"part", m.part ? format::part_json(*m.part) : json(nullptr)},
+           {"inputs", m.inputs}});
+      append_once(manifest.inputs, m.inputs, seen_inputs);
+      append_once(manifest.skipped, m.skipped, seen_skipped);
+      append_once(manifest.ignored, m.ignored, seen_ignored);
+      append_once(manifest.duplicates, m.duplicates, seen_duplicates);
       result.samples += p->a.size();
       for (size_t k = 0; k < kinds.size(); ++k)
         for (uint64_t i = 0; i < p->a.size(); ++i)
@@ -735,47 +709,28 @@ MergeResult merge_datasets(const MergeOptions& o) {
                       meta);
     result.annotation_bytes = fs::file_size(labels);
 
-    json manifest;
-    manifest["tool"] = {{"name", "tarmac"}, {"version", kVersion}};
-    manifest["command_line"] = o.command_line;
-    manifest["options"] =
-        parts[0]->manifest.contains("options") ? parts[0]->manifest["options"] : json::object();
-    if (parts[0]->manifest.contains("output_options"))
-      manifest["output_options"] = parts[0]->manifest["output_options"];
-    manifest["merged_from"] = merged_from;
-    manifest["inputs"] = inputs;
     // The table's provenance, when every part read the same table (each reads it whole).
-    const json table = parts[0]->manifest.contains("table") ? parts[0]->manifest["table"] : json();
-    bool same_table = !table.is_null();
-    for (const auto& p : all_parts)
-      same_table = same_table && p->manifest.contains("table") && p->manifest["table"] == table;
-    if (same_table) manifest["table"] = table;
-    if (!table.is_null() && !same_table)
+    const std::optional<json>& table = parts[0]->manifest.table;
+    bool same_table = table.has_value();
+    for (const auto& p : all_parts) same_table = same_table && p->manifest.table == table;
+    if (same_table) manifest.table = table;
+    if (table && !same_table)
       result.warnings.push_back(
           "the parts were converted from different --table files: the merged "
           "manifest records none (each part's is in its own manifest)");
-    counts.samples = result.samples;
-    counts.shards = result.shards;
-    counts.image_bytes = result.image_bytes;
-    manifest["counts"] = format::counts_json(counts);
-    manifest["shards"] = shards;
-    manifest["annotation"] = {{"name", kLabelsFile}, {"size", result.annotation_bytes}};
-    manifest["labels_crc32"] = crc32_hex(file_crc32(labels.string()));
-    manifest["schema"] = json::parse(meta.at(kMetaSchema));
-    manifest["skipped"] = skipped;
-    manifest["ignored"] = ignored;
-    manifest["duplicates"] = duplicates;
-    manifest[format::kManifestColumns] = json::object();  // the parts' columns are not merged
+    manifest.counts = format::counts_from_lists(manifest, result.samples, result.image_bytes);
+    manifest.annotation = format::ManifestAnnotation{kLabelsFile, result.annotation_bytes};
+    manifest.labels_crc32 = crc32_hex(file_crc32(labels.string()));
+    manifest.schema = format::parse_ordered(meta.at(kMetaSchema));
+    manifest.columns.emplace();  // the parts' columns are not merged
     if (!shard_names.empty()) {
       format::ShardList list;
       for (size_t k = 0; k < shard_names.size(); ++k)
         list.shards.push_back(
             {shard_names[k], shard_samples[k], fs::file_size(staging / shard_names[k])});
-      manifest["shard_list"] = {{"name", kShardListFile},
-                                {"crc32", write_shard_list(staging, list)}};
+      manifest.shard_list = {kShardListFile, write_shard_list(staging, list)};
     }
-    write_file_atomic((staging / kManifestFile).string(),
-                      sealed_manifest_text(std::move(manifest)));
+    write_file_atomic((staging / kManifestFile).string(), format::sealed_manifest_text(manifest));
 
     publish_dataset(out, staging, shard_names, /*replaced=*/{});
   } catch (...) {

@@ -18,6 +18,7 @@
 #include "common/crc32.h"
 #include "format/column_file.h"
 #include "format/layout.h"
+#include "format/manifest.h"
 #include "format/npy_blob.h"
 #include "format/safetensors.h"
 #include "read/derived_column.h"
@@ -166,11 +167,9 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
   }
   for (fs::directory_iterator it(root / format::kColumnsDir, ec), end; !ec && it != end;
        it.increment(ec)) {
-    const std::string f = it->path().filename().string();
-    const std::string_view suffix = ".safetensors";
-    if (f.size() <= suffix.size() || !f.ends_with(suffix)) continue;
-    const std::string name = f.substr(0, f.size() - suffix.size());
-    if (format::is_valid_column_name(name)) derived_names_.push_back(name);
+    std::string name;
+    if (format::column_entry(it->path().filename().string(), &name) == format::ColumnEntry::Merged)
+      derived_names_.push_back(std::move(name));
   }
   std::sort(derived_names_.begin(), derived_names_.end());
 }
@@ -197,13 +196,8 @@ const DerivedColumn& Dataset::derived(std::string_view name) const {
       // true); without a manifest the file is summed here, once.
       std::optional<std::string> said;
       try {
-        std::ifstream in(fs::path(dir_) / format::kManifestFile);
-        if (in) {
-          const auto m = nlohmann::json::parse(in);
-          if (m.is_object() && m.contains("labels_crc32") && m["labels_crc32"].is_string())
-            said = m["labels_crc32"].get<std::string>();
-        }
-      } catch (const nlohmann::json::exception&) {
+        if (const auto m = format::read_manifest(dir_)) said = m->labels_crc32;
+      } catch (const ParseError&) {  // `tarmac verify` names it; the file is summed instead
       }
       if (!said) said = crc32_hex(crc32_of(labels_->bytes()));
       st_->labels_crc32 = said;

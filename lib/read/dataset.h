@@ -147,14 +147,14 @@ class Dataset {
   std::span<const double, 6> affine(size_t i) const;
 
   /// Location of sample i's blob of `kind`, checked: shard index valid, range inside it.
-  BlobRef blob_ref(size_t i, std::string_view kind = "__image__") const;
+  BlobRef blob_ref(size_t i, std::string_view kind = format::kImageBlob) const;
   /// The stored bytes of sample i's blob (no copy, no decoding).
-  std::span<const uint8_t> blob(size_t i, std::string_view kind = "__image__") const;
+  std::span<const uint8_t> blob(size_t i, std::string_view kind = format::kImageBlob) const;
   std::span<const uint8_t> image(size_t i) const { return blob(i); }
   /// The encoding of sample i's blob: from the `blob_encodings` metadata, and for blobs stored
   /// as source files from their magic bytes (files written before that entry existed: from
   /// the tar member's name).
-  BlobEncoding encoding(size_t i, std::string_view kind = "__image__") const;
+  BlobEncoding encoding(size_t i, std::string_view kind = format::kImageBlob) const;
 
   /// Width and height of sample i's image as decode() returns it (EXIF orientation applied),
   /// from its header. Throws DataError when that gives no positive size or over 2^30 pixels.

@@ -78,11 +78,10 @@ DatasetSummary summarize_dataset(const std::string& dir, bool image_sizes) {
     s.image_sizes = image_size_histogram(file.bytes(), *image.columns[format::kBlobWidth],
                                          *image.columns[format::kBlobHeight], s.samples);
   }
-  std::ifstream m(root / format::kManifestFile);
-  if (m) {
-    std::stringstream ss;
-    ss << m.rdbuf();
-    s.manifest_json = ss.str();
+  try {
+    if (const auto m = format::read_manifest(root)) s.counts = m->counts;
+  } catch (const ParseError& e) {
+    s.manifest_error = e.what();
   }
   return s;
 }

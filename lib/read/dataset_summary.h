@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "format/manifest.h"
+
 namespace tarmac {
 
 struct DatasetSummary {
@@ -31,7 +33,9 @@ struct DatasetSummary {
     uint64_t bytes = 0;
   };
   std::vector<Tensor> tensors;
-  std::string manifest_json;  ///< empty when there is no manifest
+  /// The manifest's counts; nullopt when it has none (or no manifest).
+  std::optional<format::ManifestCounts> counts;
+  std::string manifest_error;  ///< why the manifest could not be read; empty when it was
   struct ImageSize {
     int32_t width = 0, height = 0;
     uint64_t samples = 0;

@@ -536,9 +536,9 @@ std::vector<TensorSpec> SpillColumn::ragged_tensors(DType to, std::vector<int64_
                                                     bool as_json) const {
   std::vector<int64_t> vshape{static_cast<int64_t>(total_first_axis)};
   vshape.insert(vshape.end(), inner.begin(), inner.end());
-  TensorSpec values{name_ + ".values", as_json ? DType::U8 : to, vshape,
+  TensorSpec values{format::values_tensor(name_), as_json ? DType::U8 : to, vshape,
                     values_filler(to, 0, as_json)};
-  TensorSpec offsets{name_ + ".offsets",
+  TensorSpec offsets{format::offsets_tensor(name_),
                      DType::I64,
                      {static_cast<int64_t>(n + 1)},
                      [this, as_json](ByteSink& sink) {

@@ -5,12 +5,10 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
 #include <vector>
 
 #include "common/crc32.h"
 #include "common/error.h"
-#include "format/json_object.h"
 #include "format/names.h"
 #include "write/file_util.h"
 
@@ -38,27 +36,19 @@ uint32_t file_crc32(const std::string& path) {
   return crc;
 }
 
-std::string sealed_manifest_text(nlohmann::ordered_json manifest) {
-  static constexpr std::string_view kField = "\"manifest_crc32\": \"";
-  manifest.erase("manifest_crc32");
-  manifest["manifest_crc32"] = "00000000";
-  std::string text = manifest.dump(2) + "\n";
-  const size_t at = text.rfind(kField) + kField.size();
-  text.replace(at, 8, crc32_hex(crc32_update(0, text.data(), text.size())));
-  return text;
-}
-
 bool update_manifest(const std::filesystem::path& dir,
-                     const std::function<void(nlohmann::ordered_json&)>& edit) {
+                     const std::function<void(format::Manifest&)>& edit) {
   const std::filesystem::path path = dir / format::kManifestFile;
-  std::ifstream in(path);
-  if (!in) return false;
-  nlohmann::ordered_json m = format::parse_ordered(in, false);
-  if (!m.is_object())
-    throw FatalError("cannot update '" + path.string() +
-                     "': it is not a JSON object (run 'tarmac verify " + dir.string() + "')");
-  edit(m);
-  write_file_atomic(path.string(), sealed_manifest_text(std::move(m)));
+  std::optional<format::Manifest> m;
+  try {
+    m = format::read_manifest(dir);
+  } catch (const ParseError& e) {
+    throw FatalError("cannot update '" + path.string() + "': " + e.what() +
+                     " (run 'tarmac verify " + dir.string() + "')");
+  }
+  if (!m) return false;
+  edit(*m);
+  write_file_atomic(path.string(), format::sealed_manifest_text(*m));
   return true;
 }
 

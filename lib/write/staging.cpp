@@ -1,11 +1,9 @@
 #include "write/staging.h"
 
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "common/crc32.h"
 #include "common/error.h"
-#include "format/json_object.h"
 #include "format/manifest.h"
 #include "format/names.h"
 #include "write/file_util.h"
@@ -39,13 +37,11 @@ void discard_unfinished_publish(const fs::path& out, const fs::path& staging) {
   if (!fs::is_directory(staging, ec) || fs::exists(out / kLabelsFile, ec)) return;
   // The manifest goes out after the shards, so while it is still in staging it lists every
   // shard already moved; once it is out, it lists them all.
-  fs::path manifest = staging / kManifestFile;
-  if (!fs::exists(manifest, ec)) manifest = out / kManifestFile;
+  const fs::path manifest_dir = fs::exists(staging / kManifestFile, ec) ? staging : out;
   std::vector<std::string> published{kManifestFile, kShardListFile};
-  std::ifstream in(manifest);
   try {
-    for (auto& name : manifest_shard_names(format::parse_ordered(in, false)))
-      published.push_back(std::move(name));
+    if (const auto m = format::read_manifest(manifest_dir))
+      for (auto& name : manifest_shard_names(*m)) published.push_back(std::move(name));
   } catch (const ParseError&) {  // not one a run wrote: none of its names is acted on
   }
   if (fs::exists(staging / kManifestFile, ec) || fs::exists(out / kManifestFile, ec))

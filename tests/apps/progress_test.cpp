@@ -119,3 +119,23 @@ TEST_CASE("progress_line: a stopped run says so, with the samples kept, and no E
   CHECK(line.find("; stopped") != std::string::npos);
   CHECK(line.find("ETA") == std::string::npos);
 }
+
+// Issue #25 (stop note of session 13): with --instances the line said "3400 of 1000 samples",
+// the outputs written against the input's samples.
+TEST_CASE("progress_line: --instances counts the input's samples, the outputs beside them") {
+  ProgressSnapshot s = converting(250, 1000, 1 << 20, 1 << 20);
+  s.outputs = true;
+  s.handled = 250;  // input samples done
+  s.samples = 870;  // outputs written from them
+  s.skipped = 3;    // outputs left out
+  s.input_done = true;
+  const ProgressEstimate e = estimate(s, 5.0, 0);
+  REQUIRE(e.expected);
+  CHECK(*e.expected == 1000);
+  CHECK(*e.fraction == Approx(0.25));
+  const std::string line = progress_line(s, e, 5.0, false);
+  CHECK(
+      line.starts_with("progress:  25% 250 of 1000 samples into 870 outputs, 3 skipped, "
+                       "50 samples/s"));
+  CHECK(line.find("left out") == std::string::npos);
+}

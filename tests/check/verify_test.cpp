@@ -3,11 +3,14 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include <unistd.h>
 
 #include "check/inspect.h"
+#include "common/crc32.h"
 #include "common/error.h"
 #include "part_fixture.h"
 
@@ -120,4 +123,46 @@ TEST_CASE("cat's helpers: labels as JSON, blob bytes by key or #index") {
   const auto bytes = check::read_blob(a, check::blob_kind(a, "image"), 2);
   CHECK(bytes.size() == static_cast<size_t>(a.blob(0, 2).size));
   CHECK_THROWS_AS(check::blob_kind(a, "depth"), FatalError);
+}
+
+namespace {
+
+// Rewrites `dir`'s manifest with `edit` applied and sealed again as format.md 5 says (the
+// CRC-32 of the text with the seal's digits 00000000), so that only the edit is wrong.
+void edit_manifest(const std::string& dir,
+                   const std::function<void(nlohmann::ordered_json&)>& edit) {
+  const fs::path path = fs::path(dir) / "manifest.json";
+  std::ifstream in(path);
+  nlohmann::ordered_json m = nlohmann::ordered_json::parse(in);
+  in.close();
+  edit(m);
+  m.erase("manifest_crc32");
+  m["manifest_crc32"] = "00000000";
+  std::string text = m.dump(2) + "\n";
+  const std::string seal = crc32_hex(crc32_update(0, text.data(), text.size()));
+  text.replace(text.rfind("00000000"), 8, seal);
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+}  // namespace
+
+TEST_CASE("verify: a manifest's counts that its lists contradict, each named") {
+  const std::string ds = testing::copy_part(temp_dir("counts"), "ds", "s12");
+  edit_manifest(ds, [](nlohmann::ordered_json& m) {
+    m["counts"]["duplicates"] = 2;
+    m["counts"]["ignored_members"] = 1;
+  });
+  const auto r = run_verify(ds);
+  CHECK(!r.ok());
+  CHECK(mentions(r, "counts.duplicates is 2 but \"duplicates\" lists 0"));
+  CHECK(mentions(r, "counts.ignored_members is 1 but \"ignored\" lists members: 0"));
+  CHECK(!mentions(r, "seal"));
+}
+
+TEST_CASE("verify: a manifest key of the wrong type is named, not read") {
+  const std::string ds = testing::copy_part(temp_dir("types"), "ds", "s12");
+  edit_manifest(ds, [](nlohmann::ordered_json& m) { m["labels_crc32"] = 5; });
+  const auto r = run_verify(ds);
+  CHECK(!r.ok());
+  CHECK(mentions(r, "manifest.json  manifest: \"labels_crc32\" is not a string"));
 }

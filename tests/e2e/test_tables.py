@@ -122,6 +122,21 @@ class Instances(fx.TmpCase):
         self.assertEqual([j["sample"] for j in listed], ["f/000002"])
         self.assertEqual(ds.manifest["counts"]["skipped_samples"], 0)
 
+    def test_progress_counts_frames_against_frames(self):
+        # Issue #25 (session 13's stop note): the count was of outputs (persons), the total of
+        # frames: "3 of 3 samples" here only because 3 frames hold 3 persons. Now frames of
+        # frames, and the outputs beside them.
+        p, ds = fx.convert(self, [self.tar], "--instances", "persons", "--fields", "scene,persons.id",
+                           "--progress", "plain")
+        err = p.stderr.decode(errors="replace")
+        lines = re.findall(r"progress: +(\d+)% (\d+) of ~?(\d+) samples into (\d+) outputs", err)
+        self.assertTrue(lines, err)
+        for pct, done, total, outputs in lines:
+            self.assertLessEqual(int(done), int(total), err)
+        persons = sum(len(v[2]) for v in self.FRAMES.values())
+        self.assertEqual(lines[-1], ("100", str(len(self.FRAMES)), str(len(self.FRAMES)), str(persons)), err)
+        self.assertEqual(len(ds.keys), persons)
+
     def test_numeric_instances_sliced_alike(self):
         _, ds = fx.convert(self, [self.tar], "--instances", "bbox", "--instance-fields", "kp",
                            "--crop", "field:bbox", "--square", "--size", "32", "--boxes", "bbox",

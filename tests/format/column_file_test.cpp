@@ -114,3 +114,19 @@ TEST_CASE("column layout: what is refused, with the reason") {
   h.tensors[0].shape = {5};
   refuses(h, "'offsets' is I64 [5]");
 }
+
+TEST_CASE("column files: what an entry of columns/ is, by its whole name") {
+  std::string name;
+  CHECK(column_entry("depth.safetensors", &name) == ColumnEntry::Merged);
+  CHECK(name == "depth");
+  CHECK(column_entry("emb.v2.parts", &name) == ColumnEntry::Parts);
+  CHECK(name == "emb.v2");
+  CHECK(column_entry(".depth.safetensors.partial") == ColumnEntry::Partial);
+  CHECK(column_entry(".safetensors") == ColumnEntry::None);      // no name
+  CHECK(column_entry("__x.safetensors") == ColumnEntry::None);   // the format's own names
+  CHECK(column_entry("depth.safetensor") == ColumnEntry::None);  // another suffix
+  CHECK(column_entry("notes.txt") == ColumnEntry::None);
+  CHECK(column_partial_file("depth") == "columns/.depth.safetensors.partial");
+  CHECK(column_file("depth") == "columns/depth.safetensors");
+  CHECK(column_parts_dir("depth") == "columns/depth.parts");
+}
