@@ -366,6 +366,8 @@ DeclaredGeometry declared_geometry(const nlohmann::ordered_json& manifest) {
   };
   strings("--points", out.points);
   strings("--boxes", out.boxes);
+  const auto convention = oo.find("--box-convention");
+  out.box_edges = convention != oo.end() && *convention == "edges";
   return out;
 }
 

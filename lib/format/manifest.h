@@ -158,6 +158,9 @@ std::vector<std::string> manifest_shard_names(const Manifest& m);
 /// manifest's "output_options" records them (boxes as "NAME:xywh" or "NAME:xyxy").
 struct DeclaredGeometry {
   std::vector<std::string> points, boxes;
+  /// The boxes are in pixel-edge coordinates (`--box-convention edges`, recorded as such);
+  /// false: pixel centres, as `centers` and every dataset written before the flag.
+  bool box_edges = false;
 };
 
 /// The fields `manifest` declares as points and boxes; none where it records none (a manifest

@@ -90,21 +90,22 @@ void points_of(const AugmentDraw& d, const Augment& a, std::span<const int64_t> 
 }
 
 template <class T>
-void boxes_of(const AugmentDraw& d, std::span<const int64_t> shape, bool xyxy, T* v) {
+void boxes_of(const AugmentDraw& d, std::span<const int64_t> shape, bool xyxy, bool edges, T* v) {
+  const double half = edges ? 0.5 : 0.0;  // edge coordinates are centre ones + 0.5
   const int64_t c = shape.back();
   int64_t rows = 1;
   for (int64_t s : shape) rows *= s;
   rows /= c;
   for (int64_t r = 0; r < rows; ++r) {
     T* b = v + r * c;
-    const double x0 = double(b[0]), y0 = double(b[1]);
-    const double x1 = xyxy ? double(b[2]) : x0 + double(b[2]);
-    const double y1 = xyxy ? double(b[3]) : y0 + double(b[3]);
+    const double x0 = double(b[0]) - half, y0 = double(b[1]) - half;
+    const double x1 = (xyxy ? double(b[2]) : double(b[0]) + double(b[2])) - half;
+    const double y1 = (xyxy ? double(b[3]) : double(b[1]) + double(b[3])) - half;
     double lo_x = INFINITY, lo_y = INFINITY, hi_x = -INFINITY, hi_y = -INFINITY;
     for (const double x : {x0, x1})
       for (const double y : {y0, y1}) {
-        const double ox = d.m[0] * x + d.m[1] * y + d.m[2];
-        const double oy = d.m[3] * x + d.m[4] * y + d.m[5];
+        const double ox = d.m[0] * x + d.m[1] * y + d.m[2] + half;
+        const double oy = d.m[3] * x + d.m[4] * y + d.m[5] + half;
         lo_x = std::min(lo_x, ox), hi_x = std::max(hi_x, ox);
         lo_y = std::min(lo_y, oy), hi_y = std::max(hi_y, oy);
       }
@@ -221,13 +222,13 @@ void augment_points(const AugmentDraw& d, const Augment& a, DType dtype,
 }
 
 void augment_boxes(const AugmentDraw& d, DType dtype, std::span<const int64_t> shape, bool xyxy,
-                   std::span<uint8_t> value) {
+                   bool edges, std::span<uint8_t> value) {
   if (shape.empty() || shape.back() < 4)
     throw ArgumentError("a boxes field needs a last axis of at least 4 values");
   if (dtype == DType::F64)
-    boxes_of(d, shape, xyxy, reinterpret_cast<double*>(value.data()));
+    boxes_of(d, shape, xyxy, edges, reinterpret_cast<double*>(value.data()));
   else if (dtype == DType::F32)
-    boxes_of(d, shape, xyxy, reinterpret_cast<float*>(value.data()));
+    boxes_of(d, shape, xyxy, edges, reinterpret_cast<float*>(value.data()));
   else
     throw ArgumentError("augmentation transforms F32 or F64 boxes, not " +
                         std::string(dtype_name(dtype)));

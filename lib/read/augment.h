@@ -76,8 +76,9 @@ void augment_points(const AugmentDraw& d, const Augment& a, DType dtype,
 
 /// Transforms one sample's value of a boxes field in place: each row's first four values (x, y,
 /// w, h, or x0, y0, x1, y1 with `xyxy`) become the axis-aligned box of its four mapped corners;
-/// other values left. Dtype F32 or F64.
+/// other values left. Dtype F32 or F64. With `edges` the corners are pixel-edge coordinates
+/// (`--box-convention edges`): a corner c maps to M (c - 0.5) + 0.5, so the box stays in edges.
 void augment_boxes(const AugmentDraw& d, DType dtype, std::span<const int64_t> shape, bool xyxy,
-                   std::span<uint8_t> value);
+                   bool edges, std::span<uint8_t> value);
 
 }  // namespace tarmac

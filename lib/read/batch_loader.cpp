@@ -90,8 +90,9 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
       throw ArgumentError("dataset '" + ds.path() + "' has no images to augment");
     opt_.width = a.width;
     opt_.height = a.height;
-    format::DeclaredGeometry declared;
-    if (!opt_.points || !opt_.boxes) declared = declared_geometry(ds);
+    // The boxes' convention is the dataset's whichever fields are named (the manifest's record).
+    const format::DeclaredGeometry declared = declared_geometry(ds);
+    box_edges_ = declared.box_edges;
     // Declared fields since dropped (convert --fields) are left out; fields named here must exist.
     for (const std::string& p : opt_.points ? *opt_.points : declared.points) {
       if (ds.find_field(p))
@@ -117,7 +118,7 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
     } else if (opt_.augment && name == "__flip__") {
       g.kind = Gather::Flip;
       g.bytes = 1;
-    } else if (opt_.augment && name != "__image__" &&
+    } else if (opt_.augment && name != format::kImageBlob &&
                std::find(kinds.begin(), kinds.end(), name) != kinds.end()) {
       g.kind = Gather::Dense;
       if (ds.size() > 0) {  // one dtype and channel count per kind: sample 0's
@@ -262,7 +263,7 @@ void BatchLoader::augment_sample(size_t j, size_t i) {
         if (g.kind == Gather::Points)
           augment_points(d, a, v.dtype, v.shape.span(), to);
         else
-          augment_boxes(d, v.dtype, v.shape.span(), g.xyxy, to);
+          augment_boxes(d, v.dtype, v.shape.span(), g.xyxy, box_edges_, to);
         break;
       }
     }

@@ -101,6 +101,7 @@ class BatchLoader {
 
   const Dataset& ds_;
   BatchOptions opt_;
+  bool box_edges_ = false;  ///< the dataset's boxes are in pixel-edge coordinates (its manifest)
   std::vector<Gather> gathers_;
   std::vector<std::thread> threads_;
   std::mutex mu_;

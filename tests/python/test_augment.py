@@ -51,8 +51,9 @@ def npy(a):
     return buf.getvalue()
 
 
-def make_dataset(tmp):
-    src = os.path.join(tmp, "aug.tar")
+def make_dataset(tmp, *extra, name="aug"):
+    """The test's dataset; `extra`: more convert flags (a second dataset gets another `name`)."""
+    src = os.path.join(tmp, name + ".tar")
     rng = np.random.default_rng(0)
     with tarfile.open(src, "w", format=tarfile.PAX_FORMAT) as tar:
         for k in range(N):
@@ -65,9 +66,9 @@ def make_dataset(tmp):
             add(tar, key + ".json", json.dumps(labels(k)).encode())
             add(tar, key + ".seg.npy", npy(rng.integers(0, 255, (h, w), dtype=np.uint8)))
             add(tar, key + ".flow.npy", npy(rng.standard_normal((h, w, 2)).astype(np.float32)))
-    out = os.path.join(tmp, "aug")
+    out = os.path.join(tmp, name)
     subprocess.run([TARMAC, "convert", "-q", src, "-o", out, "--format", "jpg", "--quality", "98",
-                    "--points", "kp", "--boxes", "box", "--dense", "seg.npy", "flow.npy"],
+                    "--points", "kp", "--boxes", "box", "--dense", "seg.npy", "flow.npy", *extra],
                    check=True, stdout=subprocess.DEVNULL)
     return out
 
@@ -183,14 +184,28 @@ class AugmentTest(unittest.TestCase):
             np.testing.assert_array_equal(labels["score"][j], self.ds.value("score", i))
 
     def test_boxes_are_the_box_of_the_mapped_corners(self):
+        # convert's default --box-convention edges: a box's corners are pixel edges, which are
+        # pixel centres + 0.5 (format.md 3), so a corner c maps to M (c - 0.5) + 0.5.
         idx = list(range(N))
         _, labels = self.batch(idx, seed=3, epoch=4)
         for j, i in enumerate(idx):
             x, y, w, h = np.array(self.ds.value("box", i))[:4]
-            corners = apply(labels["__augment__"][j], np.array([[x, y], [x + w, y], [x, y + h], [x + w, y + h]]))
+            corners = np.array([[x, y], [x + w, y], [x, y + h], [x + w, y + h]])
+            corners = apply(labels["__augment__"][j], corners - 0.5) + 0.5
             lo, hi = corners.min(0), corners.max(0)
             np.testing.assert_allclose(labels["box"][j], [lo[0], lo[1], hi[0] - lo[0], hi[1] - lo[1]], atol=1e-9)
             self.assertTrue((labels["box"][j][2:] >= 0).all())
+
+    def test_boxes_of_a_centers_dataset_map_as_points(self):
+        path = make_dataset(self.tmp, "--box-convention", "centers", name="centers")
+        ds = tarmac.Dataset(path)
+        idx = list(range(N))
+        _, labels = ds.batch(idx, augment=tarmac.Augment(**AUG), fields=["box"], seed=3, epoch=4)
+        for j, i in enumerate(idx):
+            x, y, w, h = np.array(ds.value("box", i))[:4]
+            corners = apply(labels["__augment__"][j], np.array([[x, y], [x + w, y], [x, y + h], [x + w, y + h]]))
+            lo, hi = corners.min(0), corners.max(0)
+            np.testing.assert_allclose(labels["box"][j], [lo[0], lo[1], hi[0] - lo[0], hi[1] - lo[1]], atol=1e-9)
 
     def test_dense_maps_are_warped_nearest_byte_for_byte(self):
         idx = [4, 9, 0, 17]
@@ -315,7 +330,7 @@ class AugmentTest(unittest.TestCase):
         np.testing.assert_array_equal(labels["box"][1], self.ds.value("box", 2))
         _, labels = self.batch([1], seed=0, points=["kp"], boxes=["box:xyxy"])
         x0, y0, x1, y1 = self.ds.value("box", 1)[:4]
-        corners = apply(labels["__augment__"][0], np.array([[x0, y0], [x1, y1], [x0, y1], [x1, y0]]))
+        corners = apply(labels["__augment__"][0], np.array([[x0, y0], [x1, y1], [x0, y1], [x1, y0]]) - 0.5) + 0.5
         np.testing.assert_allclose(labels["box"][0], np.r_[corners.min(0), corners.max(0)], atol=1e-9)
 
     def test_bad_input_names_the_argument_before_any_batch(self):

@@ -126,8 +126,17 @@ TEST_CASE("points follow the map with flip pairs swapped; boxes become their cor
   CHECK(pts == std::vector<double>{1, 8, 3, 4, 5, 2, 8, 1, 1});
   std::vector<float> box{1, 2, 3, 4, 0.5f};
   const int64_t bshape[] = {5};
-  augment_boxes(d, DType::F32, bshape, false, bytes_of(box));
-  CHECK(box == std::vector<float>{5, 2, 3, 4, 0.5f});
+  augment_boxes(d, DType::F32, bshape, false, false, bytes_of(box));
+  CHECK(box == std::vector<float>{5, 2, 3, 4, 0.5f});  // centres: x -> 9 - x
+  // Pixel edges (--box-convention edges): a 10-pixel-wide flip is x -> 10 - x, so the box that
+  // covered pixels 1..3 covers 6..8, its pixels' mirror images.
+  std::vector<double> edge_box{1, 2, 3, 4};
+  const int64_t eshape[] = {4};
+  augment_boxes(d, DType::F64, eshape, false, true, bytes_of(edge_box));
+  CHECK(edge_box == std::vector<double>{6, 2, 3, 4});
+  std::vector<double> edge_xyxy{1, 2, 4, 6};
+  augment_boxes(d, DType::F64, eshape, true, true, bytes_of(edge_xyxy));
+  CHECK(edge_xyxy == std::vector<double>{6, 2, 9, 6});
   std::vector<int64_t> ints{1, 2};
   const int64_t ishape[] = {2};
   CHECK_THROWS_AS(augment_points(d, a, DType::I64, ishape, bytes_of(ints)), ArgumentError);
