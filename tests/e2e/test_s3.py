@@ -13,11 +13,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import socketserver
 import subprocess
 import sys
 import threading
+import time
 import unittest
 import zlib
 
@@ -40,7 +42,8 @@ class FaultProxy:
     a connection once it has passed `cut_after` response bytes (the first `cuts` times), or
     answers the first `slowdowns` object GETs itself with 503 SlowDown."""
 
-    def __init__(self, upstream_port, cut_after=0, cuts=0, slowdowns=0):
+    def __init__(self, upstream_port, cut_after=0, cuts=0, slowdowns=0, stall_key=None):
+        self.stall_key = stall_key  # a GET of this key gets its headers, then nothing
         self.upstream = ("127.0.0.1", upstream_port)
         self.cut_after, self.cuts_left, self.slowdowns_left = cut_after, cuts, slowdowns
         self.ranges, self.cut, self.slowed = [], 0, 0
@@ -81,6 +84,8 @@ class FaultProxy:
             cut = 0
             if self.cuts_left > 0 and head.startswith(b"GET "):
                 cut = self.cut_after
+            stall = (self.stall_key is not None and head.startswith(b"GET ")
+                     and self.stall_key.encode() in head.split(b"\r\n")[0])
         if slow:
             body = (b"<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>SlowDown</Code>"
                     b"<Message>Please reduce your request rate.</Message></Error>")
@@ -98,6 +103,9 @@ class FaultProxy:
                     data = up.recv(65536)
                     if not data:
                         break
+                    if stall:
+                        client.sendall(data[:data.find(b"\r\n\r\n") + 4])
+                        threading.Event().wait(600)
                     if cut and passed + len(data) >= cut:
                         with self.lock:
                             if self.cuts_left > 0:
@@ -254,7 +262,8 @@ class S3Inputs(fx.TmpCase):
                     self.assertEqual(a.read(), b.read(), name)
 
     def manifest_inputs(self, out):
-        return json.load(open(os.path.join(out, "manifest.json")))["inputs"]
+        with open(os.path.join(out, "manifest.json")) as f:
+            return json.load(f)["inputs"]
 
     def test_script_serves_s3_with_ranges(self):
         # the server itself, through boto3: an object and a ranged GET of it
@@ -301,6 +310,33 @@ class S3Inputs(fx.TmpCase):
         self.assert_same_dataset(out, self.reference)
         self.assertEqual(proxy.slowed, 3)
         self.assertEqual(sum(i["retries"] for i in self.manifest_inputs(out)), 3)
+
+    def test_killed_while_reading_resumes(self):
+        # a run stalled on the third object, with a checkpoint after every sample, is killed;
+        # --resume reads the objects again (checking their CRC-32 up to the checkpoint)
+        proxy = FaultProxy(self.port, stall_key="shard-002")
+        self.addCleanup(proxy.close)
+        out = self.path("killed")
+        args = [fx.TARMAC, "convert", f"s3://{BUCKET}/data/", "-o", out, *OPTIONS]
+        proc = subprocess.Popen([*args, "--checkpoint-every", "0", "--endpoint-url", proxy.url], env=self.env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
+        deadline = time.time() + 60
+        entries = 0
+        while time.time() < deadline and entries < 48 and proc.poll() is None:
+            try:
+                with open(cp) as f:
+                    entries = json.load(f)["entries"]
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(), -signal.SIGKILL, "finished before the kill")
+        self.assertGreaterEqual(entries, 48)  # the two shards before the stalled one
+        p = self.tarmac(*args[1:], "--resume")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("resumed an interrupted run", p.stderr)
+        self.assert_same_dataset(out, self.reference)
 
     def assert_one_line_error(self, inputs, *words, env=None, flags=()):
         out = self.path("failed%d" % len(os.listdir(self.tmp)))
