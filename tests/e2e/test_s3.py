@@ -338,6 +338,30 @@ class S3Inputs(fx.TmpCase):
         self.assertIn("resumed an interrupted run", p.stderr)
         self.assert_same_dataset(out, self.reference)
 
+    def test_sigterm_while_an_object_stalls(self):
+        # the stop request is honoured inside the network wait (not after the 30 s stall timeout
+        # and its retries, minutes later, nor by the CLI's watchdog after 10 s): SIGTERM's exit,
+        # the checkpoint kept
+        proxy = FaultProxy(self.port, stall_key="shard-001")
+        self.addCleanup(proxy.close)
+        out = self.path("stopped")
+        proc = subprocess.Popen([fx.TARMAC, "convert", f"s3://{BUCKET}/data/", "-o", out, *OPTIONS,
+                                 "--checkpoint-every", "0", "--endpoint-url", proxy.url], env=self.env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
+        deadline = time.time() + 60
+        while time.time() < deadline and not os.path.exists(cp) and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(0.5)  # into the stalled read
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 128 + signal.SIGTERM, err)
+        self.assertIn("stopped by SIGTERM", err)
+        # stopped by itself, its checkpoint written, not ended by the CLI's watchdog
+        self.assertNotIn("did not stop in time", err)
+        self.assertIn("converted sample(s) are kept", err)
+        self.assertIn("--resume", err)
+
     def assert_one_line_error(self, inputs, *words, env=None, flags=()):
         out = self.path("failed%d" % len(os.listdir(self.tmp)))
         p = self.tarmac("convert", *inputs, "-o", out, *flags, env=env)
