@@ -64,6 +64,19 @@ fi
 stop # a server left from an earlier start of DIR
 mkdir -p "$DIR/etc" "$DIR/srv/d1" "$RUN" "$DIR/log" "$DIR/cache"
 START=$(date +%s.%N)
+# Swift keeps an object's metadata in user extended attributes of its file.
+if ! /usr/bin/python3 -c '
+import os, sys
+p = os.path.join(sys.argv[1], ".xattr-check")
+open(p, "w").close()
+try:
+    os.setxattr(p, "user.swift.check", b"1")
+finally:
+    os.remove(p)' "$DIR/srv/d1" 2>/dev/null; then
+  echo "$0: the filesystem of $DIR has no user extended attributes, which Swift stores" \
+    "objects' metadata in: choose a DIR on ext4, xfs or btrfs" >&2
+  exit 1
+fi
 
 # Five free ports, chosen by the kernel (a port taken between this and the bind fails the start).
 read -r P_MEMCACHE P_ACCOUNT P_CONTAINER P_OBJECT P_PROXY < <(/usr/bin/python3 -c '
