@@ -244,6 +244,11 @@ const char* phase_text(ConvertProgress::Phase phase) {
 ConvertResult convert(const ConvertOptions& options) {
   const auto t0 = Clock::now();
   ConvertOptions o = options;  // with the class folders found, under --classes-from-dirs
+  if (o.format == OutputFormat::Keep &&
+      (o.geometry.crop != CropMode::None || o.geometry.resize != ResizeMode::None))
+    throw FatalError(
+        "--format keep stores the source bytes untouched; it cannot be combined "
+        "with --crop or --size");
   // Remote inputs: prefixes and brace ranges become the objects they name, each checked to
   // exist before anything is written.
   std::shared_ptr<const remote::RemoteConfig> remote_config;
@@ -253,11 +258,6 @@ ConvertResult convert(const ConvertOptions& options) {
         remote::RemoteConfig::from_environment(o.endpoint_url));
     o.inputs = remote::expand_inputs(o.inputs, *remote_config);
   }
-  if (o.format == OutputFormat::Keep &&
-      (o.geometry.crop != CropMode::None || o.geometry.resize != ResizeMode::None))
-    throw FatalError(
-        "--format keep stores the source bytes untouched; it cannot be combined "
-        "with --crop or --size");
   const fs::path out(o.output);
   const fs::path staging = out / kStagingDir;
   refuse_inputs_inside_output(o);
