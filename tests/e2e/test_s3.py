@@ -186,6 +186,11 @@ class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
 
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def missing_packages():
     missing = [b for b in ("swift-proxy-server", "swift-object-server", "memcached")
                if shutil.which(b) is None]
@@ -267,7 +272,7 @@ class S3Inputs(fx.TmpCase):
 
     def test_script_serves_s3_with_ranges(self):
         # the server itself, through boto3: an object and a ranged GET of it
-        data = open(os.path.join(self.local, SHARDS[0]), "rb").read()
+        data = read_bytes(os.path.join(self.local, SHARDS[0]))
         got = self.s3.get_object(Bucket=BUCKET, Key="data/" + SHARDS[0], Range="bytes=1000-1999")
         self.assertEqual(got["Body"].read(), data[1000:2000])
         self.assertEqual(got["ContentRange"], f"bytes 1000-1999/{len(data)}")
@@ -278,7 +283,7 @@ class S3Inputs(fx.TmpCase):
         inputs = self.manifest_inputs(out)
         self.assertEqual([i["path"] for i in inputs], [f"s3://{BUCKET}/data/{n}" for n in sorted(SHARDS)])
         for i, name in zip(inputs, sorted(SHARDS)):
-            data = open(os.path.join(self.local, name), "rb").read()
+            data = read_bytes(os.path.join(self.local, name))
             self.assertEqual((i["size"], i["crc32"]), (len(data), "%08x" % zlib.crc32(data)))
             self.assertEqual((i["retries"], i["resumed_bytes"]), (0, 0))
 
@@ -459,7 +464,8 @@ class HttpInputs(fx.TmpCase):
         self.assertEqual(proxy.cut, 3)
         self.assertEqual(len(proxy.ranges), 3)
         self.assertTrue(all(r > 0 for r in proxy.ranges), proxy.ranges)
-        inputs = json.load(open(os.path.join(out, "manifest.json")))["inputs"]
+        with open(os.path.join(out, "manifest.json")) as f:
+            inputs = json.load(f)["inputs"]
         self.assertEqual(sum(i["retries"] for i in inputs), 3)
         self.assertEqual(sum(i["resumed_bytes"] for i in inputs), sum(proxy.ranges))
 
