@@ -41,6 +41,10 @@ void print_summary(const ConvertResult& r, const ConvertOptions& o) {
       st.finish_seconds);
   const std::string advice = stage_advice(st);
   if (!advice.empty()) std::printf("    %s\n", advice.c_str());
+  if (r.remote_retries)
+    std::printf("  network: %llu request(s) retried, resumed by range past %s already read\n",
+                static_cast<unsigned long long>(r.remote_retries),
+                format_bytes(r.remote_resumed_bytes).c_str());
   for (const auto& e : r.input_errors) std::printf("  INPUT ERROR: %s\n", e.c_str());
   if (r.skipped_samples || r.error_members || r.ignored_members)
     std::printf(

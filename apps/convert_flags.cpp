@@ -138,6 +138,7 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   ConvertOptions o;
   o.inputs = f.inputs;
   o.output = f.output;
+  o.endpoint_url = f.endpoint_url;
   o.overwrite = f.overwrite;
   o.resume = f.resume;
   check_flag("--checkpoint-every", f.checkpoint_every, kCheckpointEvery);
@@ -292,10 +293,15 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       "Coordinates: integer coordinates are pixel centres (OpenCV's convention); boxes are\n"
       "[x, y, w, h] unless ':xyxy' is given. See docs/cli.md and docs/format.md.");
   app.add_option("inputs", f.inputs,
-                 "Archives (tar, pax, gnu, zip; gz, zst, xz, bz2), directories, or - for stdin")
+                 "Archives (tar, pax, gnu, zip; gz, zst, xz, bz2), directories, - for stdin, "
+                 "s3://bucket/key, s3://bucket/prefix/, http(s):// URLs, brace ranges "
+                 "(s3://b/shard-{000..009}.tar)")
       ->required();
   app.add_option("-o,--output", f.output, "Output dataset directory (created; must be empty)")
       ->required();
+  app.add_option("--endpoint-url", f.endpoint_url,
+                 "Where s3:// inputs are read from (an S3-compatible server, e.g. "
+                 "http://127.0.0.1:9000); default: AWS_ENDPOINT_URL, else AWS");
   app.add_flag("--overwrite", f.overwrite, "Replace a dataset already in the output directory");
   app.add_flag("--resume", f.resume,
                "Go on from where an interrupted run (killed, preempted, machine lost) stopped: "

@@ -14,6 +14,7 @@ namespace tarmac::cli {
 struct ConvertFlags {
   std::vector<std::string> inputs;
   std::string output;
+  std::string endpoint_url;  ///< --endpoint-url; "" = AWS_ENDPOINT_URL or AWS's own
   bool overwrite = false, resume = false;
   double checkpoint_every = 30;
   // Transform.

@@ -6,8 +6,9 @@
 #                                   PyTorch for the torch tests, a one-node Slurm for
 #                                   tests/e2e/test_slurm.py, Google Benchmark (.ci/run)
 #   scripts/setup-deps.sh --list SET   prints the packages of SET, installs nothing
-# Each set includes the ones before it. Slurm's and munge's daemons are installed without being
-# started and are left disabled (test_slurm.py runs its own). Sizes: README, "Install".
+# Each set includes the ones before it. The daemons (Slurm and munge; Swift and memcached for
+# scripts/s3-local.sh) are installed without being started and are left disabled (the tests
+# run their own). Sizes: README, "Install".
 set -euo pipefail
 
 BUILD=(
@@ -15,6 +16,8 @@ BUILD=(
   libcli11-dev libarchive-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev libwebp-dev
   libisal-dev libdeflate-dev
+  # s3:// and https:// inputs: HTTP and AWS SigV4 signing (lib/remote)
+  libcurl4-openssl-dev
   # cpack -G DEB (its dependency scan reads file types)
   file
   # the Python package (numpy) and the demo's generator (scripts/make-sample-data.py: PIL)
@@ -28,6 +31,9 @@ TEST=(
   parallel mount
   # tests/install: pip install ./python into a venv
   python3-venv
+  # tests/e2e/test_s3.py: a real S3-compatible server (OpenStack Swift with s3api, memcached
+  # for its tokens; scripts/s3-local.sh starts it) and a client the users have (boto3)
+  swift-proxy swift-account swift-container swift-object memcached python3-boto3
 )
 CI=(
   # sanitizers and fuzzing (scripts/ci-sanitize.sh, scripts/ci-fuzz.sh): clang with libFuzzer,
@@ -40,7 +46,9 @@ CI=(
 )
 # tests/e2e/test_slurm.py runs scripts/convert-slurm.sbatch on a one-node Slurm it starts itself
 SLURM=(slurmctld slurmd slurm-client munge)
-SERVICES=(munge slurmctld slurmd)
+# Packages whose daemons are never started as services (the tests run their own): every
+# systemd unit and init script each ships is disabled when setup-deps.sh installs it.
+DAEMONS=(munge slurmctld slurmd memcached swift-proxy swift-account swift-container swift-object)
 
 list=0
 if [ "${1:-}" = "--list" ]; then list=1; shift; fi
@@ -62,16 +70,16 @@ for p in "${PKGS[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 
-# Daemons among the new packages (munge, slurmd, slurmctld) are not started: a policy-rc.d that
-# refuses every start for the time of the install (unless the machine has one of its own,
-# as Debian's container images do), and afterwards their services are disabled, for systemd
-# and for SysV init alike. Services that were installed before are left as they are.
-new_services=()
-for s in "${SERVICES[@]}"; do
-  for p in "${missing[@]}"; do [ "$p" = "$s" ] && new_services+=("$s"); done
+# Daemons among the new packages (DAEMONS) are not started: a policy-rc.d that refuses every
+# start for the time of the install (unless the machine has one of its own, as Debian's
+# container images do), and afterwards every service they ship is disabled, for systemd and
+# for SysV init alike. Services that were installed before are left as they are.
+new_daemons=()
+for d in "${DAEMONS[@]}"; do
+  for p in "${missing[@]}"; do [ "$p" = "$d" ] && new_daemons+=("$d"); done
 done
 policy=""
-if [ ${#new_services[@]} -gt 0 ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+if [ ${#new_daemons[@]} -gt 0 ] && [ ! -e /usr/sbin/policy-rc.d ]; then
   policy=/usr/sbin/policy-rc.d
   trap '$SUDO rm -f "$policy"' EXIT
   printf '#!/bin/sh\n# scripts/setup-deps.sh: no service starts while it installs\nexit 101\n' |
@@ -82,7 +90,12 @@ fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 
-for s in "${new_services[@]}"; do
-  $SUDO deb-systemd-helper disable "$s.service" >/dev/null 2>&1 || true
-  $SUDO update-rc.d "$s" disable >/dev/null 2>&1 || true
+for p in "${new_daemons[@]}"; do
+  for f in $(dpkg-query -L "$p" 2>/dev/null |
+    grep -E '^(/usr)?/lib/systemd/system/[^/@]+\.service$|^/etc/init\.d/'); do
+    case "$f" in
+      /etc/init.d/*) $SUDO update-rc.d "$(basename "$f")" disable >/dev/null 2>&1 || true ;;
+      *) $SUDO deb-systemd-helper disable "$(basename "$f")" >/dev/null 2>&1 || true ;;
+    esac
+  done
 done

@@ -35,6 +35,8 @@
 #include "format/layout.h"
 #include "format/shard_list.h"
 #include "labels/schema.h"
+#include "remote/inputs.h"
+#include "remote/url.h"
 #include "source/class_scan.h"
 #include "source/input_reader.h"
 #include "source/key_scan.h"
@@ -170,6 +172,12 @@ uint64_t input_bytes(const std::vector<std::string>& inputs,
   std::error_code ec;
   for (const auto& in : inputs) {
     if (in == "-") return 0;
+    if (remote::is_remote(in)) {
+      const auto size = remote::known_size(in);
+      if (!size) return 0;
+      total += *size;
+      continue;
+    }
     if (!fs::is_directory(in, ec)) {
       total += fs::file_size(in, ec);
       if (ec) return 0;
@@ -241,6 +249,15 @@ ConvertResult convert(const ConvertOptions& options) {
     throw FatalError(
         "--format keep stores the source bytes untouched; it cannot be combined "
         "with --crop or --size");
+  // Remote inputs: prefixes and brace ranges become the objects they name, each checked to
+  // exist before anything is written.
+  std::shared_ptr<const remote::RemoteConfig> remote_config;
+  if (std::any_of(o.inputs.begin(), o.inputs.end(),
+                  [](const std::string& in) { return remote::is_remote(in); })) {
+    remote_config = std::make_shared<const remote::RemoteConfig>(
+        remote::RemoteConfig::from_environment(o.endpoint_url));
+    o.inputs = remote::expand_inputs(o.inputs, *remote_config);
+  }
   const fs::path out(o.output);
   const fs::path staging = out / kStagingDir;
   refuse_inputs_inside_output(o);
@@ -262,6 +279,8 @@ ConvertResult convert(const ConvertOptions& options) {
     ro.max_member_size = o.max_member_size;
     ro.skip_errors = o.skip_errors;
     ro.exclude = output_inside_inputs(o, notes);
+    ro.remote = remote_config;
+    ro.stop = o.stop;
     try {
       o.classes = class_folders(o, ro);
     } catch (const StopSignal& s) {  // nothing written yet: an earlier checkpoint is as it was
@@ -309,6 +328,8 @@ ConvertResult convert(const ConvertOptions& options) {
     ro.max_member_size = o.max_member_size;
     ro.skip_errors = o.skip_errors;
     ro.exclude = exclude;
+    ro.remote = remote_config;
+    ro.stop = o.stop;
     InputReader reader(part_inputs, ro);
     if (cp)
       if (auto expected = read_expectation(*cp)) reader.expect(std::move(*expected));
@@ -450,6 +471,8 @@ ConvertResult convert(const ConvertOptions& options) {
 
     for (const auto& in : reader.inputs()) {
       result.input_bytes += in.bytes_read;
+      result.remote_retries += in.retries;
+      result.remote_resumed_bytes += in.resumed_bytes;
       if (in.error.empty()) continue;
       result.input_errors.push_back(in.error);
       skipped_json.push_back({{"input", in.path},

@@ -25,8 +25,12 @@ namespace tarmac {
 enum class ChannelMode { Three, One, Keep };
 
 struct ConvertOptions {
-  std::vector<std::string> inputs;  ///< archives, directories, "-" for stdin
-  std::string output;               ///< dataset directory
+  /// Archives, directories, "-" for stdin; s3://bucket/key, s3://bucket/prefix/ (every object
+  /// under it, by key), http(s):// URLs, and brace ranges of those (s3://b/x-{000..009}.tar).
+  std::vector<std::string> inputs;
+  /// Where s3:// inputs go (--endpoint-url); empty: AWS_ENDPOINT_URL, else AWS's own.
+  std::string endpoint_url;
+  std::string output;  ///< dataset directory
   bool overwrite = false;
   /// Go on from the checkpoint an interrupted run left in the output directory, if any.
   bool resume = false;
@@ -196,6 +200,10 @@ struct ConvertResult {
   uint64_t image_bytes = 0;
   uint64_t annotation_bytes = 0;
   uint64_t input_bytes = 0;
+  /// Remote inputs: failed requests retried, and the bytes their Range requests did not fetch
+  /// again (the offsets they resumed from).
+  uint64_t remote_retries = 0;
+  uint64_t remote_resumed_bytes = 0;
   double seconds = 0;
   std::vector<FieldSpec> schema;
   /// Per schema field: samples without a value (nullable fields have some).

@@ -5,6 +5,7 @@
 #include "format/field_spec.h"
 #include "format/json_object.h"
 #include "format/names.h"
+#include "remote/url.h"
 #include "write/manifest_file.h"
 
 namespace tarmac {
@@ -25,6 +26,10 @@ format::Manifest run_manifest(const ManifestRecord& r, json skipped, json ignore
               {"size", in.bytes_read},
               {"crc32", crc32_hex(in.crc32)},
               {"members", in.members}};
+    if (remote::is_remote(in.path)) {  // what the network cost: retries, bytes resumed by range
+      j["retries"] = in.retries;
+      j["resumed_bytes"] = in.resumed_bytes;
+    }
     if (!in.error.empty()) j["error"] = in.error;
     m.inputs.push_back(std::move(j));
   }

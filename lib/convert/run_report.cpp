@@ -134,6 +134,8 @@ nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& ou
   j["image_bytes"] = r.image_bytes;
   j["annotation_bytes"] = r.annotation_bytes;
   j["input_bytes"] = r.input_bytes;
+  j["remote_retries"] = r.remote_retries;
+  j["remote_resumed_bytes"] = r.remote_resumed_bytes;
   j["seconds"] = r.seconds;
   j["samples_per_second"] = samples_per_second(r);
   // The schema exactly as the annotation file's metadata has it; then what it cannot say.

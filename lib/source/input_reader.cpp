@@ -18,6 +18,9 @@
 #include "common/error.h"
 #include "common/printable.h"
 #include "common/utf8.h"
+#include "remote/http.h"
+#include "remote/inputs.h"
+#include "remote/url.h"
 #include "source/gzip_inflater.h"
 #include "source/zip_directory.h"
 
@@ -32,6 +35,8 @@ constexpr uint64_t kNoCheck = UINT64_MAX;
 struct FdSource {
   int fd = -1;
   bool owned = false;
+  std::unique_ptr<remote::HttpStream> stream;  // a remote input: read from it, not from fd
+  bool remote_failed = false;                  // read_error is the stream's one-line error
   InputInfo* info = nullptr;
   std::atomic<uint64_t>* total = nullptr;
   std::vector<uint8_t> buffer = std::vector<uint8_t>(kReadBlock);
@@ -55,9 +60,19 @@ namespace {
 // The next bytes of the input into src->buffer, checksummed and counted; -1 on error.
 ssize_t read_raw(FdSource* src) {
   ssize_t n;
-  do {
-    n = ::read(src->fd, src->buffer.data(), src->buffer.size());
-  } while (n < 0 && errno == EINTR);
+  if (src->stream) {
+    try {
+      n = static_cast<ssize_t>(src->stream->read(src->buffer.data(), src->buffer.size()));
+    } catch (const std::exception& e) {  // libarchive's callbacks are C: nothing thrown through
+      src->read_error = e.what();
+      src->remote_failed = true;
+      return -1;
+    }
+  } else {
+    do {
+      n = ::read(src->fd, src->buffer.data(), src->buffer.size());
+    } while (n < 0 && errno == EINTR);
+  }
   if (n < 0) {
     src->read_error = std::strerror(errno);
     return -1;
@@ -183,7 +198,9 @@ InputReader::InputReader(const std::vector<std::string>& paths, InputReaderOptio
   for (auto& p : paths) {
     InputInfo info;
     info.path = p;
-    if (p != "-") {
+    if (remote::is_remote(p)) {
+      info.size = remote::known_size(p).value_or(0);
+    } else if (p != "-") {
       struct stat st {};
       if (::stat(p.c_str(), &st) != 0)
         throw FatalError("cannot open input '" + p + "': " + std::strerror(errno));
@@ -196,7 +213,9 @@ InputReader::InputReader(const std::vector<std::string>& paths, InputReaderOptio
 uint64_t InputReader::total_size() const {
   uint64_t total = 0;
   for (const auto& i : inputs_) {
-    if (i.path == "-" || (i.size == 0 && !fs::is_regular_file(i.path))) return 0;
+    if (i.path == "-" ||
+        (i.size == 0 && (remote::is_remote(i.path) || !fs::is_regular_file(i.path))))
+      return 0;
     total += i.size;
   }
   return total;
@@ -251,7 +270,7 @@ void InputReader::run(const InputCallbacks& cb) {
       expected_.reset();
     }
     const auto& path = inputs_[i].path;
-    if (path != "-" && fs::is_directory(path))
+    if (path != "-" && !remote::is_remote(path) && fs::is_directory(path))
       read_directory(i, cb);
     else
       read_archive(i, cb);
@@ -285,6 +304,12 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
   }
   if (info.path == "-") {
     src.fd = 0;
+  } else if (remote::is_remote(info.path)) {
+    if (!options_.remote)
+      options_.remote =
+          std::make_shared<const remote::RemoteConfig>(remote::RemoteConfig::from_environment());
+    src.stream = std::make_unique<remote::HttpStream>(
+        remote::target_for(info.path, *options_.remote), *options_.remote, options_.stop);
   } else {
     src.fd = ::open(info.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (src.fd < 0) throw FatalError("cannot open " + where + ": " + std::strerror(errno));
@@ -310,6 +335,11 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
     }
   }
   read_entries(index, cb, src, where);
+  if (src.stream) {
+    info.retries = src.stream->counts().retries;
+    info.resumed_bytes = src.stream->counts().resumed_bytes;
+    if (const auto size = src.stream->size()) info.size = *size;
+  }
   if (src.changed) refuse_changed(index);  // whatever libarchive made of the failed read
   if (src.seeked && info.error.empty() && !names_only_) checksum_file(info.path, info);
 }
@@ -328,7 +358,8 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
   if (archive_read_open(a.get(), &src, nullptr, read_cb, close_cb) != ARCHIVE_OK) {
     if (src.changed) refuse_changed(index);
     // A read or gzip error while libarchive looked at the first blocks says more than its own.
-    std::string msg = src.read_error.empty()
+    std::string msg = src.remote_failed ? src.read_error
+                      : src.read_error.empty()
                           ? where + " is not an archive tarmac can read: " + archive_error(a.get())
                           : where + " cannot be read: " + src.read_error;
     if (!options_.skip_errors) throw FatalError(msg);
@@ -344,7 +375,10 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
   auto fail = [&](const std::string& what) {
     if (src.changed) refuse_changed(index);
     std::string msg = where + ": " + what;
-    if (!src.read_error.empty()) msg += " (read error: " + src.read_error + ")";
+    if (src.remote_failed)  // the network's one line says more than libarchive's
+      msg = src.read_error;
+    else if (!src.read_error.empty())
+      msg += " (read error: " + src.read_error + ")";
     if (!options_.skip_errors) throw FatalError(msg);
     info.error = msg;
   };

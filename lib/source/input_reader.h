@@ -1,27 +1,31 @@
 #pragma once
 // Reads the members of every input in order, streaming: archives of any format and
 // compression libarchive knows (tar, pax, gnu, ustar, zip; gz, zst, xz, bz2), directories,
-// and "-" for standard input. Nothing is extracted to disk. A zip file (seekable, its members
-// stored or deflated) is read by zip_directory.h instead: its members are handed on as stored,
-// for the workers to inflate and check (packed_member.h).
+// "-" for standard input, and s3:// and http(s):// objects (streamed by remote/http.h, resumed by
+// range after a dropped connection). Nothing is extracted to disk. A zip file (seekable, its
+// members stored or deflated) is read by zip_directory.h instead: its members are handed on as
+// stored, for the workers to inflate and check (packed_member.h).
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/error.h"
+#include "common/stop.h"
+#include "remote/remote_config.h"
 #include "source/member.h"
 
 namespace tarmac {
 
 /// What is known about one input after (or while) reading it.
 struct InputInfo {
-  std::string path;   ///< as given; "-" for standard input
-  uint64_t size = 0;  ///< bytes on disk; 0 when unknown (stdin, pipes)
+  std::string path;   ///< as given; "-" for standard input; s3://, http(s):// for remote objects
+  uint64_t size = 0;  ///< bytes on disk (or of the remote object); 0 when unknown (stdin, pipes)
   uint64_t bytes_read = 0;
   uint32_t crc32 = 0;  ///< zlib CRC-32 of every byte read from the input
   uint64_t members = 0;
@@ -29,6 +33,10 @@ struct InputInfo {
   /// The compression it was read through: "gzip", libarchive's filter name ("xz", "bzip2",
   /// "zstd", ...), or "" (none).
   std::string compression;
+  /// A remote object: failed requests retried, and the bytes their Range requests did not fetch
+  /// again (the offsets they resumed from).
+  uint32_t retries = 0;
+  uint64_t resumed_bytes = 0;
 };
 
 /// A member that is not handed on as data, and why.
@@ -69,6 +77,11 @@ struct InputReaderOptions {
   bool skip_errors = false;  ///< keep going after a truncated or corrupt archive
   /// Directories not walked into when a directory input holds them (the output directory).
   std::vector<std::string> exclude;
+  /// Endpoint, credentials and retries for s3:// and http(s):// inputs (null: from the
+  /// environment, as the AWS CLI reads it).
+  std::shared_ptr<const remote::RemoteConfig> remote;
+  /// Polled while a remote read waits (network, backoff); the read then fails.
+  const StopRequest* stop = nullptr;
 };
 
 struct InputCallbacks {

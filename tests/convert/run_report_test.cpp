@@ -137,6 +137,8 @@ TEST_CASE("result_json: the document convert --json prints, key for key, in orde
   r.image_bytes = 7000;
   r.annotation_bytes = 800;
   r.input_bytes = 9000;
+  r.remote_retries = 2;
+  r.remote_resumed_bytes = 300;
   r.seconds = 2;
   r.schema = {{"bbox", FieldKind::Numeric, DType::F32, {4}, false, "json"},
               {"kp", FieldKind::Numeric, DType::F64, {-1, 2}, true, "npz"},
@@ -157,7 +159,8 @@ TEST_CASE("result_json: the document convert --json prints, key for key, in orde
   CHECK(result_json(r, "out/").dump() ==
         R"({"output":"out/","samples":10,"resumed_samples":2,"skipped_samples":1,)"
         R"("skipped_members":3,"ignored_members":4,"duplicates":5,"shards":6,)"
-        R"("image_bytes":7000,"annotation_bytes":800,"input_bytes":9000,"seconds":2.0,)"
+        R"("image_bytes":7000,"annotation_bytes":800,"input_bytes":9000,)"
+        R"("remote_retries":2,"remote_resumed_bytes":300,"seconds":2.0,)"
         R"("samples_per_second":4.0,"schema":{)"  // 8 converted by this run (2 resumed) in 2 s
         R"("bbox":{"kind":"numeric","dtype":"F32","shape":[4],"ragged":false,"source":"json"},)"
         R"("kp":{"kind":"numeric","dtype":"F64","shape":[-1,2],"ragged":true,"source":"npz"},)"

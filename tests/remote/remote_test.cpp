@@ -1,0 +1,167 @@
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "remote/http.h"
+#include "remote/inputs.h"
+#include "remote/remote_config.h"
+#include "remote/url.h"
+
+using namespace tarmac::remote;
+using Names = std::vector<std::string>;
+namespace fs = std::filesystem;
+
+TEST_CASE("brace ranges expand as WebDataset writes them", "[remote]") {
+  CHECK(expand_braces("s3://b/shard-{000000..000002}.tar") ==
+        Names{"s3://b/shard-000000.tar", "s3://b/shard-000001.tar", "s3://b/shard-000002.tar"});
+  CHECK(expand_braces("x{8..11}") == Names{"x8", "x9", "x10", "x11"});
+  CHECK(expand_braces("x{098..100}") == Names{"x098", "x099", "x100"});
+  CHECK(expand_braces("{a,b}-{0..1}") == Names{"a-0", "a-1", "b-0", "b-1"});
+  CHECK(expand_braces("plain") == Names{"plain"});
+  CHECK_THROWS_AS(expand_braces("x{1..}"), tarmac::ParseError);
+  CHECK_THROWS_AS(expand_braces("x{3..1}"), tarmac::ParseError);
+  CHECK_THROWS_AS(expand_braces("x{0..-1}"), tarmac::ParseError);
+  CHECK_THROWS_AS(expand_braces("x{0..1"), tarmac::ParseError);
+  CHECK_THROWS_AS(expand_braces("x}"), tarmac::ParseError);
+  CHECK_THROWS_AS(expand_braces("x{0..9}{0..9}", 50), tarmac::ParseError);
+}
+
+TEST_CASE("s3 names: bucket, key, path-style URL", "[remote]") {
+  CHECK(is_remote("s3://b/k"));
+  CHECK(is_remote("https://h/x.tar"));
+  CHECK(is_remote("http://h/x.tar"));
+  CHECK_FALSE(is_remote("s3:/b/k"));
+  CHECK_FALSE(is_remote("data/s3://x"));
+  const S3Location loc = parse_s3("s3://my-bucket/dir/a b+c.tar");
+  CHECK(loc.bucket == "my-bucket");
+  CHECK(loc.key == "dir/a b+c.tar");
+  CHECK(s3_object_url("http://127.0.0.1:9000", loc) ==
+        "http://127.0.0.1:9000/my-bucket/dir/a%20b%2Bc.tar");
+  CHECK(parse_s3("s3://b").key.empty());
+  CHECK_THROWS_AS(parse_s3("s3:///k"), tarmac::ParseError);
+  CHECK_THROWS_AS(parse_s3("s3://b?x/k"), tarmac::ParseError);
+  CHECK(uri_encode("a/b~c_d.e-f\xc3\xa9", true) == "a%2Fb~c_d.e-f%C3%A9");
+}
+
+TEST_CASE("a ListObjectsV2 answer: keys decoded, sizes, continuation", "[remote]") {
+  const std::string xml =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult "
+      "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>b</Name><Prefix>d/</Prefix>"
+      "<KeyCount>2</KeyCount><IsTruncated>true</IsTruncated>"
+      "<NextContinuationToken>t&amp;1</NextContinuationToken>"
+      "<Contents><Key>d/a&amp;b &lt;1&gt;.tar</Key><Size>10</Size></Contents>"
+      "<Contents><Key>d/&#233;&#x4e2d;.tar</Key><LastModified>x</LastModified>"
+      "<Size>18446744073</Size></Contents></ListBucketResult>";
+  const ListPage page = parse_list_page(xml);
+  REQUIRE(page.objects.size() == 2);
+  CHECK(page.objects[0] == std::pair<std::string, uint64_t>("d/a&b <1>.tar", 10));
+  CHECK(page.objects[1] ==
+        std::pair<std::string, uint64_t>("d/\xc3\xa9\xe4\xb8\xad.tar", 18446744073));
+  CHECK(page.truncated);
+  CHECK(page.next_token == "t&1");
+  CHECK_FALSE(parse_list_page("<ListBucketResult></ListBucketResult>").truncated);
+  CHECK_THROWS_AS(parse_list_page("<Error><Code>AccessDenied</Code></Error>"), tarmac::ParseError);
+  CHECK_THROWS_AS(parse_list_page("<ListBucketResult><Contents><Key>a</Key></Contents>"),
+                  tarmac::ParseError);
+  CHECK_THROWS_AS(
+      parse_list_page("<ListBucketResult><Contents><Key>a&bogus;</Key><Size>1</Size></Contents>"),
+      tarmac::ParseError);
+  CHECK_THROWS_AS(parse_list_page("<ListBucketResult><IsTruncated>true</IsTruncated>"),
+                  tarmac::ParseError);
+  CHECK(s3_error_code("<Error><Code>NoSuchKey</Code><Message>m</Message></Error>") == "NoSuchKey");
+  CHECK(s3_error_code("<html>bad gateway</html>").empty());
+}
+
+namespace {
+
+// Sets (or, with nullptr, unsets) an environment variable for one scope.
+class EnvVar {
+ public:
+  EnvVar(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    had_ = std::getenv(name) != nullptr;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~EnvVar() {
+    if (had_)
+      ::setenv(name_, old_.c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  EnvVar(const EnvVar&) = delete;
+  EnvVar& operator=(const EnvVar&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("credentials and region as the AWS CLI reads them", "[remote]") {
+  const fs::path dir =
+      fs::temp_directory_path() / ("tarmac_remote_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "credentials")
+      << "[default]\naws_access_key_id = DEF\naws_secret_access_key = "
+         "defsecret\n\n[other]\naws_access_key_id=OTH\n"
+         "aws_secret_access_key=oth:secret\naws_session_token = tok\n";
+  std::ofstream(dir / "config")
+      << "[default]\nregion = eu-west-3\n[profile other]\nregion = ap-south-1\n";
+  EnvVar files("AWS_SHARED_CREDENTIALS_FILE", (dir / "credentials").c_str());
+  EnvVar config("AWS_CONFIG_FILE", (dir / "config").c_str());
+  EnvVar region("AWS_REGION", nullptr), region2("AWS_DEFAULT_REGION", nullptr);
+  EnvVar e1("AWS_ENDPOINT_URL", nullptr), e2("AWS_ENDPOINT_URL_S3", nullptr);
+  EnvVar token("AWS_SESSION_TOKEN", nullptr);
+  {
+    EnvVar id("AWS_ACCESS_KEY_ID", "ENVKEY"), secret("AWS_SECRET_ACCESS_KEY", "envsecret");
+    EnvVar profile("AWS_PROFILE", "other");
+    const RemoteConfig c = RemoteConfig::from_environment("http://h:1/");
+    CHECK(c.access_key == "ENVKEY");  // the environment before any profile
+    CHECK(c.secret_key == "envsecret");
+    CHECK(c.region == "ap-south-1");
+    CHECK(c.s3_endpoint() == "http://h:1");
+  }
+  EnvVar id("AWS_ACCESS_KEY_ID", nullptr), secret("AWS_SECRET_ACCESS_KEY", nullptr);
+  {
+    EnvVar profile("AWS_PROFILE", nullptr);
+    const RemoteConfig c = RemoteConfig::from_environment();
+    CHECK(c.access_key == "DEF");
+    CHECK(c.region == "eu-west-3");
+    CHECK(c.s3_endpoint() == "https://s3.eu-west-3.amazonaws.com");
+  }
+  {
+    EnvVar profile("AWS_PROFILE", "other");
+    EnvVar r("AWS_REGION", "us-west-2");
+    EnvVar endpoint("AWS_ENDPOINT_URL", "http://e:2");
+    const RemoteConfig c = RemoteConfig::from_environment();
+    CHECK(c.access_key == "OTH");
+    CHECK(c.secret_key == "oth:secret");
+    CHECK(c.session_token == "tok");
+    CHECK(c.region == "us-west-2");
+    CHECK(c.s3_endpoint() == "http://e:2");
+  }
+  {
+    EnvVar profile("AWS_PROFILE", "missing");
+    CHECK_THROWS_AS(RemoteConfig::from_environment(), RemoteError);
+  }
+  {
+    EnvVar profile("AWS_PROFILE", nullptr);
+    EnvVar none("AWS_SHARED_CREDENTIALS_FILE", (dir / "absent").c_str());
+    const RemoteConfig c = RemoteConfig::from_environment();
+    CHECK(c.access_key.empty());
+    CHECK_THROWS_AS(target_for("s3://b/k", c), RemoteError);  // no credentials: refused
+    CHECK(target_for("https://h/k.tar", c).url == "https://h/k.tar");
+  }
+  fs::remove_all(dir);
+}
