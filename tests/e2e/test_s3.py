@@ -18,6 +18,7 @@ import socket
 import socketserver
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -201,6 +202,31 @@ def missing_packages():
     return missing
 
 
+def has_user_xattrs(folder):
+    probe = os.path.join(folder, ".xattr-probe")
+    open(probe, "w").close()
+    try:
+        os.setxattr(probe, "user.tarmac.probe", b"1")
+        return True
+    except OSError:
+        return False
+    finally:
+        os.remove(probe)
+
+
+def server_dir(tmp):
+    """Where the server keeps its objects: in the test's temporary folder, unless that
+    filesystem has no user extended attributes, which Swift needs (a tmpfs /tmp on kernels before
+    6.6): then beside the build, on the checkout's disk."""
+    if has_user_xattrs(tmp):
+        return os.path.join(tmp, "s3")
+    beside = tempfile.mkdtemp(prefix="tarmac-s3-", dir=os.path.dirname(os.path.abspath(fx.TARMAC)))
+    if not has_user_xattrs(beside):
+        raise AssertionError("neither %s nor %s has user extended attributes, which the S3 server "
+                             "(Swift) needs: run the tests on ext4, xfs or btrfs" % (tmp, beside))
+    return os.path.join(beside, "s3")
+
+
 class S3Inputs(fx.TmpCase):
     @classmethod
     def build(cls):
@@ -208,7 +234,9 @@ class S3Inputs(fx.TmpCase):
         if missing:
             raise unittest.SkipTest(", ".join(missing) + " not installed (scripts/setup-deps.sh test)")
         import boto3
-        cls.server_dir = os.path.join(cls.tmp, "s3")
+        cls.server_dir = server_dir(cls.tmp)
+        if not cls.server_dir.startswith(cls.tmp + os.sep):  # removed after the server stops
+            cls.addClassCleanup(shutil.rmtree, os.path.dirname(cls.server_dir), True)
         p = subprocess.run([SCRIPT, "start", cls.server_dir], capture_output=True, text=True, timeout=120)
         if p.returncode != 0:
             raise AssertionError("scripts/s3-local.sh start failed:\n" + p.stderr)
