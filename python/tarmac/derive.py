@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import errno
 import importlib
 import json
 import os
@@ -30,6 +31,7 @@ import re
 import signal
 import sys
 import time
+import traceback
 import zlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
@@ -137,10 +139,15 @@ def _fsync_dir(path):
 
 def _write_atomic(path, data):
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:  # a full disk: the half-written file goes, and with it the space it took
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
     os.replace(tmp, path)
     _fsync_dir(os.path.dirname(path))
 
@@ -403,7 +410,8 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
     def flush():
         nonlocal pending, pending_bytes, pending_batches, last_chunk
         if pending:
-            part.write_chunk(pending, dtype)
+            with _writing_part(parts_dir, record):
+                part.write_chunk(pending, dtype)
         pending, pending_bytes, pending_batches, last_chunk = [], 0, 0, time.monotonic()
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -419,7 +427,17 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
             if torch is not None:
                 batch = {key: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
                          for key, v in batch.items()}
-            out, out_dtype = _as_numpy(func(batch), len(idx), int(idx[0]))  # on the host: FUNC has finished
+            try:
+                produced = func(batch)
+            except Exception as e:  # FUNC's own error: keep what it computed before, say where it failed
+                if ahead is not None:
+                    ahead.cancel()
+                flush()
+                listed = ", ".join(str(int(i)) for i in idx[:8]) + (f" and {len(idx) - 8} more" if len(idx) > 8 else "")
+                raise DeriveError(f"--fn raised {_where(e)} on the batch of samples {listed}; "
+                                  f"{record['done']} of this rank's {end - begin} samples are kept in its part: "
+                                  f"fix FUNC (or that sample) and run the same command again to go on") from e
+            out, out_dtype = _as_numpy(produced, len(idx), int(idx[0]))  # on the host: FUNC has finished
             result["fn_seconds"] += time.monotonic() - t_fn
             if kind is None and record["chunks"]:
                 kind = _recorded_kind(parts_dir, record)
@@ -452,7 +470,8 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
                 raise DeriveStopped(stop.signal, message)
     flush()
     record["complete"] = True
-    part.save()
+    with _writing_part(parts_dir, record):
+        part.save()
     result["seconds"] = time.monotonic() - t0
     result["data_wait"] = result["wait_seconds"] / result["seconds"] if result["seconds"] > 0 else 0.0
     result["complete"] = True
@@ -461,6 +480,32 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
         f"({end - begin} in this rank's share, samples {begin}..{end - 1 if end > begin else begin}); merge with "
         f"`tarmac column merge {path} {name}` once every rank is done")
     return result
+
+
+def _where(e: BaseException) -> str:
+    """`Type: message (at FILE:LINE)`, the innermost frame of e's traceback: FUNC's own line."""
+    frames = traceback.extract_tb(e.__traceback__)
+    at = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(e).__name__}: {e}{at}"
+
+
+class _writing_part:
+    """A failed write of this rank's part (a full disk, a quota) as one DeriveError that says what
+    is kept (the chunk being written is removed: _write_atomic)."""
+
+    def __init__(self, parts_dir: str, record: Dict[str, Any]) -> None:
+        self.parts_dir, self.record = parts_dir, record
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, e, tb) -> bool:
+        if e is None or not isinstance(e, OSError):
+            return False
+        reason = "no space left on device" if e.errno in (errno.ENOSPC, errno.EDQUOT) else (e.strerror or str(e))
+        raise DeriveError(f"cannot write this rank's part in '{self.parts_dir}': {reason}; the "
+                          f"{self.record['done']} samples of its earlier chunks are kept: free space and run the "
+                          f"same command again to go on") from e
 
 
 def _recorded_kind(parts_dir, record):

@@ -3,6 +3,7 @@ writes (docs/format.md 8, read back here with struct/json/numpy), label fields p
 what FUNC may return, refusals, and SIGTERM. Needs TARMAC_LIB, PYTHONPATH=python/, TARMAC."""
 import json
 import os
+import re
 import shutil
 import signal
 import struct
@@ -40,6 +41,14 @@ FUNCS = textwrap.dedent("""
     def slow(batch):
         time.sleep(0.3)
         return batch["__index__"].reshape(-1, 1)
+
+    def cursed(batch):        # fails on sample 5 while $CURSED is set
+        if os.environ.get("CURSED") and 5 in batch["__index__"].tolist():
+            raise RuntimeError("sample 5 is cursed")
+        return batch["__index__"].reshape(-1, 1)
+
+    def wide(batch):          # 256 KiB of outputs a sample: a small disk fills
+        return np.repeat(batch["__index__"].numpy().reshape(-1, 1).astype(np.float64), 32768, axis=1)
 
     def a_list(batch):
         return [1, 2, 3]
@@ -294,6 +303,59 @@ class DeriveRunnerTest(unittest.TestCase):
                     self.assertIn(repr(name) + " is not a column name", p.stderr.decode())  # escaped alike
             p = subprocess.run([TARMAC, *args, out, "a"], capture_output=True, timeout=60)
             self.assertNotIn("not a column name", p.stderr.decode())  # a valid name, only no such column
+
+    def test_a_raising_fn_is_one_line_and_the_same_command_goes_on(self):
+        out = self.dataset("cursed")
+        args = ["--name", "c", "--fn", "funcs:cursed", "--batch-size", "2", "--checkpoint-every", "1"]
+        err = self.derive(out, *args, env={"CURSED": "1"}, expect=1)
+        self.assertNotIn("Traceback", err)
+        lines = [line for line in err.splitlines() if line.startswith("tarmac.derive: error:")]
+        self.assertEqual(len(lines), 1, err)
+        m = re.search(r"--fn raised RuntimeError: sample 5 is cursed \(at .*funcs\.py:\d+\) on the batch of "
+                      r"samples (\d+), (\d+); (\d+) of this rank's %d samples are kept in its part" % self.n, lines[0])
+        self.assertIsNotNone(m, lines[0])
+        self.assertIn("run the same command again", lines[0])
+        batch, kept = {int(m[1]), int(m[2])}, int(m[3])
+        self.assertIn(5, batch)
+        record, got = self.part(out, "c", 0, 1)  # every batch before the failing one is kept
+        self.assertEqual((record["done"], len(got)), (kept, kept))
+        self.assertFalse(batch & set(got))
+        self.derive(out, *args)  # FUNC fixed: the same command goes on from sample 4
+        record, got = self.part(out, "c", 0, 1)
+        self.assertTrue(record["complete"])
+        self.assertEqual(sorted(got), list(range(self.n)))
+        for i, v in got.items():
+            self.assertEqual(v.tolist(), [i])
+
+    def test_a_full_disk_is_one_line_and_the_same_command_goes_on(self):
+        if os.geteuid() != 0:
+            self.skipTest("mounting a tmpfs needs root")
+        mnt = tempfile.mkdtemp(dir=self.tmp)
+        size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(self.base) for f in fs)
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % (size + (1 << 20)), "tmpfs", mnt],
+                           capture_output=True)
+        if p.returncode != 0:
+            self.skipTest("cannot mount a tmpfs: " + p.stderr.decode(errors="replace").strip())
+        self.addCleanup(subprocess.run, ["umount", "-l", mnt], check=False)
+        out = os.path.join(mnt, "ds")
+        shutil.copytree(self.base, out)
+        args = ["--name", "w", "--fn", "funcs:wide", "--batch-size", "1", "--checkpoint-every", "1"]
+        err = self.derive(out, *args, expect=1)  # 1 MiB free; the column needs 256 KiB a sample
+        self.assertNotIn("Traceback", err)
+        self.assertRegex(err, r"tarmac.derive: error: cannot write this rank's part in '.*w\.parts': no space left "
+                              r"on device; the \d+ samples of its earlier chunks are kept: free space and run the "
+                              r"same command again to go on")
+        parts = os.path.join(out, "columns", "w.parts")
+        self.assertEqual([f for f in os.listdir(parts) if f.endswith(".tmp")], [], "no half-written chunk left")
+        record, got = self.part(out, "w", 0, 1)
+        self.assertGreater(record["done"], 0)
+        self.assertEqual(len(got), record["done"])
+        subprocess.run(["mount", "-o", "remount,size=%d" % (size + (8 << 20)), mnt], check=True)
+        self.derive(out, *args)  # space freed: the same command goes on
+        record, got = self.part(out, "w", 0, 1)
+        self.assertTrue(record["complete"])
+        for i, v in got.items():
+            np.testing.assert_array_equal(v, np.full(32768, i, np.float64))
 
     def test_another_fn_is_refused_and_restart_starts_over(self):
         out = self.dataset("refuse")
