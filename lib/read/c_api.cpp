@@ -480,24 +480,24 @@ int tarmac_loader_new_augment(const tarmac_dataset* ds, const tarmac_augment* au
   });
 }
 
+// A loader's field k, asked for into `out`: both given, k in range.
+static void need_field(const tarmac_loader* loader, size_t k, const void* out) {
+  need(loader, "loader");
+  need(out, "out");
+  const size_t n = loader->loader.options().fields.size();
+  if (k >= n) throw IndexError("loader field " + std::to_string(k) + " of " + std::to_string(n));
+}
+
 int tarmac_loader_field_bytes(const tarmac_loader* loader, size_t k, uint64_t* out) {
   return guarded([&] {
-    need(loader, "loader");
-    need(out, "out");
-    if (k >= loader->loader.options().fields.size())
-      throw IndexError("loader field " + std::to_string(k) + " of " +
-                       std::to_string(loader->loader.options().fields.size()));
+    need_field(loader, k, out);
     *out = loader->loader.field_bytes(k);
   });
 }
 
 int tarmac_loader_field_layout(const tarmac_loader* loader, size_t k, tarmac_tensor* out) {
   return guarded([&] {
-    need(loader, "loader");
-    need(out, "out");
-    if (k >= loader->loader.options().fields.size())
-      throw IndexError("loader field " + std::to_string(k) + " of " +
-                       std::to_string(loader->loader.options().fields.size()));
+    need_field(loader, k, out);
     fill(loader->loader.field_layout(k), nullptr, out);
     out->data = nullptr;
     out->nbytes = loader->loader.field_bytes(k);

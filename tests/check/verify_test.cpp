@@ -13,6 +13,7 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "part_fixture.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace tarmac;
@@ -20,11 +21,7 @@ using namespace tarmac;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d =
-      fs::temp_directory_path() / ("tarmac-check-test-" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return test::temp_dir("check", name);
 }
 
 check::VerifyReport run_verify(const std::string& dir, bool decode = false) {

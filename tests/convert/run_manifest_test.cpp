@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "format/manifest.h"
+#include "support/temp_dir.h"
 
 using namespace tarmac;
 namespace fs = std::filesystem;
@@ -17,11 +18,7 @@ using json = nlohmann::ordered_json;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d =
-      fs::temp_directory_path() / ("tarmac-run-manifest-test-" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return test::temp_dir("run-manifest", name);
 }
 
 // The oracle: zlib's CRC-32 of the whole file, as 8 lower-case hex digits.

@@ -9,6 +9,7 @@
 #include "check/annotation.h"
 #include "check/verify.h"
 #include "common/error.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace tarmac;
@@ -17,11 +18,7 @@ using Catch::Matchers::Contains;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d =
-      fs::temp_directory_path() / ("tarmac-merge-test-" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return test::temp_dir("merge", name);
 }
 
 check::Annotation open(const std::string& dir) {
@@ -107,8 +104,9 @@ TEST_CASE("labels-only parts merge") {
   CHECK(open(o.output).blob_kinds().empty());
 }
 
-TEST_CASE("a stop request ends a merge with Interrupted and no dataset; a dead merge's staging "
-          "does not block the next") {
+TEST_CASE(
+    "a stop request ends a merge with Interrupted and no dataset; a dead merge's staging "
+    "does not block the next") {
   const fs::path root = temp_dir("stopped");
   const std::string a = testing::copy_part(root, "a", "a");
   const std::string b = testing::copy_part(root, "b", "b");
