@@ -95,3 +95,11 @@ def safetensors_header(data: bytes) -> Tuple[Dict[str, Any], int]:
     if not isinstance(header, dict):
         raise ValueError("its header is not a JSON object")
     return header, 8 + n
+
+
+# A derived column's input digests (format.md 8, 9): `digest` U8 [k, 16] in a chunk, U8 [N, 16] in
+# the merged column, computed by derive.py (its _input_digest says over what) and named by
+# DIGEST_SCHEME in the part record and the column's metadata.
+DIGEST = "digest"
+DIGEST_BYTES = 16
+DIGEST_SCHEME = "blake2b-128/tarmac-derive-input-1"
