@@ -35,6 +35,7 @@ DTYPES: Tuple[Tuple[str, np.dtype], ...] = tuple((name, np.dtype(np_name)) for n
 DTYPE_NAMES = tuple(name for name, _ in DTYPES)
 BF16 = "BF16"
 I64 = "I64"
+U8 = "U8"
 _NAME_OF_NUMPY = {dt: name for name, dt in DTYPES if name != BF16}  # uint16 is U16
 
 

@@ -272,7 +272,7 @@ class _Part:
         shapes = np.array([a.shape for _, a, _ in items], dtype=np.int64).reshape(len(items), ndim)
         values = np.concatenate([a.reshape(-1) for _, a, _ in items])
         digests = np.stack([d for _, _, d in items]).astype(np.uint8).reshape(len(items), _format.DIGEST_BYTES)
-        data = _format.safetensors_bytes([("index", idx, _format.I64), (_format.DIGEST, digests, "U8"),
+        data = _format.safetensors_bytes([("index", idx, _format.I64), (_format.DIGEST, digests, _format.U8),
                                           ("shape", shapes, _format.I64), ("values", values, dtype)],
                                          {"format": _format.CHUNK_FORMAT})
         name = _format.part_chunk(r["rank"], r["world"], len(r["chunks"]))
@@ -516,8 +516,8 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
     result["data_wait"] = result["wait_seconds"] / result["seconds"] if result["seconds"] > 0 else 0.0
     result["complete"] = True
     reused = f", {result['reused']} reused from {old.file}" if old is not None else ""
-    log(f"done: {result['computed']} samples computed in {result['batches']} batches{reused}, {result['seconds']:.1f} s, "
-        f"waiting for data {result['data_wait']:.0%} of it "
+    log(f"done: {result['computed']} samples computed in {result['batches']} batches{reused}, "
+        f"{result['seconds']:.1f} s, waiting for data {result['data_wait']:.0%} of it "
         f"({end - begin} in this rank's share, samples {begin}..{end - 1 if end > begin else begin}); merge with "
         f"`tarmac column merge {path} {name}` once every rank is done")
     return result
