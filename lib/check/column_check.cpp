@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "common/crc32.h"
 #include "common/error.h"
@@ -104,8 +105,9 @@ void check_column(const fs::path& path, const std::string& name, const std::stri
                     "): remove it with `tarmac column rm` and derive it again");
     return;
   }
-  const std::pair<const TensorInfo*, const std::string*> sums[] = {
+  std::vector<std::pair<const TensorInfo*, const std::string*>> sums = {
       {l.values, &l.values_crc32}, {l.offsets, &l.offsets_crc32}, {l.shapes, &l.shapes_crc32}};
+  if (l.digest) sums.emplace_back(l.digest, &l.digest_crc32);
   bool intact = true;
   for (const auto& [t, said] : sums) {
     const std::string crc = hex(crc_telling(bytes_of(bytes, *t), advanced));

@@ -45,6 +45,7 @@ struct Chunk {
   const TensorInfo* index = nullptr;
   const TensorInfo* shape = nullptr;
   const TensorInfo* values = nullptr;
+  const TensorInfo* digest = nullptr;  // U8 [k, 16]; null in a chunk of an older derive
 
   template <class T>
   const T* at(const TensorInfo* t) const {
@@ -153,11 +154,14 @@ class Merger {
                             std::to_string(p.end) + ", but rank " + std::to_string(p.rank) +
                             " of " + std::to_string(p.world) + " computes " +
                             std::to_string(share.begin) + ".." + std::to_string(share.end));
-      if (p.fn != parts.front().fn)
-        throw ColumnRefused(part + " was computed by " + p.fn + ", " +
-                            parts.front().path.filename().string() + " by " + parts.front().fn +
-                            ": a column is computed by one function. Re-run the odd rank with "
-                            "the same --fn and --restart");
+      if (p.fn != parts.front().fn || p.fn_version != parts.front().fn_version)
+        throw ColumnRefused(part + " was computed by " + p.fn + " version '" + p.fn_version +
+                            "', " + parts.front().path.filename().string() + " by " +
+                            parts.front().fn + " version '" + parts.front().fn_version +
+                            "': a column is computed by one function. Re-run the odd rank with "
+                            "the same --fn, --fn-version and --restart");
+      if (p.digest != parts.front().digest) all_digests_ = false;
+      reused_ += p.reused;
     }
   }
 
@@ -217,9 +221,17 @@ class Merger {
     c.index = c.header.find("index");
     c.shape = c.header.find("shape");
     c.values = c.header.find("values");
-    if (!c.index || !c.shape || !c.values || c.header.tensors.size() != 3)
-      bad_chunk(file, "does not hold exactly the tensors index, shape and values");
+    c.digest = c.header.find(format::kColumnDigest);
+    if (!c.index || !c.shape || !c.values || c.header.tensors.size() != (c.digest ? 4u : 3u))
+      bad_chunk(file,
+                "does not hold exactly the tensors index, shape, values and (optionally) "
+                "digest");
     const auto k = static_cast<int64_t>(pc.samples);
+    if (c.digest && (c.digest->dtype != DType::U8 ||
+                     c.digest->shape != std::vector<int64_t>{k, format::kDigestBytes}))
+      bad_chunk(file, "'digest' is not U8 [" + std::to_string(k) + ", " +
+                          std::to_string(format::kDigestBytes) + "]");
+    if (!c.digest) all_digests_ = false;
     if (c.index->dtype != DType::I64 || c.index->shape != std::vector<int64_t>{k})
       bad_chunk(file, "'index' is not I64 [" + std::to_string(k) + "]");
     if (c.shape->dtype != DType::I64 || c.shape->shape.size() != 2 || c.shape->shape[0] != k ||
@@ -388,18 +400,40 @@ class Merger {
                          sink.write({reinterpret_cast<const uint8_t*>(shapes.data()),
                                      shapes.size() * sizeof(int64_t)});
                        }});
-    const std::map<std::string, std::string> metadata{
-        {"format", std::string(format::kColumnFormat)},
-        {"column", o_.name},
-        {"num_samples", std::to_string(n_)},
-        {"labels_crc32", id.labels_crc32},
-        {"world", std::to_string(world_)},
-        {"fn", parts.front().fn},
-        {"tool", parts.front().tool},
-        {"merged_by", std::string("tarmac ") + kVersion},
-        {"values_crc32", crc32_hex(values_crc.value())},
-        {"offsets_crc32", crc32_hex(crc_of(offsets))},
-        {"shapes_crc32", crc32_hex(crc_of(shapes))}};
+    // The input digests (format.md 9), gathered in sample order; none when a part lacks them.
+    std::vector<uint8_t> digests;
+    const bool with_digests = all_digests_ && !parts.front().digest.empty();
+    if (with_digests) {
+      const auto db = static_cast<size_t>(format::kDigestBytes);
+      digests.resize(n_ * db);
+      for (uint64_t i = 0; i < n_; ++i) {
+        const auto [chunk, src] = at(i);
+        std::memcpy(digests.data() + i * db, chunk.at<uint8_t>(chunk.digest) + src.row * db, db);
+      }
+      tensors.push_back({format::kColumnDigest,
+                         DType::U8,
+                         {static_cast<int64_t>(n_), format::kDigestBytes},
+                         [&](ByteSink& sink) { sink.write(digests); }});
+    }
+    std::map<std::string, std::string> metadata{{"format", std::string(format::kColumnFormat)},
+                                                {"column", o_.name},
+                                                {"num_samples", std::to_string(n_)},
+                                                {"labels_crc32", id.labels_crc32},
+                                                {"world", std::to_string(world_)},
+                                                {"fn", parts.front().fn},
+                                                {"tool", parts.front().tool},
+                                                {"merged_by", std::string("tarmac ") + kVersion},
+                                                {"values_crc32", crc32_hex(values_crc.value())},
+                                                {"offsets_crc32", crc32_hex(crc_of(offsets))},
+                                                {"shapes_crc32", crc32_hex(crc_of(shapes))},
+                                                {"fn_version", parts.front().fn_version},
+                                                {"reused", std::to_string(reused_)}};
+    if (with_digests) {
+      metadata["digest"] = parts.front().digest;
+      metadata["digest_crc32"] = crc32_hex(crc32_update(0, digests.data(), digests.size()));
+    }
+    r.reused = reused_;
+    r.digests = with_digests;
     const fs::path final_path = r.path;
     const fs::path partial = dir_ / format::column_partial_file(o_.name);
     try {
@@ -427,6 +461,8 @@ class Merger {
   DType dtype_ = DType::U8;
   size_t ndim_ = 0;
   bool have_kind_ = false;
+  bool all_digests_ = true;  // every chunk holds digests of one scheme: the column gets them
+  uint64_t reused_ = 0;
   uint64_t read_bytes_ = 0;
   std::chrono::steady_clock::time_point t0_, last_report_;
 };

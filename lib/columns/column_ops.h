@@ -37,6 +37,8 @@ struct ColumnMergeResult {
   std::string path;
   bool parts_removed = false;
   double seconds = 0;
+  uint64_t reused = 0;   ///< outputs derive took from an older column (--reuse)
+  bool digests = false;  ///< the column holds the samples' input digests (format.md 9)
 };
 
 /// A merge refused because the parts do not make one complete column of this dataset; the

@@ -88,6 +88,10 @@ PartRecord read_part_record(const fs::path& path) {
   r.num_samples = count(ds, path, "num_samples");
   r.fn = text(j, path, "fn");
   r.tool = text(j, path, "tool");
+  // Written by derive since --reuse; absent in older records.
+  if (j.contains("fn_version")) r.fn_version = text(j, path, "fn_version");
+  if (j.contains("digest")) r.digest = text(j, path, "digest");
+  if (j.contains("reused")) r.reused = count(j, path, "reused");
   const json& chunks = member(j, path, "chunks");
   if (!chunks.is_array()) bad(path, "\"chunks\" is not an array");
   for (const json& c : chunks) {

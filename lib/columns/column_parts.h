@@ -24,6 +24,9 @@ struct PartRecord {
   std::string labels_crc32;  ///< of the dataset it was computed from
   uint64_t num_samples = 0;  ///< of the dataset it was computed from
   std::string fn, tool;
+  std::string fn_version;  ///< derive's --fn-version ("" when not given, or an older record)
+  std::string digest;      ///< the input digest's scheme its chunks hold ("" for none)
+  uint64_t reused = 0;     ///< samples whose output was taken from an older column (--reuse)
   std::vector<PartChunk> chunks;
   uint64_t done = 0;  ///< samples in its chunks
   bool complete = false;

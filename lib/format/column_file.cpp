@@ -130,10 +130,24 @@ ColumnLayout read_column_layout(const SafetensorsHeader& h) {
   for (const std::string* s : {&c.labels_crc32, &c.values_crc32, &c.offsets_crc32, &c.shapes_crc32})
     if (!is_crc32_hex(*s))
       throw ParseError("column file: '" + *s + "' is not a CRC-32 of 8 lowercase hex digits");
-  if (h.tensors.size() != 3)
-    throw ParseError("column file: it holds " + std::to_string(h.tensors.size()) +
-                     " tensors; a column file holds values, offsets and shapes");
   const auto n = static_cast<int64_t>(c.num_samples);
+  const bool has_digest = h.find(kColumnDigest) != nullptr;
+  if (h.tensors.size() != (has_digest ? 4u : 3u))
+    throw ParseError("column file: it holds " + std::to_string(h.tensors.size()) +
+                     " tensors; a column file holds values, offsets, shapes and (optionally) "
+                     "digest");
+  if (has_digest) {
+    const TensorInfo& dig = tensor(h, kColumnDigest);
+    if (dig.dtype != DType::U8 || dig.shape != std::vector<int64_t>{n, kDigestBytes})
+      throw ParseError("column file: 'digest' is " + std::string(dtype_name(dig.dtype)) + " " +
+                       shape_text(dig.shape) + ", expected U8 [" + std::to_string(n) + ", " +
+                       std::to_string(kDigestBytes) + "]");
+    c.digest_crc32 = meta(h, "digest_crc32");
+    if (!is_crc32_hex(c.digest_crc32))
+      throw ParseError("column file: '" + c.digest_crc32 +
+                       "' is not a CRC-32 of 8 lowercase hex digits");
+    c.digest = &dig;
+  }
   const TensorInfo& off = tensor(h, kColumnOffsets);
   if (off.dtype != DType::I64 || off.shape != std::vector<int64_t>{n + 1})
     throw ParseError("column file: 'offsets' is " + std::string(dtype_name(off.dtype)) + " " +

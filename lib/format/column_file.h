@@ -50,6 +50,10 @@ SampleRange rank_share(uint64_t n, uint64_t rank, uint64_t world);
 inline constexpr const char* kColumnValues = "values";
 inline constexpr const char* kColumnOffsets = "offsets";
 inline constexpr const char* kColumnShapes = "shapes";
+/// Optional (format.md 9): `digest` U8 [N, 16], each sample's input digest (what derive's
+/// --reuse matches on); a chunk holds `digest` U8 [k, 16] beside its index (format.md 8).
+inline constexpr const char* kColumnDigest = "digest";
+inline constexpr int64_t kDigestBytes = 16;
 
 /// What the merged file's metadata and header say, checked in constant time.
 struct ColumnLayout {
@@ -62,11 +66,13 @@ struct ColumnLayout {
   const TensorInfo* values = nullptr;
   const TensorInfo* offsets = nullptr;
   const TensorInfo* shapes = nullptr;
+  const TensorInfo* digest = nullptr;  ///< U8 [N, 16], or null in a column without digests
   std::string labels_crc32;  ///< the dataset it was computed from: its annotation file's CRC-32
   uint64_t world = 0;        ///< how many ranks computed it
   std::string fn;            ///< the function that computed it (MODULE:FUNC)
   std::string tool;          ///< the derive that computed it ("tarmac 0.1.0 (python)")
   std::string values_crc32, offsets_crc32, shapes_crc32;  ///< 8 lowercase hex digits each
+  std::string digest_crc32;                               ///< of `digest`'s bytes; empty without it
 };
 
 /// Reads and checks the layout of a merged column file; throws ParseError with the reason.

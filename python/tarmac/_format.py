@@ -35,6 +35,7 @@ DTYPES: Tuple[Tuple[str, np.dtype], ...] = tuple((name, np.dtype(np_name)) for n
 DTYPE_NAMES = tuple(name for name, _ in DTYPES)
 BF16 = "BF16"
 I64 = "I64"
+U8 = "U8"
 _NAME_OF_NUMPY = {dt: name for name, dt in DTYPES if name != BF16}  # uint16 is U16
 
 
@@ -95,3 +96,11 @@ def safetensors_header(data: bytes) -> Tuple[Dict[str, Any], int]:
     if not isinstance(header, dict):
         raise ValueError("its header is not a JSON object")
     return header, 8 + n
+
+
+# A derived column's input digests (format.md 8, 9): `digest` U8 [k, 16] in a chunk, U8 [N, 16] in
+# the merged column, computed by derive.py (its _input_digest says over what) and named by
+# DIGEST_SCHEME in the part record and the column's metadata.
+DIGEST = "digest"
+DIGEST_BYTES = 16
+DIGEST_SCHEME = "blake2b-128/tarmac-derive-input-1"

@@ -15,6 +15,11 @@ SLURM_PROCID/SLURM_NTASKS; ranks never talk to each other. Rank r of W computes 
 a rank killed or stopped, run again with the same command, goes on where it stopped. `tarmac
 column merge` joins the parts, and refuses while any sample lacks an output.
 
+--reuse OLD_DIR[:NAME] takes a sample's output from OLD_DIR's merged column NAME (default: this
+--name) instead of calling FUNC when the sample's input digest is found there: a BLAKE2b-128 of
+--fn, --fn-version, the sample's stored image bytes and the --fields values passed to FUNC
+(_input_digest says the exact bytes). Only the other samples are batched to FUNC.
+
 The same as a function: tarmac.derive.run(DIR, NAME, fn, batch_size=16, ...), which raises
 DeriveError (a TarmacError) where the command prints one line and exits 1, and DeriveStopped
 where a signal stopped it (the command exits 128 + the signal).
@@ -24,11 +29,13 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import errno
+import hashlib
 import importlib
 import json
 import os
 import re
 import signal
+import struct
 import sys
 import time
 import traceback
@@ -256,20 +263,24 @@ class _Part:
     def save(self):
         _write_atomic(self.path, json.dumps(self.record, indent=1).encode())
 
-    def write_chunk(self, items, dtype):
-        """items: [(index, array)] → the next chunk file, then the record that lists it."""
+    def write_chunk(self, items, dtype, reused=0):
+        """items: [(index, array, input digest)] → the next chunk file, then the record that lists
+        it; `reused` of them were taken from an older column."""
         r = self.record
-        idx = np.array([i for i, _ in items], dtype=np.int64)
+        idx = np.array([i for i, _, _ in items], dtype=np.int64)
         ndim = items[0][1].ndim
-        shapes = np.array([a.shape for _, a in items], dtype=np.int64).reshape(len(items), ndim)
-        values = np.concatenate([a.reshape(-1) for _, a in items])
-        data = _format.safetensors_bytes([("index", idx, _format.I64), ("shape", shapes, _format.I64),
-                                          ("values", values, dtype)], {"format": _format.CHUNK_FORMAT})
+        shapes = np.array([a.shape for _, a, _ in items], dtype=np.int64).reshape(len(items), ndim)
+        values = np.concatenate([a.reshape(-1) for _, a, _ in items])
+        digests = np.stack([d for _, _, d in items]).astype(np.uint8).reshape(len(items), _format.DIGEST_BYTES)
+        data = _format.safetensors_bytes([("index", idx, _format.I64), (_format.DIGEST, digests, _format.U8),
+                                          ("shape", shapes, _format.I64), ("values", values, dtype)],
+                                         {"format": _format.CHUNK_FORMAT})
         name = _format.part_chunk(r["rank"], r["world"], len(r["chunks"]))
         _write_atomic(os.path.join(self.dir, name), data)
         r["chunks"].append({"file": name, "samples": len(items), "bytes": len(data),
                             "crc32": "%08x" % (zlib.crc32(data) & 0xFFFFFFFF)})
         r["done"] += len(items)
+        r["reused"] = r.get("reused", 0) + reused
         self.save()
 
 
@@ -289,8 +300,10 @@ def _open_part(parts_dir, record, restart, log):
             old = json.load(f)
     except (OSError, ValueError) as e:
         raise DeriveError(f"{part.path} is unreadable ({e}): run this rank again with --restart") from e
+    old.setdefault("fn_version", "")  # a record from before --fn-version
     for key, what in (("dataset", "dataset (it was converted again since)"), ("world", "world size"),
-                      ("fn", "--fn"), ("column", "column"), ("begin", "share"), ("end", "share")):
+                      ("fn", "--fn"), ("fn_version", "--fn-version"), ("column", "column"), ("begin", "share"),
+                      ("end", "share")):
         if old.get(key) != record[key]:
             raise DeriveError(
                 f"{part.path} was computed with another {what}: {old.get(key)!r}, now {record[key]!r}. "
@@ -305,7 +318,8 @@ def _open_part(parts_dir, record, restart, log):
             done.append(_chunk_index(path))
         except (OSError, ValueError, KeyError) as e:
             raise DeriveError(f"{path} is damaged or missing ({e}): run this rank again with --restart") from e
-    record.update(chunks=old["chunks"], done=int(old.get("done", 0)), complete=bool(old.get("complete")))
+    record.update(chunks=old["chunks"], done=int(old.get("done", 0)), complete=bool(old.get("complete")),
+                  reused=int(old.get("reused", 0)))
     done = np.concatenate(done) if done else np.empty(0, dtype=np.int64)
     if len(done):
         log(f"going on from {len(done)} of {record['end'] - record['begin']} samples already computed")
@@ -315,11 +329,15 @@ def _open_part(parts_dir, record, restart, log):
 def run(path: Union[str, os.PathLike], name: str, fn: Union[Callable[[Dict[str, Any]], Any], str],
         batch_size: int = 16, fields: Optional[Sequence[str]] = None, rank: Optional[int] = None,
         world: Optional[int] = None, threads: Optional[int] = None, checkpoint_every: Optional[int] = None,
-        restart: bool = False, log: Optional[Callable[[str], None]] = None, images: bool = True) -> Dict[str, Any]:
+        restart: bool = False, log: Optional[Callable[[str], None]] = None, images: bool = True,
+        fn_version: str = "", reuse: Optional[Union[str, os.PathLike]] = None) -> Dict[str, Any]:
     """Computes this rank's share of column `name` of the dataset at `path` with `fn` (a callable
     or "MODULE:FUNC"). images=False gives FUNC no "image" and decodes nothing; threads (decoding)
     defaults to the cores this process may use divided among torchrun's ranks on the node.
-    Returns {"rank", "world", "samples", "computed", "batches", "seconds", "wait_seconds"
+    fn_version: a string naming FUNC's version (bump it when FUNC or its weights change);
+    reuse: "OLD_DIR[:NAME]", a merged column whose outputs are taken for the samples whose input
+    digest (fn, fn_version, stored image bytes, fields) it holds.
+    Returns {"rank", "world", "samples", "computed", "reused", "batches", "seconds", "wait_seconds"
     (blocked on the next batch's decoding), "fn_seconds" (in FUNC, until its output is on the
     host), "data_wait" (wait_seconds / seconds), "threads", "complete"}. Raises DeriveError (a
     TarmacError) saying what to do, and DeriveStopped when a SIGINT or SIGTERM stopped the run
@@ -353,11 +371,13 @@ def run(path: Union[str, os.PathLike], name: str, fn: Union[Callable[[Dict[str, 
     record = {"format": _format.PART_FORMAT, "column": name, "rank": r, "world": w, "begin": begin, "end": end,
               "dataset": {"labels_crc32": _labels_crc32(path), "num_samples": n}, "fn": fn_name,
               "tool": f"tarmac {tarmac.__version__} (python)", "batch_size": batch_size, "fields": fields,
+              "fn_version": str(fn_version or ""), "digest": _format.DIGEST_SCHEME, "reused": 0,
               "chunks": [], "done": 0, "complete": False}
+    old = _OldColumn(os.fspath(reuse), name) if reuse is not None else None
     torch = _torch()  # before the part exists: a signal from then on is a checkpoint, not a kill
     with _Stop() as stop:
         return _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields,
-                        threads or _default_threads(), images, checkpoint_every, torch, stop, log)
+                        threads or _default_threads(), images, checkpoint_every, torch, stop, log, old)
 
 
 def _default_threads():
@@ -375,11 +395,12 @@ def _default_threads():
 
 
 def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields, threads, images,
-             checkpoint_every, torch, stop, log):
-    """images False: FUNC gets the labels alone and nothing is decoded."""
+             checkpoint_every, torch, stop, log, old=None):
+    """images False: FUNC gets the labels alone and nothing is decoded. old: the _OldColumn of
+    --reuse, or None."""
     rank, world, begin, end = record["rank"], record["world"], record["begin"], record["end"]
     part, done = _open_part(parts_dir, record, restart, log)
-    result = {"rank": rank, "world": world, "samples": end - begin, "computed": 0, "batches": 0,
+    result = {"rank": rank, "world": world, "samples": end - begin, "computed": 0, "reused": 0, "batches": 0,
               "seconds": 0.0, "wait_seconds": 0.0, "fn_seconds": 0.0, "data_wait": 0.0, "threads": threads,
               "complete": False}
     if record["complete"]:
@@ -387,6 +408,19 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
         result["complete"] = True
         return result
     todo = np.setdiff1d(np.arange(begin, end, dtype=np.int64), done)
+    hash_image = images and bool(ds.blob_kinds)
+    fn_id = (record["fn"], record["fn_version"])
+    digest_of = {}  # sample → its input digest, computed ahead for --reuse
+    if old is not None and len(todo):
+        digests = _input_digests(ds, todo, fields, fn_id, hash_image)
+        rows = [old.rows.get(d.tobytes()) for d in digests]
+        taken = np.array([row is not None for row in rows], dtype=bool)
+        _write_reused(part, parts_dir, record, old, todo[taken], [row for row in rows if row is not None],
+                      digests[taken], stop, log)
+        result["reused"] = int(taken.sum())
+        digest_of = {int(i): d for i, d in zip(todo[~taken], digests[~taken])}
+        todo = todo[~taken]
+        log(f"--reuse {old.file}: {result['reused']} samples reused, {len(todo)} to compute")
     decode = images and bool(ds.blob_kinds)
     batches = _batches(ds, todo, batch_size) if decode else \
         [todo[s:s + batch_size] for s in range(0, len(todo), batch_size)]
@@ -401,11 +435,17 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
             pixels, labels = None, _stack_fields(ds, stacked, idx)
         for f in listed:
             labels[f] = [ds.value(f, int(i)) for i in idx]  # str, array, or None where null
-        return idx, pixels, labels
+        if digest_of:
+            digests = np.stack([digest_of[int(i)] for i in idx])
+        else:
+            digests = _input_digests(ds, idx, fields, fn_id, hash_image)
+        return idx, pixels, labels, digests
 
     t0 = last_chunk = last_log = time.monotonic()
     pending, pending_bytes, pending_batches, dtype = [], 0, 0, None
     kind = None  # (dtype, ndim) of the outputs: one for the whole column
+    if old is not None and result["reused"]:
+        kind, dtype = (old.dtype, old.ndim), old.dtype
 
     def flush():
         nonlocal pending, pending_bytes, pending_batches, last_chunk
@@ -418,7 +458,7 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
         ahead = pool.submit(load, batches[0]) if batches else None
         for k in range(len(batches)):
             t_wait = time.monotonic()
-            idx, pixels, labels = ahead.result()
+            idx, pixels, labels, digests = ahead.result()
             t_fn = time.monotonic()
             result["wait_seconds"] += t_fn - t_wait
             ahead = pool.submit(load, batches[k + 1]) if k + 1 < len(batches) else None
@@ -446,7 +486,7 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
                                   f"with {out.ndim - 1} dimensions per sample; earlier outputs of this column are "
                                   f"{kind[0]} with {kind[1]}: a column has one dtype and one number of dimensions")
             kind, dtype = (out_dtype, out.ndim - 1), out_dtype
-            pending += [(int(i), out[j]) for j, i in enumerate(idx)]
+            pending += [(int(i), out[j], digests[j]) for j, i in enumerate(idx)]
             pending_bytes += out.nbytes
             pending_batches += 1
             result["computed"] += len(idx)
@@ -475,11 +515,133 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
     result["seconds"] = time.monotonic() - t0
     result["data_wait"] = result["wait_seconds"] / result["seconds"] if result["seconds"] > 0 else 0.0
     result["complete"] = True
-    log(f"done: {result['computed']} samples computed in {result['batches']} batches, {result['seconds']:.1f} s, "
-        f"waiting for data {result['data_wait']:.0%} of it "
+    reused = f", {result['reused']} reused from {old.file}" if old is not None else ""
+    log(f"done: {result['computed']} samples computed in {result['batches']} batches{reused}, "
+        f"{result['seconds']:.1f} s, waiting for data {result['data_wait']:.0%} of it "
         f"({end - begin} in this rank's share, samples {begin}..{end - 1 if end > begin else begin}); merge with "
         f"`tarmac column merge {path} {name}` once every rank is done")
     return result
+
+
+def _item(data: bytes) -> bytes:
+    """One item of the digest's input: its length (u64 little-endian), then its bytes."""
+    return struct.pack("<Q", len(data)) + data
+
+
+def _value_bytes(v: Any) -> bytes:
+    """A field's value in the digest's canonical form: null, a string (UTF-8), a JSON value
+    (sorted keys, no spaces), or an array (numpy dtype string, shape as I64s, C-order bytes)."""
+    if v is None:
+        return _item(b"null")
+    if isinstance(v, str):
+        return _item(b"str") + _item(v.encode())
+    if isinstance(v, np.ndarray):
+        a = np.ascontiguousarray(v)
+        return (_item(b"array") + _item(a.dtype.str.encode()) + _item(struct.pack(f"<{a.ndim}q", *a.shape))
+                + _item(a.tobytes()))
+    return _item(b"json") + _item(json.dumps(v, sort_keys=True, separators=(",", ":")).encode())
+
+
+def _input_digest(ds, i: int, fields: Sequence[str], fn_id, image: bool) -> bytes:
+    """Sample i's input digest (format.md 9): BLAKE2b with a 16-byte digest over, each as
+    _item: "tarmac-derive-input/1", --fn, --fn-version, then (image) "image" and the sample's
+    stored image bytes exactly as stored, then for each of --fields in the order given its name
+    and _value_bytes of its value."""
+    h = hashlib.blake2b(digest_size=_format.DIGEST_BYTES)
+    h.update(_item(b"tarmac-derive-input/1") + _item(fn_id[0].encode()) + _item(fn_id[1].encode()))
+    if image:
+        blob = ds.blob(i)
+        h.update(_item(b"image"))
+        h.update(struct.pack("<Q", blob.nbytes))
+        h.update(blob)
+    for f in fields:
+        h.update(_item(f.encode()) + _value_bytes(ds.value(f, i)))
+    return h.digest()
+
+
+def _input_digests(ds, idx, fields, fn_id, image) -> np.ndarray:
+    """U8 [len(idx), 16]: the input digests of samples idx."""
+    out = np.empty((len(idx), _format.DIGEST_BYTES), dtype=np.uint8)
+    for j, i in enumerate(idx):
+        out[j] = np.frombuffer(_input_digest(ds, int(i), fields, fn_id, image), dtype=np.uint8)
+    return out
+
+
+class _OldColumn:
+    """The merged column --reuse takes outputs from: its input digests (rows: digest bytes → row)
+    and its outputs, read through a read-only memory map."""
+
+    def __init__(self, spec: str, name: str) -> None:
+        where, _, col = spec.rpartition(":")
+        if not where or os.path.isdir(spec) or not _format.COLUMN_NAME.fullmatch(col):
+            where, col = spec, name
+        self.file = os.path.join(where, _format.COLUMNS, col + ".safetensors")
+        if not os.path.isfile(self.file):
+            parts = _format.parts_dir(where, col)
+            if os.path.isdir(parts):
+                raise DeriveError(f"--reuse {spec}: column '{col}' of '{where}' is not merged ({parts} holds its "
+                                  f"parts): merge it first with `tarmac column merge {where} {col}`")
+            raise DeriveError(f"--reuse {spec}: '{where}' has no merged column '{col}' (no {self.file}); give "
+                              "OLD_DIR:NAME of a column computed by derive and merged")
+        try:
+            with open(self.file, "rb") as f:
+                head = f.read(8)
+                (n,) = struct.unpack("<Q", head) if len(head) == 8 else (0,)
+                header, start = _format.safetensors_header(head + f.read(n))
+            meta = header.get("__metadata__", {})
+            if _format.DIGEST not in header:
+                raise DeriveError(f"--reuse {spec}: {self.file} holds no input digests (it was derived by a "
+                                  "tarmac from before --reuse), so none of its outputs can be reused: derive "
+                                  "without --reuse (the new column holds digests, and can be reused next time)")
+            if meta.get("digest") != _format.DIGEST_SCHEME:
+                raise DeriveError(f"--reuse {spec}: {self.file}'s digests are '{meta.get('digest')}', this derive "
+                                  f"computes '{_format.DIGEST_SCHEME}': derive without --reuse")
+            mm = np.memmap(self.file, dtype=np.uint8, mode="r")
+
+            def tensor(key, np_dtype):
+                b, e = header[key]["data_offsets"]
+                return mm[start + b:start + e].view(np_dtype)
+
+            count = int(meta["num_samples"])
+            digests = tensor(_format.DIGEST, np.uint8).reshape(count, _format.DIGEST_BYTES)
+            self.offsets = tensor("offsets", "<i8")
+            self.dtype = header["values"]["dtype"]
+            self.values = tensor("values", dict(_format.DTYPES)[self.dtype]).reshape(-1)
+            self.shapes = tensor("shapes", "<i8").reshape(count, -1)
+            self.ndim = self.shapes.shape[1]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise DeriveError(f"--reuse {spec}: cannot read {self.file} ({e}): check it with `tarmac verify "
+                              f"{where}`") from e
+        self.rows = {}
+        for row in range(count):  # the first sample of a digest wins: equal inputs, equal outputs
+            self.rows.setdefault(digests[row].tobytes(), row)
+
+    def output(self, row: int) -> np.ndarray:
+        return self.values[self.offsets[row]:self.offsets[row + 1]].reshape(tuple(self.shapes[row]))
+
+
+def _write_reused(part, parts_dir, record, old, idx, rows, digests, stop, log):
+    """Samples idx take rows `rows` of the old column, written as chunks of this part."""
+    if len(idx) and record["chunks"]:
+        kind = _recorded_kind(parts_dir, record)
+        if kind != (old.dtype, old.ndim):
+            raise DeriveError(f"--reuse {old.file} holds {old.dtype} outputs of {old.ndim} dimensions, this part's "
+                              f"earlier outputs are {kind[0]} of {kind[1]}: a column has one dtype and one number "
+                              "of dimensions")
+    pending, pending_bytes = [], 0
+    for j, i in enumerate(idx):
+        out = np.array(old.output(rows[j]))
+        pending.append((int(i), out, digests[j]))
+        pending_bytes += out.nbytes
+        if pending_bytes >= _CHUNK_BYTES or j + 1 == len(idx):
+            with _writing_part(parts_dir, record):
+                part.write_chunk(pending, old.dtype, reused=len(pending))
+            pending, pending_bytes = [], 0
+            if stop.signal is not None:
+                message = (f"stopped by {signal.Signals(stop.signal).name} after {record['done']} samples "
+                           "(checkpoint written); run the same command again to go on")
+                log(message)
+                raise DeriveStopped(stop.signal, message)
 
 
 def _where(e: BaseException) -> str:
@@ -557,11 +719,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--checkpoint-every", type=int, metavar="K",
                    help="write a chunk every K batches (default: every 256 MiB of outputs or 60 s)")
     p.add_argument("--restart", action="store_true", help="delete this rank's part and compute it from the start")
+    p.add_argument("--fn-version", default="", metavar="STR", help="FUNC's version, part of every sample's input "
+                   "digest: bump it when FUNC or its weights change, and --reuse reuses nothing (default: empty)")
+    p.add_argument("--reuse", metavar="OLD_DIR[:NAME]", help="take a sample's output from OLD_DIR's merged column "
+                   "NAME (default: --name) when its input digest (--fn, --fn-version, stored image bytes, "
+                   "--fields values) is found there, instead of calling FUNC")
     a = p.parse_args(argv)
     try:
         run(a.dir, a.name, a.fn, batch_size=a.batch_size, fields=[f for f in a.fields.split(",") if f],
             rank=a.rank, world=a.world, threads=a.threads, checkpoint_every=a.checkpoint_every, restart=a.restart,
-            images=not a.no_images)
+            images=not a.no_images, fn_version=a.fn_version, reuse=a.reuse)
     except DeriveStopped as e:  # run() logged how to go on
         return e.exit_code
     except DeriveError as e:

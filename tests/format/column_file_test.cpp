@@ -115,6 +115,37 @@ TEST_CASE("column layout: what is refused, with the reason") {
   refuses(h, "'offsets' is I64 [5]");
 }
 
+TEST_CASE("column layout: the optional input digests, U8 [N, 16] with their CRC-32") {
+  CHECK(read_column_layout(header(5, {5, 4}, 1)).digest == nullptr);  // a column from before
+  SafetensorsHeader h = header(5, {5, 4}, 1, {{"digest_crc32", "89abcdef"}});
+  const uint64_t at = h.tensors.back().end;
+  h.tensors.push_back({"digest", DType::U8, {5, 16}, at, at + 80});
+  const ColumnLayout l = read_column_layout(h);
+  REQUIRE(l.digest != nullptr);
+  CHECK(l.digest->shape == std::vector<int64_t>{5, 16});
+  CHECK(l.digest_crc32 == "89abcdef");
+  auto refuses = [](const SafetensorsHeader& bad, const std::string& part) {
+    try {
+      read_column_layout(bad);
+      FAIL("accepted");
+    } catch (const ParseError& e) {
+      CHECK_THAT(e.what(), Catch::Contains(part));
+    }
+  };
+  SafetensorsHeader wrong = h;
+  wrong.tensors.back().shape = {5, 32};
+  refuses(wrong, "'digest' is U8 [5, 32], expected U8 [5, 16]");
+  wrong = h;
+  wrong.tensors.back().dtype = DType::I8;
+  refuses(wrong, "'digest' is I8");
+  wrong = h;
+  wrong.metadata.erase("digest_crc32");
+  refuses(wrong, "no 'digest_crc32'");
+  wrong = h;
+  wrong.tensors.back().name = "extra";
+  refuses(wrong, "it holds 4 tensors");
+}
+
 TEST_CASE("column files: what an entry of columns/ is, by its whole name") {
   std::string name;
   CHECK(column_entry("depth.safetensors", &name) == ColumnEntry::Merged);

@@ -75,7 +75,7 @@ def load_st(path):
     (n,) = struct.unpack_from("<Q", data, 0)
     header = json.loads(data[8:8 + n])
     meta = header.pop("__metadata__", {})
-    dt = {"I64": "<i8", "I32": "<i4", "F64": "<f8", "F32": "<f4"}
+    dt = {"U8": "u1", "I64": "<i8", "I32": "<i4", "F64": "<f8", "F32": "<f4"}
     out = {k: np.frombuffer(data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dt[v["dtype"]])
            .reshape(v["shape"]) for k, v in header.items()}
     return out, meta
