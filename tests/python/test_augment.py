@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 import tarmac
+from draw_oracle import uniform
 
 TARMAC = os.environ.get("TARMAC", "tarmac")
 N = 24
@@ -100,22 +101,6 @@ def make_png_dense_dataset(tmp, name="pngdense", depth8=()):
     subprocess.run([TARMAC, "convert", "-q", src, "-o", out, "--format", "jpg", "--quality", "98",
                     "--points", "kp", "--dense", "depth.png", "normal.png"], check=True, stdout=subprocess.DEVNULL)
     return out
-
-
-M64 = 2**64 - 1
-
-
-def mix(z):
-    """splitmix64's step on state z: add the golden gamma, then its finaliser."""
-    z = (z + 0x9E3779B97F4A7C15) & M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def uniform(seed, epoch, i, k):
-    """Draw k of sample i, as docs/reader.md ("Augmentation", Determinism) writes it."""
-    return (mix(mix(mix(mix(seed) ^ epoch) ^ i) ^ k) >> 11) / 2.0**53
 
 
 def psnr(a, b):

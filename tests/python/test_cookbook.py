@@ -21,6 +21,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 import fixtures as fx  # noqa: E402
+from draw_oracle import dataset_seed, uniform  # noqa: E402
 
 try:
     import torch  # noqa: F401
@@ -30,7 +31,6 @@ except ImportError:
 
 COOKBOOK = os.path.join(HERE, "..", "..", "docs", "cookbook.md")
 TARMAC = os.environ.get("TARMAC", "tarmac")
-M64 = 2**64 - 1
 COCO_PAIRS = [(1, 2), (3, 4), (5, 6), (7, 8), (9, 10), (11, 12), (13, 14), (15, 16)]
 
 
@@ -47,23 +47,6 @@ def recipe(name):
             end = lines.index("```", n + 2)
             blocks.append((fence[3:].strip(), "\n".join(lines[n + 2:end]) + "\n"))
     return blocks
-
-
-def splitmix(z):
-    z = (z + 0x9E3779B97F4A7C15) & M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def uniform(seed, epoch, i, k):
-    """Draw k of sample i, as docs/reader.md ("Augmentation", Determinism) writes it."""
-    return (splitmix(splitmix(splitmix(splitmix(seed) ^ epoch) ^ i) ^ k) >> 11) / 2.0**53
-
-
-def dataset_seed(seed, k):
-    """Dataset k's augmentation seed in a MixedDataset, as docs/reader.md writes it."""
-    return seed ^ ((k * 0x9E3779B97F4A7C15) & M64)
 
 
 def check_stream(test, draws, n):

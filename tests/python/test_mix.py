@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 import fixtures as fx  # noqa: E402
 
 import tarmac
+from draw_oracle import dataset_seed, uniform  # noqa: E402
 
 try:
     import torch
@@ -301,20 +302,7 @@ class MixedDatasetTest(unittest.TestCase):
             self.assertIn(word, str(e.exception))
 
 
-M64 = 2**64 - 1
 PAIRS = [(1, 2), (3, 4)]
-
-
-def splitmix(z):
-    """splitmix64's step on state z (docs/reader.md, "Augmentation", Determinism)."""
-    z = (z + 0x9E3779B97F4A7C15) & M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def uniform(seed, epoch, i, k):
-    return (splitmix(splitmix(splitmix(splitmix(seed) ^ epoch) ^ i) ^ k) >> 11) / 2.0**53
 
 
 def convert_dense(tmp, name, w, h, n, joints=5, depth=True, points="kp"):
@@ -366,7 +354,7 @@ class MixedAugmentTest(unittest.TestCase):
         ref = self.ref[k]
         m = get("__augment__")
         self.assertEqual(int(get("__dataset__")), k)
-        seed_k = self.seed ^ ((k * 0x9E3779B97F4A7C15) & M64)  # the seed the documentation gives
+        seed_k = dataset_seed(self.seed, k)  # the seed the documentation gives
         flip = uniform(seed_k, epoch, local, 0) < 0.5
         self.assertEqual(bool(get("__flip__")), flip, g)
         self.assertEqual(np.linalg.det(m[:, :2]) < 0, flip)
