@@ -1,5 +1,7 @@
 #include "transform/affine_warp.h"
 
+#include "transform/affine_warp_internal.h"
+
 #include <algorithm>
 #include <cstring>
 #include <opencv2/imgproc.hpp>
@@ -7,7 +9,7 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
-#define TARMAC_WARP_AVX2 1
+#define TARMAC_WARP_X86 1
 #endif
 
 namespace tarmac {
@@ -60,128 +62,311 @@ inline void warp_pixel(const uint8_t* src, int sstep, int sw, int sh, int x, int
   }
 }
 
-#ifdef TARMAC_WARP_AVX2
-// Eight output pixels at a time (each tap pair one 8-byte gather: R G B R G B and two bytes of
-// the next pixel); a pixel whose taps are not all inside the source with a column to spare, and
-// the row's tail, pixel by pixel.
-__attribute__((target("avx2"))) void warp_rgb8_avx2(const cv::Mat& src, cv::Mat& dst,
-                                                    const Affine& inv, const uint8_t* fill) {
+// The n pixels of a group whose taps are not all inside: those in `done` (a bit per pixel) are
+// already written, those outside `near` are the fill, the others OpenCV's border rule.
+inline void edge_pixels(const uint8_t* src, int sstep, int sw, int sh, const int* x, const int* y,
+                        int n, int done, int near, const uint8_t* fill, uint8_t* d) {
+  for (int k = 0; k < n; ++k, d += 3) {
+    if (done >> k & 1) continue;
+    if (near >> k & 1)
+      warp_pixel(src, sstep, sw, sh, x[k], y[k], fill, d);
+    else
+      d[0] = fill[0], d[1] = fill[1], d[2] = fill[2];
+  }
+}
+
+#ifdef TARMAC_WARP_X86
+// Both vector kernels: each output pixel's four taps are two 8-byte loads (R G B of columns ix
+// and ix + 1 and two bytes not used, from rows iy and iy + 1) broadcast into one 128-bit lane
+// and blended: no gathers, which cost twice as much (docs/performance.md). A lane holds
+// (R, R') of the upper row, (R, R') of the lower, then G and B: maddubs against (32 - fx, fx)
+// interpolates along x, madd against (32 - fy, fy) along y, giving R G B 0 as 32-bit sums.
+// A group of pixels whose taps are all outside is the fill; a pixel with some tap outside (or
+// in the last column, where the 8-byte load would overrun) goes through warp_pixel.
+#define TARMAC_AVX2 __attribute__((target("avx2")))
+#define TARMAC_AVX512 __attribute__((target("avx512f,avx512bw")))
+
+inline long long load8(const uint8_t* p) {
+  long long v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// The per-row inverse map: source position of output pixel x of row y is (x0 + adelta[x],
+// y0 + bdelta[x]) with 10 fractional bits (OpenCV's AB_BITS, INTER_BITS rounding included).
+struct RowMap {
+  std::vector<int> adelta, bdelta;
+  RowMap(const Affine& inv, int dw) : adelta(size_t(dw)), bdelta(size_t(dw)) {
+    for (int x = 0; x < dw; ++x) {
+      adelta[size_t(x)] = cvRound(inv[0] * x * kAbScale);
+      bdelta[size_t(x)] = cvRound(inv[3] * x * kAbScale);
+    }
+  }
+  static int x0(const Affine& inv, int y) {
+    return cvRound((inv[1] * y + inv[2]) * kAbScale) + kRoundDelta;
+  }
+  static int y0(const Affine& inv, int y) {
+    return cvRound((inv[4] * y + inv[5]) * kAbScale) + kRoundDelta;
+  }
+};
+
+// Per 32-bit lane: 0 <= v <= lim (v unsigned at most lim, for lim >= 0).
+TARMAC_AVX2 inline __m256i within(__m256i v, __m256i lim) {
+  return _mm256_cmpeq_epi32(_mm256_min_epu32(v, lim), v);
+}
+
+// Output pixels k and k + 4 of a group of eight, one per 128-bit lane: R G B 0 as 32-bit sums.
+// wx holds (32 - fx, fx) as bytes twice per pixel, wy (32 - fy, fy) as 16-bit words.
+template <int k>
+TARMAC_AVX2 inline __m256i blend_pair(const uint8_t* s0, const uint8_t* s1, const uint32_t* off,
+                                      __m256i wx, __m256i wy) {
+  const __m256i pairs = _mm256_setr_epi8(0, 3, 8, 11, 1, 4, 9, 12, 2, 5, 10, 13, -1, -1, -1, -1, 0,
+                                         3, 8, 11, 1, 4, 9, 12, 2, 5, 10, 13, -1, -1, -1, -1);
+  const size_t a = off[k], b = off[k + 4];
+  const __m256i lo = _mm256_blend_epi32(_mm256_set1_epi64x(load8(s0 + a)),
+                                        _mm256_set1_epi64x(load8(s1 + a)), 0x0C);
+  const __m256i hi = _mm256_blend_epi32(_mm256_set1_epi64x(load8(s0 + b)),
+                                        _mm256_set1_epi64x(load8(s1 + b)), 0xC0);
+  const __m256i t = _mm256_shuffle_epi8(_mm256_blend_epi32(lo, hi, 0xF0), pairs);
+  const __m256i h = _mm256_maddubs_epi16(t, _mm256_shuffle_epi32(wx, k * 0x55));
+  const __m256i v = _mm256_madd_epi16(h, _mm256_shuffle_epi32(wy, k * 0x55));
+  return _mm256_srli_epi32(_mm256_add_epi32(v, _mm256_set1_epi32(512)), 10);
+}
+
+// Eight output pixels at a time.
+TARMAC_AVX2 void warp_rgb8_avx2(const cv::Mat& src, cv::Mat& dst, const Affine& inv,
+                                const uint8_t* fill) {
   const int dw = dst.cols, dh = dst.rows, sw = src.cols, sh = src.rows;
   const int sstep = static_cast<int>(src.step);
-  const uint8_t* s = src.ptr<uint8_t>();
-  std::vector<int> adelta(static_cast<size_t>(dw)), bdelta(static_cast<size_t>(dw));
-  for (int x = 0; x < dw; ++x) {
-    adelta[size_t(x)] = cvRound(inv[0] * x * kAbScale);
-    bdelta[size_t(x)] = cvRound(inv[3] * x * kAbScale);
-  }
-  // Per 8-byte tap pair: R0 R1 G0 G1 B0 B1 0 0, for maddubs against (32 - fx, fx) pairs.
-  const __m256i pairs = _mm256_setr_epi8(0, 3, 1, 4, 2, 5, -1, -1, 8, 11, 9, 12, 10, 13, -1, -1, 0,
-                                         3, 1, 4, 2, 5, -1, -1, 8, 11, 9, 12, 10, 13, -1, -1);
+  const uint8_t *s0 = src.ptr<uint8_t>(), *s1 = s0 + sstep;
+  const RowMap map(inv, dw);
   // RGBx RGBx RGBx RGBx -> 12 bytes RGB, per 128-bit lane.
   const __m256i rgb = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1,
                                        2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
   const __m256i v31 = _mm256_set1_epi32(31), v32 = _mm256_set1_epi32(32);
-  const __m256i lim_x = _mm256_set1_epi32(sw - 2), lim_y = _mm256_set1_epi32(sh - 1);
-  const __m256i minus1 = _mm256_set1_epi32(-1), stepv = _mm256_set1_epi32(sstep);
-  const __m256i half = _mm256_set1_epi32(512);
-  // unpacklo/hi_epi16 take pixels (0, 2) and (1, 3) of a half (per 128-bit lane).
-  const __m256i wsel[2][2] = {
-      {_mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2), _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3)},
-      {_mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6), _mm256_setr_epi32(5, 5, 5, 5, 7, 7, 7, 7)}};
-  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  const __m256i lim_x = _mm256_set1_epi32(sw - 3), lim_y = _mm256_set1_epi32(sh - 2);
+  const __m256i near_x = _mm256_set1_epi32(sw), near_y = _mm256_set1_epi32(sh);
+  const __m256i one = _mm256_set1_epi32(1), stepv = _mm256_set1_epi32(sstep);
+  const __m128i fill16 = _mm_set1_epi8(static_cast<char>(fill[0]));
   for (int y = 0; y < dh; ++y) {
-    const int x0 = cvRound((inv[1] * y + inv[2]) * kAbScale) + kRoundDelta;
-    const int y0 = cvRound((inv[4] * y + inv[5]) * kAbScale) + kRoundDelta;
+    const int x0 = RowMap::x0(inv, y), y0 = RowMap::y0(inv, y);
+    const __m256i x0v = _mm256_set1_epi32(x0), y0v = _mm256_set1_epi32(y0);
     uint8_t* d = dst.ptr<uint8_t>(y);
     int x = 0;
     for (; x + 8 <= dw; x += 8) {
-      const __m256i xs = _mm256_srai_epi32(
-          _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(&adelta[size_t(x)])),
-                           _mm256_set1_epi32(x0)),
-          5);
-      const __m256i ys = _mm256_srai_epi32(
-          _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(&bdelta[size_t(x)])),
-                           _mm256_set1_epi32(y0)),
-          5);
-      const __m256i ix = _mm256_srai_epi32(xs, 5), iy = _mm256_srai_epi32(ys, 5);
-      const __m256i inside = _mm256_and_si256(
-          _mm256_and_si256(_mm256_cmpgt_epi32(lim_x, ix), _mm256_cmpgt_epi32(ix, minus1)),
-          _mm256_and_si256(_mm256_cmpgt_epi32(lim_y, iy), _mm256_cmpgt_epi32(iy, minus1)));
+      const __m256i X = _mm256_add_epi32(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&map.adelta[size_t(x)])), x0v);
+      const __m256i Y = _mm256_add_epi32(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&map.bdelta[size_t(x)])), y0v);
+      const __m256i ix = _mm256_srai_epi32(X, 10), iy = _mm256_srai_epi32(Y, 10);
+      const __m256i inside = _mm256_and_si256(within(ix, lim_x), within(iy, lim_y));
       const int lanes = _mm256_movemask_ps(_mm256_castsi256_ps(inside));
+      const __m256i xs = _mm256_srai_epi32(X, 5), ys = _mm256_srai_epi32(Y, 5);
+      int near = 0xFF;  // pixels with some tap inside: -1 <= ix <= sw - 1, the same for y
       alignas(32) int px[8], py[8];
       if (lanes != 0xFF) {
+        near = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_and_si256(
+            within(_mm256_add_epi32(ix, one), near_x), within(_mm256_add_epi32(iy, one), near_y))));
+        if (near == 0) {
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 3 * x), fill16);
+          _mm_storel_epi64(reinterpret_cast<__m128i*>(d + 3 * x + 16), fill16);
+          continue;
+        }
         _mm256_store_si256(reinterpret_cast<__m256i*>(px), xs);
         _mm256_store_si256(reinterpret_cast<__m256i*>(py), ys);
-        if (lanes == 0) {  // the border: pixel by pixel (mostly the fill)
-          for (int k = 0; k < 8; ++k)
-            warp_pixel(s, sstep, sw, sh, px[k], py[k], fill, d + 3 * (x + k));
+        if (lanes == 0) {
+          edge_pixels(s0, sstep, sw, sh, px, py, 8, 0, near, fill, d + 3 * x);
           continue;
         }
       }
       const __m256i fx = _mm256_and_si256(xs, v31), fy = _mm256_and_si256(ys, v31);
-      // Lanes outside read pixel (0, 0), then are redone pixel by pixel below.
-      const __m256i off = _mm256_and_si256(
-          inside, _mm256_add_epi32(_mm256_mullo_epi32(iy, stepv),
-                                   _mm256_add_epi32(ix, _mm256_add_epi32(ix, ix))));
-      const __m256i wx16 = _mm256_or_si256(_mm256_sub_epi32(v32, fx), _mm256_slli_epi32(fx, 8));
-      const __m256i wy32 = _mm256_or_si256(_mm256_sub_epi32(v32, fy), _mm256_slli_epi32(fy, 16));
-      __m256i half_out[2];
-      for (int h = 0; h < 2; ++h) {  // pixels 4h .. 4h + 3
-        const __m128i o = h ? _mm256_extracti128_si256(off, 1) : _mm256_castsi256_si128(off);
-        __m256i wx = _mm256_cvtepu32_epi64(h ? _mm256_extracti128_si256(wx16, 1)
-                                             : _mm256_castsi256_si128(wx16));
-        wx = _mm256_or_si256(wx,
-                             _mm256_or_si256(_mm256_slli_epi64(wx, 16), _mm256_slli_epi64(wx, 32)));
-        const auto* row0 = reinterpret_cast<const long long*>(s);
-        const auto* row1 = reinterpret_cast<const long long*>(s + sstep);
-        const __m256i a = _mm256_shuffle_epi8(_mm256_i32gather_epi64(row0, o, 1), pairs);
-        const __m256i b = _mm256_shuffle_epi8(_mm256_i32gather_epi64(row1, o, 1), pairs);
-        const __m256i h0 = _mm256_maddubs_epi16(a, wx), h1 = _mm256_maddubs_epi16(b, wx);
-        __m256i lo = _mm256_madd_epi16(_mm256_unpacklo_epi16(h0, h1),
-                                       _mm256_permutevar8x32_epi32(wy32, wsel[h][0]));
-        __m256i hi = _mm256_madd_epi16(_mm256_unpackhi_epi16(h0, h1),
-                                       _mm256_permutevar8x32_epi32(wy32, wsel[h][1]));
-        lo = _mm256_srli_epi32(_mm256_add_epi32(lo, half), 10);
-        hi = _mm256_srli_epi32(_mm256_add_epi32(hi, half), 10);
-        half_out[h] = _mm256_packus_epi32(lo, hi);  // lanes: pixels (0, 1), (2, 3) of the half
-      }
-      __m256i out = _mm256_packus_epi16(half_out[0], half_out[1]);  // 0 1 4 5 | 2 3 6 7
-      out = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(out, order), rgb);
+      __m256i wx = _mm256_or_si256(_mm256_sub_epi32(v32, fx), _mm256_slli_epi32(fx, 8));
+      wx = _mm256_or_si256(wx, _mm256_slli_epi32(wx, 16));
+      const __m256i wy = _mm256_or_si256(_mm256_sub_epi32(v32, fy), _mm256_slli_epi32(fy, 16));
+      // Pixels not inside read pixel (0, 0), then are redone by edge_pixels.
+      alignas(32) uint32_t off[8];
+      _mm256_store_si256(
+          reinterpret_cast<__m256i*>(off),
+          _mm256_and_si256(inside,
+                           _mm256_add_epi32(_mm256_mullo_epi32(iy, stepv),
+                                            _mm256_add_epi32(ix, _mm256_add_epi32(ix, ix)))));
+      const __m256i p01 = _mm256_packus_epi32(blend_pair<0>(s0, s1, off, wx, wy),
+                                              blend_pair<1>(s0, s1, off, wx, wy));
+      const __m256i p23 = _mm256_packus_epi32(blend_pair<2>(s0, s1, off, wx, wy),
+                                              blend_pair<3>(s0, s1, off, wx, wy));
+      // Lanes: pixels 0-3 and 4-7, 12 bytes each.
+      const __m256i out = _mm256_shuffle_epi8(_mm256_packus_epi16(p01, p23), rgb);
       // 24 bytes: the first lane's 16-byte store spills 4 bytes that the second lane rewrites.
       _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 3 * x), _mm256_castsi256_si128(out));
       const __m128i top = _mm256_extracti128_si256(out, 1);
       _mm_storel_epi64(reinterpret_cast<__m128i*>(d + 3 * x + 12), top);
       const int last = _mm_extract_epi32(top, 2);
       std::memcpy(d + 3 * x + 20, &last, 4);
-      if (lanes != 0xFF)
-        for (int k = 0; k < 8; ++k)
-          if (!(lanes >> k & 1)) warp_pixel(s, sstep, sw, sh, px[k], py[k], fill, d + 3 * (x + k));
+      if (lanes != 0xFF) edge_pixels(s0, sstep, sw, sh, px, py, 8, lanes, near, fill, d + 3 * x);
     }
     for (; x < dw; ++x)
-      warp_pixel(s, sstep, sw, sh, (x0 + adelta[size_t(x)]) >> 5, (y0 + bdelta[size_t(x)]) >> 5,
-                 fill, d + 3 * x);
+      warp_pixel(s0, sstep, sw, sh, (x0 + map.adelta[size_t(x)]) >> 5,
+                 (y0 + map.bdelta[size_t(x)]) >> 5, fill, d + 3 * x);
   }
 }
+
+// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined_* (GCC
+// bug 105593, fixed in 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// Output pixels k, k + 4, k + 8, k + 12 of a group of sixteen, one per 128-bit lane.
+template <int k>
+TARMAC_AVX512 inline __m512i blend_quad(const uint8_t* s0, const uint8_t* s1, const uint32_t* off,
+                                        __m512i wx, __m512i wy) {
+  const __m512i pairs =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 3, 8, 11, 1, 4, 9, 12, 2, 5, 10, 13, -1, -1, -1, -1));
+  const size_t a = off[k], b = off[k + 4], c = off[k + 8], e = off[k + 12];
+  __m512i t = _mm512_set1_epi64(load8(s0 + a));
+  t = _mm512_mask_set1_epi64(t, 0x02, load8(s1 + a));
+  t = _mm512_mask_set1_epi64(t, 0x04, load8(s0 + b));
+  t = _mm512_mask_set1_epi64(t, 0x08, load8(s1 + b));
+  t = _mm512_mask_set1_epi64(t, 0x10, load8(s0 + c));
+  t = _mm512_mask_set1_epi64(t, 0x20, load8(s1 + c));
+  t = _mm512_mask_set1_epi64(t, 0x40, load8(s0 + e));
+  t = _mm512_mask_set1_epi64(t, 0x80, load8(s1 + e));
+  t = _mm512_shuffle_epi8(t, pairs);
+  const __m512i h = _mm512_maddubs_epi16(t, _mm512_shuffle_epi32(wx, _MM_PERM_ENUM(k * 0x55)));
+  const __m512i v = _mm512_madd_epi16(h, _mm512_shuffle_epi32(wy, _MM_PERM_ENUM(k * 0x55)));
+  return _mm512_srli_epi32(_mm512_add_epi32(v, _mm512_set1_epi32(512)), 10);
+}
+
+// Sixteen output pixels at a time, as warp_rgb8_avx2.
+TARMAC_AVX512 void warp_rgb8_avx512(const cv::Mat& src, cv::Mat& dst, const Affine& inv,
+                                    const uint8_t* fill) {
+  const int dw = dst.cols, dh = dst.rows, sw = src.cols, sh = src.rows;
+  const int sstep = static_cast<int>(src.step);
+  const uint8_t *s0 = src.ptr<uint8_t>(), *s1 = s0 + sstep;
+  const RowMap map(inv, dw);
+  // Per 128-bit lane RGBx RGBx RGBx RGBx -> 12 bytes RGB, then the four lanes' 48 bytes packed.
+  const __m512i rgb =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1));
+  const __m512i packed = _mm512_setr_epi32(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 0, 0, 0, 0);
+  const __m512i v31 = _mm512_set1_epi32(31), v32 = _mm512_set1_epi32(32);
+  const __m512i lim_x = _mm512_set1_epi32(sw - 3), lim_y = _mm512_set1_epi32(sh - 2);
+  const __m512i near_x = _mm512_set1_epi32(sw), near_y = _mm512_set1_epi32(sh);
+  const __m512i one = _mm512_set1_epi32(1), stepv = _mm512_set1_epi32(sstep);
+  const __m512i fill64 = _mm512_set1_epi8(static_cast<char>(fill[0]));
+  for (int y = 0; y < dh; ++y) {
+    const int x0 = RowMap::x0(inv, y), y0 = RowMap::y0(inv, y);
+    const __m512i x0v = _mm512_set1_epi32(x0), y0v = _mm512_set1_epi32(y0);
+    uint8_t* d = dst.ptr<uint8_t>(y);
+    int x = 0;
+    for (; x + 16 <= dw; x += 16) {
+      const __m512i X = _mm512_add_epi32(_mm512_loadu_si512(&map.adelta[size_t(x)]), x0v);
+      const __m512i Y = _mm512_add_epi32(_mm512_loadu_si512(&map.bdelta[size_t(x)]), y0v);
+      const __m512i ix = _mm512_srai_epi32(X, 10), iy = _mm512_srai_epi32(Y, 10);
+      const __mmask16 inside =
+          _mm512_cmple_epu32_mask(ix, lim_x) & _mm512_cmple_epu32_mask(iy, lim_y);
+      const __m512i xs = _mm512_srai_epi32(X, 5), ys = _mm512_srai_epi32(Y, 5);
+      int near = 0xFFFF;
+      alignas(64) int px[16], py[16];
+      if (inside != 0xFFFF) {
+        near = _mm512_cmple_epu32_mask(_mm512_add_epi32(ix, one), near_x) &
+               _mm512_cmple_epu32_mask(_mm512_add_epi32(iy, one), near_y);
+        if (near == 0) {
+          _mm512_mask_storeu_epi32(d + 3 * x, 0x0FFF, fill64);
+          continue;
+        }
+        _mm512_store_si512(px, xs);
+        _mm512_store_si512(py, ys);
+        if (inside == 0) {
+          edge_pixels(s0, sstep, sw, sh, px, py, 16, 0, near, fill, d + 3 * x);
+          continue;
+        }
+      }
+      const __m512i fx = _mm512_and_si512(xs, v31), fy = _mm512_and_si512(ys, v31);
+      __m512i wx = _mm512_or_si512(_mm512_sub_epi32(v32, fx), _mm512_slli_epi32(fx, 8));
+      wx = _mm512_or_si512(wx, _mm512_slli_epi32(wx, 16));
+      const __m512i wy = _mm512_or_si512(_mm512_sub_epi32(v32, fy), _mm512_slli_epi32(fy, 16));
+      alignas(64) uint32_t off[16];
+      _mm512_store_si512(off,
+                         _mm512_maskz_add_epi32(inside, _mm512_mullo_epi32(iy, stepv),
+                                                _mm512_add_epi32(ix, _mm512_add_epi32(ix, ix))));
+      const __m512i p01 = _mm512_packus_epi32(blend_quad<0>(s0, s1, off, wx, wy),
+                                              blend_quad<1>(s0, s1, off, wx, wy));
+      const __m512i p23 = _mm512_packus_epi32(blend_quad<2>(s0, s1, off, wx, wy),
+                                              blend_quad<3>(s0, s1, off, wx, wy));
+      const __m512i out =
+          _mm512_permutexvar_epi32(packed, _mm512_shuffle_epi8(_mm512_packus_epi16(p01, p23), rgb));
+      _mm512_mask_storeu_epi32(d + 3 * x, 0x0FFF, out);
+      if (inside != 0xFFFF)
+        edge_pixels(s0, sstep, sw, sh, px, py, 16, inside, near, fill, d + 3 * x);
+    }
+    for (; x < dw; ++x)
+      warp_pixel(s0, sstep, sw, sh, (x0 + map.adelta[size_t(x)]) >> 5,
+                 (y0 + map.bdelta[size_t(x)]) >> 5, fill, d + 3 * x);
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 }  // namespace
 
+namespace detail {
+
+bool warp_kernel_supported(WarpKernel k) {
+  switch (k) {
+    case WarpKernel::Auto:
+    case WarpKernel::OpenCV:
+      return true;
+#ifdef TARMAC_WARP_X86
+    case WarpKernel::Avx2:
+      return __builtin_cpu_supports("avx2");
+    case WarpKernel::Avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+#else
+    case WarpKernel::Avx2:
+    case WarpKernel::Avx512:
+      return false;
+#endif
+  }
+  return false;
+}
+
 void warp_affine_linear(const cv::Mat& src, cv::Mat& dst, const Affine& m, cv::Size size,
-                        double fill) {
+                        double fill, WarpKernel kernel) {
   dst.create(size, src.type());
-#ifdef TARMAC_WARP_AVX2
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  // Offsets are 32-bit and OpenCV keeps tap coordinates in 16 bits: larger sources go to it.
-  if (avx2 && src.type() == CV_8UC3 && src.cols >= 2 && src.rows >= 2 && src.cols < 32767 &&
-      src.rows < 32767 && src.step * size_t(src.rows) < (size_t(1) << 31) && src.data != dst.data) {
+#ifdef TARMAC_WARP_X86
+  static const WarpKernel best = warp_kernel_supported(WarpKernel::Avx512) ? WarpKernel::Avx512
+                                 : warp_kernel_supported(WarpKernel::Avx2) ? WarpKernel::Avx2
+                                                                           : WarpKernel::OpenCV;
+  if (kernel == WarpKernel::Auto) kernel = best;
+  // Offsets are 32-bit and OpenCV keeps tap coordinates in 16 bits: larger sources go to it;
+  // the 8-byte tap loads need three columns.
+  if (kernel != WarpKernel::OpenCV && warp_kernel_supported(kernel) && src.type() == CV_8UC3 &&
+      src.cols >= 3 && src.rows >= 2 && src.cols < 32767 && src.rows < 32767 &&
+      src.step * size_t(src.rows) < (size_t(1) << 31) && src.data != dst.data) {
     const uint8_t f = cv::saturate_cast<uint8_t>(fill);
     const uint8_t border[3] = {f, f, f};
-    warp_rgb8_avx2(src, dst, invert_like_opencv(m), border);
+    if (kernel == WarpKernel::Avx512)
+      warp_rgb8_avx512(src, dst, invert_like_opencv(m), border);
+    else
+      warp_rgb8_avx2(src, dst, invert_like_opencv(m), border);
     return;
   }
+#else
+  (void)kernel;
 #endif
   cv::warpAffine(src, dst, cv::Mat(2, 3, CV_64F, const_cast<double*>(m.data())), size,
                  cv::INTER_LINEAR, cv::BORDER_CONSTANT, cv::Scalar::all(fill));
+}
+
+}  // namespace detail
+
+void warp_affine_linear(const cv::Mat& src, cv::Mat& dst, const Affine& m, cv::Size size,
+                        double fill) {
+  detail::warp_affine_linear(src, dst, m, size, fill, detail::WarpKernel::Auto);
 }
 
 }  // namespace tarmac

@@ -1,4 +1,5 @@
-// warp_affine_linear against its oracle, OpenCV's own cv::warpAffine: byte for byte.
+// warp_affine_linear against its oracle, OpenCV's own cv::warpAffine: byte for byte, by every
+// kernel this CPU runs (AVX-512 and AVX2 on a recent x86; the CI machine's log names them).
 #include "transform/affine_warp.h"
 
 #include <catch2/catch.hpp>
@@ -6,9 +7,34 @@
 #include <opencv2/imgproc.hpp>
 #include <random>
 
+#include "transform/affine_warp_internal.h"
+
 using namespace tarmac;
+using detail::WarpKernel;
 
 namespace {
+
+const char* kernel_name(WarpKernel k) {
+  switch (k) {
+    case WarpKernel::Auto:
+      return "auto";
+    case WarpKernel::Avx512:
+      return "avx512";
+    case WarpKernel::Avx2:
+      return "avx2";
+    case WarpKernel::OpenCV:
+      return "opencv";
+  }
+  return "?";
+}
+
+// The kernels to check here: Auto (what the library runs) and each vector kernel the CPU has.
+std::vector<WarpKernel> kernels() {
+  std::vector<WarpKernel> out = {WarpKernel::Auto};
+  for (WarpKernel k : {WarpKernel::Avx512, WarpKernel::Avx2})
+    if (detail::warp_kernel_supported(k)) out.push_back(k);
+  return out;
+}
 
 cv::Mat opencv_warp(const cv::Mat& src, const Affine& m, cv::Size size, double fill) {
   cv::Mat out;
@@ -21,6 +47,8 @@ cv::Mat opencv_warp(const cv::Mat& src, const Affine& m, cv::Size size, double f
 
 // Own generators: OpenCV's global one feeds other tests' fixtures.
 TEST_CASE("warp_affine_linear gives cv::warpAffine's bytes for any map, size and border") {
+  const WarpKernel kernel = GENERATE(from_range(kernels()));
+  INFO("kernel " << kernel_name(kernel));
   std::mt19937 rng(26);
   cv::RNG pixels(26);
   std::uniform_real_distribution<double> u(0, 1);
@@ -41,7 +69,7 @@ TEST_CASE("warp_affine_linear gives cv::warpAffine's bytes for any map, size and
     if (t % 25 == 0) m[2] += 5000;    // wholly outside
     const double fill = std::floor(u(rng) * 256);
     cv::Mat got;
-    warp_affine_linear(src, got, m, size, fill);
+    detail::warp_affine_linear(src, got, m, size, fill, kernel);
     INFO("case " << t << ": " << sw << "x" << sh << " -> " << size);
     REQUIRE(got.size() == size);
     REQUIRE(got.type() == CV_8UC3);
@@ -64,4 +92,31 @@ TEST_CASE("warp_affine_linear writes into a caller's buffer and hands other type
   pixels.fill(grey, cv::RNG::UNIFORM, 0, 256);
   warp_affine_linear(grey, got, m, {32, 24}, 200);
   CHECK(cv::norm(got, opencv_warp(grey, m, {32, 24}, 200), cv::NORM_INF) == 0);
+}
+
+// The vector kernels store 16 to 64 bytes at a time: none may land outside the output's rows
+// (a batch slot's neighbour, a view's parent), whatever the map.
+TEST_CASE("warp_affine_linear writes only the pixels of its output") {
+  const WarpKernel kernel = GENERATE(from_range(kernels()));
+  INFO("kernel " << kernel_name(kernel));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0, 1);
+  cv::RNG pixels(7);
+  cv::Mat src(60, 70, CV_8UC3);
+  pixels.fill(src, cv::RNG::UNIFORM, 0, 256);
+  for (int t = 0; t < 60; ++t) {
+    const cv::Size size(1 + int(u(rng) * 50), 1 + int(u(rng) * 40));
+    cv::Mat parent(size.height + 2, size.width + 7, CV_8UC3, cv::Scalar::all(0xAB));
+    cv::Mat view = parent(cv::Rect(1, 1, size.width, size.height));
+    const double angle = u(rng) * 6.3, scale = 0.3 + u(rng) * 2;
+    const Affine m = {scale * std::cos(angle),  scale * std::sin(angle), (u(rng) - 0.5) * 140,
+                      -scale * std::sin(angle), scale * std::cos(angle), (u(rng) - 0.5) * 120};
+    detail::warp_affine_linear(src, view, m, size, 9, kernel);
+    INFO("case " << t << ": -> " << size);
+    REQUIRE(view.data == parent.data + parent.step + 3);
+    CHECK(cv::norm(view, opencv_warp(src, m, size, 9), cv::NORM_INF) == 0);
+    cv::Mat outside = parent.clone();
+    outside(cv::Rect(1, 1, size.width, size.height)).setTo(cv::Scalar::all(0xAB));
+    CHECK(cv::countNonZero(outside.reshape(1) != 0xAB) == 0);
+  }
 }
