@@ -13,14 +13,14 @@ today, and a random resized crop against torchvision's, on the same samples and 
        torchvision  per sample: torchvision.io.decode_jpeg, RandomResizedCrop(224) (bilinear,
                     antialias) + RandomHorizontalFlip, then stacked
 
-Every measurement runs in a child process (so that two builds' libtarmac_c.so can be compared:
---baseline-lib names the other one) that first reads every sample once (page cache, lazy
-structures), then times one pass over a shuffled order in batches of --batch. The rounds are
+Every measurement runs in a child process (so that builds' libtarmac_c.so can be compared: each
+--baseline-lib names another, e.g. main=/work/main/build/lib/read/libtarmac_c.so) that first
+reads every sample once (page cache, lazy structures), then times one pass over a shuffled order in batches of --batch. The rounds are
 interleaved (each round runs every measurement once) and the medians of --repeat rounds are
 shown, by wall clock and by CPU time of the child (steadier on a shared machine).
 
 usage: scripts/bench/augment.py WORKDIR [--samples 1200] [--rrc-samples 600] [--threads 1]
-                                [--repeat 3] [--batch 128] [--baseline-lib PATH]
+                                [--repeat 3] [--batch 128] [--baseline-lib [NAME=]PATH ...]
        (needs a built tarmac: build/apps/tarmac and build/lib/read/libtarmac_c.so; torchvision
        for the torchvision row)
 """
@@ -166,7 +166,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--baseline-lib", help="another build's libtarmac_c.so, for the augmented rows")
+    ap.add_argument("--baseline-lib", action="append", default=[],
+                    help="[NAME=]PATH of another build's libtarmac_c.so, for the augmented rows (repeatable)")
     ap.add_argument("--tarmac", default=os.path.join(ROOT, "build", "apps", "tarmac"))
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -183,8 +184,12 @@ def main():
     runs = [("plain", LIB), ("augmented", LIB), ("python", LIB), ("rrc", LIB)]
     if have_tv:
         runs.append(("torchvision", LIB))
-    if a.baseline_lib:
-        runs += [("augmented", a.baseline_lib), ("rrc", a.baseline_lib)]
+    baselines = []  # (name, path)
+    for spec in a.baseline_lib:
+        name, _, path = spec.rpartition("=")
+        baselines.append((name or "baseline build", path))
+    for _, path in baselines:
+        runs += [("augmented", path), ("rrc", path)]
     got = {r: [] for r in runs}
     for _ in range(a.repeat):  # interleaved rounds
         for r in runs:
@@ -206,16 +211,21 @@ def main():
     row(f"{A}: plain `ds.batch`", plain, plain, plain, "itself")
     row(f"{A}: augmented `ds.batch` (flip + rotate 30 + scale 0.75–1.25)", aug, aug, plain, "augmented ÷ plain")
     row(f"{A}: per-sample Python (decode + cv2 affine + flip + keypoints)", py, aug, py, "augmented ÷ this")
-    if a.baseline_lib:
-        base = ("augmented", a.baseline_lib)
-        row(f"{A}: augmented `ds.batch`, baseline build", base, aug, base, "this build ÷ baseline")
+    for name, path in baselines:
+        base = ("augmented", path)
+        row(f"{A}: augmented `ds.batch`, {name}", base, aug, base, "this build ÷ this")
     row(f"{B}: `ds.batch`, Augment(crop=(0.08, 1), flip=0.5)", rrc, rrc, rrc, "itself")
     if have_tv:
         tv = ("torchvision", LIB)
         row(f"{B}: torchvision decode_jpeg + RandomResizedCrop + flip", tv, rrc, tv, "tarmac ÷ this")
-    if a.baseline_lib:
-        base = ("rrc", a.baseline_lib)
-        row(f"{B}: `ds.batch` random resized crop, baseline build", base, rrc, base, "this build ÷ baseline")
+    for name, path in baselines:
+        base = ("rrc", path)
+        row(f"{B}: `ds.batch` random resized crop, {name}", base, rrc, base, "this build ÷ this")
+    for name, path in baselines:
+        b = med[("augmented", path)]
+        print(f"\n{name}: augmented ÷ plain {b['wall'] / med[plain]['wall']:.2f} (wall), "
+              f"{b['cpu'] / med[plain]['cpu']:.2f} (CPU); augmented ÷ per-sample Python "
+              f"{b['wall'] / med[py]['wall']:.2f} (wall), {b['cpu'] / med[py]['cpu']:.2f} (CPU)")
     ffcv = 31278 / 96
     print(f"\nFFCV's published ImageNet figure, 31,278 img/s on 96 vCPUs = {ffcv:.0f} per vCPU; tarmac's random "
           f"resized crop here: {med[('rrc', LIB)]['wall'] / a.threads:,.0f} per thread (wall), "
