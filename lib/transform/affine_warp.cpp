@@ -77,20 +77,14 @@ inline void edge_pixels(const uint8_t* src, int sstep, int sw, int sh, const int
 
 #ifdef TARMAC_WARP_X86
 // Both vector kernels: each output pixel's four taps are two 8-byte loads (R G B of columns ix
-// and ix + 1 and two bytes not used, from rows iy and iy + 1) broadcast into one 128-bit lane
-// and blended: no gathers, which cost twice as much (docs/performance.md). A lane holds
+// and ix + 1 and two bytes not used, from rows iy and iy + 1) into one 128-bit lane: no
+// gathers, which cost twice as much here (docs/performance.md). A lane holds
 // (R, R') of the upper row, (R, R') of the lower, then G and B: maddubs against (32 - fx, fx)
 // interpolates along x, madd against (32 - fy, fy) along y, giving R G B 0 as 32-bit sums.
 // A group of pixels whose taps are all outside is the fill; a pixel with some tap outside (or
 // in the last column, where the 8-byte load would overrun) goes through warp_pixel.
 #define TARMAC_AVX2 __attribute__((target("avx2")))
 #define TARMAC_AVX512 __attribute__((target("avx512f,avx512bw")))
-
-inline long long load8(const uint8_t* p) {
-  long long v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
 
 // The per-row inverse map: source position of output pixel x of row y is (x0 + adelta[x],
 // y0 + bdelta[x]) with 10 fractional bits (OpenCV's AB_BITS, INTER_BITS rounding included).
@@ -115,6 +109,13 @@ TARMAC_AVX2 inline __m256i within(__m256i v, __m256i lim) {
   return _mm256_cmpeq_epi32(_mm256_min_epu32(v, lim), v);
 }
 
+// 8 bytes of row 0 at o, then 8 of row 1.
+TARMAC_AVX2 inline __m128i two_rows(const uint8_t* s0, const uint8_t* s1, size_t o) {
+  const __m128i r0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s0 + o));
+  return _mm_castpd_si128(
+      _mm_loadh_pd(_mm_castsi128_pd(r0), reinterpret_cast<const double*>(s1 + o)));
+}
+
 // Output pixels k and k + 4 of a group of eight, one per 128-bit lane: R G B 0 as 32-bit sums.
 // wx holds (32 - fx, fx) as bytes twice per pixel, wy (32 - fy, fy) as 16-bit words.
 template <int k>
@@ -122,12 +123,10 @@ TARMAC_AVX2 inline __m256i blend_pair(const uint8_t* s0, const uint8_t* s1, cons
                                       __m256i wx, __m256i wy) {
   const __m256i pairs = _mm256_setr_epi8(0, 3, 8, 11, 1, 4, 9, 12, 2, 5, 10, 13, -1, -1, -1, -1, 0,
                                          3, 8, 11, 1, 4, 9, 12, 2, 5, 10, 13, -1, -1, -1, -1);
-  const size_t a = off[k], b = off[k + 4];
-  const __m256i lo = _mm256_blend_epi32(_mm256_set1_epi64x(load8(s0 + a)),
-                                        _mm256_set1_epi64x(load8(s1 + a)), 0x0C);
-  const __m256i hi = _mm256_blend_epi32(_mm256_set1_epi64x(load8(s0 + b)),
-                                        _mm256_set1_epi64x(load8(s1 + b)), 0xC0);
-  const __m256i t = _mm256_shuffle_epi8(_mm256_blend_epi32(lo, hi, 0xF0), pairs);
+  const __m256i t =
+      _mm256_shuffle_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(two_rows(s0, s1, off[k])),
+                                                  two_rows(s0, s1, off[k + 4]), 1),
+                          pairs);
   const __m256i h = _mm256_maddubs_epi16(t, _mm256_shuffle_epi32(wx, k * 0x55));
   const __m256i v = _mm256_madd_epi16(h, _mm256_shuffle_epi32(wy, k * 0x55));
   return _mm256_srli_epi32(_mm256_add_epi32(v, _mm256_set1_epi32(512)), 10);
@@ -225,14 +224,10 @@ TARMAC_AVX512 inline __m512i blend_quad(const uint8_t* s0, const uint8_t* s1, co
   const __m512i pairs =
       _mm512_broadcast_i32x4(_mm_setr_epi8(0, 3, 8, 11, 1, 4, 9, 12, 2, 5, 10, 13, -1, -1, -1, -1));
   const size_t a = off[k], b = off[k + 4], c = off[k + 8], e = off[k + 12];
-  __m512i t = _mm512_set1_epi64(load8(s0 + a));
-  t = _mm512_mask_set1_epi64(t, 0x02, load8(s1 + a));
-  t = _mm512_mask_set1_epi64(t, 0x04, load8(s0 + b));
-  t = _mm512_mask_set1_epi64(t, 0x08, load8(s1 + b));
-  t = _mm512_mask_set1_epi64(t, 0x10, load8(s0 + c));
-  t = _mm512_mask_set1_epi64(t, 0x20, load8(s1 + c));
-  t = _mm512_mask_set1_epi64(t, 0x40, load8(s0 + e));
-  t = _mm512_mask_set1_epi64(t, 0x80, load8(s1 + e));
+  __m512i t = _mm512_castsi128_si512(two_rows(s0, s1, a));
+  t = _mm512_inserti32x4(t, two_rows(s0, s1, b), 1);
+  t = _mm512_inserti32x4(t, two_rows(s0, s1, c), 2);
+  t = _mm512_inserti32x4(t, two_rows(s0, s1, e), 3);
   t = _mm512_shuffle_epi8(t, pairs);
   const __m512i h = _mm512_maddubs_epi16(t, _mm512_shuffle_epi32(wx, _MM_PERM_ENUM(k * 0x55)));
   const __m512i v = _mm512_madd_epi16(h, _mm512_shuffle_epi32(wy, _MM_PERM_ENUM(k * 0x55)));
