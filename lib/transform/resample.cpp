@@ -15,10 +15,6 @@ struct AxisTaps {
   std::vector<int> first, count, offset;
   std::vector<float> weights, outside;
   int lo = 0, hi = 0;  // the source pixels read: [lo, hi); lo == hi when none
-  // The same weights, `kmax` per output index (zeros after its own): a loop of constant trip
-  // count over them runs faster than one of `count[x]` (the horizontal pass's inner loop).
-  int kmax = 0;
-  std::vector<float> padded;
 };
 
 // Keys' cubic convolution kernel with a = -0.5 (Catmull-Rom), support [-2, 2].
@@ -95,13 +91,8 @@ AxisTaps axis_taps(double s, double t, int out, int n, ShrinkFilter filter) {
     }
   }
   if (a.hi <= a.lo) a.lo = a.hi = 0;
-  for (int x = 0; x < out; ++x) {
-    if (a.count[x] == 0) a.first[x] = a.lo;  // never read; keeps first - lo in range
-    a.kmax = std::max(a.kmax, a.count[x]);
-  }
-  a.padded.assign(size_t(out) * size_t(a.kmax), 0.0f);
   for (int x = 0; x < out; ++x)
-    std::copy_n(a.weights.begin() + a.offset[x], a.count[x], a.padded.begin() + size_t(x) * a.kmax);
+    if (a.count[x] == 0) a.first[x] = a.lo;  // never read; keeps first - lo in range
   return a;
 }
 
@@ -163,9 +154,7 @@ template <typename T, int CN>
 void resample(const cv::Mat& src, const AxisTaps& ax, const AxisTaps& ay, float pad, cv::Mat& out) {
   const int out_w = out.cols, out_h = out.rows;
   const size_t len = size_t(ax.hi - ax.lo) * CN;
-  // Past `len`: zeros that the padded taps of the last pixels read (with weight 0), and one
-  // float more for a pixel's 4-lane load.
-  std::vector<float> row(len + size_t(ax.kmax) * CN + 4, 0.0f);
+  std::vector<float> row(len + 4);  // + 4: a pixel's 4-lane load may read one float past
   std::vector<float> orow(size_t(out_w) * CN);
   for (int y = 0; y < out_h; ++y) {
     float* r = row.data();
@@ -183,14 +172,13 @@ void resample(const cv::Mat& src, const AxisTaps& ax, const AxisTaps& ay, float 
       add_rows(r, in, w, n, len, k == 0, base);
     }
     float* o = orow.data();
-    const int kmax = ax.kmax;
     for (int x = 0; x < out_w; ++x, o += CN) {
-      const float* wx = ax.padded.data() + size_t(x) * kmax;
+      const float* wx = ax.weights.data() + ax.offset[x];
       const float* p = r + size_t(ax.first[x] - ax.lo) * CN;
       const float outside = ax.outside[x] * pad;
       if constexpr (CN >= 3) {
         v4f acc = {outside, outside, outside, outside};
-        for (int k = 0; k < kmax; ++k, p += CN) {
+        for (int k = 0; k < ax.count[x]; ++k, p += CN) {
           v4f v;
           std::memcpy(&v, p, sizeof v);
           acc += wx[k] * v;
@@ -199,7 +187,7 @@ void resample(const cv::Mat& src, const AxisTaps& ax, const AxisTaps& ay, float 
       } else {
         float acc[CN];
         for (int c = 0; c < CN; ++c) acc[c] = outside;
-        for (int k = 0; k < kmax; ++k, p += CN)
+        for (int k = 0; k < ax.count[x]; ++k, p += CN)
           for (int c = 0; c < CN; ++c) acc[c] += wx[k] * p[c];
         for (int c = 0; c < CN; ++c) o[c] = acc[c];
       }
