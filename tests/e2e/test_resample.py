@@ -6,7 +6,9 @@ more than 0.1 dB below INTER_AREA. Photo-like content (shapes, texture, sensor n
 smooth content; PNG sources (decoded whole), JPEG sources (the default decodes them at a
 reduced DCT scale, then shrinks with a cubic filter, at scales <= 0.3; at full resolution
 above) and box crops of a larger image (decoded only as far as the crop needs). The tables are
-printed (docs/performance.md has them); every cell of every table is held to the rule."""
+printed (docs/performance.md has them); every cell of every table is held to the rule. The
+DCT-scaled path's cubic is also checked pixel by pixel: against PIL's BICUBIC of OpenCV's
+reduced decode, and, for a crop reaching outside the image, against its definition in numpy."""
 import os
 import sys
 import unittest
@@ -54,6 +56,30 @@ def lanczos(src, size):
 def psnr(a, ref):
     mse = np.mean((a.astype(np.float64) - ref.astype(np.float64)) ** 2)
     return 10 * np.log10(255.0 ** 2 / mse)
+
+
+def keys(x):
+    x = np.abs(x)
+    return np.where(x < 1, (1.5 * x - 2.5) * x * x + 1,
+                    np.where(x < 2, ((-0.5 * x + 2.5) * x - 4) * x + 2, 0.0))
+
+
+def cubic_weights(s, t, out, n):
+    """(out x n weights, out shares of pad) of a shrink by s < 1 with offset t, from the
+    definition: Keys' cubic (a = -0.5) stretched by 1 / s about u = (x - t) / s, over the source
+    pixels it reaches, summing to the share of the footprint [u - 0.5 / s, u + 0.5 / s] that
+    lies inside the source [-0.5, n - 0.5]; the rest is the pad's."""
+    w, outside = np.zeros((out, n)), np.zeros(out)
+    for x in range(out):
+        u = (x - t) / s
+        u0, u1 = u - 0.5 / s, u + 0.5 / s
+        inside = max(0.0, min(u1, n - 0.5) - max(u0, -0.5)) * s
+        outside[x] = 1 - inside
+        if inside > 0:
+            i = np.arange(n)
+            k = keys((i - u) * s)
+            w[x] = k / k.sum() * inside
+    return w, outside
 
 
 def decode(data):
@@ -165,6 +191,29 @@ class ResampleTest(fx.TmpCase):
                 diff = np.abs(decode(ds.blob(i)).astype(float) - want)
                 self.assertLessEqual(diff.max(), 1, (key, scale))
                 self.assertLess(np.mean(diff > 0), 0.01, (key, scale))
+
+    def test_dct_scaled_crop_reaching_outside_reads_the_pad(self):
+        # A box that reaches past the frame on the left and top, shrunk to 0.14 (a 1/4 decode,
+        # then the cubic): against the cubic's definition in numpy on OpenCV's 1/4 decode, with
+        # each output pixel's share of footprint outside the image reading --pad-value.
+        box, size, pad, d = (-100, -50, 1600, 1600), 224, 200, 4
+        _, ds = fx.convert(self, [self.whole], "--crop", "box:%d,%d,%d,%d" % box, "--size",
+                           str(size), "--format", "png", "--pad-value", str(pad))
+        for i, key in enumerate(ds.keys):
+            if not key.endswith("_jpg"):
+                continue
+            m = ds.affine(i).reshape(2, 3)
+            small = cv2.imdecode(np.frombuffer(self.jpegs[key], np.uint8), cv2.IMREAD_REDUCED_COLOR_4)
+            # Pixel p of the 1/d decode is centred at full-resolution d * p + (d - 1) / 2.
+            s, tx, ty = m[0, 0] * d, m[0, 2] + m[0, 0] * (d - 1) / 2, m[1, 2] + m[1, 1] * (d - 1) / 2
+            wy, oy = cubic_weights(s, ty, size, small.shape[0])
+            wx, ox = cubic_weights(s, tx, size, small.shape[1])
+            want = np.einsum("yi,ixc,wx->ywc", wy, small.astype(np.float64), wx, optimize=True)
+            want += (oy[:, None] + ox[None, :] - oy[:, None] * ox[None, :])[..., None] * pad
+            want = np.clip(np.round(want), 0, 255)
+            diff = np.abs(decode(ds.blob(i)).astype(float) - want)
+            self.assertLessEqual(diff.max(), 1, key)
+            self.assertGreater(float(np.mean(want[:5, :5] == pad)), 0.9, key)  # the pad is there
 
     def test_the_area_oracle_is_opencvs_inter_area(self):
         # fixtures.warp_ref, the other tests' oracle of tarmac's shrink, against OpenCV itself.
