@@ -22,7 +22,7 @@ import fixtures as fx  # noqa: E402
 
 N = 720
 # 0.31 and 0.3 straddle the largest scale the default decodes a JPEG at a reduced DCT scale
-# (jpeg_region.h's kDctScaleMax); 0.07 goes below a 1/8 decode's reach.
+# (jpeg_region.h's kDctScaleMax); 0.07 takes a 1/8 decode.
 SCALES = (0.9, 0.75, 0.6, 0.5, 0.4, 0.35, 0.31, 0.3, 0.25, 0.2, 0.15, 0.1, 0.07)
 CROP = (37, 23)  # the crop's top-left pixel in the larger image: source[23:23+N, 37:37+N]
 TOLERANCE_DB = 0.1
