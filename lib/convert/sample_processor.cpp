@@ -486,10 +486,13 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
       const cv::Mat src = png ? *png : decode_image(image_.data, o.max_pixels);
       warped = g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.pad_value);
     } else if (region_path_) {
+      thread_local std::vector<uint8_t> scratch;  // one warm buffer per worker, not a fresh one
       const RegionDecode rd =
-          decode_jpeg_region(image_.data, src_w_, src_h_, g, o.geometry.resample);
+          decode_jpeg_region(image_.data, src_w_, src_h_, g, o.geometry.resample, &scratch);
       if (rd.pixels.empty())
         warped = cv::Mat(g.out_height, g.out_width, CV_8UC3, cv::Scalar::all(o.pad_value));
+      else if (rd.filter == ShrinkFilter::Cubic)
+        warped = area_resample(rd.pixels, rd.m, g.out_width, g.out_height, o.pad_value, rd.filter);
       else
         warped = warp_image(rd.pixels, rd.m, g.out_width, g.out_height, o.pad_value);
     } else {

@@ -25,10 +25,10 @@ enum class ResizeMode { Exact, Shorter, Longer, Fit, None, Bucket };
 /// edge of pixel column x, so [x, y, w, h] covers image[y:y+h, x:x+w] (COCO's boxes).
 /// Centers: x is the centre of pixel column x (OpenCV's warpAffine convention, as Region).
 enum class BoxConvention { Edges, Centers };
-/// How a shrinking output is resampled. Both average each output pixel's footprint (the
-/// area filter, transform/resample.h). Area: a JPEG is decoded at the smallest DCT scale
-/// (1/2, 1/4, 1/8) that leaves the rest of the shrink to the filter. AreaExact: every source
-/// is decoded at full resolution first (as cv2.resize(INTER_AREA) sees it).
+/// How a shrinking output is resampled. AreaExact: every source is decoded at full resolution
+/// and each output pixel is the average of its footprint (cv2.resize(INTER_AREA)). Area: the
+/// same, but a JPEG shrunk to 0.3 or less is decoded at a DCT scale (1/2, 1/4, 1/8) and shrunk
+/// the rest of the way by a cubic filter (transform/jpeg_region.h, transform/resample.h).
 enum class ResampleMode { Area, AreaExact };
 
 struct GeometryOptions {

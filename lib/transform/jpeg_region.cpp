@@ -137,19 +137,22 @@ bool ends_with_eoi(std::span<const uint8_t> data) {
 }  // namespace
 
 RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g,
-                                ResampleMode mode) {
-  // Largest DCT reduction that keeps the remaining scale <= 1 (never upsample after it); none
-  // for ResampleMode::AreaExact. libjpeg's reduced IDCT keeps only each block's low
-  // frequencies, which differs from an area average of the full decode by up to ~6 dB PSNR on
-  // noisy content (docs/performance.md); AreaExact pays the full decode to avoid that.
-  const double sx = g.m[0], sy = g.m[4];
+                                ResampleMode mode, std::vector<uint8_t>* scratch) {
+  // A DCT-scaled decode keeps each 8x8 block's low frequencies; its errors repeat with the
+  // blocks, so a filter removes them only once a block spans under ~2.5 output pixels
+  // (s <= 0.3). There: the smallest scale 1/2^k that leaves a shrink of at most 0.6 (1.67 or
+  // more decoded pixels per output pixel), then the cubic filter, which loses less than an
+  // area average of pixels already low-passed (the two together fall 0.1-1.2 dB below
+  // INTER_AREA; the cubic 1-6 dB above; tests/e2e/test_resample.py, docs/performance.md).
+  // Above 0.3: the full decode, as INTER_AREA sees it (libjpeg's plain chroma upsampling
+  // instead of its triangle filter would save 3 % of W2's time and cost up to 5 dB).
+  const double sx = g.m[0], sy = g.m[4], s = std::max(sx, sy);
   int denom = 1;
-  while (mode == ResampleMode::Area && denom < 8 && sx * denom * 2 <= 1.0 + 1e-9 &&
-         sy * denom * 2 <= 1.0 + 1e-9)
-    denom *= 2;
+  if (mode == ResampleMode::Area && s <= kDctScaleMax + 1e-9)
+    while (denom < 8 && s * denom * 2 <= kDctShrinkMax + 1e-9) denom *= 2;
 
   // Source region the output needs, in full-resolution coordinates, plus a margin for the
-  // resampler's support (area pre-reduction and bilinear taps).
+  // resampler's support (the area footprint, the cubic's reach of 2 / s, bilinear taps).
   const double ux0 = (-0.5 - g.m[2]) / sx, ux1 = (g.out_width - 0.5 - g.m[2]) / sx;
   const double uy0 = (-0.5 - g.m[5]) / sy, uy1 = (g.out_height - 0.5 - g.m[5]) / sy;
   const double margin = 2.0 / std::min(sx, sy) + 2 * denom;
@@ -158,6 +161,7 @@ RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, con
   new_decoder(d);
   Plan plan;
   plan.denom = denom;
+  plan.scratch = scratch;
   unsigned sw = 0, shh = 0;
   if (!decode_rows(d, data, plan, nullptr, true, &sw, &shh))
     throw ParseError(std::string("corrupt JPEG: ") + d.message);
@@ -200,6 +204,7 @@ RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, con
                           denom * double(plan.y0) + (denom - 1) / 2.0};
   r.pixels = pixels;
   r.m = compose(g.m, to_full);
+  if (denom > 1) r.filter = ShrinkFilter::Cubic;
   return r;
 }
 

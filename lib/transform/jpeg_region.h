@@ -1,9 +1,9 @@
 #pragma once
-// Decoding only the part of a JPEG that a crop needs, at the smallest DCT scale that still
-// leaves the resampler to shrink (never to enlarge): rows above the region are skipped
+// Decoding only the part of a JPEG that a crop needs, at a reduced DCT scale where the output
+// is small enough for that to cost no quality: rows above the region are skipped
 // (their entropy data is read, no IDCT), columns outside are not colour-converted, and
 // decoding stops after the region's last row. For a person box in a video frame, or a
-// centre crop downscaled 2x or more, this is most of the cost of a full decode saved.
+// centre crop downscaled 3x or more, this is most of the cost of a full decode saved.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -11,6 +11,7 @@
 #include <opencv2/core.hpp>
 
 #include "transform/geometry.h"
+#include "transform/resample.h"
 
 namespace tarmac {
 
@@ -18,14 +19,23 @@ struct RegionDecode {
   cv::Mat
       pixels;  ///< BGR, the decoded part of the image (possibly empty when the crop lies outside)
   Affine m{};  ///< maps `pixels` coordinates to output coordinates
+  /// How to shrink `pixels` by `m`: Cubic after a DCT-scaled decode (resample.h says why).
+  ShrinkFilter filter = ShrinkFilter::Area;
 };
+
+/// The largest shrink (output / source, the larger axis's) that ResampleMode::Area decodes at
+/// a reduced DCT scale, and the most it then leaves to the resampler (docs/performance.md).
+inline constexpr double kDctScaleMax = 0.3, kDctShrinkMax = 0.6;
 
 /// Decodes what the output of `g` needs from a JPEG of size w x h (stored orientation 1, not
 /// CMYK). Throws ParseError for a corrupt stream or one without its end-of-image marker.
 /// Corruption in rows after the region is not seen (they are not decoded). With
-/// ResampleMode::AreaExact the region is decoded at full resolution (no DCT scaling).
+/// ResampleMode::Area a shrink to kDctScaleMax or less is decoded at a reduced DCT scale (and
+/// `filter` says Cubic); ResampleMode::AreaExact always decodes at full resolution. With
+/// `scratch` the pixels are written there (as decode_jpeg_scaled's) and valid until it changes.
 RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g,
-                                ResampleMode mode = ResampleMode::Area);
+                                ResampleMode mode = ResampleMode::Area,
+                                std::vector<uint8_t>* scratch = nullptr);
 
 /// The pixels libjpeg converts to: BGR (OpenCV's order), RGB, or grey (a grey JPEG's own
 /// values; a colour JPEG's luma, which is not OpenCV's grey conversion).

@@ -11,12 +11,20 @@
 
 namespace tarmac {
 
+/// The filter of a shrinking axis. Area: the footprint's average, as above. Cubic: Keys' cubic
+/// (a = -0.5) stretched by 1 / s, as PIL's and torch's antialiased bicubic: it keeps more of
+/// the frequencies below the output's Nyquist limit than the box does, which makes up for the
+/// low-pass of a DCT-scaled JPEG decode (jpeg_region.h) where an area average adds to it.
+enum class ShrinkFilter { Area, Cubic };
+
 /// True when `m` is a positive axis-aligned scale + translation (what area_resample takes).
 bool axis_aligned(const Affine& m);
 
 /// `src` (CV_8U or CV_32F, 1 to 4 channels) resampled by the axis-aligned map `m` into
-/// out_w x out_h, as described above; the element type is kept (8-bit values rounded to
-/// nearest). Throws std::invalid_argument for another map or element type.
-cv::Mat area_resample(const cv::Mat& src, const Affine& m, int out_w, int out_h, double pad);
+/// out_w x out_h, as described above, shrinking axes with `filter`; the element type is kept
+/// (8-bit values rounded to nearest and saturated). Throws std::invalid_argument for another
+/// map or element type.
+cv::Mat area_resample(const cv::Mat& src, const Affine& m, int out_w, int out_h, double pad,
+                      ShrinkFilter filter = ShrinkFilter::Area);
 
 }  // namespace tarmac

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "transform/image_codec.h"
 #include "transform/jpeg_region.h"
+#include "transform/resample.h"
 #include "transform/warp.h"
 
 using namespace tarmac;
@@ -36,9 +37,14 @@ double psnr_interior(const cv::Mat& a, const cv::Mat& b) {
   return cv::PSNR(a(inner), b(inner));
 }
 
-cv::Mat via_region(const std::vector<uint8_t>& jpg, int w, int h, const Geometry& g) {
+// The output as convert makes it: the decoded region shrunk with the filter the decode names.
+cv::Mat via_region(const std::vector<uint8_t>& jpg, int w, int h, const Geometry& g,
+                   ShrinkFilter* filter = nullptr) {
   const RegionDecode rd = decode_jpeg_region(jpg, w, h, g);
   REQUIRE_FALSE(rd.pixels.empty());
+  if (filter) *filter = rd.filter;
+  if (rd.filter == ShrinkFilter::Cubic)
+    return area_resample(rd.pixels, rd.m, g.out_width, g.out_height, 0, rd.filter);
   return warp_image(rd.pixels, rd.m, g.out_width, g.out_height, 0);
 }
 
@@ -51,15 +57,26 @@ TEST_CASE("jpeg region decode matches the full-decode path for crops at every DC
   GeometryOptions o;
   o.crop = CropMode::Box;
   o.resize = ResizeMode::Exact;
-  // Boxes giving scales of about 0.75 (no DCT scaling), 0.37 (1/2), 0.11 (1/8).
-  for (const Region box : {Region{400.5, 200.25, 700.5, 500.25}, Region{100.3, 50.7, 700.3, 650.7},
-                           Region{13, 7, 1013, 707}}) {
-    o.box = box;
-    o.width = o.height = 224;
+  // Scales (the larger axis's) of about 0.75 and 0.37 (no DCT scaling), 0.29 (1/2), 0.14 (1/4)
+  // and 0.07 (1/8): the same filter on the full decode is the reference.
+  const struct {
+    Region box;
+    int size;
+    bool cubic;
+  } cases[] = {{{400.5, 200.25, 700.5, 500.25}, 224, false},
+               {{100.3, 50.7, 700.3, 650.7}, 224, false},
+               {{100.3, 10.7, 900.3, 710.7}, 200, true},
+               {{13, 7, 1013, 707}, 100, true},
+               {{13, 7, 1013, 707}, 50, true}};
+  for (const auto& c : cases) {
+    o.box = c.box;
+    o.width = o.height = c.size;
     const Geometry g = compute_geometry(o, 1280, 720, std::nullopt);
-    const cv::Mat expect = warp_image(full, g.m, g.out_width, g.out_height, 0);
-    const cv::Mat got = via_region(jpg, 1280, 720, g);
-    INFO("box " << box.x0 << "," << box.y0 << " scale " << g.m[0]);
+    ShrinkFilter filter{};
+    const cv::Mat got = via_region(jpg, 1280, 720, g, &filter);
+    const cv::Mat expect = area_resample(full, g.m, g.out_width, g.out_height, 0, filter);
+    INFO("box " << c.box.x0 << "," << c.box.y0 << " scale " << g.m[0]);
+    CHECK((filter == ShrinkFilter::Cubic) == c.cubic);
     CHECK(psnr_interior(expect, got) > 38);
   }
 }
