@@ -17,7 +17,8 @@ namespace tarmac::cli {
 
 Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
   auto o = std::make_shared<check::VerifyOptions>();
-  app.add_option("dataset", o->dir, "Dataset directory to check")->required();
+  app.add_option("dataset", o->dir, "Dataset directory to check, or s3://bucket/prefix/")
+      ->required();
   app.add_flag("--decode", o->decode, "Also decode every image and dense map and check its size");
   app.add_option("-j,--threads", o->threads,
                  "Threads (default: all cores); shards are checked in parallel")
@@ -26,6 +27,8 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
       "Checks the annotation file against docs/format.md, every shard as tar (headers, padding,\n"
       "end blocks), every blob's place, name, size and CRC-32, and the sealed manifest (its own\n"
       "CRC-32, the annotation file's and each shard's): any changed byte is found.\n"
+      "A dataset in object storage (s3://, http(s)://) is read once, each shard downloaded to\n"
+      "TMPDIR, checked and removed (at most -j shards there at a time).\n"
       "Exit 0 only when everything holds, 1 otherwise.");
   return [o, &g]() -> int {
     const bool bar = g.verbosity >= 0 && !g.json && ::isatty(STDERR_FILENO);

@@ -12,12 +12,14 @@
 #include <thread>
 
 #include "check/column_check.h"
+#include "check/dataset_source.h"
 #include "check/shard_check.h"
 #include "common/crc32.h"
 #include "common/error.h"
 #include "format/manifest.h"
 #include "format/names.h"
 #include "format/shard_list.h"
+#include "remote/inputs.h"
 
 namespace tarmac::check {
 namespace fs = std::filesystem;
@@ -144,7 +146,16 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
     return r;
   };
-  const fs::path dir(o.dir);
+  std::optional<DatasetSource> src;
+  try {
+    src.emplace(o.dir);
+  } catch (const remote::RemoteError& e) {
+    if (e.http_status() != 404) throw;  // not the data: credentials, the server, the network
+    problems.push_back({kManifest, "", e.what()});
+    return done();
+  }
+  r.dir = src->name();
+  const fs::path dir(src->dir());
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     problems.push_back({o.dir, "", "is not a directory"});
@@ -153,7 +164,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   const bool partial = fs::exists(dir / format::kStagingDir, ec);
   if (!fs::exists(dir / kLabels, ec)) {
     problems.push_back({kLabels, "",
-                        std::string("is missing: '") + o.dir + "' is not a tarmac dataset" +
+                        std::string("is missing: '") + r.dir + "' is not a tarmac dataset" +
                             (partial ? " (a conversion into it did not finish)" : "")});
     return done();
   }
@@ -162,7 +173,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
         {format::kStagingDir, "", "an unfinished run left its staging directory here"});
 
   Annotation a;
-  const bool usable = a.open(o.dir, true, problems);
+  const bool usable = a.open(dir.string(), true, problems);
   const auto labels = a.file().bytes();
   r.bytes_checked += labels.size();
   format::Manifest m;
@@ -203,12 +214,21 @@ VerifyReport verify_dataset(const VerifyOptions& o,
 
   // Extra shards: tar files in the directory that the annotation file does not list.
   const std::set<std::string> listed(a.shards().begin(), a.shards().end());
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.ends_with(".tar") && !listed.count(name))
+  std::vector<std::string> present;
+  if (src->remote()) {
+    try {
+      for (const auto& [url, size] : remote::list_objects(src->name(), src->config()))
+        present.push_back(url.substr(src->name().size()));
+    } catch (const remote::RemoteError&) {  // a key allowed to read but not to list
+    }
+  } else {
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      present.push_back(e.path().filename().string());
+  }
+  for (const std::string& name : present)
+    if (name.ends_with(".tar") && name.find('/') == std::string::npos && !listed.count(name))
       problems.push_back(
           {name, "", "is a shard file that the annotation file does not list (an extra shard)"});
-  }
 
   // Blobs by shard, sorted by offset.
   const size_t kinds = a.blob_kinds().size();
@@ -238,7 +258,10 @@ VerifyReport verify_dataset(const VerifyOptions& o,
 
   // Shards in parallel; the calling thread reports progress.
   VerifyProgress p;
-  for (const auto& s : a.shards()) p.bytes_total += fs::file_size(dir / s, ec), ec.clear();
+  if (src->remote() && have_manifest && m.shards)
+    for (const auto& s : *m.shards) p.bytes_total += s.size;
+  else
+    for (const auto& s : a.shards()) p.bytes_total += fs::file_size(dir / s, ec), ec.clear();
   p.bytes_total += column_files_bytes(dir);  // checked after the shards
   std::atomic<uint64_t> bytes_done{0};
   std::atomic<size_t> next{0}, finished{0};
@@ -254,7 +277,19 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     pool.emplace_back([&] {
       try {
         for (size_t s; (s = next.fetch_add(1)) < results.size();) {
-          results[s] = check_shard(a, static_cast<uint32_t>(s), per_shard[s], o.decode, bytes_done);
+          // A remote shard is downloaded whole, checked as a local one, and removed.
+          const std::string& name = a.shards()[s];
+          try {
+            src->download(name);
+            results[s] =
+                check_shard(a, static_cast<uint32_t>(s), per_shard[s], o.decode, bytes_done);
+          } catch (const remote::RemoteError& e) {
+            results[s].problems.push_back({name, "",
+                                           std::string("shard cannot be read: ") + e.what() + " (" +
+                                               std::to_string(per_shard[s].size()) +
+                                               " blob(s) stored in it are lost)"});
+          }
+          src->discard(name);
           std::lock_guard lk(mu);
           if (finished.fetch_add(1) + 1 == results.size()) all_done.notify_all();
         }
@@ -304,8 +339,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     for (size_t s = 0; s < results.size(); ++s) {
       for (BlobEntry e : per_shard[s])
         if (e % kinds == 0) ++samples[s];  // the image: one per sample
-      sizes[s] = fs::file_size(dir / a.shards()[s], ec);
-      ec.clear();
+      sizes[s] = results[s].size;
     }
     check_shard_list(dir, a, have_manifest ? m.shard_list : std::nullopt, samples, sizes, problems,
                      r.bytes_checked);
