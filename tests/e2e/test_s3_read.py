@@ -267,6 +267,33 @@ class S3Datasets(fx.TmpCase):
         self.assertIn("CRC-32", out)
         self.assertNotIn(self.shards[0], out)
 
+    def test_verify_sample_reads_the_chosen_blobs_alone(self):
+        proxy = FaultProxy(self.port)
+        p = subprocess.run([fx.TARMAC, "verify", "--json", "--sample", "10", "--seed", "5", self.url],
+                           capture_output=True, timeout=180, env=dict(self.env, AWS_ENDPOINT_URL=proxy.url))
+        proxy.close()
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        j = json.loads(p.stdout)
+        self.assertEqual((j["ok"], j["sampled"], j["blobs"]), (True, 10, 10))
+        self.assertEqual(len(self.shard_gets(proxy)), 10)  # one Range GET per sample, no whole shard
+        self.assertEqual(len(proxy.ranges), 10)
+        local = subprocess.run([fx.TARMAC, "verify", "--json", "--sample", "10", "--seed", "5", self.local],
+                               capture_output=True, check=True)
+        self.assertEqual(json.loads(local.stdout)["bytes_checked"], j["bytes_checked"])  # the same samples
+        # every blob of one shard damaged: a spot check of half the samples finds it
+        self.upload("spot/")
+        path = os.path.join(self.local, self.shards[1])
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+        sel = self.ref.column("__image__.shard") == 1
+        for off in self.ref.column("__image__.offset")[sel]:
+            data[int(off) + 7] ^= 0x10
+        self.s3.put_object(Bucket=BUCKET, Key="spot/" + self.shards[1], Body=bytes(data))
+        p = self.tarmac_cli("verify", "--sample", str(N // 2), f"s3://{BUCKET}/spot/")
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn(f"{self.shards[1]}: sample", p.stdout.decode())
+        self.assertIn(f"({N // 2} spot-checked, --sample)", p.stdout.decode())
+
     def test_missing_manifest_is_not_a_complete_dataset(self):
         self.upload("nomanifest/", skip=("manifest.json",))
         url = f"s3://{BUCKET}/nomanifest/"
