@@ -38,6 +38,28 @@ class _Handle:
         self._finalizer.atexit = False
 
 
+class _Shards:
+    """The shards as zero-copy views, each taken on first use: a dataset in object storage
+    downloads a shard when it is first read, not when ds[i] first runs."""
+
+    def __init__(self, lib: ctypes.CDLL, handle: _Handle) -> None:
+        self._lib, self._h = lib, handle
+        count = ctypes.c_int64()
+        check(lib.tarmac_num_shards(handle.ptr, ctypes.byref(count)))
+        self._views: List[Optional[np.ndarray]] = [None] * count.value
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def __getitem__(self, k: int) -> np.ndarray:
+        v = self._views[k]
+        if v is None:
+            data, size = ctypes.c_void_p(), ctypes.c_size_t()
+            check(self._lib.tarmac_shard(self._h.ptr, k, ctypes.byref(data), ctypes.byref(size)))
+            v = self._views[k] = _view(self._h, data.value, size.value, "u1", (size.value,))
+        return v
+
+
 def _view(handle: _Handle, address: Optional[int], nbytes: int, dtype: Any, shape: Tuple[int, ...]) -> np.ndarray:
     """A read-only numpy array over `nbytes` at `address`, keeping `handle` alive via .base."""
     buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(address) if address else (ctypes.c_uint8 * 1)()
@@ -119,14 +141,7 @@ class Dataset:
         key = _format.KEY
         getters = [(key, self._ragged_getter(key + ".values", key + ".offsets", key, _format.STRING))]
         if self.blob_kinds:
-            shards = []
-            count = ctypes.c_int64()
-            check(self._lib.tarmac_num_shards(self._ptr, ctypes.byref(count)))
-            for k in range(count.value):
-                data, size = ctypes.c_void_p(), ctypes.c_size_t()
-                check(self._lib.tarmac_shard(self._ptr, k, ctypes.byref(data), ctypes.byref(size)))
-                shards.append(_view(self._h, data.value, size.value, "u1", (size.value,)))
-            getters.append(("image", self._blob_getter(_format.IMAGE, shards)))
+            getters.append(("image", self._blob_getter(_format.IMAGE, _Shards(self._lib, self._h))))
         for name, f in self.fields.items():
             if f["kind"] == _format.NUMERIC and not f["ragged"]:
                 get = self._tensor(name).__getitem__

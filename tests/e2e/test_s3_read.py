@@ -8,7 +8,6 @@ the GETs (a warm cache reads no shard again) and cuts connections mid-download.
 
 Needs swift-* memcached python3-boto3 (scripts/setup-deps.sh test); skips without them.
 """
-import hashlib
 import json
 import os
 import subprocess
@@ -134,8 +133,13 @@ class S3Datasets(fx.TmpCase):
         cache = self.cache("warm")
         ds = self.tarmac.Dataset(self.url, cache=cache)
         self.assertEqual(self.shard_gets(proxy), [], "shards are fetched on first use, not at open")
+        self.assertEqual(bytes(ds[0]["image"]), bytes(self.ref.image(0)))  # ds[i]: numpy views
+        self.assertEqual(len(self.shard_gets(proxy)), 1)
         ds.image(0)
         self.assertEqual(len(self.shard_gets(proxy)), 1)
+        for i in range(N):
+            self.assertEqual(ds[i]["__key__"], self.ref.key(i))
+            self.assertEqual(bytes(ds[i]["image"]), bytes(self.ref[i]["image"]))
         self.assert_same_as_local(ds)
         gets = self.shard_gets(proxy)
         self.assertEqual(sorted(g.rsplit("/", 1)[1] for g in gets), self.shards, "each shard once")
