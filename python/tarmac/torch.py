@@ -230,7 +230,8 @@ class MixedDataset(torch.utils.data.Dataset):
             raise ValueError(f"seed must be an integer in 0 .. 2^64 - 1, not {seed!r}")
         self.augment, self.seed, self.epoch, self.dense = augment, int(seed), 0, list(dense or [])
         given = [d if isinstance(d, TarmacDataset) else None for d in datasets]
-        opened = [tarmac.Dataset(d.path if isinstance(d, TarmacDataset) else os.fspath(d)) for d in datasets]
+        opened = [tarmac.Dataset(d.path, cache=d.cache, cache_size=d.cache_size) if isinstance(d, TarmacDataset)
+                  else tarmac.Dataset(os.fspath(d)) for d in datasets]
         self.paths = [ds.path for ds in opened]
         self.sizes = [len(ds) for ds in opened]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
@@ -585,7 +586,8 @@ class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
 
     def __init__(self, dataset, batch_size, rank=None, world=None, seed=0, shuffle=True, drop_last=True):
         path = getattr(dataset, "path", dataset)
-        self.dataset = dataset if isinstance(dataset, tarmac.Dataset) else tarmac.Dataset(path)
+        self.dataset = dataset if isinstance(dataset, tarmac.Dataset) else tarmac.Dataset(
+            path, cache=getattr(dataset, "cache", None), cache_size=getattr(dataset, "cache_size", 0))
         self.batch_size = batch_size
         self.rank, self.world = _rank_world(rank, world)
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last

@@ -227,6 +227,13 @@ class S3Datasets(fx.TmpCase):
             self.assertEqual(cls, int(self.ref.value("cls", i)))
             self.assertTrue((chw.transpose(1, 2, 0) == self.ref.decode(i)).all())
         self.assert_cached_shards_are_local(cache)
+        # the samplers and MixedDataset open it through its cache too
+        batches = list(tt.BucketBatchSampler(ds, 4, rank=0, world=1))
+        self.assertEqual(sorted(i for b in batches for i in b), list(range(N)))
+        raw = tt.TarmacDataset(self.url, cache=cache, fields=["cls"], decode=False)  # images of 3 sizes
+        mixed = tt.MixedDataset([raw, raw], fields=["cls"], decode=False)
+        self.assertEqual(len(mixed), 2 * N)
+        self.assertEqual(int(mixed[N + 3]["cls"]), int(self.ref.value("cls", 3)))
 
     def test_reader_errors(self):
         with self.assertRaisesRegex(ValueError, "cache="):
