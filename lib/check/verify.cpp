@@ -21,6 +21,7 @@
 #include "format/names.h"
 #include "format/shard_list.h"
 #include "remote/inputs.h"
+#include "remote/url.h"
 
 namespace tarmac::check {
 namespace fs = std::filesystem;
@@ -260,13 +261,13 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   // Extra shards: tar files in the directory that the annotation file does not list.
   const std::set<std::string> listed(a.shards().begin(), a.shards().end());
   std::vector<std::string> present;
-  if (src->remote()) {
+  if (remote::is_s3(src->name())) {  // an http(s):// folder has no listing to read
     try {
       for (const auto& [url, size] : remote::list_objects(src->name(), src->config()))
         present.push_back(url.substr(src->name().size()));
     } catch (const remote::RemoteError&) {  // a key allowed to read but not to list
     }
-  } else {
+  } else if (!src->remote()) {
     for (const auto& e : fs::directory_iterator(dir, ec))
       present.push_back(e.path().filename().string());
   }

@@ -8,17 +8,20 @@ the GETs (a warm cache reads no shard again) and cuts connections mid-download.
 
 Needs swift-* memcached python3-boto3 (scripts/setup-deps.sh test); skips without them.
 """
+import functools
 import json
 import os
 import subprocess
 import sys
 import tarfile
+import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixtures as fx  # noqa: E402
 import s3_local as s3l  # noqa: E402
 from s3_local import FaultProxy  # noqa: E402
+from test_s3 import RangeHandler, ThreadingServer  # noqa: E402  (http.server with ranges)
 
 BUCKET = "tarmac-read"
 N = 48
@@ -249,6 +252,20 @@ class S3Datasets(fx.TmpCase):
         i = next(i for i in range(N) if self.ref_shard_of(i) == self.shards[2])
         with self.assertRaisesRegex(Exception, f"s3://{BUCKET}/noshard/{self.shards[2]}.*NoSuchKey"):
             ds.image(i)
+
+    def test_an_http_folder_is_read_as_a_bucket(self):
+        handler = functools.partial(RangeHandler, directory=self.tmp)
+        server = ThreadingServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        url = f"http://127.0.0.1:{server.server_address[1]}/local/"
+        self.assert_same_as_local(self.tarmac.Dataset(url, cache=self.cache("http")))
+        p = self.tarmac_cli("verify", url)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn(f"OK {url}: {N} samples", p.stdout.decode())
+        p = self.tarmac_cli("cat", url, "#2")
+        self.assertEqual(p.stdout, bytes(self.ref.image(2)))
 
     # ------------------------------------------------------------------ CLI
     def test_verify_passes_and_reads_every_byte_once(self):
