@@ -91,16 +91,7 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
     std::optional<check::DatasetSource> src;
     try {
       src.emplace(*dir);
-      s = summarize_dataset(src->dir(), *want_sizes);
-      if (src->remote()) {
-        // The shards stay where they are: their sizes are the manifest's, written last.
-        s.path = src->name();
-        const auto& m = *src->manifest();
-        for (auto& sh : s.shards)
-          if (m.shards)
-            for (const auto& e : *m.shards)
-              if (e.name == sh.name) sh.size = e.size, sh.present = true;
-      }
+      s = check::summarize_source(*src, *want_sizes);
     } catch (const FatalError& e) {
       spdlog::error("{}", e.what());
       return kDataError;

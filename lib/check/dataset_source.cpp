@@ -93,4 +93,15 @@ void DatasetSource::discard(const std::string& file) const {
   fs::remove(fs::path(dir_) / file, ec);
 }
 
+DatasetSummary summarize_source(const DatasetSource& src, bool image_sizes) {
+  DatasetSummary s = summarize_dataset(src.dir(), image_sizes);
+  if (!src.remote()) return s;
+  s.path = src.name();
+  const auto& shards = src.manifest()->shards;
+  for (auto& sh : s.shards)
+    for (const auto& e : shards ? *shards : std::vector<format::ManifestShard>())
+      if (e.name == sh.name) sh.size = e.size, sh.present = true;
+  return s;
+}
+
 }  // namespace tarmac::check

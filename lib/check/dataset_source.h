@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/manifest.h"
+#include "read/dataset_summary.h"
 #include "remote/remote_config.h"
 
 namespace tarmac::check {
@@ -52,5 +53,9 @@ class DatasetSource {
   std::optional<format::Manifest> manifest_;
   remote::RemoteConfig config_;
 };
+
+/// `info`'s summary of the dataset: summarize_dataset() of its folder; a remote one's path is
+/// its URL and its shards' sizes are the manifest's (the shards are not downloaded).
+DatasetSummary summarize_source(const DatasetSource& src, bool image_sizes);
 
 }  // namespace tarmac::check
