@@ -18,7 +18,7 @@ Runner setup_cat(CLI::App& app, const GlobalFlags& g) {
     bool image = false, labels = false;
   };
   auto f = std::make_shared<Flags>();
-  app.add_option("dataset", f->dir, "Dataset directory")->required();
+  app.add_option("dataset", f->dir, "Dataset directory, or s3://bucket/prefix/")->required();
   app.add_option("sample", f->sample, "Sample key, or #INDEX (0-based)")->required();
   auto* image = app.add_flag("--image", f->image, "The stored image bytes (the default)");
   auto* dense = app.add_option("--dense", f->dense, "The stored dense map NAME (e.g. depth) bytes");
@@ -28,12 +28,13 @@ Runner setup_cat(CLI::App& app, const GlobalFlags& g) {
   dense->excludes(labels);
   app.footer(
       "Examples:\n  tarmac cat out/ agora/00/frame_000017 > crop.jpg\n  tarmac cat out/ '#0' "
-      "--labels");
+      "--labels\n  tarmac cat s3://bucket/train/ '#0' > first.jpg   (one Range GET of its shard)");
   return [f, &g]() -> int {
     try {
+      const check::DatasetSource src(f->dir);
       check::Annotation a;
       std::vector<check::Problem> problems;
-      if (!a.open(f->dir, false, problems) || !problems.empty()) {
+      if (!a.open(src.dir(), false, problems) || !problems.empty()) {
         const auto& p = problems.front();
         throw FatalError("'" + f->dir + "' is not a valid dataset: " + p.file + ": " + p.what);
       }
@@ -49,7 +50,7 @@ Runner setup_cat(CLI::App& app, const GlobalFlags& g) {
       if (::isatty(STDOUT_FILENO))
         throw FatalError(
             "refusing to write binary image bytes to a terminal; redirect stdout (> file)");
-      const std::vector<uint8_t> bytes = check::read_blob(a, kind, *i);
+      const std::vector<uint8_t> bytes = check::read_blob(src, a, kind, *i);
       if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() ||
           std::fflush(stdout) != 0)
         throw FatalError("cannot write to standard output");

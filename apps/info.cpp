@@ -11,6 +11,7 @@
 
 #include "apps/commands.h"
 #include "apps/errors.h"
+#include "check/dataset_source.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/printable.h"
@@ -78,15 +79,19 @@ std::string sizes_text(const DatasetSummary& s, size_t most) {
 
 Runner setup_info(CLI::App& app, const GlobalFlags& g) {
   auto dir = std::make_shared<std::string>();
-  app.add_option("dataset", *dir, "Dataset directory written by tarmac convert")->required();
+  app.add_option("dataset", *dir,
+                 "Dataset directory written by tarmac convert, or s3://bucket/prefix/")
+      ->required();
   auto sizes = std::make_shared<bool>(false);
   app.add_flag("--sizes", *sizes,
                "Also count the stored images' sizes (the buckets of --resize bucket); reads two "
                "columns, so it takes time proportional to the samples");
   return [dir, want_sizes = sizes, &g]() -> int {
     DatasetSummary s;
+    std::optional<check::DatasetSource> src;
     try {
-      s = summarize_dataset(*dir, *want_sizes);
+      src.emplace(*dir);
+      s = check::summarize_source(*src, *want_sizes);
     } catch (const FatalError& e) {
       spdlog::error("{}", e.what());
       return kDataError;
@@ -106,7 +111,7 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
     const auto schema = format::parse_ordered(s.schema_json, false);
     std::vector<ColumnInfo> columns;
     try {
-      columns = list_columns(s.path);
+      columns = list_columns(src->dir());
     } catch (const std::exception& e) {
       spdlog::warn("cannot list the derived columns: {}", e.what());
     }

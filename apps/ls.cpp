@@ -7,6 +7,7 @@
 #include "apps/commands.h"
 #include "apps/errors.h"
 #include "check/annotation.h"
+#include "check/dataset_source.h"
 #include "common/error.h"
 #include "common/printable.h"
 
@@ -15,13 +16,14 @@ namespace tarmac::cli {
 Runner setup_ls(CLI::App& app, const GlobalFlags& g) {
   auto dir = std::make_shared<std::string>();
   auto long_format = std::make_shared<bool>(false);
-  app.add_option("dataset", *dir, "Dataset directory")->required();
+  app.add_option("dataset", *dir, "Dataset directory, or s3://bucket/prefix/")->required();
   app.add_flag("-l,--long", *long_format, "Also index, image size in bytes and width x height");
   return [dir, long_format, &g]() -> int {
     try {
+      const check::DatasetSource src(*dir);
       check::Annotation a;
       std::vector<check::Problem> problems;
-      if (!a.open(*dir, false, problems) || !problems.empty()) {
+      if (!a.open(src.dir(), false, problems) || !problems.empty()) {
         const auto& p = problems.front();
         throw FatalError("'" + *dir + "' is not a valid dataset: " + p.file + ": " + p.what);
       }

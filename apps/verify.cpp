@@ -17,15 +17,24 @@ namespace tarmac::cli {
 
 Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
   auto o = std::make_shared<check::VerifyOptions>();
-  app.add_option("dataset", o->dir, "Dataset directory to check")->required();
+  app.add_option("dataset", o->dir, "Dataset directory to check, or s3://bucket/prefix/")
+      ->required();
   app.add_flag("--decode", o->decode, "Also decode every image and dense map and check its size");
   app.add_option("-j,--threads", o->threads,
                  "Threads (default: all cores); shards are checked in parallel")
       ->transform(integer_in(kThreadRange));
+  app.add_option("--sample", o->sample,
+                 "Spot-check N random samples (their blobs alone, each read with its tar header) "
+                 "instead of every byte; default: all")
+      ->transform(integer_in({1, int64_t{1} << 62}));
+  app.add_option("--seed", o->seed, "Which random samples --sample checks (default 0)")
+      ->transform(unsigned_integer());
   app.footer(
       "Checks the annotation file against docs/format.md, every shard as tar (headers, padding,\n"
       "end blocks), every blob's place, name, size and CRC-32, and the sealed manifest (its own\n"
       "CRC-32, the annotation file's and each shard's): any changed byte is found.\n"
+      "A dataset in object storage (s3://, http(s)://) is read once, each shard downloaded to\n"
+      "TMPDIR, checked and removed (at most -j shards there at a time).\n"
       "Exit 0 only when everything holds, 1 otherwise.");
   return [o, &g]() -> int {
     const bool bar = g.verbosity >= 0 && !g.json && ::isatty(STDERR_FILENO);
@@ -41,6 +50,7 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
       j["shards"] = r.shards;
       j["blobs"] = r.blobs;
       j["columns"] = r.columns;
+      if (r.sampled) j["sampled"] = r.sampled;
       j["bytes_checked"] = r.bytes_checked;
       j["decoded"] = o->decode;
       j["seconds"] = r.seconds;
@@ -60,8 +70,10 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
                     static_cast<unsigned long long>(r.problem_count - r.problems.size()));
       if (g.verbosity >= 0 || !r.ok())
         std::printf(
-            "%s %s: %llu samples, %llu shard(s), %llu blob(s)%s, %s checked in %.1f s (%s/s)%s\n",
+            "%s %s: %llu samples%s, %llu shard(s), %llu blob(s)%s, %s checked in %.1f s (%s/s)%s\n",
             r.ok() ? "OK" : "FAILED", r.dir.c_str(), static_cast<unsigned long long>(r.samples),
+            r.sampled ? (" (" + std::to_string(r.sampled) + " spot-checked, --sample)").c_str()
+                      : "",
             static_cast<unsigned long long>(r.shards), static_cast<unsigned long long>(r.blobs),
             r.columns ? (", " + std::to_string(r.columns) + " derived column(s)").c_str() : "",
             format_bytes(r.bytes_checked).c_str(), r.seconds,

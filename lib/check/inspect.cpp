@@ -1,12 +1,5 @@
 #include "check/inspect.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-
 #include "common/crc32.h"
 #include "common/error.h"
 
@@ -23,33 +16,18 @@ size_t blob_kind(const Annotation& a, const std::string& name) {
                    "' blobs (it stores: " + (have.empty() ? "none" : have) + ")");
 }
 
-std::vector<uint8_t> read_blob(const Annotation& a, size_t kind, uint64_t i) {
+std::vector<uint8_t> read_blob(const DatasetSource& src, const Annotation& a, size_t kind,
+                               uint64_t i) {
   const BlobRef b = a.blob(kind, i);
   if (b.shard < 0 || static_cast<size_t>(b.shard) >= a.shards().size() || b.offset < 0 ||
       b.size < 0)
     throw FatalError("sample '" + a.key(i) +
                      "': the annotation file places its blob nowhere valid");
-  const std::string path =
-      (std::filesystem::path(a.dir()) / a.shards()[static_cast<size_t>(b.shard)]).string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw FatalError("cannot open shard '" + path + "': " + std::strerror(errno));
-  std::vector<uint8_t> out(static_cast<size_t>(b.size));
-  size_t got = 0;
-  while (got < out.size()) {
-    const ssize_t n =
-        ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(b.offset + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      throw FatalError("shard '" + path + "' ends before the blob of sample '" + a.key(i) +
-                       "' (truncated?)");
-    }
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  const uint32_t crc = crc32_of(out);
-  if (crc != b.crc32)
-    throw FatalError("sample '" + a.key(i) + "': the bytes in '" + path +
+  const std::string& shard = a.shards()[static_cast<size_t>(b.shard)];
+  std::vector<uint8_t> out =
+      src.read_range(shard, static_cast<uint64_t>(b.offset), static_cast<uint64_t>(b.size));
+  if (crc32_of(out) != b.crc32)
+    throw FatalError("sample '" + a.key(i) + "': the bytes in '" + src.location(shard) +
                      "' do not match their CRC-32 (corrupt; run tarmac verify)");
   return out;
 }

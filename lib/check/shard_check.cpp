@@ -108,6 +108,58 @@ std::string parse_pax(const uint8_t* p, uint64_t n, std::optional<std::string>& 
   return "";
 }
 
+// With --decode: "" when blob `e` (member extension `ext`) decodes to the annotation file's
+// width and height, else why not (" does not decode: ...", ": decodes to ...").
+std::string decode_problem(const Annotation& a, BlobEntry e, const std::string& ext,
+                           std::span<const uint8_t> blob) {
+  const size_t kinds = a.blob_kinds().size();
+  const BlobRef b = a.blob(e % kinds, e / kinds);
+  try {
+    int w = 0, hgt = 0;
+    if (ext == "rgb") {
+      if (blob.size() != static_cast<uint64_t>(b.width) * static_cast<uint64_t>(b.height) * 3)
+        throw ParseError("raw RGB size " + std::to_string(blob.size()) +
+                         " is not width x height x 3");
+      w = b.width;
+      hgt = b.height;
+    } else if (a.layout().blobs[e % kinds].encoding == format::StoredEncoding::Npy) {
+      const format::NpyBlob arr = format::parse_npy_blob(blob);
+      w = static_cast<int>(arr.shape[1]);
+      hgt = static_cast<int>(arr.shape[0]);
+    } else {
+      const cv::Mat m = e % kinds == 0 ? decode_image(blob, uint64_t{1} << 36)
+                                       : decode_dense(blob, uint64_t{1} << 36);
+      w = m.cols;
+      hgt = m.rows;
+    }
+    if (w != b.width || hgt != b.height)
+      return ": decodes to " + std::to_string(w) + "x" + std::to_string(hgt) +
+             " but the annotation file says " + std::to_string(b.width) + "x" +
+             std::to_string(b.height);
+  } catch (const FatalError&) {
+    throw;  // not the data's fault (a codec plugin that cannot be loaded)
+  } catch (const std::exception& ex) {
+    return std::string(" does not decode: ") + ex.what();
+  }
+  return "";
+}
+
+// The extension of tar member `member` of blob `e` when it is named KEY.EXT as it must be
+// (a dense map's: KEY.NAME.EXT), else "".
+std::string member_ext(const Annotation& a, BlobEntry e, const std::string& member) {
+  const size_t kinds = a.blob_kinds().size();
+  const std::string key = a.key(e / kinds), what = a.blob_kinds()[e % kinds];
+  const std::string ext =
+      member.size() > key.size() + 1 && member.compare(0, key.size() + 1, key + ".") == 0
+          ? member.substr(key.size() + 1)
+          : "";
+  const std::string dense = what.size() > 4 ? what.substr(2, what.size() - 4) + "." : "";
+  const bool ok =
+      !ext.empty() && ext.find('/') == std::string::npos &&
+      (e % kinds == 0 || (ext.size() > dense.size() && ext.compare(0, dense.size(), dense) == 0));
+  return ok ? ext : "";
+}
+
 }  // namespace
 
 ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<BlobEntry>& entries,
@@ -224,14 +276,8 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
       if (static_cast<uint64_t>(b.size) != msize)
         problem(key, what + ": size is " + std::to_string(b.size) + " but tar member '" + member +
                          "' holds " + std::to_string(msize));
-      const std::string ext =
-          member.size() > key.size() + 1 && member.compare(0, key.size() + 1, key + ".") == 0
-              ? member.substr(key.size() + 1)
-              : "";
-      const std::string dense = what.size() > 4 ? what.substr(2, what.size() - 4) + "." : "";
-      const bool ext_ok = !ext.empty() && ext.find('/') == std::string::npos &&
-                          (e % kinds == 0 ||
-                           (ext.size() > dense.size() && ext.compare(0, dense.size(), dense) == 0));
+      const std::string ext = member_ext(a, e, member);
+      const bool ext_ok = !ext.empty();
       if (!ext_ok)
         problem(key, what + ": tar member is named '" + member + "', not '" + key + ".EXT'");
       feed(data);
@@ -246,36 +292,9 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
                       static_cast<unsigned>(c), b.crc32);
         problem(key, what + buf);
       }
-      if (decode && ext_ok) {
-        const std::span<const uint8_t> blob(p, msize);
-        try {
-          int w = 0, hgt = 0;
-          if (ext == "rgb") {
-            if (msize != static_cast<uint64_t>(b.width) * static_cast<uint64_t>(b.height) * 3)
-              throw ParseError("raw RGB size " + std::to_string(msize) +
-                               " is not width x height x 3");
-            w = b.width;
-            hgt = b.height;
-          } else if (a.layout().blobs[e % kinds].encoding == format::StoredEncoding::Npy) {
-            const format::NpyBlob arr = format::parse_npy_blob(blob);
-            w = static_cast<int>(arr.shape[1]);
-            hgt = static_cast<int>(arr.shape[0]);
-          } else {
-            const cv::Mat m = e % kinds == 0 ? decode_image(blob, uint64_t{1} << 36)
-                                             : decode_dense(blob, uint64_t{1} << 36);
-            w = m.cols;
-            hgt = m.rows;
-          }
-          if (w != b.width || hgt != b.height)
-            problem(key, what + ": decodes to " + std::to_string(w) + "x" + std::to_string(hgt) +
-                             " but the annotation file says " + std::to_string(b.width) + "x" +
-                             std::to_string(b.height));
-        } catch (const FatalError&) {
-          throw;  // not the data's fault (a codec plugin that cannot be loaded)
-        } catch (const std::exception& ex) {
-          problem(key, what + " does not decode: " + ex.what());
-        }
-      }
+      if (decode && ext_ok)
+        if (std::string why = decode_problem(a, e, ext, {p, msize}); !why.empty())
+          problem(key, what + why);
       r.blob_bytes += msize;
     } else {
       problem("", "member '" + member + "' at byte " + std::to_string(pos) +
@@ -296,6 +315,46 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
   r.crc32 = static_cast<uint32_t>(crc);
   r.walked = true;
   return r;
+}
+
+std::vector<Problem> check_blob(const Annotation& a, uint32_t shard, BlobEntry e,
+                                std::span<const uint8_t> bytes, bool decode) {
+  std::vector<Problem> out;
+  const size_t kinds = a.blob_kinds().size();
+  const std::string key = a.key(e / kinds), what = a.blob_kinds()[e % kinds];
+  const BlobRef b = a.blob(e % kinds, e / kinds);
+  auto problem = [&](const std::string& why) { out.push_back({a.shards().at(shard), key, why}); };
+  if (b.offset < static_cast<int64_t>(kBlock) || b.size < 0 ||
+      bytes.size() != kBlock + static_cast<uint64_t>(b.size)) {
+    problem(what + " at byte " + std::to_string(b.offset) +
+            " is not the data of a tar member (no header before it)");
+    return out;
+  }
+  Header h;
+  if (std::string err = parse_header(bytes.data(), h); !err.empty()) {
+    problem(what + ": the tar header before it: " + err);
+    return out;
+  }
+  if (h.type != '0') problem(what + ": its tar member is not a regular file");
+  if (h.size != static_cast<uint64_t>(b.size))
+    problem(what + ": size is " + std::to_string(b.size) + " but its tar member holds " +
+            std::to_string(h.size));
+  // A name longer than the ustar fields is in a pax record before this header: not read here.
+  std::string ext = member_ext(a, e, h.name);
+  if (ext.empty() && h.name.size() < 99)
+    problem(what + ": tar member is named '" + h.name + "', not '" + key + ".EXT'");
+  const auto data = bytes.subspan(kBlock);
+  const uint32_t c = crc32_update(0, data.data(), data.size());
+  if (c != b.crc32) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf,
+                  ": CRC-32 of the stored bytes is %08x, the annotation file says %08x",
+                  static_cast<unsigned>(c), b.crc32);
+    problem(what + buf);
+  }
+  if (decode && !ext.empty())
+    if (std::string why = decode_problem(a, e, ext, data); !why.empty()) problem(what + why);
+  return out;
 }
 
 }  // namespace tarmac::check

@@ -5,6 +5,7 @@
 // KEY.EXT, with the stored CRC-32. Reads the file by memory map, never whole into memory.
 #include <atomic>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,5 +29,12 @@ struct ShardCheck {
 /// Adds the bytes it has read to `progress`.
 ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<BlobEntry>& entries,
                        bool decode, std::atomic<uint64_t>& progress);
+
+/// Checks one blob of shard `shard` from `bytes`, the shard's bytes [offset - 512, offset +
+/// size): the ustar header before the data (checksum, magic, a regular file of the blob's size
+/// named KEY.EXT), the stored CRC-32 and, with `decode`, the decoded size. `verify --sample`:
+/// a spot check that reads these bytes alone, not the shard's other members or its end.
+std::vector<Problem> check_blob(const Annotation& a, uint32_t shard, BlobEntry e,
+                                std::span<const uint8_t> bytes, bool decode);
 
 }  // namespace tarmac::check

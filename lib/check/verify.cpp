@@ -7,17 +7,21 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "check/column_check.h"
+#include "check/dataset_source.h"
 #include "check/shard_check.h"
 #include "common/crc32.h"
 #include "common/error.h"
 #include "format/manifest.h"
 #include "format/names.h"
 #include "format/shard_list.h"
+#include "remote/inputs.h"
+#include "remote/url.h"
 
 namespace tarmac::check {
 namespace fs = std::filesystem;
@@ -128,7 +132,51 @@ void check_shard_list(const fs::path& dir, const Annotation& a,
   }
 }
 
+// Checks the chosen blobs of shard `s` from their bytes alone (verify --sample): each read
+// with its tar header, by pread or one Range GET.
+ShardCheck check_sampled(const DatasetSource& src, const Annotation& a, uint32_t s,
+                         const std::vector<BlobEntry>& entries, bool decode, uint64_t shard_size,
+                         std::atomic<uint64_t>& progress) {
+  ShardCheck r;
+  r.size = shard_size;
+  const size_t kinds = a.blob_kinds().size();
+  for (BlobEntry e : entries) {
+    const BlobRef b = a.blob(e % kinds, e / kinds);
+    std::vector<uint8_t> bytes;
+    if (b.offset >= 512 && b.size >= 0) {
+      const uint64_t size = static_cast<uint64_t>(b.size) + 512;
+      try {
+        bytes = src.read_range(a.shards()[s], static_cast<uint64_t>(b.offset) - 512, size);
+      } catch (const FatalError& ex) {
+        r.problems.push_back({a.shards()[s], a.key(e / kinds),
+                              a.blob_kinds()[e % kinds] + " cannot be read: " + ex.what()});
+        continue;
+      }
+      progress.fetch_add(size, std::memory_order_relaxed);
+    }
+    for (Problem& p : check_blob(a, s, e, bytes, decode)) r.problems.push_back(std::move(p));
+  }
+  return r;
+}
+
 }  // namespace
+
+std::vector<uint64_t> pick_samples(uint64_t n, uint64_t k, uint64_t seed) {
+  if (k >= n) {
+    std::vector<uint64_t> all(n);
+    for (uint64_t i = 0; i < n; ++i) all[i] = i;
+    return all;
+  }
+  // Floyd's algorithm: k distinct of [0, n), each set equally likely; mt19937_64 is specified
+  // exactly by the standard, so a seed picks the same samples everywhere.
+  std::mt19937_64 rng(seed);
+  std::set<uint64_t> chosen;
+  for (uint64_t j = n - k; j < n; ++j) {
+    const uint64_t t = rng() % (j + 1);
+    if (!chosen.insert(t).second) chosen.insert(j);
+  }
+  return {chosen.begin(), chosen.end()};
+}
 
 VerifyReport verify_dataset(const VerifyOptions& o,
                             const std::function<void(const VerifyProgress&)>& progress) {
@@ -144,7 +192,16 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
     return r;
   };
-  const fs::path dir(o.dir);
+  std::optional<DatasetSource> src;
+  try {
+    src.emplace(o.dir);
+  } catch (const remote::RemoteError& e) {
+    if (e.http_status() != 404) throw;  // not the data: credentials, the server, the network
+    problems.push_back({kManifest, "", e.what()});
+    return done();
+  }
+  r.dir = src->name();
+  const fs::path dir(src->dir());
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     problems.push_back({o.dir, "", "is not a directory"});
@@ -153,7 +210,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   const bool partial = fs::exists(dir / format::kStagingDir, ec);
   if (!fs::exists(dir / kLabels, ec)) {
     problems.push_back({kLabels, "",
-                        std::string("is missing: '") + o.dir + "' is not a tarmac dataset" +
+                        std::string("is missing: '") + r.dir + "' is not a tarmac dataset" +
                             (partial ? " (a conversion into it did not finish)" : "")});
     return done();
   }
@@ -162,7 +219,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
         {format::kStagingDir, "", "an unfinished run left its staging directory here"});
 
   Annotation a;
-  const bool usable = a.open(o.dir, true, problems);
+  const bool usable = a.open(dir.string(), true, problems);
   const auto labels = a.file().bytes();
   r.bytes_checked += labels.size();
   format::Manifest m;
@@ -203,12 +260,21 @@ VerifyReport verify_dataset(const VerifyOptions& o,
 
   // Extra shards: tar files in the directory that the annotation file does not list.
   const std::set<std::string> listed(a.shards().begin(), a.shards().end());
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.ends_with(".tar") && !listed.count(name))
+  std::vector<std::string> present;
+  if (remote::is_s3(src->name())) {  // an http(s):// folder has no listing to read
+    try {
+      for (const auto& [url, size] : remote::list_objects(src->name(), src->config()))
+        present.push_back(url.substr(src->name().size()));
+    } catch (const remote::RemoteError&) {  // a key allowed to read but not to list
+    }
+  } else if (!src->remote()) {
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      present.push_back(e.path().filename().string());
+  }
+  for (const std::string& name : present)
+    if (name.ends_with(".tar") && name.find('/') == std::string::npos && !listed.count(name))
       problems.push_back(
           {name, "", "is a shard file that the annotation file does not list (an extra shard)"});
-  }
 
   // Blobs by shard, sorted by offset.
   const size_t kinds = a.blob_kinds().size();
@@ -221,6 +287,19 @@ VerifyReport verify_dataset(const VerifyOptions& o,
       if (b.shard >= 0 && static_cast<size_t>(b.shard) < per_shard.size())
         per_shard[static_cast<size_t>(b.shard)].push_back(i * kinds + k);
     }
+  std::vector<uint64_t> samples(per_shard.size(), 0);  // whose image each shard holds
+  for (size_t s = 0; s < per_shard.size(); ++s)
+    for (BlobEntry e : per_shard[s])
+      if (e % kinds == 0) ++samples[s];  // the image: one per sample
+  const bool sampled = o.sample > 0 && o.sample < a.size();
+  if (sampled) {
+    const std::vector<uint64_t> chosen = pick_samples(a.size(), o.sample, o.seed);
+    r.sampled = chosen.size();
+    for (auto& v : per_shard)
+      std::erase_if(v, [&](BlobEntry e) {
+        return !std::binary_search(chosen.begin(), chosen.end(), e / kinds);
+      });
+  }
   for (auto& v : per_shard) {
     auto offset_of = [&](BlobEntry e) { return a.blob(e % kinds, e / kinds).offset; };
     if (!std::is_sorted(v.begin(), v.end(),
@@ -229,7 +308,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
                        [&](BlobEntry x, BlobEntry y) { return offset_of(x) < offset_of(y); });
     r.blobs += v.size();
   }
-  if (have_manifest) {
+  if (have_manifest) {  // of all samples, from the annotation file: sampled or not
     const auto ib =
         m.counts ? std::optional<uint64_t>(m.counts->image_bytes) : std::optional<uint64_t>();
     if (ib != blob_bytes)
@@ -237,8 +316,19 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   }
 
   // Shards in parallel; the calling thread reports progress.
+  std::vector<uint64_t> shard_sizes(a.shards().size(), 0);  // as the manifest or the disk says
+  for (size_t s = 0; s < shard_sizes.size(); ++s)
+    if (!src->remote())
+      shard_sizes[s] = fs::file_size(dir / a.shards()[s], ec), ec.clear();
+    else if (have_manifest && m.shards && s < m.shards->size())
+      shard_sizes[s] = (*m.shards)[s].size;
   VerifyProgress p;
-  for (const auto& s : a.shards()) p.bytes_total += fs::file_size(dir / s, ec), ec.clear();
+  if (sampled)
+    for (const auto& v : per_shard)
+      for (BlobEntry e : v)
+        p.bytes_total += 512 + std::max<int64_t>(0, a.blob(e % kinds, e / kinds).size);
+  else
+    for (uint64_t size : shard_sizes) p.bytes_total += size;
   p.bytes_total += column_files_bytes(dir);  // checked after the shards
   std::atomic<uint64_t> bytes_done{0};
   std::atomic<size_t> next{0}, finished{0};
@@ -254,7 +344,24 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     pool.emplace_back([&] {
       try {
         for (size_t s; (s = next.fetch_add(1)) < results.size();) {
-          results[s] = check_shard(a, static_cast<uint32_t>(s), per_shard[s], o.decode, bytes_done);
+          // A remote shard is downloaded whole, checked as a local one, and removed.
+          const std::string& name = a.shards()[s];
+          if (sampled) {
+            results[s] = check_sampled(*src, a, static_cast<uint32_t>(s), per_shard[s], o.decode,
+                                       shard_sizes[s], bytes_done);
+          } else {
+            try {
+              src->download(name);
+              results[s] =
+                  check_shard(a, static_cast<uint32_t>(s), per_shard[s], o.decode, bytes_done);
+            } catch (const remote::RemoteError& e) {
+              results[s].problems.push_back({name, "",
+                                             std::string("shard cannot be read: ") + e.what() +
+                                                 " (" + std::to_string(per_shard[s].size()) +
+                                                 " blob(s) stored in it are lost)"});
+            }
+            src->discard(name);
+          }
           std::lock_guard lk(mu);
           if (finished.fetch_add(1) + 1 == results.size()) all_done.notify_all();
         }
@@ -300,13 +407,8 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     if (crc != hex(c.crc32)) mismatch("CRC-32 of " + name, crc, hex(c.crc32));
   }
   {
-    std::vector<uint64_t> samples(results.size(), 0), sizes(results.size(), 0);
-    for (size_t s = 0; s < results.size(); ++s) {
-      for (BlobEntry e : per_shard[s])
-        if (e % kinds == 0) ++samples[s];  // the image: one per sample
-      sizes[s] = fs::file_size(dir / a.shards()[s], ec);
-      ec.clear();
-    }
+    std::vector<uint64_t> sizes(results.size(), 0);
+    for (size_t s = 0; s < results.size(); ++s) sizes[s] = results[s].size;
     check_shard_list(dir, a, have_manifest ? m.shard_list : std::nullopt, samples, sizes, problems,
                      r.bytes_checked);
   }

@@ -9,9 +9,11 @@
 
 #include "format/names.h"
 #include "read/batch_loader.h"
+#include "read/cached_dataset.h"
 #include "read/dataset.h"
 #include "read/derived_column.h"
 #include "read/partition.h"
+#include "remote/url.h"
 
 struct tarmac_dataset {
   tarmac::Dataset ds;
@@ -120,7 +122,23 @@ int tarmac_open(const char* dir, tarmac_dataset** out) {
   return guarded([&] {
     need(dir, "dir");
     need(out, "out");
+    if (tarmac::remote::is_remote(dir))
+      throw ArgumentError(std::string("'") + dir +
+                          "' is in object storage: open it with tarmac_open_cached and a cache "
+                          "folder (Python: tarmac.Dataset(url, cache=DIR))");
     *out = new tarmac_dataset{tarmac::Dataset(dir)};
+  });
+}
+
+int tarmac_open_cached(const char* url, const char* cache_dir, uint64_t cache_size,
+                       tarmac_dataset** out) {
+  return guarded([&] {
+    need(url, "url");
+    need(cache_dir, "cache_dir");
+    need(out, "out");
+    if (!*cache_dir) throw ArgumentError("tarmac_open_cached: cache_dir is empty");
+    *out = new tarmac_dataset{tarmac::open_cached(
+        url, cache_dir, cache_size, tarmac::remote::RemoteConfig::from_environment())};
   });
 }
 

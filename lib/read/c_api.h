@@ -13,8 +13,8 @@ extern "C" {
 
 #define TARMAC_API __attribute__((visibility("default")))
 /* 2: tarmac_augment, tarmac_loader_new_augment, _start_seeded; 3: tarmac_api_version,
-   tarmac_loader_field_layout, PNG dense maps in augmented batches */
-#define TARMAC_C_API_VERSION 3
+   tarmac_loader_field_layout, PNG dense maps in augmented batches; 4: tarmac_open_cached */
+#define TARMAC_C_API_VERSION 4
 #define TARMAC_MAX_DIMS 8
 
 /** Error codes: 0 is success; tarmac_last_error() says why for any other. */
@@ -65,7 +65,16 @@ TARMAC_API const char* tarmac_last_error(void);
 /** The safetensors name of a dtype code ("F32"), or NULL. */
 TARMAC_API const char* tarmac_dtype_name(int32_t dtype);
 
+/** Opens a dataset folder; an s3:// or http(s):// name is TARMAC_E_INVALID (tarmac_open_cached). */
 TARMAC_API int tarmac_open(const char* dir, tarmac_dataset** out);
+/** Opens the dataset at an s3:// or http(s):// prefix through the cache folder `cache_dir`
+ *  (created; processes may share it), keeping at most `cache_size` bytes there (0: no limit).
+ *  Downloads manifest.json, labels.safetensors and shardlist.json now, each shard whole on its
+ *  first read (then mapped as a local one), CRC-checked; credentials and endpoint from the
+ *  environment as the AWS CLI reads them. Failures, a shard's download included: TARMAC_E_IO,
+ *  the message naming the URL, the server's code and what to do. docs/reader.md. */
+TARMAC_API int tarmac_open_cached(const char* url, const char* cache_dir, uint64_t cache_size,
+                                  tarmac_dataset** out);
 /** Closes the dataset; every pointer into it becomes invalid. NULL is accepted. */
 TARMAC_API void tarmac_close(tarmac_dataset* ds);
 TARMAC_API int64_t tarmac_size(const tarmac_dataset* ds);

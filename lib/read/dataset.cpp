@@ -106,13 +106,22 @@ struct Dataset::State {
   std::map<std::string, std::unique_ptr<DerivedColumn>, std::less<>> derived;
   std::map<std::string, std::exception_ptr, std::less<>> derived_errors;
   std::optional<std::string> labels_crc32;
+  /// Shards fetched on first use: fetch, and one flag per shard (call_once retries a throw).
+  ShardFetcher fetch;
+  std::unique_ptr<std::once_flag[]> fetched;
 };
 
 Dataset::~Dataset() = default;
 Dataset::Dataset(Dataset&&) noexcept = default;
 Dataset& Dataset::operator=(Dataset&&) noexcept = default;
 
-Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State>()) {
+Dataset::Dataset(const std::string& dir, ShardFetcher fetch)
+    : Dataset(dir, std::move(fetch), true) {}
+
+Dataset::Dataset(const std::string& dir) : Dataset(dir, {}, false) {}
+
+Dataset::Dataset(const std::string& dir, ShardFetcher fetch, bool lazy)
+    : dir_(dir), st_(std::make_unique<State>()) {
   const fs::path root(dir);
   std::error_code ec;
   if (!fs::is_directory(root, ec)) throw FatalError("'" + dir + "' is not a directory");
@@ -159,8 +168,13 @@ Dataset::Dataset(const std::string& dir) : dir_(dir), st_(std::make_unique<State
   st_->fields.push_back({st_->affine, nullptr});
 
   shard_names_ = layout.shards;
-  shards_.reserve(shard_names_.size());
-  for (const std::string& s : shard_names_) {
+  if (lazy) {
+    if (!fetch) throw ArgumentError("Dataset: an empty ShardFetcher");
+    st_->fetch = std::move(fetch);
+    st_->fetched = std::make_unique<std::once_flag[]>(shard_names_.size());
+    shards_.resize(shard_names_.size());
+  }
+  for (const std::string& s : lazy ? std::vector<std::string>() : shard_names_) {
     if (!fs::exists(root / s, ec))
       throw FatalError("dataset '" + dir + "' is incomplete: shard '" + s + "' is missing");
     shards_.emplace_back((root / s).string());
@@ -342,7 +356,7 @@ BlobRef Dataset::blob_ref(size_t i, std::string_view kind) const {
   if (r.shard < 0 || static_cast<size_t>(r.shard) >= shards_.size())
     throw DataError(where() + " names shard " + std::to_string(r.shard) + " of " +
                     std::to_string(shards_.size()));
-  const uint64_t shard_size = shards_[static_cast<size_t>(r.shard)].bytes().size();
+  const uint64_t shard_size = shard(static_cast<size_t>(r.shard)).bytes().size();
   if (r.offset < 0 || r.size < 0 || static_cast<uint64_t>(r.offset) > shard_size ||
       static_cast<uint64_t>(r.size) > shard_size - static_cast<uint64_t>(r.offset))
     throw DataError(where() + " lies at bytes " + std::to_string(r.offset) + "+" +
@@ -352,19 +366,27 @@ BlobRef Dataset::blob_ref(size_t i, std::string_view kind) const {
   return r;
 }
 
+const MappedFile& Dataset::shard(size_t k) const {
+  if (st_->fetch) std::call_once(st_->fetched[k], [&] { shards_[k] = MappedFile(st_->fetch(k)); });
+  return shards_[k];
+}
+
 std::span<const uint8_t> Dataset::shard_bytes(size_t k) const {
-  return shards_.at(k).bytes();
+  if (k >= shards_.size())
+    throw IndexError("shard " + std::to_string(k) + " of " + std::to_string(shards_.size()));
+  return shard(k).bytes();
 }
 
 std::span<const uint8_t> Dataset::blob(size_t i, std::string_view kind) const {
   const BlobRef r = blob_ref(i, kind);
-  return shards_[static_cast<size_t>(r.shard)].bytes().subspan(static_cast<size_t>(r.offset),
-                                                               static_cast<size_t>(r.size));
+  return shard(static_cast<size_t>(r.shard))
+      .bytes()
+      .subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.size));
 }
 
 BlobEncoding Dataset::encoding(size_t i, std::string_view kind) const {
   const BlobRef r = blob_ref(i, kind);
-  const auto shard = shards_[static_cast<size_t>(r.shard)].bytes();
+  const auto bytes = shard(static_cast<size_t>(r.shard)).bytes();
   const auto stored = blob_state(kind).encoding;
   if (stored) switch (*stored) {
       case format::StoredEncoding::Jpeg:
@@ -383,14 +405,14 @@ BlobEncoding Dataset::encoding(size_t i, std::string_view kind) const {
   // Files written before `blob_encodings`: the member's ustar header sits in the 512 bytes
   // before the data, and its name ends with the extension. Raw pixels have no magic bytes.
   if (!stored && r.offset >= 512) {
-    const uint8_t* hdr = shard.data() + r.offset - 512;
+    const uint8_t* hdr = bytes.data() + r.offset - 512;
     if (std::memcmp(hdr + 257, "ustar", 5) == 0) {
       const std::string_view name(reinterpret_cast<const char*>(hdr),
                                   strnlen(reinterpret_cast<const char*>(hdr), 100));
       if (name.ends_with(".rgb")) return BlobEncoding::Raw;
     }
   }
-  const auto d = shard.subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.size));
+  const auto d = bytes.subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.size));
   try {
     switch (probe_image(d).format) {
       case ImageFormat::Jpeg:

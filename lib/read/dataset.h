@@ -5,6 +5,7 @@
 // points into its memory maps and is valid while the Dataset is open (not moved from).
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -95,6 +96,11 @@ struct Pixels {
 class MappedFile;
 class DerivedColumn;
 
+/// The local path of shard k of a dataset whose shards are not all in its folder (a cached copy
+/// of an s3:// dataset: read/cached_dataset.h), fetching it if need be. Called on the shard's
+/// first use, from whichever thread reads it first; called again after it threw.
+using ShardFetcher = std::function<std::string(size_t shard)>;
+
 /// An opened tarmac dataset directory. Opening maps the files and validates everything
 /// later accesses trust, in O(number of fields + shards): no label page is touched until
 /// asked. Per-sample checks happen at access and throw DataError. Thread-safe for reads.
@@ -103,6 +109,9 @@ class Dataset {
   /// Opens `dir`. Throws FatalError when it holds no complete dataset or a file cannot be
   /// mapped (a missing shard included), ParseError when labels.safetensors is invalid.
   explicit Dataset(const std::string& dir);
+  /// Opens `dir` holding the annotation file (and manifest); shard k is mapped on its first
+  /// use from the path `fetch` returns, and stays mapped while the Dataset is open.
+  Dataset(const std::string& dir, ShardFetcher fetch);
   ~Dataset();
   Dataset(Dataset&&) noexcept;
   Dataset& operator=(Dataset&&) noexcept;
@@ -119,7 +128,8 @@ class Dataset {
   /// Stored blob kinds: "__image__", then "__NAME__" per dense map; empty without images.
   const std::vector<std::string>& blob_kinds() const { return blob_kinds_; }
   const std::vector<std::string>& shard_names() const { return shard_names_; }
-  /// The bytes of shard k (a whole tar file); valid while the Dataset is open.
+  /// The bytes of shard k (a whole tar file; fetched first if it is fetched on use); valid
+  /// while the Dataset is open.
   std::span<const uint8_t> shard_bytes(size_t k) const;
   bool has_images() const { return !blob_kinds_.empty(); }
 
@@ -181,6 +191,7 @@ class Dataset {
   TensorView dense_array(size_t i, std::string_view kind) const;
 
  private:
+  Dataset(const std::string& dir, ShardFetcher fetch, bool lazy);
   struct Tensor;
   const Tensor& tensor(std::string_view name) const;
   const Tensor* find_tensor(std::string_view name) const;
@@ -191,13 +202,15 @@ class Dataset {
   template <class T>
   T scalar(const Tensor& t, size_t i) const;
   void check_index(size_t i) const;
+  /// Shard k, mapped (on its first use, with a ShardFetcher).
+  const MappedFile& shard(size_t k) const;
   std::pair<int64_t, int64_t> ragged_range(const Tensor& offsets, int64_t rows, size_t i,
                                            std::string_view field) const;
 
   std::string dir_;
   size_t n_ = 0;
   std::unique_ptr<MappedFile> labels_;
-  std::vector<MappedFile> shards_;
+  mutable std::vector<MappedFile> shards_;  // mapped at open, or on first use (State::fetch)
   std::vector<std::string> shard_names_;
   std::vector<std::string> blob_kinds_;
   std::vector<FieldSpec> fields_;

@@ -223,13 +223,15 @@ Target target_for(const std::string& name, const RemoteConfig& config) {
 }
 
 Response request(const Target& target, const RemoteConfig& config, bool head,
-                 const std::string& query, size_t body_limit) {
+                 const std::string& query, size_t body_limit, const std::string& range) {
   const std::string url = query.empty() ? target.url : target.url + "?" + query;
   for (int failures = 0;;) {
     Response r;
     Headers h;
     curl_slist* headers = nullptr;
-    CURL* c = make_handle(target, config, url, headers, {});
+    std::vector<std::string> extra;
+    if (!range.empty()) extra.push_back("Range: bytes=" + range);
+    CURL* c = make_handle(target, config, url, headers, std::move(extra));
     std::pair<std::string*, size_t> sink{&r.body, body_limit};
     if (head) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect_body);
@@ -257,7 +259,7 @@ Response request(const Target& target, const RemoteConfig& config, bool head,
       if (head && !target.sign && (r.status == 403 || r.status == 405)) return r;
       if (head) {
         // A HEAD answer has no body, so no error code: ask again with GET to learn it.
-        Response g = request(target, config, false, query, kErrorBodyLimit);
+        Response g = request(target, config, false, query, kErrorBodyLimit, range);
         if (g.status < 300)
           throw RemoteError("cannot read '" + target.name + "': HEAD answered HTTP " +
                             std::to_string(r.status) +
@@ -270,7 +272,7 @@ Response request(const Target& target, const RemoteConfig& config, bool head,
         back_off(config.retry, failures, nullptr);
         continue;
       }
-      throw RemoteError(failure_line(target, r.status, r.body, config));
+      throw RemoteError(failure_line(target, r.status, r.body, config), r.status);
     }
     r.content_length = h.content_length;
     r.etag = h.etag;
@@ -423,7 +425,7 @@ void HttpStream::State::complete(CURLcode rc) {
     const std::string line = failure_line(target, status, error_body, config);
     if (!retryable_status(status, code)) {
       finish_handle();
-      throw RemoteError(line);
+      throw RemoteError(line, status);
     }
     fail_or_retry(line, config.retry.max_attempts);
     return;

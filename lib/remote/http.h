@@ -35,9 +35,11 @@ struct Response {
 
 /// One request, retried as a stream is; a status >= 300 that is not retried ends it with
 /// RemoteError (its one line names the target, the server's error code and what to do).
-/// `query` ("a=1&b=2", sorted by name, values percent-encoded) is appended to the URL.
+/// `query` ("a=1&b=2", sorted by name, values percent-encoded) is appended to the URL;
+/// `range` ("START-END", inclusive) asks for those bytes alone.
 Response request(const Target& target, const RemoteConfig& config, bool head,
-                 const std::string& query = "", size_t body_limit = 64 << 20);
+                 const std::string& query = "", size_t body_limit = 64 << 20,
+                 const std::string& range = "");
 
 /// Size (and ETag) of an object, by HEAD; RemoteError when it cannot be read (an http(s)
 /// URL that refuses HEAD, 403 or 405, is answered as it is: its GET may still succeed).

@@ -11,7 +11,13 @@ namespace tarmac::remote {
 /// naming the URL, the server's error code and what to do.
 class RemoteError : public FatalError {
  public:
-  using FatalError::FatalError;
+  explicit RemoteError(const std::string& what, long http_status = 0)
+      : FatalError(what), status_(http_status) {}
+  /// The HTTP status the server refused with (404: no such object); 0 when it did not answer.
+  long http_status() const { return status_; }
+
+ private:
+  long status_ = 0;
 };
 
 struct RetryPolicy {

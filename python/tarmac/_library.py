@@ -15,7 +15,7 @@ from .errors import LibraryVersionError, error_for_code
 
 # The TARMAC_C_API_VERSION (lib/read/c_api.h) this package declares its functions for: the
 # library's tarmac_api_version() must say the same, or the structs below may not match its own.
-C_API_VERSION = 3
+C_API_VERSION = 4
 _MAX_DIMS = 8
 
 
@@ -130,6 +130,7 @@ def load_library() -> ctypes.CDLL:
     sigs = {
         "tarmac_last_error": (ctypes.c_char_p, []),
         "tarmac_open": (ctypes.c_int, [ctypes.c_char_p, pp(P)]),
+        "tarmac_open_cached": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, u64, pp(P)]),
         "tarmac_close": (None, [P]),
         "tarmac_size": (i64, [P]),
         "tarmac_metadata": (ctypes.c_char_p, [P, ctypes.c_char_p]),

@@ -24,14 +24,40 @@ class _Handle:
     weakref.finalize, not __del__: in a garbage cycle __del__ methods run in any order, and the
     dataset could be closed before its loaders were freed; a loader's finalizer holds the handle."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, cache: Optional[str] = None, cache_size: int = 0) -> None:
         self.lib = load_library()
         self.ptr = ctypes.c_void_p()
-        check(self.lib.tarmac_open(os.fsencode(path), ctypes.byref(self.ptr)))
+        if cache is None:
+            check(self.lib.tarmac_open(os.fsencode(path), ctypes.byref(self.ptr)))
+        else:
+            check(self.lib.tarmac_open_cached(os.fsencode(path), os.fsencode(cache), cache_size,
+                                              ctypes.byref(self.ptr)))
         # A forked child shares the parent's maps copy-on-write; unmapping there is harmless. Not
         # at exit: a daemon thread may still be decoding from the maps; the process's end unmaps.
         self._finalizer = weakref.finalize(self, self.lib.tarmac_close, ctypes.c_void_p(self.ptr.value))
         self._finalizer.atexit = False
+
+
+class _Shards:
+    """The shards as zero-copy views, each taken on first use: a dataset in object storage
+    downloads a shard when it is first read, not when ds[i] first runs."""
+
+    def __init__(self, lib: ctypes.CDLL, handle: _Handle) -> None:
+        self._lib, self._h = lib, handle
+        count = ctypes.c_int64()
+        check(lib.tarmac_num_shards(handle.ptr, ctypes.byref(count)))
+        self._views: List[Optional[np.ndarray]] = [None] * count.value
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def __getitem__(self, k: int) -> np.ndarray:
+        v = self._views[k]
+        if v is None:
+            data, size = ctypes.c_void_p(), ctypes.c_size_t()
+            check(self._lib.tarmac_shard(self._h.ptr, k, ctypes.byref(data), ctypes.byref(size)))
+            v = self._views[k] = _view(self._h, data.value, size.value, "u1", (size.value,))
+        return v
 
 
 def _view(handle: _Handle, address: Optional[int], nbytes: int, dtype: Any, shape: Tuple[int, ...]) -> np.ndarray:
@@ -43,18 +69,38 @@ def _view(handle: _Handle, address: Optional[int], nbytes: int, dtype: Any, shap
     return a.view(np.dtype(dtype)).reshape(shape)
 
 
+_REMOTE = ("s3://", "http://", "https://")
+
+
 class Dataset:
     """A tarmac dataset directory, opened by memory map in constant time.
 
-    Picklable (it reopens by path), so it can be handed to worker processes; after a fork it
-    keeps working on the inherited maps (shared through the page cache)."""
+    `path` may also be a dataset in object storage, "s3://bucket/prefix/" (or an http(s)://
+    folder), read through the local folder `cache`: its annotation file is downloaded at open,
+    each shard whole on first use, CRC-checked, then mapped as a local one; `cache_size` bytes
+    at most stay there (0: no limit; least recently used shards go first). Processes may
+    share one cache. docs/reader.md, "Datasets in object storage".
 
-    def __init__(self, path: Union[str, os.PathLike]) -> None:
+    Picklable (it reopens by path, and cache), so it can be handed to worker processes; after a
+    fork it keeps working on the inherited maps (shared through the page cache)."""
+
+    def __init__(self, path: Union[str, os.PathLike], cache: Optional[Union[str, os.PathLike]] = None,
+                 cache_size: int = 0) -> None:
         self.path = os.fspath(path)
+        self.cache = None if cache is None else os.fspath(cache)
+        if isinstance(cache_size, bool) or not isinstance(cache_size, numbers.Integral) or cache_size < 0:
+            raise ValueError(f"cache_size must be a number of bytes >= 0 (0: no limit), not {cache_size!r}")
+        self.cache_size = int(cache_size)
+        if self.path.startswith(_REMOTE) and self.cache is None:
+            raise ValueError(f"'{self.path}' is in object storage: give a local folder to keep its "
+                             f"shards in, tarmac.Dataset('{self.path}', cache='DIR')")
+        if self.cache is not None and not self.path.startswith(_REMOTE):
+            raise ValueError(f"cache= is for datasets in object storage (s3://, http(s)://), "
+                             f"not the local folder '{self.path}'")
         self._open()
 
     def _open(self):
-        self._h = _Handle(self.path)
+        self._h = _Handle(self.path, self.cache, self.cache_size)
         lib, p = self._h.lib, self._h.ptr
         self._lib = lib
         self._n = lib.tarmac_size(p)
@@ -95,14 +141,7 @@ class Dataset:
         key = _format.KEY
         getters = [(key, self._ragged_getter(key + ".values", key + ".offsets", key, _format.STRING))]
         if self.blob_kinds:
-            shards = []
-            count = ctypes.c_int64()
-            check(self._lib.tarmac_num_shards(self._ptr, ctypes.byref(count)))
-            for k in range(count.value):
-                data, size = ctypes.c_void_p(), ctypes.c_size_t()
-                check(self._lib.tarmac_shard(self._ptr, k, ctypes.byref(data), ctypes.byref(size)))
-                shards.append(_view(self._h, data.value, size.value, "u1", (size.value,)))
-            getters.append(("image", self._blob_getter(_format.IMAGE, shards)))
+            getters.append(("image", self._blob_getter(_format.IMAGE, _Shards(self._lib, self._h))))
         for name, f in self.fields.items():
             if f["kind"] == _format.NUMERIC and not f["ragged"]:
                 get = self._tensor(name).__getitem__
@@ -197,11 +236,12 @@ class Dataset:
             return shards[k][off:off + size]
         return get
 
-    def __getstate__(self) -> Dict[str, str]:
-        return {"path": self.path}
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"path": self.path, "cache": self.cache, "cache_size": self.cache_size}
 
-    def __setstate__(self, state: Dict[str, str]) -> None:
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         self.path = state["path"]
+        self.cache, self.cache_size = state.get("cache"), state.get("cache_size", 0)
         self._open()
 
     def close(self) -> None:

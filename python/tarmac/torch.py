@@ -53,11 +53,15 @@ class TarmacDataset(torch.utils.data.Dataset):
     persistent_workers the epoch they see does not change). Samples then also hold
     "__augment__" (float64 [2, 3]) and "__flip__", and each dense map named in `dense` (.npy
     or PNG) warped with the image. A single index is decoded as a batch of one. Values of a
-    dtype torch lacks are widened: uint16 (a 16-bit depth map) to int32, uint32 to int64."""
+    dtype torch lacks are widened: uint16 (a 16-bit depth map) to int32, uint32 to int64.
+    `cache`, `cache_size`: for a dataset in object storage ("s3://bucket/prefix/"), the local
+    folder its shards are downloaded into on first use, and the most bytes kept there
+    (tarmac.Dataset; every worker shares the folder)."""
 
     def __init__(self, path, fields=None, decode=True, chw=True, transform=None, threads=None,
-                 channels=3, columns=None, augment=None, seed=0, dense=None):
+                 channels=3, columns=None, augment=None, seed=0, dense=None, cache=None, cache_size=0):
         self.path = os.fspath(path)
+        self.cache, self.cache_size = cache, cache_size
         if augment is not None and not isinstance(augment, tarmac.Augment):
             raise ValueError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
         if augment is None and dense:
@@ -67,7 +71,7 @@ class TarmacDataset(torch.utils.data.Dataset):
         if channels not in (1, 3):
             raise ValueError(f"channels must be 1 or 3, not {channels!r}")
         self.channels = channels
-        ds = tarmac.Dataset(self.path)
+        ds = tarmac.Dataset(self.path, cache=cache, cache_size=cache_size)
         self._n = len(ds)
         self.fields = list(ds.fixed_fields() if fields is None else fields)
         self.columns = list(ds.derived if columns is None else columns)
@@ -81,7 +85,7 @@ class TarmacDataset(torch.utils.data.Dataset):
 
     def _dataset(self):
         if self._pid != os.getpid():
-            self._ds, self._pid = tarmac.Dataset(self.path), os.getpid()
+            self._ds, self._pid = tarmac.Dataset(self.path, cache=self.cache, cache_size=self.cache_size), os.getpid()
         return self._ds
 
     def __getstate__(self):
@@ -226,7 +230,8 @@ class MixedDataset(torch.utils.data.Dataset):
             raise ValueError(f"seed must be an integer in 0 .. 2^64 - 1, not {seed!r}")
         self.augment, self.seed, self.epoch, self.dense = augment, int(seed), 0, list(dense or [])
         given = [d if isinstance(d, TarmacDataset) else None for d in datasets]
-        opened = [tarmac.Dataset(d.path if isinstance(d, TarmacDataset) else os.fspath(d)) for d in datasets]
+        opened = [tarmac.Dataset(d.path, cache=d.cache, cache_size=d.cache_size) if isinstance(d, TarmacDataset)
+                  else tarmac.Dataset(os.fspath(d)) for d in datasets]
         self.paths = [ds.path for ds in opened]
         self.sizes = [len(ds) for ds in opened]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
@@ -581,7 +586,8 @@ class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
 
     def __init__(self, dataset, batch_size, rank=None, world=None, seed=0, shuffle=True, drop_last=True):
         path = getattr(dataset, "path", dataset)
-        self.dataset = dataset if isinstance(dataset, tarmac.Dataset) else tarmac.Dataset(path)
+        self.dataset = dataset if isinstance(dataset, tarmac.Dataset) else tarmac.Dataset(
+            path, cache=getattr(dataset, "cache", None), cache_size=getattr(dataset, "cache_size", 0))
         self.batch_size = batch_size
         self.rank, self.world = _rank_world(rank, world)
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last

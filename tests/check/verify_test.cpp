@@ -104,6 +104,79 @@ TEST_CASE("missing, extra and truncated files are reported, never a crash") {
   }
 }
 
+TEST_CASE("pick_samples: k distinct sorted indices, the same for a seed") {
+  const auto a = check::pick_samples(1000, 50, 3);
+  CHECK(a.size() == 50);
+  CHECK(std::is_sorted(a.begin(), a.end()));
+  CHECK(std::adjacent_find(a.begin(), a.end()) == a.end());
+  CHECK(a.back() < 1000);
+  CHECK(check::pick_samples(1000, 50, 3) == a);
+  CHECK(check::pick_samples(1000, 50, 4) != a);
+  CHECK(check::pick_samples(5, 9, 0) == std::vector<uint64_t>{0, 1, 2, 3, 4});
+  // every index is drawn about equally often (Floyd's algorithm is uniform): 4000 draws of 3 of 6
+  std::vector<int> seen(6, 0);
+  for (uint64_t seed = 0; seed < 4000; ++seed)
+    for (uint64_t i : check::pick_samples(6, 3, seed)) ++seen[i];
+  for (int c : seen) CHECK(std::abs(c - 2000) < 150);
+}
+
+TEST_CASE("verify --sample: checks the chosen blobs from their bytes alone") {
+  const std::string ds = testing::copy_part(temp_dir("sample"), "ds", "s12");
+  check::VerifyOptions o;
+  o.dir = ds;
+  o.threads = 2;
+  o.sample = 4;
+  o.decode = true;
+  auto r = check::verify_dataset(o, nullptr);
+  INFO((r.problems.empty() ? "" : r.problems[0].file + ": " + r.problems[0].what));
+  CHECK(r.ok());
+  CHECK(r.sampled == 4);
+  CHECK(r.blobs == 4);
+  check::Annotation a;
+  std::vector<check::Problem> problems;
+  REQUIRE(a.open(ds, false, problems));
+  const auto chosen = check::pick_samples(12, 4, 0);
+  uint64_t want = 0;
+  for (uint64_t i : chosen) want += 512 + static_cast<uint64_t>(a.blob(0, i).size);
+  CHECK(r.bytes_checked - a.file().bytes().size() < want + 4096);  // + manifest, shard list
+  // A byte flipped in a chosen blob, and one in its tar header, are found and named; one in a
+  // blob not chosen is not read.
+  const check::BlobRef b = a.blob(0, chosen[1]);
+  const fs::path shard = fs::path(ds) / a.shards()[static_cast<size_t>(b.shard)];
+  for (int64_t at : {b.offset + b.size / 2, b.offset - 512 + 10}) {
+    std::fstream io(shard, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(at);
+    const char old = static_cast<char>(io.get());
+    io.seekp(at);
+    io.put(static_cast<char>(old ^ 0x20));
+    io.flush();
+    r = check::verify_dataset(o, nullptr);
+    io.seekp(at);
+    io.put(old);
+    io.flush();
+    CHECK_FALSE(r.ok());
+    CHECK(mentions(r, a.key(chosen[1])));
+    CHECK(mentions(r, a.shards()[static_cast<size_t>(b.shard)]));
+  }
+  uint64_t other = 0;
+  while (std::binary_search(chosen.begin(), chosen.end(), other)) ++other;
+  const check::BlobRef c = a.blob(0, other);
+  const fs::path other_shard = fs::path(ds) / a.shards()[static_cast<size_t>(c.shard)];
+  {
+    std::fstream io(other_shard, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(c.offset + 1);
+    const char old = static_cast<char>(io.get());
+    io.seekp(c.offset + 1);
+    io.put(static_cast<char>(old ^ 0x20));
+    io.flush();
+    CHECK(check::verify_dataset(o, nullptr).ok());
+    o.sample = 0;
+    CHECK_FALSE(check::verify_dataset(o, nullptr).ok());  // the full check reads it
+    io.seekp(c.offset + 1);
+    io.put(old);
+  }
+}
+
 TEST_CASE("cat's helpers: labels as JSON, blob bytes by key or #index") {
   const std::string ds = testing::copy_part(temp_dir("inspect"), "ds", "s5");
   check::Annotation a;
@@ -117,7 +190,9 @@ TEST_CASE("cat's helpers: labels as JSON, blob bytes by key or #index") {
   CHECK(j["labels"]["cls"] == 2);
   CHECK(j["labels"]["name"] == "n2");
   CHECK(j["labels"]["pts"].size() == 3);
-  const auto bytes = check::read_blob(a, check::blob_kind(a, "image"), 2);
+  const check::DatasetSource src(ds);
+  CHECK_FALSE(src.remote());
+  const auto bytes = check::read_blob(src, a, check::blob_kind(a, "image"), 2);
   CHECK(bytes.size() == static_cast<size_t>(a.blob(0, 2).size));
   CHECK_THROWS_AS(check::blob_kind(a, "depth"), FatalError);
 }

@@ -12,13 +12,11 @@ import http.server
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import socketserver
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -26,8 +24,9 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixtures as fx  # noqa: E402
+import s3_local as s3l  # noqa: E402
+from s3_local import FaultProxy  # noqa: E402
 
-SCRIPT = os.path.abspath(os.path.join(fx.HERE, "..", "..", "scripts", "s3-local.sh"))
 BUCKET = "tarmac-e2e"
 SHARDS = ["shard-000.tar", "shard-001.tar", "shard-002.tar.gz", "shard-003.tar"]
 OPTIONS = ["--format", "keep", "--shard-size", "1M"]
@@ -36,107 +35,6 @@ OPTIONS = ["--format", "keep", "--shard-size", "1M"]
 def noise_png(seed, side=96):
     rng = fx.np.random.RandomState(seed)
     return fx.png(rng.randint(0, 256, (side, side, 3), dtype=fx.np.uint8))
-
-
-class FaultProxy:
-    """A TCP proxy to `upstream` that records the Range headers it forwards and, per rule, cuts
-    a connection once it has passed `cut_after` response bytes (the first `cuts` times), or
-    answers the first `slowdowns` object GETs itself with 503 SlowDown."""
-
-    def __init__(self, upstream_port, cut_after=0, cuts=0, slowdowns=0, stall_key=None):
-        self.stall_key = stall_key  # a GET of this key gets its headers, then nothing
-        self.upstream = ("127.0.0.1", upstream_port)
-        self.cut_after, self.cuts_left, self.slowdowns_left = cut_after, cuts, slowdowns
-        self.ranges, self.cut, self.slowed = [], 0, 0
-        self.lock = threading.Lock()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def close(self):
-        self.sock.close()
-
-    def serve(self):
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.handle, args=(client,), daemon=True).start()
-
-    def handle(self, client):
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = client.recv(65536)
-            if not chunk:
-                client.close()
-                return
-            head += chunk
-        with self.lock:
-            for m in re.finditer(rb"(?im)^range: bytes=(\d+)-", head):
-                self.ranges.append(int(m.group(1)))
-            slow = head.startswith(b"GET ") and b".tar" in head.split(b"\r\n")[0] and self.slowdowns_left > 0
-            if slow:
-                self.slowdowns_left -= 1
-                self.slowed += 1
-            cut = 0
-            if self.cuts_left > 0 and head.startswith(b"GET "):
-                cut = self.cut_after
-            stall = (self.stall_key is not None and head.startswith(b"GET ")
-                     and self.stall_key.encode() in head.split(b"\r\n")[0])
-        if slow:
-            body = (b"<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>SlowDown</Code>"
-                    b"<Message>Please reduce your request rate.</Message></Error>")
-            client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\n"
-                           b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
-            client.close()
-            return
-        up = socket.create_connection(self.upstream)
-        up.sendall(head)
-
-        def upstream_to_client():
-            passed = 0
-            try:
-                while True:
-                    data = up.recv(65536)
-                    if not data:
-                        break
-                    if stall:
-                        client.sendall(data[:data.find(b"\r\n\r\n") + 4])
-                        threading.Event().wait(600)
-                    if cut and passed + len(data) >= cut:
-                        with self.lock:
-                            if self.cuts_left > 0:
-                                self.cuts_left -= 1
-                                self.cut += 1
-                                client.sendall(data[:cut - passed])
-                                break
-                    client.sendall(data)
-                    passed += len(data)
-            except OSError:
-                pass
-            for s in (client, up):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                s.close()
-
-        threading.Thread(target=upstream_to_client, daemon=True).start()
-        try:
-            while True:
-                data = client.recv(65536)
-                if not data:
-                    break
-                with self.lock:
-                    for m in re.finditer(rb"(?im)^range: bytes=(\d+)-", data):
-                        self.ranges.append(int(m.group(1)))
-                up.sendall(data)
-        except OSError:
-            pass
 
 
 class RangeHandler(http.server.SimpleHTTPRequestHandler):
@@ -192,64 +90,10 @@ def read_bytes(path):
         return f.read()
 
 
-def missing_packages():
-    missing = [b for b in ("swift-proxy-server", "swift-object-server", "memcached")
-               if shutil.which(b) is None]
-    try:
-        import boto3  # noqa: F401
-    except ImportError:
-        missing.append("python3-boto3")
-    return missing
-
-
-def has_user_xattrs(folder):
-    probe = os.path.join(folder, ".xattr-probe")
-    open(probe, "w").close()
-    try:
-        os.setxattr(probe, "user.tarmac.probe", b"1")
-        return True
-    except OSError:
-        return False
-    finally:
-        os.remove(probe)
-
-
-def server_dir(tmp):
-    """Where the server keeps its objects: in the test's temporary folder, unless that
-    filesystem has no user extended attributes, which Swift needs (a tmpfs /tmp on kernels before
-    6.6): then beside the build, on the checkout's disk."""
-    if has_user_xattrs(tmp):
-        return os.path.join(tmp, "s3")
-    beside = tempfile.mkdtemp(prefix="tarmac-s3-", dir=os.path.dirname(os.path.abspath(fx.TARMAC)))
-    if not has_user_xattrs(beside):
-        raise AssertionError("neither %s nor %s has user extended attributes, which the S3 server "
-                             "(Swift) needs: run the tests on ext4, xfs or btrfs" % (tmp, beside))
-    return os.path.join(beside, "s3")
-
-
 class S3Inputs(fx.TmpCase):
     @classmethod
     def build(cls):
-        missing = missing_packages()
-        if missing:
-            raise unittest.SkipTest(", ".join(missing) + " not installed (scripts/setup-deps.sh test)")
-        import boto3
-        cls.server_dir = server_dir(cls.tmp)
-        if not cls.server_dir.startswith(cls.tmp + os.sep):  # removed after the server stops
-            cls.addClassCleanup(shutil.rmtree, os.path.dirname(cls.server_dir), True)
-        p = subprocess.run([SCRIPT, "start", cls.server_dir], capture_output=True, text=True, timeout=120)
-        if p.returncode != 0:
-            raise AssertionError("scripts/s3-local.sh start failed:\n" + p.stderr)
-        cls.addClassCleanup(subprocess.run, [SCRIPT, "stop", cls.server_dir], check=False)
-        cls.env = dict(os.environ)
-        for line in p.stdout.splitlines():
-            name, value = line.removeprefix("export ").split("=", 1)
-            cls.env[name] = value
-        cls.port = int(cls.env["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
-        cls.s3 = boto3.client("s3", endpoint_url=cls.env["AWS_ENDPOINT_URL"],
-                              aws_access_key_id=cls.env["AWS_ACCESS_KEY_ID"],
-                              aws_secret_access_key=cls.env["AWS_SECRET_ACCESS_KEY"],
-                              region_name=cls.env["AWS_REGION"])
+        s3l.start_server(cls)
         cls.s3.create_bucket(Bucket=BUCKET)
 
         cls.local = os.path.join(cls.tmp, "local")

@@ -14,6 +14,10 @@ TEST_CASE("the C API reads what the C++ API reads and reports errors by code") {
   tarmac_dataset* ds = nullptr;
   CHECK(tarmac_open("/nonexistent", &ds) == TARMAC_E_IO);
   CHECK(std::string(tarmac_last_error()).find("/nonexistent") != std::string::npos);
+  CHECK(tarmac_open("s3://bucket/ds/", &ds) == TARMAC_E_INVALID);
+  CHECK(std::string(tarmac_last_error()).find("tarmac_open_cached") != std::string::npos);
+  CHECK(tarmac_open_cached("s3://bucket/ds/", "", 0, &ds) == TARMAC_E_INVALID);
+  CHECK(tarmac_open_cached("/a/local/folder", "/tmp/c", 0, &ds) == TARMAC_E_INVALID);
   REQUIRE(tarmac_open(fixture_dataset().c_str(), &ds) == TARMAC_OK);
   CHECK(tarmac_size(ds) == kSamples);
   CHECK(std::string(tarmac_metadata(ds, "format")) == "tarmac/1");

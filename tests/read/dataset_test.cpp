@@ -1,8 +1,12 @@
 #include "read/dataset.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "dataset_fixture.h"
 #include "format/safetensors.h"
@@ -302,4 +306,52 @@ TEST_CASE("derived columns: listed, read zero-copy per sample, refused when boun
   CHECK_THROWS_WITH(ds.derived("old"), Catch::Contains("another version of the dataset"));
   CHECK_THROWS_AS(ds.derived("old"), DataError);  // and again: the error is kept
   CHECK_THROWS_WITH(ds.derived("nope"), Catch::Contains("it has: emb, lat, old"));
+}
+
+TEST_CASE("a Dataset with a ShardFetcher maps each shard on first use, once, from any thread") {
+  // The annotation file alone in one folder, the shards in another: as a cache keeps them.
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(fixture_dataset()).parent_path() / "fetched";
+  fs::remove_all(root);
+  fs::create_directories(root / "labels");
+  fs::copy_file(fs::path(fixture_dataset()) / "labels.safetensors",
+                root / "labels" / "labels.safetensors");
+  const Dataset local(fixture_dataset());
+  std::mutex mu;
+  std::vector<size_t> calls;
+  bool fail_once = true;
+  const Dataset ds((root / "labels").string(), [&](size_t k) {
+    std::lock_guard lock(mu);
+    calls.push_back(k);
+    if (k == 1 && fail_once) {
+      fail_once = false;
+      throw FatalError("shard 1 could not be fetched (on purpose)");
+    }
+    return (fs::path(fixture_dataset()) / local.shard_names()[k]).string();
+  });
+  CHECK(calls.empty());  // nothing at open
+  REQUIRE(ds.size() == local.size());
+  const size_t in_shard1 = [&] {
+    for (size_t i = 0; i < local.size(); ++i)
+      if (local.blob_ref(i).shard == 1) return i;
+    return local.size();
+  }();
+  REQUIRE(in_shard1 < local.size());
+  CHECK_THROWS_AS(ds.blob(in_shard1), FatalError);  // the fetcher's error, at access
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (size_t i = 0; i < ds.size(); ++i) {
+        const auto a = ds.blob(i), b = local.blob(i);
+        CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::sort(calls.begin(), calls.end());
+  std::vector<size_t> want{1};  // shard 1 twice: its failed call, then once more
+  for (size_t k = 0; k < local.shard_names().size(); ++k) want.push_back(k);
+  std::sort(want.begin(), want.end());
+  CHECK(calls == want);
+  CHECK(ds.shard_bytes(2).size() == local.shard_bytes(2).size());
+  CHECK_THROWS_AS(ds.shard_bytes(99), IndexError);
 }

@@ -1,6 +1,7 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "common/error.h"
 #include "remote/http.h"
 #include "remote/inputs.h"
+#include "remote/object_cache.h"
 #include "remote/remote_config.h"
 #include "remote/url.h"
 
@@ -163,5 +165,41 @@ TEST_CASE("credentials and region as the AWS CLI reads them", "[remote]") {
     CHECK_THROWS_AS(target_for("s3://b/k", c), RemoteError);  // no credentials: refused
     CHECK(target_for("https://h/k.tar", c).url == "https://h/k.tar");
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the object cache: where objects go, CRC-32 of files, LRU eviction", "[remote]") {
+  const fs::path dir =
+      fs::temp_directory_path() / ("tarmac-cache-test-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  ObjectCache cache(dir.string(), 250, RemoteConfig{});
+  CHECK(cache.local_path("s3://bkt/train/shard-000001.tar") ==
+        (dir / "bkt" / "train" / "shard-000001.tar").string());
+  CHECK(cache.local_path("https://host:8443/data/ds/labels.safetensors?x=1") ==
+        (dir / "host:8443" / "data" / "ds" / "labels.safetensors").string());
+  CHECK_THROWS_AS(cache.local_path("s3://bkt/a/../b"), tarmac::ParseError);
+  CHECK_THROWS_AS(cache.local_path("s3://bkt/a//b"), tarmac::ParseError);
+  CHECK_THROWS_AS(cache.local_path("/local/file"), tarmac::ParseError);
+
+  // Five 100-byte objects, oldest first; a lock file and a download in flight are not counted.
+  fs::create_directories(dir / "bkt" / "p");
+  const auto now = fs::file_time_type::clock::now();
+  for (int k = 0; k < 5; ++k) {
+    const fs::path f = dir / "bkt" / "p" / ("o" + std::to_string(k));
+    std::ofstream(f, std::ios::binary) << std::string(100, static_cast<char>('a' + k));
+    fs::last_write_time(f, now - std::chrono::minutes(10 - k));
+  }
+  std::ofstream(dir / "bkt" / "p" / ".o0.lock") << "";
+  std::ofstream(dir / "bkt" / "p" / "o9.part-1-1") << std::string(1000, 'z');
+  CHECK(file_crc32((dir / "bkt" / "p" / "o0").string()) == 0xaf707a64u);  // zlib.crc32(b"a" * 100)
+  CHECK_FALSE(file_crc32((dir / "none").string()));
+  cache.evict((dir / "bkt" / "p" / "o0").string());  // the oldest, but in use: kept
+  CHECK(fs::exists(dir / "bkt" / "p" / "o0"));
+  CHECK_FALSE(fs::exists(dir / "bkt" / "p" / "o1"));
+  CHECK_FALSE(fs::exists(dir / "bkt" / "p" / "o2"));
+  CHECK_FALSE(fs::exists(dir / "bkt" / "p" / "o3"));
+  CHECK(fs::exists(dir / "bkt" / "p" / "o4"));  // 200 bytes left: at most 250
+  CHECK(fs::exists(dir / "bkt" / "p" / ".o0.lock"));
+  CHECK(fs::exists(dir / "bkt" / "p" / "o9.part-1-1"));
   fs::remove_all(dir);
 }
