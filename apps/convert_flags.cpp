@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "apps/flag_values.h"
+#include "remote/upload.h"
 
 namespace tarmac::cli {
 namespace {
@@ -139,6 +140,13 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   o.inputs = f.inputs;
   o.output = f.output;
   o.endpoint_url = f.endpoint_url;
+  o.checkpoint_dir = f.checkpoint_dir;
+  o.multipart_size = bytes_flag("--multipart-size", f.multipart_size);
+  if (o.multipart_size < remote::kMinPartSize)
+    throw CLI::ValidationError(
+        "--multipart-size",
+        "'" + f.multipart_size + "' is under 5M, the smallest part S3 accepts (but the last)");
+  o.no_remote_lock = f.no_lock;
   o.overwrite = f.overwrite;
   o.resume = f.resume;
   check_flag("--checkpoint-every", f.checkpoint_every, kCheckpointEvery);
@@ -297,11 +305,25 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
                  "s3://bucket/key, s3://bucket/prefix/, http(s):// URLs, brace ranges "
                  "(s3://b/shard-{000..009}.tar)")
       ->required();
-  app.add_option("-o,--output", f.output, "Output dataset directory (created; must be empty)")
+  app.add_option("-o,--output", f.output,
+                 "Output dataset directory (created; must be empty), or s3://bucket/prefix/ "
+                 "(uploaded as it is written, the manifest last)")
       ->required();
   app.add_option("--endpoint-url", f.endpoint_url,
-                 "Where s3:// inputs are read from (an S3-compatible server, e.g. "
-                 "http://127.0.0.1:9000); default: AWS_ENDPOINT_URL, else AWS");
+                 "Where s3:// inputs are read from and an s3:// output goes (an S3-compatible "
+                 "server, e.g. http://127.0.0.1:9000); default: AWS_ENDPOINT_URL, else AWS");
+  app.add_option("--checkpoint-dir", f.checkpoint_dir,
+                 "-o s3://: the local folder the run stages and checkpoints in (default "
+                 "./.tarmac-checkpoint/BUCKET/HASH); --resume needs the same one");
+  app.add_option("--multipart-size", f.multipart_size,
+                 "-o s3://: files above this size are sent as a multipart upload of parts this "
+                 "size (at least 5M)")
+      ->check(bytes_value())
+      ->default_val("64M");
+  app.add_flag("--no-lock", f.no_lock,
+               "-o s3://: go on when the server cannot make the lock object atomically (no "
+               "conditional PUT, as Swift's s3api): the lock is then checked and written, but "
+               "not atomically");
   app.add_flag("--overwrite", f.overwrite, "Replace a dataset already in the output directory");
   app.add_flag("--resume", f.resume,
                "Go on from where an interrupted run (killed, preempted, machine lost) stopped: "

@@ -298,7 +298,8 @@ std::string o_table_path(const json& fp) {
 
 // Refuses to resume a run whose options or inputs differ from the interrupted one's, naming
 // the first difference; then removes from staging whatever came after the checkpoint.
-void check_resumable(const json& cp, const json& now, const fs::path& staging) {
+void check_resumable(const json& cp, const json& now, const fs::path& staging,
+                     const std::vector<std::string>& uploaded) {
   const json& then = cp.at("run");
   std::string diff;
   if (then.at("version") != now.at("version")) {
@@ -346,6 +347,7 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging) {
   const auto sizes = w.at("shard_sizes").get<std::vector<uint64_t>>();
   std::error_code ec;
   for (size_t i = 0; i < sizes.size(); ++i) {
+    if (std::find(uploaded.begin(), uploaded.end(), names[i]) != uploaded.end()) continue;
     const uint64_t have = fs::file_size(staging / names[i], ec);
     if (ec || have != sizes[i])
       throw FatalError("cannot resume: shard '" + (staging / names[i]).string() + "' " +

@@ -26,6 +26,7 @@
 #include "convert/checkpoint.h"
 #include "convert/dataset_writer.h"
 #include "convert/pipeline.h"
+#include "convert/remote_output.h"
 #include "convert/run_manifest.h"
 #include "convert/run_recorder.h"
 #include "convert/run_report.h"
@@ -258,6 +259,22 @@ ConvertResult convert(const ConvertOptions& options) {
         remote::RemoteConfig::from_environment(o.endpoint_url));
     o.inputs = remote::expand_inputs(o.inputs, *remote_config);
   }
+  // -o s3://: the run stages in a local checkpoint folder, which stands for the output from
+  // here on; `destination` is where the dataset goes.
+  std::string destination;
+  if (remote::is_s3(o.output)) {
+    destination = o.output;
+    o.output = remote_checkpoint_dir(destination, o.checkpoint_dir);
+  } else if (remote::is_remote(o.output)) {
+    throw FatalError("-o '" + o.output +
+                     "': tarmac writes a dataset into a directory or to s3://BUCKET/PREFIX/, "
+                     "not to an http(s) URL");
+  } else if (!o.checkpoint_dir.empty()) {
+    throw FatalError(
+        "--checkpoint-dir is for -o s3://...: a local output keeps its checkpoint "
+        "in itself ('" +
+        o.output + "/" + kStagingDir + "')");
+  }
   const fs::path out(o.output);
   const fs::path staging = out / kStagingDir;
   refuse_inputs_inside_output(o);
@@ -309,6 +326,19 @@ ConvertResult convert(const ConvertOptions& options) {
   }
   const json fingerprint = run_fingerprint(o, part_inputs);
   ConvertResult result;
+  // -o s3://: the checkpoint folder goes once it holds nothing (after the lock file).
+  struct RemoveIfEmpty {
+    std::vector<fs::path> dirs;
+    ~RemoveIfEmpty() {
+      std::error_code ec;
+      for (const auto& d : dirs) fs::remove(d, ec);  // only an empty one
+    }
+  } local_dirs;
+  if (!destination.empty()) {
+    local_dirs.dirs.push_back(out);
+    if (o.checkpoint_dir.empty())  // the default's .tarmac-checkpoint/BUCKET too
+      local_dirs.dirs = {out, out.parent_path(), out.parent_path().parent_path()};
+  }
   const OutputLock lock(out, lock_record(o));
   notes.clear();  // the output exists now: the check is exact
   const std::vector<std::string> exclude = output_inside_inputs(o, notes);
@@ -319,8 +349,28 @@ ConvertResult convert(const ConvertOptions& options) {
     result.already_complete = true;
     return result;
   }
+  std::unique_ptr<RemoteOutput> remote_out;
+  std::vector<std::string> uploaded;  // closed shards already on the server (--resume)
+  if (!destination.empty()) {
+    try {
+      remote_out = std::make_unique<RemoteOutput>(o, destination, staging);
+      if (remote_out->begin()) {  // --resume of a run killed after its manifest went up
+        remote_out.reset();
+        std::error_code ec;
+        fs::remove_all(staging, ec);
+        result.already_complete = true;
+        return result;
+      }
+      if (cp) uploaded = remote_out->check_uploaded(cp->at("writer"));
+    } catch (...) {
+      remote_out.reset();
+      std::error_code ec;
+      if (!cp) fs::remove_all(staging, ec);  // a new run leaves nothing
+      throw;
+    }
+  }
   // Checked before the run starts, so that a refused resume keeps its checkpoint.
-  if (cp) check_resumable(*cp, fingerprint, staging);
+  if (cp) check_resumable(*cp, fingerprint, staging, uploaded);
   const uint64_t resume_entries = cp ? cp->at("entries").get<uint64_t>() : 0;
 
   try {
@@ -339,6 +389,10 @@ ConvertResult convert(const ConvertOptions& options) {
       result.resumed_samples = writer.samples();
     }
     RunRecorder recorder(o, staging, fingerprint, cp ? &*cp : nullptr, reader, writer, result);
+    if (remote_out) {  // each shard is uploaded once a checkpoint covers it
+      remote_out->start(writer);
+      recorder.on_checkpoint([&] { remote_out->queue_closed(writer); });
+    }
 
     // The counts the writer keeps, for a progress display (the feed counts what it has read).
     // A resumed run's are stored before its phase begins, which a display takes as the start
@@ -396,6 +450,7 @@ ConvertResult convert(const ConvertOptions& options) {
       while (auto item = pipe.next(std::chrono::milliseconds(100), [&] {
         poll_stop();
         report();
+        if (remote_out) remote_out->check();
       })) {
         for (Entry& entry : item->entries)
           if (!entry.replay) recorder.handle(entry);
@@ -516,8 +571,8 @@ ConvertResult convert(const ConvertOptions& options) {
     if (!writer.shard_names().empty()) {
       format::ShardList list;
       for (size_t k = 0; k < writer.shard_names().size(); ++k)
-        list.shards.push_back({writer.shard_names()[k], writer.shard_samples()[k],
-                               fs::file_size(staging / writer.shard_names()[k])});
+        list.shards.push_back(
+            {writer.shard_names()[k], writer.shard_samples()[k], writer.shard_sizes()[k]});
       manifest.shard_list = {format::kShardListFile, write_shard_list(staging, list)};
     }
     write_file_atomic((staging / kManifestFile).string(), format::sealed_manifest_text(manifest));
@@ -535,14 +590,32 @@ ConvertResult convert(const ConvertOptions& options) {
                                       "' holds values of types that share no column type (" + held +
                                       "): each is kept as its JSON text");
     }
-    publish_dataset(out, staging, writer.shard_names(), prepared.replaced);
+    if (remote_out) {
+      auto stopped = [&] { return o.stop && o.stop->requested(); };
+      try {
+        remote_out->publish(writer, [&] {
+          if (stopped()) throw StopSignal{o.stop->signal.load()};
+        });
+      } catch (const remote::RemoteError&) {
+        if (stopped()) throw StopSignal{o.stop->signal.load()};
+        throw;
+      }
+      remote_out->count(result);
+      remote_out.reset();
+      std::error_code ec;
+      fs::remove_all(staging, ec);
+    } else {
+      publish_dataset(out, staging, writer.shard_names(), prepared.replaced);
+    }
     result.stages.finish_seconds = seconds_since(finish_t0);
     result.seconds = seconds_since(t0);
     if (progress) progress->phase.store(ConvertProgress::Phase::Done);
   } catch (const StopSignal& s) {
+    remote_out.reset();  // uploads stopped before the staging directory is looked at
     throw ConvertStopped("stopped by " + signal_name(s.signal), s.signal,
                          keep_resumable(o, staging));
   } catch (const EmptyRun& e) {  // nothing worth resuming: the staging directory goes
+    remote_out.reset();
     std::error_code ec;
     fs::remove_all(staging, ec);
     throw ConvertStopped("no sample was converted: " + e.reason +
@@ -550,11 +623,14 @@ ConvertResult convert(const ConvertOptions& options) {
                              "dataset",
                          0, std::nullopt);
   } catch (const InputChanged& e) {
+    remote_out.reset();
     // Refused before anything new was written: the checkpoint stays for --overwrite to discard.
     throw FatalError(e.what());
   } catch (const BadSampleError& e) {
+    remote_out.reset();
     throw ConvertStopped(e.what(), 0, keep_resumable(o, staging), /*bad_sample=*/true);
   } catch (const std::exception& e) {
+    remote_out.reset();
     throw ConvertStopped(e.what(), 0, keep_resumable(o, staging));
   }
   return result;

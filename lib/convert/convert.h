@@ -30,7 +30,18 @@ struct ConvertOptions {
   std::vector<std::string> inputs;
   /// Where s3:// inputs go (--endpoint-url); empty: AWS_ENDPOINT_URL, else AWS's own.
   std::string endpoint_url;
-  std::string output;  ///< dataset directory
+  /// Dataset directory, or s3://bucket/prefix/ (docs/cli.md "Remote outputs": staged in
+  /// `checkpoint_dir`, each shard uploaded as it closes, the manifest last).
+  std::string output;
+  /// -o s3://: the local folder the run stages in and checkpoints to (--checkpoint-dir; empty:
+  /// remote_checkpoint_dir()'s default).
+  std::string checkpoint_dir;
+  /// -o s3://: files above this size are sent as a multipart upload of parts this size
+  /// (--multipart-size; at least 5 MiB, S3's smallest part).
+  uint64_t multipart_size = 64ull << 20;
+  /// -o s3://: go on without the lock object when the server does not do conditional PUTs
+  /// (--no-lock): the lock is then checked and written, but not atomically.
+  bool no_remote_lock = false;
   bool overwrite = false;
   /// Go on from the checkpoint an interrupted run left in the output directory, if any.
   bool resume = false;
@@ -204,6 +215,10 @@ struct ConvertResult {
   /// again (the offsets they resumed from).
   uint64_t remote_retries = 0;
   uint64_t remote_resumed_bytes = 0;
+  /// -o s3://: objects written (of which multipart), their bytes, requests retried, and the
+  /// objects a resumed run found complete on the server and did not send again.
+  uint64_t uploaded_objects = 0, uploaded_multipart = 0, uploaded_bytes = 0;
+  uint64_t upload_retries = 0, upload_skipped = 0;
   double seconds = 0;
   std::vector<FieldSpec> schema;
   /// Per schema field: samples without a value (nullable fields have some).
@@ -266,6 +281,11 @@ enum class PartSplit { None, Inputs, Samples };
 
 /// The split a run uses, and for PartSplit::Inputs the inputs of its part (in order).
 PartSplit select_part(const ConvertOptions& options, std::vector<std::string>* part_inputs);
+
+/// The local folder a run into `output` (s3://bucket/prefix/) stages in: `checkpoint_dir`
+/// when given, else ./.tarmac-checkpoint/BUCKET/HASH (HASH: 8 hex digits of the prefix), so
+/// that a --resume of the same command finds it.
+std::string remote_checkpoint_dir(const std::string& output, const std::string& checkpoint_dir);
 
 /// Runs a conversion, holding the output directory's lock (write/output_lock.h) throughout.
 /// Throws FatalError before it starts (options, a locked or non-empty output, a refused

@@ -40,6 +40,10 @@ class DatasetWriter {
   const std::vector<std::string>& shard_names() const { return shard_names_; }
   /// CRC-32 of each finished shard file, in shard order.
   const std::vector<uint32_t>& shard_crcs() const { return shard_crcs_; }
+  /// Sizes of the closed shards, in shard order: the first closed_shards() of shard_names()
+  /// (all of them after finish()); their files may be gone (uploaded, -o s3://).
+  const std::vector<uint64_t>& shard_sizes() const { return shard_sizes_; }
+  size_t closed_shards() const { return shard_sizes_.size(); }
   /// Samples whose image is in each shard, in shard order (the shard list's `nsamples`).
   const std::vector<uint64_t>& shard_samples() const { return shard_samples_; }
   uint64_t samples() const { return samples_; }

@@ -43,7 +43,7 @@ format::Manifest run_manifest(const ManifestRecord& r, json skipped, json ignore
   m.shards.emplace();
   for (size_t i = 0; i < r.writer.shard_names().size(); ++i) {
     const std::string& s = r.writer.shard_names()[i];
-    m.shards->push_back({s, fs::file_size(r.staging / s), crc32_hex(r.writer.shard_crcs()[i])});
+    m.shards->push_back({s, r.writer.shard_sizes()[i], crc32_hex(r.writer.shard_crcs()[i])});
   }
   format::ManifestCounts counts;
   counts.samples = res.samples;

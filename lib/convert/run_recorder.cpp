@@ -55,6 +55,7 @@ void RunRecorder::write_checkpoint() {
                  result_.no_instance_samples};
   write_file_atomic((staging_ / format::kCheckpointFile).string(), c.dump());
   last_checkpoint_ = Clock::now();
+  if (on_checkpoint_) on_checkpoint_();
 }
 
 // After each entry: a checkpoint when a shard was closed, or when one is due.

@@ -136,6 +136,12 @@ nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& ou
   j["input_bytes"] = r.input_bytes;
   j["remote_retries"] = r.remote_retries;
   j["remote_resumed_bytes"] = r.remote_resumed_bytes;
+  if (output.starts_with("s3://"))
+    j["uploads"] = {{"objects", r.uploaded_objects},
+                    {"multipart", r.uploaded_multipart},
+                    {"bytes", r.uploaded_bytes},
+                    {"retries", r.upload_retries},
+                    {"already_complete", r.upload_skipped}};
   j["seconds"] = r.seconds;
   j["samples_per_second"] = samples_per_second(r);
   // The schema exactly as the annotation file's metadata has it; then what it cannot say.
