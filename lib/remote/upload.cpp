@@ -367,8 +367,6 @@ void S3Client::put(const std::string& url, std::string_view data, const std::str
   if (!crc32.empty()) r.headers.push_back(std::string("x-amz-meta-") + kCrcMetadata + ": " + crc32);
   const Response resp = send(r);
   if (resp.status >= 300) fail(r, resp);
-  counts_.objects.fetch_add(1);
-  counts_.bytes.fetch_add(data.size());
 }
 
 S3Client::Created S3Client::create_if_absent(const std::string& url, std::string_view data) {

@@ -52,7 +52,7 @@ struct ObjectInfo {
   std::string crc32;  ///< the kCrcMetadata metadata, "" when absent
 };
 
-/// Counts of one run's uploads, for the summary and the tests.
+/// Counts of one run's uploads of files (put_file), for the summary and the tests.
 struct UploadCounts {
   std::atomic<uint64_t> objects{0};    ///< objects written (PUT or completed multipart)
   std::atomic<uint64_t> multipart{0};  ///< of which multipart
