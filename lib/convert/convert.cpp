@@ -58,23 +58,24 @@ using json = nlohmann::ordered_json;
 using namespace format;
 
 PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_inputs) {
-  if (o.part_count <= 1) {
-    if (part_inputs) *part_inputs = o.inputs;
+  if (o.part.count <= 1) {
+    if (part_inputs) *part_inputs = o.source.inputs;
     return PartSplit::None;
   }
-  if (o.part_index >= o.part_count)
-    throw FatalError("--shard " + std::to_string(o.part_index) + "/" +
-                     std::to_string(o.part_count) +
+  if (o.part.index >= o.part.count)
+    throw FatalError("--shard " + std::to_string(o.part.index) + "/" +
+                     std::to_string(o.part.count) +
                      ": the part index must be below the part count (parts are numbered from 0)");
-  const uint64_t m = o.inputs.size(), n = o.part_count;
+  const uint64_t m = o.source.inputs.size(), n = o.part.count;
   // A table's rows may pair members of different inputs: every part reads them all.
-  if (m < n || !o.table.empty()) {
-    if (part_inputs) *part_inputs = o.inputs;
+  if (m < n || !o.table.path.empty()) {
+    if (part_inputs) *part_inputs = o.source.inputs;
     return PartSplit::Samples;
   }
   if (part_inputs)
-    part_inputs->assign(o.inputs.begin() + static_cast<ptrdiff_t>(o.part_index * m / n),
-                        o.inputs.begin() + static_cast<ptrdiff_t>((o.part_index + 1) * m / n));
+    part_inputs->assign(
+        o.source.inputs.begin() + static_cast<ptrdiff_t>(o.part.index * m / n),
+        o.source.inputs.begin() + static_cast<ptrdiff_t>((o.part.index + 1) * m / n));
   return PartSplit::Inputs;
 }
 
@@ -98,35 +99,40 @@ void begin_phase(ConvertProgress* p, ConvertProgress::Phase phase, uint64_t tota
 }
 
 // How the run groups members into samples. --on-duplicate: inputs are numbered among all of
-// o.inputs, so that a part of --shard I/N by inputs keeps the sample one run over all inputs
+// o.source.inputs, so that a part of --shard I/N by inputs keeps the sample one run over all inputs
 // would keep. Under `last`, a pre-pass over this part's inputs and all later ones finds each
 // key's last input; under `first`, a part by inputs reads the keys of the parts before it
 // (into `kept`, which the options then point to).
 GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const InputReaderOptions& ro,
                             KeySet& kept) {
   GrouperOptions grouping;
-  grouping.window_bytes = o.group_window;
-  grouping.on_duplicate = o.on_duplicate;
-  grouping.input_names = o.inputs;
+  grouping.window_bytes = o.limits.group_window;
+  grouping.on_duplicate = o.members.on_duplicate;
+  grouping.input_names = o.source.inputs;
   if (split == PartSplit::Inputs)
-    grouping.first_input = static_cast<uint32_t>(o.part_index * o.inputs.size() / o.part_count);
-  if (o.on_duplicate != OnDuplicate::Last &&
-      (o.on_duplicate != OnDuplicate::First || grouping.first_input == 0))
+    grouping.first_input =
+        static_cast<uint32_t>(o.part.index * o.source.inputs.size() / o.part.count);
+  if (o.members.on_duplicate != OnDuplicate::Last &&
+      (o.members.on_duplicate != OnDuplicate::First || grouping.first_input == 0))
     return grouping;
-  const bool last = o.on_duplicate == OnDuplicate::Last;
-  if (last && std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+  const bool last = o.members.on_duplicate == OnDuplicate::Last;
+  if (last &&
+      std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end())
     throw FatalError(
         "--on-duplicate last reads the inputs twice, so it cannot read standard input ('-')");
-  const auto begin = o.inputs.begin() + (last ? grouping.first_input : 0);
+  const auto begin = o.source.inputs.begin() + (last ? grouping.first_input : 0);
   InputReader scan(
-      std::vector<std::string>(begin, last ? o.inputs.end() : begin + grouping.first_input), ro);
-  begin_phase(o.progress,
+      std::vector<std::string>(begin, last ? o.source.inputs.end() : begin + grouping.first_input),
+      ro);
+  begin_phase(o.run.progress,
               last ? ConvertProgress::Phase::LastScan : ConvertProgress::Phase::FirstScan,
               scan.total_size());
-  kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, o.key_rule, [&] {
-    if (o.stop && o.stop->requested()) throw StopSignal{o.stop->signal.load()};
-    if (o.progress) o.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
-  });
+  kept = scan_kept_keys(
+      scan, o.members.on_duplicate, last ? grouping.first_input : 0, o.members.key_rule, [&] {
+        if (o.run.stop && o.run.stop->requested()) throw StopSignal{o.run.stop->signal.load()};
+        if (o.run.progress)
+          o.run.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
+      });
   grouping.kept = &kept;
   return grouping;
 }
@@ -134,11 +140,12 @@ GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const Inpu
 // --classes-from-dirs: the class folders of every input of the run (not only this part's, so
 // that every part numbers classes alike), read by name before anything is converted.
 std::vector<std::string> class_folders(const ConvertOptions& o, const InputReaderOptions& ro) {
-  InputReader scan(o.inputs, ro);
-  begin_phase(o.progress, ConvertProgress::Phase::ClassScan, scan.total_size());
-  return scan_class_folders(scan, o.key_rule, o.image_exts, [&] {
-    if (o.stop && o.stop->requested()) throw StopSignal{o.stop->signal.load()};
-    if (o.progress) o.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
+  InputReader scan(o.source.inputs, ro);
+  begin_phase(o.run.progress, ConvertProgress::Phase::ClassScan, scan.total_size());
+  return scan_class_folders(scan, o.members.key_rule, o.members.image_exts, [&] {
+    if (o.run.stop && o.run.stop->requested()) throw StopSignal{o.run.stop->signal.load()};
+    if (o.run.progress)
+      o.run.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
   });
 }
 
@@ -149,7 +156,7 @@ std::vector<std::string> output_inside_inputs(const ConvertOptions& o,
   std::error_code ec;
   const fs::path out = fs::weakly_canonical(o.output, ec);
   if (ec) return {};
-  for (const auto& in : o.inputs) {
+  for (const auto& in : o.source.inputs) {
     if (in == "-" || !fs::is_directory(in, ec)) continue;
     const fs::path dir = fs::weakly_canonical(in, ec);
     if (ec) continue;
@@ -202,7 +209,7 @@ uint64_t input_bytes(const std::vector<std::string>& inputs,
 // What the output lock says of this run: the command line, or what a library caller asked.
 std::string lock_record(const ConvertOptions& o) {
   std::string text;
-  for (const auto& a : o.command_line) text += (text.empty() ? "" : " ") + a;
+  for (const auto& a : o.provenance.command_line) text += (text.empty() ? "" : " ") + a;
   return text.empty() ? "tarmac::convert() into '" + o.output + "'" : text;
 }
 
@@ -210,7 +217,8 @@ std::string lock_record(const ConvertOptions& o) {
 // --resume can go on from (the samples it records), else removes it.
 std::optional<uint64_t> keep_resumable(const ConvertOptions& o, const fs::path& staging) {
   std::error_code ec;
-  const bool rereadable = std::find(o.inputs.begin(), o.inputs.end(), "-") == o.inputs.end();
+  const bool rereadable =
+      std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") == o.source.inputs.end();
   if (rereadable && fs::exists(staging / kCheckpointFile, ec)) {
     if (const auto samples = checkpoint_samples(staging)) return samples;
   }
@@ -245,31 +253,31 @@ const char* phase_text(ConvertProgress::Phase phase) {
 ConvertResult convert(const ConvertOptions& options) {
   const auto t0 = Clock::now();
   ConvertOptions o = options;  // with the class folders found, under --classes-from-dirs
-  if (o.format == OutputFormat::Keep &&
-      (o.geometry.crop != CropMode::None || o.geometry.resize != ResizeMode::None))
+  if (o.transform.format == OutputFormat::Keep && (o.transform.geometry.crop != CropMode::None ||
+                                                   o.transform.geometry.resize != ResizeMode::None))
     throw FatalError(
         "--format keep stores the source bytes untouched; it cannot be combined "
         "with --crop or --size");
   // Remote inputs: prefixes and brace ranges become the objects they name, each checked to
   // exist before anything is written.
   std::shared_ptr<const remote::RemoteConfig> remote_config;
-  if (std::any_of(o.inputs.begin(), o.inputs.end(),
+  if (std::any_of(o.source.inputs.begin(), o.source.inputs.end(),
                   [](const std::string& in) { return remote::is_remote(in); })) {
     remote_config = std::make_shared<const remote::RemoteConfig>(
-        remote::RemoteConfig::from_environment(o.endpoint_url));
-    o.inputs = remote::expand_inputs(o.inputs, *remote_config);
+        remote::RemoteConfig::from_environment(o.source.endpoint_url));
+    o.source.inputs = remote::expand_inputs(o.source.inputs, *remote_config);
   }
   // -o s3://: the run stages in a local checkpoint folder, which stands for the output from
   // here on; `destination` is where the dataset goes.
   std::string destination;
   if (remote::is_s3(o.output)) {
     destination = o.output;
-    o.output = remote_checkpoint_dir(destination, o.checkpoint_dir);
+    o.output = remote_checkpoint_dir(destination, o.remote_output.checkpoint_dir);
   } else if (remote::is_remote(o.output)) {
     throw FatalError("-o '" + o.output +
                      "': tarmac writes a dataset into a directory or to s3://BUCKET/PREFIX/, "
                      "not to an http(s) URL");
-  } else if (!o.checkpoint_dir.empty()) {
+  } else if (!o.remote_output.checkpoint_dir.empty()) {
     throw FatalError(
         "--checkpoint-dir is for -o s3://...: a local output keeps its checkpoint "
         "in itself ('" +
@@ -280,26 +288,26 @@ ConvertResult convert(const ConvertOptions& options) {
   refuse_inputs_inside_output(o);
   std::vector<std::string> part_inputs;
   const PartSplit split = select_part(o, &part_inputs);
-  if (o.resume && std::find(part_inputs.begin(), part_inputs.end(), "-") != part_inputs.end())
+  if (o.run.resume && std::find(part_inputs.begin(), part_inputs.end(), "-") != part_inputs.end())
     throw FatalError("--resume cannot be used with standard input (-): it cannot be read again");
-  if (o.classes_from_dirs && o.no_images)
+  if (o.labels.classes_from_dirs && o.members.no_images)
     throw FatalError(
         "--classes-from-dirs takes each sample's class from the folder of its image; it cannot "
         "be combined with --no-images");
   std::vector<std::string> notes;
-  if (o.classes_from_dirs && o.classes.empty()) {
-    if (std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+  if (o.labels.classes_from_dirs && o.labels.classes.empty()) {
+    if (std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end())
       throw FatalError(
           "--classes-from-dirs reads the inputs' names first, so it cannot read standard input "
           "('-')");
     InputReaderOptions ro;
-    ro.max_member_size = o.max_member_size;
-    ro.skip_errors = o.skip_errors;
+    ro.max_member_size = o.limits.max_member_size;
+    ro.skip_errors = o.run.skip_errors;
     ro.exclude = output_inside_inputs(o, notes);
     ro.remote = remote_config;
-    ro.stop = o.stop;
+    ro.stop = o.run.stop;
     try {
-      o.classes = class_folders(o, ro);
+      o.labels.classes = class_folders(o, ro);
     } catch (const StopSignal& s) {  // nothing written yet: an earlier checkpoint is as it was
       throw ConvertStopped("stopped by " + signal_name(s.signal), s.signal,
                            checkpoint_samples(staging));
@@ -308,21 +316,23 @@ ConvertResult convert(const ConvertOptions& options) {
   // --table: the whole table is read, and its rows grouped by the members they name, before
   // anything else; a malformed table stops here.
   std::optional<TablePlan> plan;
-  if (!o.table.empty()) {
-    if (o.no_images)
+  std::string table_metadata;  // the annotation file's `table` entry (JSON object text)
+  if (!o.table.path.empty()) {
+    if (o.members.no_images)
       throw FatalError(
           "--table: rows are made from the images they name; it cannot be combined "
           "with --no-images");
-    if (!o.instances.empty())
+    if (!o.labels.instances.empty())
       throw FatalError(
           "--instances splits per-sample label files; with --table each row is "
           "already one output");
-    TableOptions table_options = o.table_options;
-    table_options.max_cell_bytes = o.max_label_size;  // one flag for a label, in a file or a cell
-    Table table = load_table(o.table, table_options);
-    o.table_metadata =
+    TableOptions table_options = o.table.options;
+    table_options.max_cell_bytes =
+        o.limits.max_label_size;  // one flag for a label, in a file or a cell
+    Table table = load_table(o.table.path, table_options);
+    table_metadata =
         json{{"format", table_format_name(table.format)}, {"metadata", table.metadata}}.dump();
-    plan.emplace(std::move(table), o.table_prefix, o.dense);
+    plan.emplace(std::move(table), o.table.prefix, o.members.dense);
   }
   const json fingerprint = run_fingerprint(o, part_inputs);
   ConvertResult result;
@@ -336,7 +346,7 @@ ConvertResult convert(const ConvertOptions& options) {
   } local_dirs;
   if (!destination.empty()) {
     local_dirs.dirs.push_back(out);
-    if (o.checkpoint_dir.empty())  // the default's .tarmac-checkpoint/BUCKET too
+    if (o.remote_output.checkpoint_dir.empty())  // the default's .tarmac-checkpoint/BUCKET too
       local_dirs.dirs = {out, out.parent_path(), out.parent_path().parent_path()};
   }
   const OutputLock lock(out, lock_record(o));
@@ -375,11 +385,11 @@ ConvertResult convert(const ConvertOptions& options) {
 
   try {
     InputReaderOptions ro;
-    ro.max_member_size = o.max_member_size;
-    ro.skip_errors = o.skip_errors;
+    ro.max_member_size = o.limits.max_member_size;
+    ro.skip_errors = o.run.skip_errors;
     ro.exclude = exclude;
     ro.remote = remote_config;
-    ro.stop = o.stop;
+    ro.stop = o.run.stop;
     InputReader reader(part_inputs, ro);
     if (cp)
       if (auto expected = read_expectation(*cp)) reader.expect(std::move(*expected));
@@ -397,8 +407,8 @@ ConvertResult convert(const ConvertOptions& options) {
     // The counts the writer keeps, for a progress display (the feed counts what it has read).
     // A resumed run's are stored before its phase begins, which a display takes as the start
     // of the rate: only this run's samples count in it.
-    ConvertProgress* const progress = o.progress;
-    if (progress) progress->outputs.store(!o.instances.empty(), std::memory_order_relaxed);
+    ConvertProgress* const progress = o.run.progress;
+    if (progress) progress->outputs.store(!o.labels.instances.empty(), std::memory_order_relaxed);
     auto report = [&] {
       if (!progress) return;
       progress->samples.store(writer.samples(), std::memory_order_relaxed);
@@ -412,11 +422,11 @@ ConvertResult convert(const ConvertOptions& options) {
 
     KeySet kept;
     const GrouperOptions grouping = grouping_for(o, split, ro, kept);
-    begin_phase(o.progress, ConvertProgress::Phase::Converting,
-                o.progress ? input_bytes(part_inputs, exclude) : 0);
+    begin_phase(o.run.progress, ConvertProgress::Phase::Converting,
+                o.run.progress ? input_bytes(part_inputs, exclude) : 0);
 
     const int threads =
-        o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+        o.run.threads > 0 ? o.run.threads : std::max(1u, std::thread::hardware_concurrency());
     Pipeline pipe(static_cast<size_t>(threads) * 4 + 4);
 
     SampleFeed feed(o, split, grouping, resume_entries, !cp && split != PartSplit::Samples, reader,
@@ -437,12 +447,12 @@ ConvertResult convert(const ConvertOptions& options) {
     // most kStopDrainSeconds, or none if urgent), then a checkpoint records it.
     std::optional<Clock::time_point> stop_t0;
     auto poll_stop = [&] {
-      if (!o.stop || !o.stop->requested()) return;
+      if (!o.run.stop || !o.run.stop->requested()) return;
       if (!stop_t0) {
         stop_t0 = Clock::now();
         pipe.stop_input();
       }
-      if (o.stop->urgent() || seconds_since(*stop_t0) > kStopDrainSeconds) pipe.cancel();
+      if (o.run.stop->urgent() || seconds_since(*stop_t0) > kStopDrainSeconds) pipe.cancel();
     };
     std::exception_ptr writer_failure;
     const auto writer_t0 = Clock::now();
@@ -463,14 +473,14 @@ ConvertResult convert(const ConvertOptions& options) {
       pipe.cancel();
     }
     if (stop_t0 && !writer_failure) {
-      o.stop->checkpointing.store(true);
+      o.run.stop->checkpointing.store(true);
       recorder.write_checkpoint();  // before waiting for the reader, which may be mid-read
-      o.stop->checkpointing.store(false);
+      o.run.stop->checkpointing.store(false);
       pipe.cancel();
       pool.join();
       report();
       if (progress) progress->phase.store(ConvertProgress::Phase::Stopped);
-      throw StopSignal{o.stop->signal.load()};
+      throw StopSignal{o.run.stop->signal.load()};
     }
     const double writer_seconds = seconds_since(writer_t0);
     report();
@@ -536,13 +546,13 @@ ConvertResult convert(const ConvertOptions& options) {
                               {"reason", in.error}});
     }
     result.unused_images = feed.unused_images();
-    if (writer.samples() == 0 && !o.allow_empty) {
+    if (writer.samples() == 0 && !o.run.allow_empty) {
       uint64_t members = 0;
       for (const auto& in : reader.inputs()) members += in.members;
       throw EmptyRun{empty_run_reason(result, members, o)};
     }
     // Labels only, and no member was a label: samples of nothing but their keys.
-    if (o.no_images && writer.schema().fields().empty() && !o.allow_empty) {
+    if (o.members.no_images && writer.schema().fields().empty() && !o.run.allow_empty) {
       std::string why = "the " + std::to_string(writer.samples()) +
                         " sample(s) hold no label: none of their members is a label file tarmac "
                         "reads (.json, .npy, .npz, .txt, .cls)";
@@ -552,7 +562,7 @@ ConvertResult convert(const ConvertOptions& options) {
                "': " + ignored_json.at(0).value("reason", std::string()) + ")";
       throw EmptyRun{why};
     }
-    const fs::path labels = writer.finish(std::string("tarmac ") + kVersion);
+    const fs::path labels = writer.finish(std::string("tarmac ") + kVersion, table_metadata);
     result.samples = writer.samples();
     result.shards = writer.shard_names().size();
     result.image_bytes = writer.blob_bytes();
@@ -591,13 +601,13 @@ ConvertResult convert(const ConvertOptions& options) {
                                       "): each is kept as its JSON text");
     }
     if (remote_out) {
-      auto stopped = [&] { return o.stop && o.stop->requested(); };
+      auto stopped = [&] { return o.run.stop && o.run.stop->requested(); };
       try {
         remote_out->publish(writer, [&] {
-          if (stopped()) throw StopSignal{o.stop->signal.load()};
+          if (stopped()) throw StopSignal{o.run.stop->signal.load()};
         });
       } catch (const remote::RemoteError&) {
-        if (stopped()) throw StopSignal{o.stop->signal.load()};
+        if (stopped()) throw StopSignal{o.run.stop->signal.load()};
         throw;
       }
       remote_out->count(result);

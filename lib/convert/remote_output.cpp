@@ -82,13 +82,13 @@ std::string remote_checkpoint_dir(const std::string& output, const std::string& 
 RemoteOutput::RemoteOutput(const ConvertOptions& o, const std::string& destination,
                            fs::path staging)
     : o_(o), dest_(remote::parse_s3_prefix(destination)), staging_(std::move(staging)) {
-  remote::RemoteConfig config = remote::RemoteConfig::from_environment(o.endpoint_url);
+  remote::RemoteConfig config = remote::RemoteConfig::from_environment(o.source.endpoint_url);
   if (config.access_key.empty())
     throw remote::RemoteError("cannot write '" + destination +
                               "': no AWS credentials: set AWS_ACCESS_KEY_ID and "
                               "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with a profile in "
                               "~/.aws/credentials");
-  client_ = std::make_unique<remote::S3Client>(std::move(config), o.stop);
+  client_ = std::make_unique<remote::S3Client>(std::move(config), o.run.stop);
   std::error_code ec;
   if (fs::exists(staging_ / kUploadRecordFile, ec)) {
     try {
@@ -138,7 +138,7 @@ void RemoteOutput::record_uploaded(const std::string& name, uint64_t size,
 bool RemoteOutput::begin() {
   const std::string lock_url = dest_.url(kRemoteLockObject);
   std::string command;
-  for (const auto& a : o_.command_line) command += (command.empty() ? "" : " ") + a;
+  for (const auto& a : o_.provenance.command_line) command += (command.empty() ? "" : " ") + a;
   const std::string record = json{{"run", run_id_},
                                   {"pid", static_cast<long long>(::getpid())},
                                   {"host", host_name()},
@@ -176,7 +176,7 @@ bool RemoteOutput::begin() {
       client_->put(lock_url, record, "");
       break;
     case remote::S3Client::Created::Unsupported:
-      if (!o_.no_remote_lock)
+      if (!o_.remote_output.no_lock)
         throw FatalError("the server at " + client_->config().s3_endpoint() +
                          " does not support conditional PUTs (If-None-Match: *; it answered "
                          "NotImplemented), so tarmac cannot make sure it is the only writer of '" +
@@ -192,8 +192,8 @@ bool RemoteOutput::begin() {
   if (!client_->head(manifest_url).exists) return false;
   // Only this run's finish uploads a manifest while it holds the lock (--overwrite removes the
   // old one first): on --resume, one found is this run's, complete.
-  if (o_.resume) return true;
-  if (!o_.overwrite)
+  if (o_.run.resume) return true;
+  if (!o_.run.overwrite)
     throw FatalError("'" + dest_.url("") + "' holds a dataset (" + manifest_url +
                      "): choose another prefix, or pass --overwrite to replace it (the objects "
                      "its manifest lists are removed first)");
@@ -249,7 +249,8 @@ std::vector<std::string> RemoteOutput::check_uploaded(const json& w) {
 
 void RemoteOutput::start(const DatasetWriter&) {
   uploader_ = std::make_unique<remote::ObjectUploader>(
-      *client_, o_.multipart_size, kMaxPendingShards, [this](const remote::ObjectUploader::Job& j) {
+      *client_, o_.remote_output.multipart_size, kMaxPendingShards,
+      [this](const remote::ObjectUploader::Job& j) {
         std::error_code ec;
         const uint64_t size = fs::file_size(j.path, ec);
         record_uploaded(fs::path(j.path).filename().string(), size, j.crc32);
@@ -268,7 +269,7 @@ void RemoteOutput::queue_closed(const DatasetWriter& writer) {
     if (!have) {
       const bool queued = uploader_->push(
           {(staging_ / name).string(), dest_.url(name), crc32_hex(writer.shard_crcs()[queued_])},
-          [this] { return !(o_.stop && o_.stop->requested()); });
+          [this] { return !(o_.run.stop && o_.run.stop->requested()); });
       if (!queued) return;  // stopping: the shard stays local for --resume
     }
     ++queued_;
@@ -278,7 +279,7 @@ void RemoteOutput::queue_closed(const DatasetWriter& writer) {
 
 void RemoteOutput::check() const {
   // An upload a stop request cut short is no failure: the shard is sent again on --resume.
-  if (uploader_ && !(o_.stop && o_.stop->requested())) uploader_->check();
+  if (uploader_ && !(o_.run.stop && o_.run.stop->requested())) uploader_->check();
 }
 
 void RemoteOutput::publish(const DatasetWriter& writer, const std::function<void()>& wait_tick) {
@@ -313,7 +314,7 @@ void RemoteOutput::publish(const DatasetWriter& writer, const std::function<void
       }
     }
     wait_tick();
-    client_->put_file(url, path.string(), crc, o_.multipart_size);
+    client_->put_file(url, path.string(), crc, o_.remote_output.multipart_size);
   }
   client_->remove(dest_.url(kRemoteLockObject));
   locked_ = false;
