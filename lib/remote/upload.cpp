@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "common/error.h"
@@ -182,7 +183,8 @@ S3Prefix parse_s3_prefix(const std::string& url) {
 
 S3Client::S3Client(RemoteConfig config, const StopRequest* stop)
     : config_(std::move(config)), stop_(stop) {
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  static std::once_flag once;  // curl_global_init is not thread-safe
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
 bool S3Client::stopping() const {
@@ -336,7 +338,10 @@ ObjectInfo S3Client::head(const std::string& url) {
     g.body_limit = kErrorBodyLimit;
     const Response got = send(g);
     if (got.status == 404 && s3_error_code(got.body) == "NoSuchBucket") fail(g, got);
-    if (got.status < 300) return head(url);  // made meanwhile
+    if (got.status < 300)
+      throw RemoteError("cannot read '" + url +
+                        "': HEAD answered HTTP 404 but GET succeeds: the server is "
+                        "inconsistent; try again");
     if (got.status != 404) fail(g, got);
     return info;
   }

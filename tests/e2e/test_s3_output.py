@@ -409,6 +409,15 @@ class S3Outputs(fx.TmpCase):
         self.assert_one_line_error(prefix, f"s3://{BUCKET}/{prefix}", f"http://127.0.0.1:{port}", "is up",
                                    flags=["--endpoint-url", f"http://127.0.0.1:{port}"])
 
+    def test_checkpoint_dir_and_http_outputs_refused(self):
+        p = self.tarmac("convert", *self.inputs, "-o", self.path("local-out"), "--checkpoint-dir", self.path("cp"))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("--checkpoint-dir is for -o s3://", p.stderr)
+        p = self.tarmac("convert", *self.inputs, "-o", "https://example.invalid/x/")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("not to an http(s) URL", p.stderr)
+        self.assertFalse(os.path.exists(self.path("local-out")) or os.path.exists(self.path("cp")))
+
     def test_conditional_put_unsupported_says_so(self):
         prefix = self.prefix()
         line = self.assert_one_line_error(prefix, "does not support conditional PUTs", "If-None-Match",
