@@ -276,8 +276,16 @@ class S3Outputs(fx.TmpCase):
         size = os.path.getsize(os.path.join(ref, "shard-000000.tar"))
         self.assertGreater(size, 5 << 20)
         prefix = self.prefix()
-        result = self.convert(prefix, "--multipart-size", "5M", inputs=[os.path.join(big, "big.tar")], options=opts)
+        # the first part's connection drops after 1 MiB: that part is sent again, from the file
+        proxy = UploadProxy(self.port, cuts=1, cut_after=1 << 20)
+        self.addCleanup(proxy.close)
+        result = self.convert(prefix, "--multipart-size", "5M", "--endpoint-url", proxy.url,
+                              inputs=[os.path.join(big, "big.tar")], options=opts)
         self.assertEqual(result["uploads"]["multipart"], 1)
+        self.assertEqual((proxy.cut, result["uploads"]["retries"]), (1, 1))
+        with proxy.lock:
+            parts = [q.split("&")[0] for m, k, q, st in proxy.log if m == "PUT" and "partNumber" in q]
+        self.assertEqual(parts[:2], ["partNumber=1", "partNumber=1"])
         self.assert_same_as_reference(prefix, ref)
         head = self.s3.head_object(Bucket=BUCKET, Key=prefix + "shard-000000.tar")
         parts = -(-size // (5 << 20))
