@@ -253,20 +253,29 @@ void RemoteOutput::start(const DatasetWriter&) {
       [this](const remote::ObjectUploader::Job& j) {
         std::error_code ec;
         const uint64_t size = fs::file_size(j.path, ec);
-        record_uploaded(fs::path(j.path).filename().string(), size, j.crc32);
-        fs::remove(j.path, ec);  // confirmed: the local copy is not needed any more
+        const std::string name = fs::path(j.path).filename().string();
+        record_uploaded(name, size, j.crc32);
+        std::lock_guard lock(mu_);
+        // Confirmed: the local copy is not needed any more, unless no checkpoint covers the
+        // shard closed (the last, closed by finish()): a --resume cuts that one back and
+        // writes its end again.
+        if (!keep_local_.contains(name)) fs::remove(j.path, ec);
       });
+}
+
+bool RemoteOutput::already_sent(const std::string& name, uint64_t size, const std::string& crc32) {
+  // A shard closed after the last checkpoint may have been sent by a killed attempt of this
+  // run; it is written again the same, which the size and CRC-32 confirm.
+  std::lock_guard lock(mu_);
+  const auto it = uploaded_.find(name);
+  return it != uploaded_.end() && it->second.first == size && it->second.second == crc32;
 }
 
 void RemoteOutput::queue_closed(const DatasetWriter& writer) {
   while (queued_ < writer.closed_shards()) {
     const std::string& name = writer.shard_names()[queued_];
-    bool have;
-    {
-      std::lock_guard lock(mu_);
-      have = uploaded_.contains(name);
-    }
-    if (!have) {
+    if (!already_sent(name, writer.shard_sizes()[queued_],
+                      crc32_hex(writer.shard_crcs()[queued_]))) {
       const bool queued = uploader_->push(
           {(staging_ / name).string(), dest_.url(name), crc32_hex(writer.shard_crcs()[queued_])},
           [this] { return !(o_.run.stop && o_.run.stop->requested()); });
@@ -285,12 +294,11 @@ void RemoteOutput::check() const {
 void RemoteOutput::publish(const DatasetWriter& writer, const std::function<void()>& wait_tick) {
   while (queued_ < writer.closed_shards()) {
     const std::string& name = writer.shard_names()[queued_];
-    bool have;
     {
       std::lock_guard lock(mu_);
-      have = uploaded_.contains(name);
+      keep_local_.insert(name);
     }
-    if (!have)
+    if (!already_sent(name, writer.shard_sizes()[queued_], crc32_hex(writer.shard_crcs()[queued_])))
       uploader_->push(
           {(staging_ / name).string(), dest_.url(name), crc32_hex(writer.shard_crcs()[queued_])},
           [&] {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,8 @@ class RemoteOutput {
 
  private:
   void record_uploaded(const std::string& name, uint64_t size, const std::string& crc32);
+  /// True when `name` was uploaded (recorded) with this size and CRC-32.
+  bool already_sent(const std::string& name, uint64_t size, const std::string& crc32);
   void save_record();
 
   const ConvertOptions& o_;
@@ -78,6 +81,7 @@ class RemoteOutput {
   size_t queued_ = 0;  // shards handed to the uploader (or found uploaded)
   mutable std::mutex mu_;
   std::map<std::string, std::pair<uint64_t, std::string>> uploaded_;  // name: size, crc32
+  std::set<std::string> keep_local_;  // shards no checkpoint covers closed: kept after upload
 };
 
 }  // namespace tarmac

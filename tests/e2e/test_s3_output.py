@@ -345,6 +345,30 @@ class S3Outputs(fx.TmpCase):
         self.assert_same_as_reference(prefix, resumed=True)
         self.assertFalse(os.path.exists(cp))
 
+    def test_killed_while_publishing_resumes(self):
+        # every shard is up, the last one closed after the last checkpoint; the annotation file's
+        # PUT stalls and the run is killed: --resume writes the last shard again (the same
+        # bytes, from its local copy cut back) and sends none of them twice
+        proxy = UploadProxy(self.port, stall_key="labels.safetensors")
+        self.addCleanup(proxy.close)
+        prefix, cp = self.prefix(), self.path("cp-publishing")
+        args = [fx.TARMAC, "convert", *self.inputs, "-o", f"s3://{BUCKET}/{prefix}", *OPTIONS, "--checkpoint-dir", cp]
+        proc = subprocess.Popen([*args, "--endpoint-url", proxy.url], env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        done = self.wait_for(lambda: any("labels" in k for k in proxy.puts()))
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(), -signal.SIGKILL, "finished before the kill")
+        self.assertTrue(done, proxy.log)
+        shards = sorted(n for n in os.listdir(self.reference) if n.endswith(".tar"))
+        self.assertEqual(sorted(k for k in proxy.puts(200) if k.endswith(".tar")), [prefix + n for n in shards])
+        counter = UploadProxy(self.port)
+        self.addCleanup(counter.close)
+        p = subprocess.run([*args, "--resume", "--endpoint-url", counter.url, "--json"], env=self.env,
+                           capture_output=True, text=True, timeout=180)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual([k for k in counter.puts() if k.endswith(".tar")], [], "uploaded twice")
+        self.assert_same_as_reference(prefix, resumed=True)
+
     def test_sigterm_during_upload_stops_in_time(self):
         proxy = UploadProxy(self.port, stall_key="shard-000001")
         self.addCleanup(proxy.close)
