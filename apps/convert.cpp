@@ -24,6 +24,20 @@
 namespace tarmac::cli {
 namespace {
 
+bool is_s3_output(const ConvertOptions& o) {
+  return o.output.starts_with("s3://");
+}
+
+// Where the run writes locally: the output directory, or an s3:// output's checkpoint folder.
+std::string local_output(const ConvertOptions& o) {
+  if (!is_s3_output(o)) return o.output;
+  try {
+    return remote_checkpoint_dir(o.output, o.remote_output.checkpoint_dir);
+  } catch (const std::exception&) {
+    return o.remote_output.checkpoint_dir;
+  }
+}
+
 // The text summary of a finished conversion, on stdout.
 void print_summary(const ConvertResult& r, const ConvertOptions& o) {
   std::printf("converted %llu samples into %s in %.1f s (%.0f samples/s)\n",
@@ -41,6 +55,14 @@ void print_summary(const ConvertResult& r, const ConvertOptions& o) {
       st.finish_seconds);
   const std::string advice = stage_advice(st);
   if (!advice.empty()) std::printf("    %s\n", advice.c_str());
+  if (r.uploaded_objects || r.upload_skipped)
+    std::printf(
+        "  uploaded %llu object(s) (%llu multipart), %s; %llu request(s) retried; %llu already "
+        "complete on the server\n",
+        static_cast<unsigned long long>(r.uploaded_objects),
+        static_cast<unsigned long long>(r.uploaded_multipart),
+        format_bytes(r.uploaded_bytes).c_str(), static_cast<unsigned long long>(r.upload_retries),
+        static_cast<unsigned long long>(r.upload_skipped));
   if (r.remote_retries)
     std::printf("  network: %llu request(s) retried, resumed by range past %s already read\n",
                 static_cast<unsigned long long>(r.remote_retries),
@@ -57,11 +79,11 @@ void print_summary(const ConvertResult& r, const ConvertOptions& o) {
     std::printf(
         "  left out %llu duplicate sample(s) or member(s) under --on-duplicate %s "
         "(all listed in %s)\n",
-        static_cast<unsigned long long>(r.duplicates), on_duplicate_name(o.on_duplicate),
+        static_cast<unsigned long long>(r.duplicates), on_duplicate_name(o.members.on_duplicate),
         format::kManifestFile);
   for (const auto& s : r.skipped)
     std::printf("    skipped %s (%s): %s\n", s.what.c_str(), s.input.c_str(), s.reason.c_str());
-  if (o.geometry.resize == ResizeMode::Bucket && !o.no_images)
+  if (o.transform.geometry.resize == ResizeMode::Bucket && !o.members.no_images && !is_s3_output(o))
     std::printf("  buckets: %s\n", sizes_text(summarize_dataset(o.output, true)).c_str());
   std::printf("  schema:\n");
   for (size_t i = 0; i < r.schema.size(); ++i) {
@@ -102,7 +124,8 @@ std::string resume_command(std::vector<std::string> argv, bool skip_bad_sample) 
 // A run that ended early: what stopped it, what it kept, how to go on; the exit status. All
 // as errors, which -q still prints: the command did not do what it was asked.
 int report_stop(const ConvertStopped& e, const ConvertOptions& o, const GlobalFlags& g) {
-  const std::string partial = (std::filesystem::path(o.output) / format::kStagingDir).string();
+  const std::string partial =
+      (std::filesystem::path(local_output(o)) / format::kStagingDir).string();
   spdlog::error("{}", e.what());
   if (!e.kept_samples()) {
     spdlog::error("nothing was kept: '{}' holds no dataset", o.output);
@@ -135,24 +158,29 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
     ConvertOptions o;
     try {
       o = convert_options(*f);
-      o.command_line = g.argv;
-      o.options_json = options_json(app, o.threads);
+      o.provenance.command_line = g.argv;
+      o.provenance.options_json = options_json(app, o.run.threads);
     } catch (const CLI::Error& e) {
       spdlog::error("{}", e.what());
       return kUsageError;
     }
-    if (std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end() &&
+    if (std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end() &&
         ::isatty(STDIN_FILENO)) {
       spdlog::error(
           "standard input ('-') is a terminal: pipe an archive in (e.g. 'cat data.tar | tarmac "
           "convert - -o out') or name the archives and directories to read");
       return kUsageError;
     }
-    o.stop = &stop_on_signals();
+    o.run.stop = &stop_on_signals();
     ConvertProgress progress;
-    o.progress = &progress;
+    o.run.progress = &progress;
     ProgressDisplay display(progress_mode(f->progress, g.verbosity < 0, ::isatty(STDERR_FILENO)),
                             f->progress_every, [&progress] { return snapshot_of(progress); });
+    if (is_s3_output(o) && g.verbosity >= 0)
+      spdlog::info(
+          "staging and checkpointing in '{}' (--checkpoint-dir): each shard is uploaded "
+          "to {} as it completes, the manifest last",
+          local_output(o), o.output);
     ConvertResult r;
     try {
       r = convert(o);

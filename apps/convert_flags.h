@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/convert.h"
+#include "convert/convert_options.h"
 
 namespace tarmac::cli {
 
@@ -14,7 +14,10 @@ namespace tarmac::cli {
 struct ConvertFlags {
   std::vector<std::string> inputs;
   std::string output;
-  std::string endpoint_url;  ///< --endpoint-url; "" = AWS_ENDPOINT_URL or AWS's own
+  std::string endpoint_url;    ///< --endpoint-url; "" = AWS_ENDPOINT_URL or AWS's own
+  std::string checkpoint_dir;  ///< -o s3://: --checkpoint-dir; "" = the default
+  std::string multipart_size = "64M";
+  bool no_lock = false;
   bool overwrite = false, resume = false;
   double checkpoint_every = 30;
   // Transform.

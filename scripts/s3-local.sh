@@ -12,6 +12,8 @@
 # start DIR   starts the servers on free ports of 127.0.0.1 and waits until they answer (at most
 #             S3_LOCAL_TIMEOUT seconds, default 60); then prints the export lines (also kept in
 #             DIR/env). A new secret key each start; the objects under DIR are kept.
+#             DIR/reader-env holds the keys of a second user, tarmac:reader, who may do nothing
+#             a bucket's ACL does not grant (tests of a denied PUT).
 # stop DIR    stops the servers that `start DIR` started (by the pids in DIR/run).
 # Packages: scripts/setup-deps.sh test (swift-proxy swift-account swift-container swift-object
 # memcached). Swift's servers read /etc/swift/swift.conf (installed by the package) for the hash
@@ -86,6 +88,7 @@ for s in socks: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])')
 USER_NAME=$(id -un)
 SECRET=$(/usr/bin/python3 -c 'import secrets; print(secrets.token_hex(20))')
+READER_SECRET=$(/usr/bin/python3 -c 'import secrets; print(secrets.token_hex(20))')
 ACCESS=tarmac:tarmac # tempauth's account:user is the S3 access key
 REGION=us-east-1
 
@@ -138,6 +141,8 @@ location = $REGION
 [filter:tempauth]
 use = egg:swift#tempauth
 user_tarmac_tarmac = $SECRET .admin
+# a user of the same account without rights of its own (a denied PUT); see DIR/reader-env
+user_tarmac_reader = $READER_SECRET
 
 [filter:cache]
 use = egg:swift#memcache
@@ -218,6 +223,10 @@ export AWS_ENDPOINT_URL=http://127.0.0.1:$P_PROXY
 export AWS_ACCESS_KEY_ID=$ACCESS
 export AWS_SECRET_ACCESS_KEY=$SECRET
 export AWS_REGION=$REGION
+EOF
+cat >"$DIR/reader-env" <<EOF
+export AWS_ACCESS_KEY_ID=tarmac:reader
+export AWS_SECRET_ACCESS_KEY=$READER_SECRET
 EOF
 cat "$DIR/env"
 echo "# started in $(/usr/bin/python3 -c "import time; print(f'{time.time() - $START:.1f}')") s; stop: $0 stop $DIR" >&2

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/convert.h"
+#include "convert/convert_options.h"
 #include "source/input_reader.h"
 
 namespace tarmac {
@@ -60,7 +60,9 @@ std::optional<ReadExpectation> read_expectation(const nlohmann::ordered_json& ch
 
 /// Refuses (FatalError) to resume a run whose fingerprint differs from the checkpoint's,
 /// naming the first difference; then removes from staging whatever came after the checkpoint.
+/// `uploaded`: closed shards already on the server (-o s3://), whose local copies may be gone.
 void check_resumable(const nlohmann::ordered_json& checkpoint, const nlohmann::ordered_json& now,
-                     const std::filesystem::path& staging);
+                     const std::filesystem::path& staging,
+                     const std::vector<std::string>& uploaded = {});
 
 }  // namespace tarmac

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/convert.h"
+#include "convert/convert_options.h"
 #include "convert/sample_processor.h"
 #include "labels/schema.h"
 #include "write/column_store.h"
@@ -32,14 +32,18 @@ class DatasetWriter {
   bool take_shard_closed() { return std::exchange(shard_closed_, false); }
   /// Checks the sample against the schema and stores it. Throws SampleError (nothing stored).
   void add(ProcessedSample& s);
-  /// Closes the last shard and writes the annotation file (its `tool` entry says `tool`);
-  /// returns its path.
-  std::filesystem::path finish(const std::string& tool);
+  /// Closes the last shard and writes the annotation file (its `tool` entry says `tool`; its
+  /// `table` entry, when not empty, `table_metadata`: JSON object text); returns its path.
+  std::filesystem::path finish(const std::string& tool, const std::string& table_metadata = {});
 
   const Schema& schema() const { return schema_; }
   const std::vector<std::string>& shard_names() const { return shard_names_; }
   /// CRC-32 of each finished shard file, in shard order.
   const std::vector<uint32_t>& shard_crcs() const { return shard_crcs_; }
+  /// Sizes of the closed shards, in shard order: the first closed_shards() of shard_names()
+  /// (all of them after finish()); their files may be gone (uploaded, -o s3://).
+  const std::vector<uint64_t>& shard_sizes() const { return shard_sizes_; }
+  size_t closed_shards() const { return shard_sizes_.size(); }
   /// Samples whose image is in each shard, in shard order (the shard list's `nsamples`).
   const std::vector<uint64_t>& shard_samples() const { return shard_samples_; }
   uint64_t samples() const { return samples_; }

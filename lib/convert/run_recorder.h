@@ -5,6 +5,7 @@
 // checkpoints are written when a shard closes and at least every --checkpoint-every seconds.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "convert/convert.h"
@@ -30,6 +31,8 @@ class RunRecorder {
   uint64_t entries_done() const { return entries_done_; }
   /// Syncs everything written so far and records it in checkpoint.json, atomically.
   void write_checkpoint();
+  /// Called after each checkpoint is written (-o s3:// uploads the shards it covers).
+  void on_checkpoint(std::function<void()> f) { on_checkpoint_ = std::move(f); }
 
   struct Lists {
     nlohmann::ordered_json skipped, ignored, duplicates;
@@ -59,6 +62,7 @@ class RunRecorder {
   nlohmann::ordered_json resume_read_;
   std::vector<std::string> image_sized_warned_;  // fields warned of (image_sized_labels)
   Clock::time_point last_checkpoint_ = Clock::now();
+  std::function<void()> on_checkpoint_;
 };
 
 }  // namespace tarmac

@@ -61,11 +61,11 @@ std::string empty_run_reason(const ConvertResult& r, uint64_t members, const Con
     if (const std::string advice = skip_advice(r); !advice.empty()) why += "; " + advice;
   } else if (r.duplicates > 0) {
     why = "every sample was left out as a duplicate (--on-duplicate " +
-          std::string(on_duplicate_name(o.on_duplicate)) + ")";
+          std::string(on_duplicate_name(o.members.on_duplicate)) + ")";
   } else if (members == 0) {
     why = "the input holds no member (an empty archive, directory or standard input)";
-  } else if (o.part_count > 1) {
-    why = "part " + std::to_string(o.part_index) + "/" + std::to_string(o.part_count) +
+  } else if (o.part.count > 1) {
+    why = "part " + std::to_string(o.part.index) + "/" + std::to_string(o.part.count) +
           " of the input holds no sample";
   } else {
     why = "none of the input's " + std::to_string(members) + " member(s) made a sample";
@@ -136,6 +136,12 @@ nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& ou
   j["input_bytes"] = r.input_bytes;
   j["remote_retries"] = r.remote_retries;
   j["remote_resumed_bytes"] = r.remote_resumed_bytes;
+  if (output.starts_with("s3://"))
+    j["uploads"] = {{"objects", r.uploaded_objects},
+                    {"multipart", r.uploaded_multipart},
+                    {"bytes", r.uploaded_bytes},
+                    {"retries", r.upload_retries},
+                    {"already_complete", r.upload_skipped}};
   j["seconds"] = r.seconds;
   j["samples_per_second"] = samples_per_second(r);
   // The schema exactly as the annotation file's metadata has it; then what it cannot say.

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/convert.h"
+#include "convert/convert_options.h"
 #include "labels/schema.h"
 #include "source/member.h"
 

@@ -1,0 +1,87 @@
+#pragma once
+// convert -o s3://bucket/prefix/: the run stages in a local checkpoint folder as a local run
+// does; each shard is uploaded in the background once a checkpoint covers it, and its local
+// copy deleted once the upload is confirmed; at the end labels.safetensors, shardlist.json and
+// manifest.json go last, so that a reader finding the manifest finds a complete dataset. One
+// writer per prefix: a lock object PREFIX.tarmac-lock made by a conditional PUT.
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "convert/convert.h"
+#include "convert/dataset_writer.h"
+#include "remote/upload.h"
+
+namespace tarmac {
+
+/// The lock object's name under the prefix.
+inline constexpr const char* kRemoteLockObject = ".tarmac-lock";
+/// The record of the uploads confirmed, in the staging directory (with the run's id).
+inline constexpr const char* kUploadRecordFile = "uploads.json";
+
+class RemoteOutput {
+ public:
+  /// For the destination `o.output` (s3://), staging in `staging` (which exists). Throws
+  /// ParseError for a malformed destination, RemoteError without credentials.
+  RemoteOutput(const ConvertOptions& o, const std::string& destination,
+               std::filesystem::path staging);
+  /// Releases the lock object (when taken) and stops the uploads in flight.
+  ~RemoteOutput();
+  RemoteOutput(const RemoteOutput&) = delete;
+  RemoteOutput& operator=(const RemoteOutput&) = delete;
+
+  /// Before anything is written: takes the lock object; refuses a prefix that holds a dataset
+  /// (its manifest.json) unless --overwrite (which removes that dataset's objects, as its
+  /// manifest lists them, manifest first) or --resume (the dataset is then this run's, finished:
+  /// returns true, nothing to do). Throws FatalError or RemoteError (one line).
+  bool begin();
+
+  /// --resume: the closed shards of the checkpoint `writer` (its "writer" object) already on
+  /// the server, checked by HEAD (size and CRC-32): recorded as uploaded, their local copies
+  /// deleted. Returns their names (check_resumable does not look for their local files).
+  /// Throws FatalError when an upload recorded is no longer on the server as it was sent.
+  std::vector<std::string> check_uploaded(const nlohmann::ordered_json& writer);
+
+  /// Starts the background uploads, of the shards `writer` closes from now on (and of those a
+  /// resumed checkpoint left local).
+  void start(const DatasetWriter& writer);
+  /// After each checkpoint: queues the shards it covers. Waits while the queue is full (disk
+  /// use bounded), not past a stop request. Rethrows a failed upload.
+  void queue_closed(const DatasetWriter& writer);
+  /// Rethrows a failed upload (RemoteError), if any.
+  void check() const;
+
+  /// The end of a run: every shard uploaded, then labels.safetensors, shardlist.json (when
+  /// there) and manifest.json from `staging`; the lock released. `wait_tick` is called while
+  /// waiting (it throws to stop). Throws RemoteError.
+  void publish(const DatasetWriter& writer, const std::function<void()>& wait_tick);
+
+  /// What was uploaded, into `r`.
+  void count(ConvertResult& r) const;
+
+ private:
+  void record_uploaded(const std::string& name, uint64_t size, const std::string& crc32);
+  /// True when `name` was uploaded (recorded) with this size and CRC-32.
+  bool already_sent(const std::string& name, uint64_t size, const std::string& crc32);
+  void save_record();
+
+  const ConvertOptions& o_;
+  remote::S3Prefix dest_;
+  std::filesystem::path staging_;
+  std::unique_ptr<remote::S3Client> client_;
+  std::unique_ptr<remote::ObjectUploader> uploader_;
+  std::string run_id_;
+  bool locked_ = false;
+  bool resumed_ = false;
+  size_t queued_ = 0;  // shards handed to the uploader (or found uploaded)
+  mutable std::mutex mu_;
+  std::map<std::string, std::pair<uint64_t, std::string>> uploaded_;  // name: size, crc32
+  std::set<std::string> keep_local_;  // shards no checkpoint covers closed: kept after upload
+};
+
+}  // namespace tarmac

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# W1 converted from local disk into a dataset on local disk against the same conversion with
+# `-o s3://` to the local S3-compatible server (scripts/s3-local.sh: Swift + s3api on this
+# machine), for the HMR crops and for `--format keep` (more bytes to upload). Prints one
+# markdown table: samples/s (wall, the median of REPEAT runs), tarmac's CPU, and S3 ÷ local.
+#
+# usage: scripts/bench/s3_outputs.sh [WORKDIR]    env: W1=400 THREADS=$(nproc) REPEAT=3
+# Needs a built tarmac (build/apps/tarmac) and scripts/setup-deps.sh test (Swift, boto3).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+WORK="${1:-/tmp/tarmac-bench-s3-out}"
+TARMAC="${TARMAC:-$ROOT/build/apps/tarmac}"
+PY=/usr/bin/python3
+W1=${W1:-400}
+THREADS=${THREADS:-$(nproc)}
+REPEAT=${REPEAT:-3}
+mkdir -p "$WORK"
+cd "$WORK"
+
+if [ ! -f .made-$W1 ]; then
+  echo "generating W1 ($W1 frames) in $WORK ..." >&2
+  rm -f .made-*
+  $PY "$ROOT/scripts/bench/make_workloads.py" . --w1 "$W1" --formats tar >&2
+  touch .made-$W1
+fi
+
+eval "$("$ROOT/scripts/s3-local.sh" start "$WORK/s3")"
+trap '"$ROOT/scripts/s3-local.sh" stop "$WORK/s3"' EXIT
+$PY - <<'PY'
+import os, boto3
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+if "bench" not in [b["Name"] for b in s3.list_buckets().get("Buckets", [])]:
+    s3.create_bucket(Bucket="bench")
+PY
+
+# "WALL CPU": median wall seconds and median CPU seconds (tarmac's user + sys) of REPEAT runs;
+# RUN is substituted by the run's number (a new prefix each run). The server's CPU (Swift, in
+# Python, on the same cores) is not in tarmac's.
+seconds() {
+  : > runs.txt
+  for i in $(seq "$REPEAT"); do
+    rm -rf out
+    local cmd=("${@//RUN/$RANDOM$i}")
+    /usr/bin/time -f "%e %U %S" -o time.txt "${cmd[@]}" >/dev/null 2>err.txt || { cat err.txt >&2; return 1; }
+    cat time.txt >> runs.txt
+  done
+  echo "$(sort -n runs.txt | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" \
+    "$(awk '{print $2 + $3}' runs.txt | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
+}
+
+W1ARGS=(--crop field:bbox_xywh --crop-scale 1.2 --square --size 224 --points keypoints2d
+  --boxes bbox_xywh --quality 95 --threads "$THREADS")
+echo "| W1 | to | samples/s (wall) | S3 ÷ local (wall) | tarmac CPU s | S3 ÷ local (CPU) |"
+echo "|---|---|---|---|---|---|"
+for mode in crops keep; do
+  if [ "$mode" = crops ]; then args=("${W1ARGS[@]}"); else args=(--format keep --threads "$THREADS"); fi
+  # 16M shards: W1 (99 MB; ~6 MB of crops) makes several, so uploads overlap the conversion
+  read -r tl cl < <(seconds "$TARMAC" convert w1.tar -o out --shard-size 16M "${args[@]}")
+  read -r ts cs < <(seconds "$TARMAC" convert w1.tar -o s3://bench/out-RUN/ --no-lock --shard-size 16M \
+    --checkpoint-dir "$WORK/cp" "${args[@]}")
+  $PY -c "
+n, tl, ts, cl, cs = $W1, $tl, $ts, $cl, $cs
+label = {'crops': 'HMR crops (224, q95)', 'keep': '--format keep'}['$mode']
+print(f'| {label} | local disk | {n / tl:.1f} | | {cl:.2f} | |')
+print(f'| {label} | local S3 (Swift s3api) | {n / ts:.1f} | {tl / ts:.2f} | {cs:.2f} | {cs / cl:.2f} |')"
+done
