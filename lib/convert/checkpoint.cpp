@@ -194,48 +194,54 @@ json output_options(const ConvertOptions& o) {
     crop["field"] = o.crop_field + (o.crop_field_xyxy ? ":xyxy" : ":xywh");
   json boxes = json::array();
   for (const auto& [name, xyxy] : o.boxes) boxes.push_back(name + (xyxy ? ":xyxy" : ":xywh"));
-  return {{"--key-rule", key_rule_name(o.key_rule)},
-          {"--image", o.image_exts},
-          {"--no-images", o.no_images},
-          {"--classes-from-dirs", o.classes_from_dirs},
-          {"--dense", o.dense},
-          {"--ragged", o.ragged},
-          {"--fields", o.keep_fields},
-          {"--drop-fields", o.drop_fields},
-          {"--require", o.require_fields},
-          {"--crop", crop},
-          {"--box-convention", g.box_convention == BoxConvention::Edges ? "edges" : "centers"},
-          {"--resample", g.resample == ResampleMode::Area ? "area" : "area-exact"},
-          {"--crop-scale", g.crop_scale},
-          {"--square", g.square},
-          {"--fit-aspect", g.fit_aspect},
-          {"--table", o.table},
-          {"--table-format", table_format_name(o.table_options.format)},
-          {"--table-image", o.table_options.image_column},
-          {"--table-columns", o.table_options.list_columns},
-          {"--table-prefix", o.table_prefix},
-          {"--instances", o.instances},
-          {"--instance-fields", o.instance_fields},
-          {"--size", {g.width, g.height}},
-          {"--resize", kResize[static_cast<int>(g.resize)]},
-          {"--bucket-step", g.bucket_step},
-          {"--bucket-max-ratio", g.bucket_max_ratio},
-          {"--points", o.points},
-          {"--boxes", boxes},
-          {"--pad-value", o.pad_value},
-          {"--format", o.format == OutputFormat::Keep ? "keep" : format_extension(o.format)},
-          {"--quality", o.quality},
-          {"--channels", o.channels == ChannelMode::One    ? "1"
-                         : o.channels == ChannelMode::Keep ? "keep"
-                                                           : "3"},
-          {"--max-pixels", o.max_pixels},
-          {"--max-member-size", o.max_member_size},
-          {"--max-label-size", o.max_label_size},
-          {"--max-outputs-per-sample", o.max_outputs_per_sample},
-          {"--group-window", o.group_window},
-          {"--shard-size", o.shard_size},
-          {"--on-error", o.skip_errors ? "skip" : "fail"},
-          {"--on-duplicate", on_duplicate_name(o.on_duplicate)}};
+  json j = {{"--key-rule", key_rule_name(o.key_rule)},
+            {"--image", o.image_exts},
+            {"--no-images", o.no_images},
+            {"--classes-from-dirs", o.classes_from_dirs},
+            {"--dense", o.dense},
+            {"--ragged", o.ragged},
+            {"--fields", o.keep_fields},
+            {"--drop-fields", o.drop_fields},
+            {"--require", o.require_fields},
+            {"--crop", crop},
+            {"--box-convention", g.box_convention == BoxConvention::Edges ? "edges" : "centers"},
+            {"--resample", g.resample == ResampleMode::Area ? "area" : "area-exact"},
+            {"--crop-scale", g.crop_scale},
+            {"--square", g.square},
+            {"--fit-aspect", g.fit_aspect},
+            {"--table", o.table},
+            {"--table-format", table_format_name(o.table_options.format)},
+            {"--table-image", o.table_options.image_column},
+            {"--table-columns", o.table_options.list_columns},
+            {"--table-prefix", o.table_prefix},
+            {"--instances", o.instances},
+            {"--instance-fields", o.instance_fields},
+            {"--size", {g.width, g.height}},
+            {"--resize", kResize[static_cast<int>(g.resize)]},
+            {"--bucket-step", g.bucket_step},
+            {"--bucket-max-ratio", g.bucket_max_ratio},
+            {"--points", o.points},
+            {"--boxes", boxes},
+            {"--pad-value", o.pad_value},
+            {"--format", o.format == OutputFormat::Keep ? "keep" : format_extension(o.format)},
+            {"--quality", o.quality},
+            {"--channels", o.channels == ChannelMode::One    ? "1"
+                           : o.channels == ChannelMode::Keep ? "keep"
+                                                             : "3"},
+            {"--max-pixels", o.max_pixels},
+            {"--max-member-size", o.max_member_size},
+            {"--max-label-size", o.max_label_size},
+            {"--max-outputs-per-sample", o.max_outputs_per_sample},
+            {"--group-window", o.group_window},
+            {"--shard-size", o.shard_size},
+            {"--on-error", o.skip_errors ? "skip" : "fail"},
+            {"--on-duplicate", on_duplicate_name(o.on_duplicate)}};
+  // Only when given, so that the options of a run without it read as before.
+  if (o.dedup.enabled())
+    j["--dedup"] = o.dedup.mode == DedupOptions::Mode::Exact
+                       ? std::string("exact")
+                       : "near:" + std::to_string(o.dedup.distance);
+  return j;
 }
 
 json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& inputs) {
@@ -262,6 +268,7 @@ json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& in
   // every index after it.
   if (o.classes_from_dirs) fp["classes"] = o.classes;
   if (!o.table.empty()) fp["table"] = identity(o.table);
+  if (!o.dedup.against.empty()) fp["dedup_against"] = o.dedup.against;
   return fp;
 }
 

@@ -269,6 +269,17 @@ ConvertResult convert(const ConvertOptions& options) {
     throw FatalError(
         "--classes-from-dirs takes each sample's class from the folder of its image; it cannot "
         "be combined with --no-images");
+  if (o.dedup.enabled() && (o.no_images || !o.table.empty() || !o.instances.empty()))
+    throw FatalError(std::string("--dedup compares source images; it cannot be combined with ") +
+                     (o.no_images       ? "--no-images"
+                      : o.table.empty() ? "--instances"
+                                        : "--table") +
+                     (o.no_images ? "" : ", with which several outputs share one image"));
+  if (o.dedup.enabled() && (o.dedup.distance < 0 || o.dedup.distance > 32))
+    throw FatalError("--dedup near:" + std::to_string(o.dedup.distance) +
+                     ": the distance must be 0 to 32 bits");
+  if (!o.dedup.enabled() && !o.dedup.against.empty())
+    throw FatalError("--dedup-against needs --dedup exact or --dedup near[:D]");
   std::vector<std::string> notes;
   if (o.classes_from_dirs && o.classes.empty()) {
     if (std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())

@@ -24,6 +24,19 @@ namespace tarmac {
 /// image converted to grey), or Keep (grey sources stay grey, colour ones 3).
 enum class ChannelMode { Three, One, Keep };
 
+/// convert --dedup (docs/cli.md): duplicates by content, decided in input order (the first is
+/// kept), each dropped one recorded in the manifest's `ignored` list (code duplicate_content).
+struct DedupOptions {
+  /// None: no deduplication; Exact: the same decoded pixels; Near: also a perceptual hash
+  /// within `distance` bits (format.md 1.5).
+  enum class Mode { None, Exact, Near };
+  Mode mode = Mode::None;
+  int distance = 4;  ///< Near: the largest Hamming distance that is a duplicate (0..32)
+  /// Datasets whose samples (their `__phash__` column) count as kept before this run's.
+  std::vector<std::string> against;
+  bool enabled() const { return mode != Mode::None; }
+};
+
 struct ConvertOptions {
   /// Archives, directories, "-" for stdin; s3://bucket/key, s3://bucket/prefix/ (every object
   /// under it, by key), http(s):// URLs, and brace ranges of those (s3://b/x-{000..009}.tar).
@@ -81,6 +94,7 @@ struct ConvertOptions {
   OutputFormat format = OutputFormat::Jpeg;
   int quality = 95;
   ChannelMode channels = ChannelMode::Three;
+  DedupOptions dedup;
 
   // Limits and behaviour.
   uint64_t max_pixels = 1ull << 28;
@@ -196,6 +210,9 @@ struct ConvertResult {
   uint64_t ignored_members = 0;
   uint64_t error_members = 0;
   uint64_t duplicates = 0;  ///< samples and members left out under --on-duplicate first|last
+  /// --dedup: samples left out as duplicates by content (in the ignored list, code
+  /// duplicate_content).
+  uint64_t duplicate_content_samples = 0;
   uint64_t shards = 0;
   uint64_t image_bytes = 0;
   uint64_t annotation_bytes = 0;
