@@ -57,7 +57,7 @@ void print_summary(const ConvertResult& r, const ConvertOptions& o) {
     std::printf(
         "  left out %llu duplicate sample(s) or member(s) under --on-duplicate %s "
         "(all listed in %s)\n",
-        static_cast<unsigned long long>(r.duplicates), on_duplicate_name(o.on_duplicate),
+        static_cast<unsigned long long>(r.duplicates), on_duplicate_name(o.members.on_duplicate),
         format::kManifestFile);
   if (o.dedup.enabled())
     std::printf(
@@ -70,7 +70,7 @@ void print_summary(const ConvertResult& r, const ConvertOptions& o) {
         format::kManifestFile);
   for (const auto& s : r.skipped)
     std::printf("    skipped %s (%s): %s\n", s.what.c_str(), s.input.c_str(), s.reason.c_str());
-  if (o.geometry.resize == ResizeMode::Bucket && !o.no_images)
+  if (o.transform.geometry.resize == ResizeMode::Bucket && !o.members.no_images)
     std::printf("  buckets: %s\n", sizes_text(summarize_dataset(o.output, true)).c_str());
   std::printf("  schema:\n");
   for (size_t i = 0; i < r.schema.size(); ++i) {
@@ -144,22 +144,22 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
     ConvertOptions o;
     try {
       o = convert_options(*f);
-      o.command_line = g.argv;
-      o.options_json = options_json(app, o.threads);
+      o.provenance.command_line = g.argv;
+      o.provenance.options_json = options_json(app, o.run.threads);
     } catch (const CLI::Error& e) {
       spdlog::error("{}", e.what());
       return kUsageError;
     }
-    if (std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end() &&
+    if (std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end() &&
         ::isatty(STDIN_FILENO)) {
       spdlog::error(
           "standard input ('-') is a terminal: pipe an archive in (e.g. 'cat data.tar | tarmac "
           "convert - -o out') or name the archives and directories to read");
       return kUsageError;
     }
-    o.stop = &stop_on_signals();
+    o.run.stop = &stop_on_signals();
     ConvertProgress progress;
-    o.progress = &progress;
+    o.run.progress = &progress;
     ProgressDisplay display(progress_mode(f->progress, g.verbosity < 0, ::isatty(STDERR_FILENO)),
                             f->progress_every, [&progress] { return snapshot_of(progress); });
     ConvertResult r;

@@ -62,7 +62,7 @@ constexpr NumberRange kProgressEvery{0.1, 86400};
 
 // Fills the geometry part of the options from the crop/size/resize flags.
 void resolve_geometry(const ConvertFlags& f, ConvertOptions& o) {
-  GeometryOptions& g = o.geometry;
+  GeometryOptions& g = o.transform.geometry;
   g.square = f.square;
   g.bucket_step = f.bucket_step;
   g.bucket_max_ratio = f.bucket_max_ratio;
@@ -78,13 +78,13 @@ void resolve_geometry(const ConvertFlags& f, ConvertOptions& o) {
     g.crop = CropMode::Field;
     std::string name = f.crop.substr(6);
     if (name.size() > 5 && name.ends_with(":xyxy")) {
-      o.crop_field_xyxy = true;
+      o.transform.crop_field_xyxy = true;
       name.resize(name.size() - 5);
     } else if (name.size() > 5 && name.ends_with(":xywh")) {
       name.resize(name.size() - 5);
     }
     if (name.empty()) throw CLI::ValidationError("--crop", "field:NAME needs a field name");
-    o.crop_field = name;
+    o.transform.crop_field = name;
   } else {
     throw CLI::ValidationError(
         "--crop", "'" + f.crop + "': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
@@ -172,127 +172,129 @@ std::vector<std::string> without_dots(std::vector<std::string> v) {
 
 ConvertOptions convert_options(const ConvertFlags& f) {
   ConvertOptions o;
-  o.inputs = f.inputs;
+  o.source.inputs = f.inputs;
   o.output = f.output;
-  o.endpoint_url = f.endpoint_url;
-  o.overwrite = f.overwrite;
-  o.resume = f.resume;
+  o.source.endpoint_url = f.endpoint_url;
+  o.run.overwrite = f.overwrite;
+  o.run.resume = f.resume;
   check_flag("--checkpoint-every", f.checkpoint_every, kCheckpointEvery);
-  o.checkpoint_seconds = f.checkpoint_every;
+  o.run.checkpoint_seconds = f.checkpoint_every;
   resolve_geometry(f, o);
-  o.points = f.points;
+  o.transform.points = f.points;
   check_flag("--pad-value", f.pad_value, kPadValue);
-  o.pad_value = f.pad_value;
-  o.format = parse_format(f.format);
+  o.transform.pad_value = f.pad_value;
+  o.transform.format = parse_format(f.format);
   check_flag("--quality", int64_t{f.quality}, kQuality);
-  o.quality = f.quality;
+  o.transform.quality = f.quality;
   if (f.channels == "3")
-    o.channels = ChannelMode::Three;
+    o.transform.channels = ChannelMode::Three;
   else if (f.channels == "1")
-    o.channels = ChannelMode::One;
+    o.transform.channels = ChannelMode::One;
   else if (f.channels == "keep")
-    o.channels = ChannelMode::Keep;
+    o.transform.channels = ChannelMode::Keep;
   else
     throw CLI::ValidationError("--channels", "'" + f.channels + "': use 3, 1 or keep");
   // The library refuses these too, but as a failed run (exit 1); they are usage errors.
-  if (o.channels != ChannelMode::Three &&
-      (o.format == OutputFormat::Webp || o.format == OutputFormat::Raw))
+  if (o.transform.channels != ChannelMode::Three &&
+      (o.transform.format == OutputFormat::Webp || o.transform.format == OutputFormat::Raw))
     throw CLI::ValidationError("--channels " + f.channels,
                                "WebP and raw images are always 3-channel (WebP has no grey "
                                "images); use --format jpg or png, or --channels 3");
-  if (o.channels == ChannelMode::One && o.format == OutputFormat::Keep)
+  if (o.transform.channels == ChannelMode::One && o.transform.format == OutputFormat::Keep)
     throw CLI::ValidationError("--channels 1",
                                "--format keep stores the source bytes, which cannot be "
                                "converted to grey; use --format jpg or png");
-  for (const auto& b : f.boxes) o.boxes.push_back(parse_box_field(b));
-  o.no_images = f.no_images;
-  o.classes_from_dirs = f.classes_from_dirs;
+  for (const auto& b : f.boxes) o.transform.boxes.push_back(parse_box_field(b));
+  o.members.no_images = f.no_images;
+  o.labels.classes_from_dirs = f.classes_from_dirs;
   // The library refuses these too, but as a failed run (exit 1); they are usage errors (exit 2).
-  if (o.classes_from_dirs && o.no_images)
+  if (o.labels.classes_from_dirs && o.members.no_images)
     throw CLI::ValidationError("--classes-from-dirs",
                                "takes each sample's class from its image's folder; it cannot be "
                                "combined with --no-images");
-  if (o.classes_from_dirs && std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+  if (o.labels.classes_from_dirs &&
+      std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end())
     throw CLI::ValidationError("--classes-from-dirs",
                                "reads the inputs' names first, so it cannot read standard input "
                                "('-')");
-  o.table = f.table;
+  o.table.path = f.table;
   try {
-    o.table_options.format = parse_table_format(f.table_format);
+    o.table.options.format = parse_table_format(f.table_format);
   } catch (const FatalError& e) {
     throw CLI::ValidationError("--table-format", e.what());
   }
-  o.table_options.image_column = f.table_image;
-  o.table_options.list_columns = f.table_columns;
-  o.table_prefix = f.table_prefix;
-  o.instances = f.instances;
-  o.instance_fields = f.instance_fields;
-  if (o.table.empty() && (!f.table_image.empty() || !f.table_columns.empty() ||
-                          !f.table_prefix.empty() || f.table_format != "auto"))
+  o.table.options.image_column = f.table_image;
+  o.table.options.list_columns = f.table_columns;
+  o.table.prefix = f.table_prefix;
+  o.labels.instances = f.instances;
+  o.labels.instance_fields = f.instance_fields;
+  if (o.table.path.empty() && (!f.table_image.empty() || !f.table_columns.empty() ||
+                               !f.table_prefix.empty() || f.table_format != "auto"))
     throw CLI::ValidationError("--table-*",
                                "the --table-... flags describe a --table FILE; give one");
-  if (!o.table.empty() && o.no_images)
+  if (!o.table.path.empty() && o.members.no_images)
     throw CLI::ValidationError("--table",
                                "rows are made from the images they name; it cannot be "
                                "combined with --no-images");
-  if (!o.table.empty() && !o.instances.empty())
+  if (!o.table.path.empty() && !o.labels.instances.empty())
     throw CLI::ValidationError("--instances",
                                "with --table, each row is already one output; "
                                "--instances splits per-sample label files");
-  if (o.instances.empty() && !o.instance_fields.empty())
+  if (o.labels.instances.empty() && !o.labels.instance_fields.empty())
     throw CLI::ValidationError("--instance-fields", "needs --instances FIELD");
-  if (f.fit_aspect && (o.geometry.width == 0 || o.geometry.height == 0))
+  if (f.fit_aspect && (o.transform.geometry.width == 0 || o.transform.geometry.height == 0))
     throw CLI::ValidationError("--fit-aspect",
                                "grows the region to the aspect ratio of --size, so "
                                "it needs --size WxH");
-  o.ragged.insert(f.ragged.begin(), f.ragged.end());
-  o.keep_fields = f.keep_fields;
-  o.drop_fields = f.drop_fields;
-  o.require_fields = f.require_fields;
+  o.labels.ragged.insert(f.ragged.begin(), f.ragged.end());
+  o.labels.keep_fields = f.keep_fields;
+  o.labels.drop_fields = f.drop_fields;
+  o.labels.require_fields = f.require_fields;
   check_flag("--max-pixels", static_cast<int64_t>(std::min<uint64_t>(f.max_pixels, INT64_MAX)),
              kMaxPixels);
-  o.max_pixels = f.max_pixels;
-  o.shard_size = bytes_flag("--shard-size", f.shard_size);
-  o.max_member_size = bytes_flag("--max-member-size", f.max_member_size);
-  o.max_label_size = bytes_flag("--max-label-size", f.max_label_size);
+  o.limits.max_pixels = f.max_pixels;
+  o.limits.shard_size = bytes_flag("--shard-size", f.shard_size);
+  o.limits.max_member_size = bytes_flag("--max-member-size", f.max_member_size);
+  o.limits.max_label_size = bytes_flag("--max-label-size", f.max_label_size);
   check_flag("--max-outputs-per-sample", static_cast<int64_t>(f.max_outputs_per_sample),
              kMaxOutputs);
-  o.max_outputs_per_sample = static_cast<uint64_t>(f.max_outputs_per_sample);
-  o.group_window = bytes_flag("--group-window", f.group_window);
+  o.limits.max_outputs_per_sample = static_cast<uint64_t>(f.max_outputs_per_sample);
+  o.limits.group_window = bytes_flag("--group-window", f.group_window);
   // CLI11 refuses other values while parsing; these two refusals are for other callers.
   if (f.on_error != "fail" && f.on_error != "skip")
     throw CLI::ValidationError("--on-error", "'" + f.on_error + "': use fail or skip");
-  o.skip_errors = f.on_error == "skip";
-  o.allow_empty = f.allow_empty;
+  o.run.skip_errors = f.on_error == "skip";
+  o.run.allow_empty = f.allow_empty;
   if (f.on_duplicate == "first")
-    o.on_duplicate = OnDuplicate::First;
+    o.members.on_duplicate = OnDuplicate::First;
   else if (f.on_duplicate == "last")
-    o.on_duplicate = OnDuplicate::Last;
+    o.members.on_duplicate = OnDuplicate::Last;
   else if (f.on_duplicate == "error")
-    o.on_duplicate = OnDuplicate::Error;
+    o.members.on_duplicate = OnDuplicate::Error;
   else
     throw CLI::ValidationError("--on-duplicate",
                                "'" + f.on_duplicate + "': use error, first or last");
   // The library refuses this too, but as a failed run (exit 1); it is a usage error (exit 2).
-  if (o.on_duplicate == OnDuplicate::Last &&
-      std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+  if (o.members.on_duplicate == OnDuplicate::Last &&
+      std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end())
     throw CLI::ValidationError("--on-duplicate last",
                                "reads the inputs twice (member names first), so it cannot "
                                "read standard input ('-'); use first or error");
   if (f.key_rule == "first-dot")
-    o.key_rule = KeyRule::FirstDot;
+    o.members.key_rule = KeyRule::FirstDot;
   else if (f.key_rule == "last-dot")
-    o.key_rule = KeyRule::LastDot;
+    o.members.key_rule = KeyRule::LastDot;
   else
     throw CLI::ValidationError("--key-rule", "'" + f.key_rule + "': use first-dot or last-dot");
   o.dedup = dedup_flag(f);
   // The library also refuses I >= N (exit 1); from the command line it is a usage error.
-  if (!f.shard.empty()) std::tie(o.part_index, o.part_count) = part_flag("--shard", f.shard);
-  o.image_exts = without_dots(f.image);
-  o.dense = without_dots(f.dense);
+  if (!f.shard.empty()) std::tie(o.part.index, o.part.count) = part_flag("--shard", f.shard);
+  o.members.image_exts = without_dots(f.image);
+  o.members.dense = without_dots(f.dense);
   check_flag("--threads", int64_t{f.threads}, kThreadRange);
-  o.threads = f.threads != 0 ? f.threads
-                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.run.threads = f.threads != 0
+                      ? f.threads
+                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return o;
 }
 

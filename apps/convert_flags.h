@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/convert.h"
+#include "convert/convert_options.h"
 
 namespace tarmac::cli {
 

@@ -95,8 +95,8 @@ void refuse_inputs_inside_output(const ConvertOptions& o) {
   fs::path out = fs::weakly_canonical(o.output, ec);
   if (ec) return;
   if (out.filename().empty()) out = out.parent_path();  // "raw/" names the folder "raw"
-  std::vector<std::string> inputs = o.inputs;
-  if (!o.table.empty()) inputs.push_back(o.table);
+  std::vector<std::string> inputs = o.source.inputs;
+  if (!o.table.path.empty()) inputs.push_back(o.table.path);
   for (const auto& in : inputs) {
     if (in == "-") continue;
     const fs::path path = fs::weakly_canonical(in, ec);
@@ -122,7 +122,8 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
     if (!fs::is_directory(out, ec))
       throw FatalError("output '" + out.string() + "' exists and is not a directory");
     const bool has_labels = fs::exists(out / kLabelsFile, ec);
-    if (o.resume && fs::exists(staging / kCheckpointFile, ec) && (!has_labels || o.overwrite)) {
+    if (o.run.resume && fs::exists(staging / kCheckpointFile, ec) &&
+        (!has_labels || o.run.overwrite)) {
       json cp = load_checkpoint(staging / kCheckpointFile);
       // Killed while publishing: the shards already moved out go back in (publish() removes
       // an old dataset's shards before it moves any new one, so these are the run's own).
@@ -139,13 +140,13 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
       r.checkpoint = std::move(cp);
       return r;
     }
-    if (o.resume && has_labels) {
+    if (o.run.resume && has_labels) {
       r.complete = true;
       return r;
     }
     // A plain run never throws converted work away unasked: the user says which they want. A
     // checkpoint of no sample (stopped or failed at once) holds none: the run starts over.
-    if (!o.resume && !o.overwrite && !has_labels)
+    if (!o.run.resume && !o.run.overwrite && !has_labels)
       if (const auto kept = checkpoint_samples(staging); kept && *kept > 0)
         throw FatalError("'" + out.string() +
                          "' holds an interrupted conversion: " + std::to_string(*kept) +
@@ -168,7 +169,7 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
     }
     fs::remove_all(staging, ec);  // never a dataset
     if (!empty_but_lock(out)) {
-      if (!o.overwrite)
+      if (!o.run.overwrite)
         throw FatalError("output directory '" + out.string() +
                          "' is not empty; choose a new directory or pass --overwrite");
       if (has_labels) r.replaced = dataset_files(out);
@@ -187,55 +188,58 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
 json output_options(const ConvertOptions& o) {
   static constexpr const char* kCrop[] = {"none", "center", "box", "field"};
   static constexpr const char* kResize[] = {"exact", "shorter", "longer", "fit", "none", "bucket"};
-  const GeometryOptions& g = o.geometry;
+  const GeometryOptions& g = o.transform.geometry;
   json crop = {{"mode", kCrop[static_cast<int>(g.crop)]}};
   if (g.crop == CropMode::Box) crop["box"] = {g.box.x0, g.box.y0, g.box.x1, g.box.y1};
   if (g.crop == CropMode::Field)
-    crop["field"] = o.crop_field + (o.crop_field_xyxy ? ":xyxy" : ":xywh");
+    crop["field"] = o.transform.crop_field + (o.transform.crop_field_xyxy ? ":xyxy" : ":xywh");
   json boxes = json::array();
-  for (const auto& [name, xyxy] : o.boxes) boxes.push_back(name + (xyxy ? ":xyxy" : ":xywh"));
-  json j = {{"--key-rule", key_rule_name(o.key_rule)},
-            {"--image", o.image_exts},
-            {"--no-images", o.no_images},
-            {"--classes-from-dirs", o.classes_from_dirs},
-            {"--dense", o.dense},
-            {"--ragged", o.ragged},
-            {"--fields", o.keep_fields},
-            {"--drop-fields", o.drop_fields},
-            {"--require", o.require_fields},
-            {"--crop", crop},
-            {"--box-convention", g.box_convention == BoxConvention::Edges ? "edges" : "centers"},
-            {"--resample", g.resample == ResampleMode::Area ? "area" : "area-exact"},
-            {"--crop-scale", g.crop_scale},
-            {"--square", g.square},
-            {"--fit-aspect", g.fit_aspect},
-            {"--table", o.table},
-            {"--table-format", table_format_name(o.table_options.format)},
-            {"--table-image", o.table_options.image_column},
-            {"--table-columns", o.table_options.list_columns},
-            {"--table-prefix", o.table_prefix},
-            {"--instances", o.instances},
-            {"--instance-fields", o.instance_fields},
-            {"--size", {g.width, g.height}},
-            {"--resize", kResize[static_cast<int>(g.resize)]},
-            {"--bucket-step", g.bucket_step},
-            {"--bucket-max-ratio", g.bucket_max_ratio},
-            {"--points", o.points},
-            {"--boxes", boxes},
-            {"--pad-value", o.pad_value},
-            {"--format", o.format == OutputFormat::Keep ? "keep" : format_extension(o.format)},
-            {"--quality", o.quality},
-            {"--channels", o.channels == ChannelMode::One    ? "1"
-                           : o.channels == ChannelMode::Keep ? "keep"
-                                                             : "3"},
-            {"--max-pixels", o.max_pixels},
-            {"--max-member-size", o.max_member_size},
-            {"--max-label-size", o.max_label_size},
-            {"--max-outputs-per-sample", o.max_outputs_per_sample},
-            {"--group-window", o.group_window},
-            {"--shard-size", o.shard_size},
-            {"--on-error", o.skip_errors ? "skip" : "fail"},
-            {"--on-duplicate", on_duplicate_name(o.on_duplicate)}};
+  for (const auto& [name, xyxy] : o.transform.boxes)
+    boxes.push_back(name + (xyxy ? ":xyxy" : ":xywh"));
+  json j = {
+      {"--key-rule", key_rule_name(o.members.key_rule)},
+      {"--image", o.members.image_exts},
+      {"--no-images", o.members.no_images},
+      {"--classes-from-dirs", o.labels.classes_from_dirs},
+      {"--dense", o.members.dense},
+      {"--ragged", o.labels.ragged},
+      {"--fields", o.labels.keep_fields},
+      {"--drop-fields", o.labels.drop_fields},
+      {"--require", o.labels.require_fields},
+      {"--crop", crop},
+      {"--box-convention", g.box_convention == BoxConvention::Edges ? "edges" : "centers"},
+      {"--resample", g.resample == ResampleMode::Area ? "area" : "area-exact"},
+      {"--crop-scale", g.crop_scale},
+      {"--square", g.square},
+      {"--fit-aspect", g.fit_aspect},
+      {"--table", o.table.path},
+      {"--table-format", table_format_name(o.table.options.format)},
+      {"--table-image", o.table.options.image_column},
+      {"--table-columns", o.table.options.list_columns},
+      {"--table-prefix", o.table.prefix},
+      {"--instances", o.labels.instances},
+      {"--instance-fields", o.labels.instance_fields},
+      {"--size", {g.width, g.height}},
+      {"--resize", kResize[static_cast<int>(g.resize)]},
+      {"--bucket-step", g.bucket_step},
+      {"--bucket-max-ratio", g.bucket_max_ratio},
+      {"--points", o.transform.points},
+      {"--boxes", boxes},
+      {"--pad-value", o.transform.pad_value},
+      {"--format",
+       o.transform.format == OutputFormat::Keep ? "keep" : format_extension(o.transform.format)},
+      {"--quality", o.transform.quality},
+      {"--channels", o.transform.channels == ChannelMode::One    ? "1"
+                     : o.transform.channels == ChannelMode::Keep ? "keep"
+                                                                 : "3"},
+      {"--max-pixels", o.limits.max_pixels},
+      {"--max-member-size", o.limits.max_member_size},
+      {"--max-label-size", o.limits.max_label_size},
+      {"--max-outputs-per-sample", o.limits.max_outputs_per_sample},
+      {"--group-window", o.limits.group_window},
+      {"--shard-size", o.limits.shard_size},
+      {"--on-error", o.run.skip_errors ? "skip" : "fail"},
+      {"--on-duplicate", on_duplicate_name(o.members.on_duplicate)}};
   // Only when given, so that the options of a run without it read as before.
   if (o.dedup.enabled())
     j["--dedup"] = o.dedup.mode == DedupOptions::Mode::Exact
@@ -262,12 +266,12 @@ json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& in
   for (const auto& in : inputs) ins.push_back(identity(in));
   json fp = {{"version", kVersion},
              {"options", opts},
-             {"part", {o.part_index, o.part_count}},
+             {"part", {o.part.index, o.part.count}},
              {"inputs", ins}};
   // A directory input's fingerprint is its path only: a class folder added since would shift
   // every index after it.
-  if (o.classes_from_dirs) fp["classes"] = o.classes;
-  if (!o.table.empty()) fp["table"] = identity(o.table);
+  if (o.labels.classes_from_dirs) fp["classes"] = o.labels.classes;
+  if (!o.table.path.empty()) fp["table"] = identity(o.table.path);
   if (!o.dedup.against.empty()) fp["dedup_against"] = o.dedup.against;
   return fp;
 }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/convert.h"
+#include "convert/convert_options.h"
 #include "source/input_reader.h"
 
 namespace tarmac {

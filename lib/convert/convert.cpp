@@ -57,23 +57,24 @@ using json = nlohmann::ordered_json;
 using namespace format;
 
 PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_inputs) {
-  if (o.part_count <= 1) {
-    if (part_inputs) *part_inputs = o.inputs;
+  if (o.part.count <= 1) {
+    if (part_inputs) *part_inputs = o.source.inputs;
     return PartSplit::None;
   }
-  if (o.part_index >= o.part_count)
-    throw FatalError("--shard " + std::to_string(o.part_index) + "/" +
-                     std::to_string(o.part_count) +
+  if (o.part.index >= o.part.count)
+    throw FatalError("--shard " + std::to_string(o.part.index) + "/" +
+                     std::to_string(o.part.count) +
                      ": the part index must be below the part count (parts are numbered from 0)");
-  const uint64_t m = o.inputs.size(), n = o.part_count;
+  const uint64_t m = o.source.inputs.size(), n = o.part.count;
   // A table's rows may pair members of different inputs: every part reads them all.
-  if (m < n || !o.table.empty()) {
-    if (part_inputs) *part_inputs = o.inputs;
+  if (m < n || !o.table.path.empty()) {
+    if (part_inputs) *part_inputs = o.source.inputs;
     return PartSplit::Samples;
   }
   if (part_inputs)
-    part_inputs->assign(o.inputs.begin() + static_cast<ptrdiff_t>(o.part_index * m / n),
-                        o.inputs.begin() + static_cast<ptrdiff_t>((o.part_index + 1) * m / n));
+    part_inputs->assign(
+        o.source.inputs.begin() + static_cast<ptrdiff_t>(o.part.index * m / n),
+        o.source.inputs.begin() + static_cast<ptrdiff_t>((o.part.index + 1) * m / n));
   return PartSplit::Inputs;
 }
 
@@ -97,35 +98,40 @@ void begin_phase(ConvertProgress* p, ConvertProgress::Phase phase, uint64_t tota
 }
 
 // How the run groups members into samples. --on-duplicate: inputs are numbered among all of
-// o.inputs, so that a part of --shard I/N by inputs keeps the sample one run over all inputs
+// o.source.inputs, so that a part of --shard I/N by inputs keeps the sample one run over all inputs
 // would keep. Under `last`, a pre-pass over this part's inputs and all later ones finds each
 // key's last input; under `first`, a part by inputs reads the keys of the parts before it
 // (into `kept`, which the options then point to).
 GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const InputReaderOptions& ro,
                             KeySet& kept) {
   GrouperOptions grouping;
-  grouping.window_bytes = o.group_window;
-  grouping.on_duplicate = o.on_duplicate;
-  grouping.input_names = o.inputs;
+  grouping.window_bytes = o.limits.group_window;
+  grouping.on_duplicate = o.members.on_duplicate;
+  grouping.input_names = o.source.inputs;
   if (split == PartSplit::Inputs)
-    grouping.first_input = static_cast<uint32_t>(o.part_index * o.inputs.size() / o.part_count);
-  if (o.on_duplicate != OnDuplicate::Last &&
-      (o.on_duplicate != OnDuplicate::First || grouping.first_input == 0))
+    grouping.first_input =
+        static_cast<uint32_t>(o.part.index * o.source.inputs.size() / o.part.count);
+  if (o.members.on_duplicate != OnDuplicate::Last &&
+      (o.members.on_duplicate != OnDuplicate::First || grouping.first_input == 0))
     return grouping;
-  const bool last = o.on_duplicate == OnDuplicate::Last;
-  if (last && std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+  const bool last = o.members.on_duplicate == OnDuplicate::Last;
+  if (last &&
+      std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end())
     throw FatalError(
         "--on-duplicate last reads the inputs twice, so it cannot read standard input ('-')");
-  const auto begin = o.inputs.begin() + (last ? grouping.first_input : 0);
+  const auto begin = o.source.inputs.begin() + (last ? grouping.first_input : 0);
   InputReader scan(
-      std::vector<std::string>(begin, last ? o.inputs.end() : begin + grouping.first_input), ro);
-  begin_phase(o.progress,
+      std::vector<std::string>(begin, last ? o.source.inputs.end() : begin + grouping.first_input),
+      ro);
+  begin_phase(o.run.progress,
               last ? ConvertProgress::Phase::LastScan : ConvertProgress::Phase::FirstScan,
               scan.total_size());
-  kept = scan_kept_keys(scan, o.on_duplicate, last ? grouping.first_input : 0, o.key_rule, [&] {
-    if (o.stop && o.stop->requested()) throw StopSignal{o.stop->signal.load()};
-    if (o.progress) o.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
-  });
+  kept = scan_kept_keys(
+      scan, o.members.on_duplicate, last ? grouping.first_input : 0, o.members.key_rule, [&] {
+        if (o.run.stop && o.run.stop->requested()) throw StopSignal{o.run.stop->signal.load()};
+        if (o.run.progress)
+          o.run.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
+      });
   grouping.kept = &kept;
   return grouping;
 }
@@ -133,11 +139,12 @@ GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const Inpu
 // --classes-from-dirs: the class folders of every input of the run (not only this part's, so
 // that every part numbers classes alike), read by name before anything is converted.
 std::vector<std::string> class_folders(const ConvertOptions& o, const InputReaderOptions& ro) {
-  InputReader scan(o.inputs, ro);
-  begin_phase(o.progress, ConvertProgress::Phase::ClassScan, scan.total_size());
-  return scan_class_folders(scan, o.key_rule, o.image_exts, [&] {
-    if (o.stop && o.stop->requested()) throw StopSignal{o.stop->signal.load()};
-    if (o.progress) o.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
+  InputReader scan(o.source.inputs, ro);
+  begin_phase(o.run.progress, ConvertProgress::Phase::ClassScan, scan.total_size());
+  return scan_class_folders(scan, o.members.key_rule, o.members.image_exts, [&] {
+    if (o.run.stop && o.run.stop->requested()) throw StopSignal{o.run.stop->signal.load()};
+    if (o.run.progress)
+      o.run.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
   });
 }
 
@@ -148,7 +155,7 @@ std::vector<std::string> output_inside_inputs(const ConvertOptions& o,
   std::error_code ec;
   const fs::path out = fs::weakly_canonical(o.output, ec);
   if (ec) return {};
-  for (const auto& in : o.inputs) {
+  for (const auto& in : o.source.inputs) {
     if (in == "-" || !fs::is_directory(in, ec)) continue;
     const fs::path dir = fs::weakly_canonical(in, ec);
     if (ec) continue;
@@ -201,7 +208,7 @@ uint64_t input_bytes(const std::vector<std::string>& inputs,
 // What the output lock says of this run: the command line, or what a library caller asked.
 std::string lock_record(const ConvertOptions& o) {
   std::string text;
-  for (const auto& a : o.command_line) text += (text.empty() ? "" : " ") + a;
+  for (const auto& a : o.provenance.command_line) text += (text.empty() ? "" : " ") + a;
   return text.empty() ? "tarmac::convert() into '" + o.output + "'" : text;
 }
 
@@ -209,7 +216,8 @@ std::string lock_record(const ConvertOptions& o) {
 // --resume can go on from (the samples it records), else removes it.
 std::optional<uint64_t> keep_resumable(const ConvertOptions& o, const fs::path& staging) {
   std::error_code ec;
-  const bool rereadable = std::find(o.inputs.begin(), o.inputs.end(), "-") == o.inputs.end();
+  const bool rereadable =
+      std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") == o.source.inputs.end();
   if (rereadable && fs::exists(staging / kCheckpointFile, ec)) {
     if (const auto samples = checkpoint_samples(staging)) return samples;
   }
@@ -241,315 +249,378 @@ const char* phase_text(ConvertProgress::Phase phase) {
   return "";
 }
 
-ConvertResult convert(const ConvertOptions& options) {
-  const auto t0 = Clock::now();
-  ConvertOptions o = options;  // with the class folders found, under --classes-from-dirs
-  if (o.format == OutputFormat::Keep &&
-      (o.geometry.crop != CropMode::None || o.geometry.resize != ResizeMode::None))
+namespace {
+
+// What the run reads and how, settled before the output directory is touched.
+struct RunPlan {
+  std::shared_ptr<const remote::RemoteConfig> remote;  // null: no remote input
+  PartSplit split = PartSplit::None;
+  std::vector<std::string> part_inputs;  // this part's inputs, in order
+  std::optional<TablePlan> table;
+  std::string table_metadata;  // the annotation file's `table` entry (JSON object text)
+  json fingerprint;            // what a --resume must find unchanged
+};
+
+// The output directory, locked and ready for this run.
+struct OpenOutput {
+  PreparedOutput prepared;
+  std::vector<std::string> exclude;  // directories of the inputs never read (the output)
+  uint64_t resume_entries = 0;       // entries the checkpoint covers (0: a fresh run)
+};
+
+// What the reader thread found besides the samples, for the manifest's lists.
+struct FeedOutcome {
+  std::vector<MemberNotice> notices;
+  uint64_t unused_images = 0;
+  Clock::time_point finish_t0;  // when the last sample was written
+};
+
+// The option rules that need no input: refused (FatalError) before anything is read.
+void check_options(const ConvertOptions& o) {
+  if (o.transform.format == OutputFormat::Keep && (o.transform.geometry.crop != CropMode::None ||
+                                                   o.transform.geometry.resize != ResizeMode::None))
     throw FatalError(
         "--format keep stores the source bytes untouched; it cannot be combined "
         "with --crop or --size");
-  // Remote inputs: prefixes and brace ranges become the objects they name, each checked to
-  // exist before anything is written.
-  std::shared_ptr<const remote::RemoteConfig> remote_config;
-  if (std::any_of(o.inputs.begin(), o.inputs.end(),
-                  [](const std::string& in) { return remote::is_remote(in); })) {
-    remote_config = std::make_shared<const remote::RemoteConfig>(
-        remote::RemoteConfig::from_environment(o.endpoint_url));
-    o.inputs = remote::expand_inputs(o.inputs, *remote_config);
-  }
-  const fs::path out(o.output);
-  const fs::path staging = out / kStagingDir;
-  refuse_inputs_inside_output(o);
-  std::vector<std::string> part_inputs;
-  const PartSplit split = select_part(o, &part_inputs);
-  if (o.resume && std::find(part_inputs.begin(), part_inputs.end(), "-") != part_inputs.end())
-    throw FatalError("--resume cannot be used with standard input (-): it cannot be read again");
-  if (o.classes_from_dirs && o.no_images)
+  if (o.labels.classes_from_dirs && o.members.no_images)
     throw FatalError(
         "--classes-from-dirs takes each sample's class from the folder of its image; it cannot "
         "be combined with --no-images");
-  if (o.dedup.enabled() && (o.no_images || !o.table.empty() || !o.instances.empty()))
+  if (!o.table.path.empty() && o.members.no_images)
+    throw FatalError(
+        "--table: rows are made from the images they name; it cannot be combined "
+        "with --no-images");
+  if (!o.table.path.empty() && !o.labels.instances.empty())
+    throw FatalError(
+        "--instances splits per-sample label files; with --table each row is "
+        "already one output");
+  const DedupOptions& d = o.dedup;
+  if (d.enabled() && (o.members.no_images || !o.table.path.empty() || !o.labels.instances.empty()))
     throw FatalError(std::string("--dedup compares source images; it cannot be combined with ") +
-                     (o.no_images       ? "--no-images"
-                      : o.table.empty() ? "--instances"
-                                        : "--table") +
-                     (o.no_images ? "" : ", with which several outputs share one image"));
-  if (o.dedup.enabled() && (o.dedup.distance < 0 || o.dedup.distance > 32))
-    throw FatalError("--dedup near:" + std::to_string(o.dedup.distance) +
+                     (o.members.no_images ? "--no-images"
+                      : o.table.path.empty()
+                          ? "--instances, with which several outputs share one image"
+                          : "--table, with which several outputs share one image"));
+  if (d.enabled() && (d.distance < 0 || d.distance > 32))
+    throw FatalError("--dedup near:" + std::to_string(d.distance) +
                      ": the distance must be 0 to 32 bits");
-  if (!o.dedup.enabled() && !o.dedup.against.empty())
+  if (!d.enabled() && !d.against.empty())
     throw FatalError("--dedup-against needs --dedup exact or --dedup near[:D]");
-  std::vector<std::string> notes;
-  if (o.classes_from_dirs && o.classes.empty()) {
-    if (std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end())
+}
+
+// Settles what the run reads: remote prefixes and brace ranges expanded into the objects they
+// name (each checked to exist), this part's inputs, the class folders (--classes-from-dirs,
+// set in `o`), the whole table read and its rows grouped (--table). Throws FatalError (or
+// ConvertStopped for a stop request) with nothing written: an earlier checkpoint is as it was.
+RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
+  RunPlan plan;
+  if (std::any_of(o.source.inputs.begin(), o.source.inputs.end(),
+                  [](const std::string& in) { return remote::is_remote(in); })) {
+    plan.remote = std::make_shared<const remote::RemoteConfig>(
+        remote::RemoteConfig::from_environment(o.source.endpoint_url));
+    o.source.inputs = remote::expand_inputs(o.source.inputs, *plan.remote);
+  }
+  refuse_inputs_inside_output(o);
+  plan.split = select_part(o, &plan.part_inputs);
+  if (o.run.resume &&
+      std::find(plan.part_inputs.begin(), plan.part_inputs.end(), "-") != plan.part_inputs.end())
+    throw FatalError("--resume cannot be used with standard input (-): it cannot be read again");
+  if (o.labels.classes_from_dirs && o.labels.classes.empty()) {
+    if (std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end())
       throw FatalError(
           "--classes-from-dirs reads the inputs' names first, so it cannot read standard input "
           "('-')");
+    std::vector<std::string> notes;  // said once the output exists (open_output)
     InputReaderOptions ro;
-    ro.max_member_size = o.max_member_size;
-    ro.skip_errors = o.skip_errors;
+    ro.max_member_size = o.limits.max_member_size;
+    ro.skip_errors = o.run.skip_errors;
     ro.exclude = output_inside_inputs(o, notes);
-    ro.remote = remote_config;
-    ro.stop = o.stop;
+    ro.remote = plan.remote;
+    ro.stop = o.run.stop;
     try {
-      o.classes = class_folders(o, ro);
-    } catch (const StopSignal& s) {  // nothing written yet: an earlier checkpoint is as it was
+      o.labels.classes = class_folders(o, ro);
+    } catch (const StopSignal& s) {
       throw ConvertStopped("stopped by " + signal_name(s.signal), s.signal,
                            checkpoint_samples(staging));
     }
   }
-  // --table: the whole table is read, and its rows grouped by the members they name, before
-  // anything else; a malformed table stops here.
-  std::optional<TablePlan> plan;
-  if (!o.table.empty()) {
-    if (o.no_images)
-      throw FatalError(
-          "--table: rows are made from the images they name; it cannot be combined "
-          "with --no-images");
-    if (!o.instances.empty())
-      throw FatalError(
-          "--instances splits per-sample label files; with --table each row is "
-          "already one output");
-    TableOptions table_options = o.table_options;
-    table_options.max_cell_bytes = o.max_label_size;  // one flag for a label, in a file or a cell
-    Table table = load_table(o.table, table_options);
-    o.table_metadata =
+  if (!o.table.path.empty()) {
+    TableOptions table_options = o.table.options;
+    // One flag for a label, in a file or a cell.
+    table_options.max_cell_bytes = o.limits.max_label_size;
+    Table table = load_table(o.table.path, table_options);
+    plan.table_metadata =
         json{{"format", table_format_name(table.format)}, {"metadata", table.metadata}}.dump();
-    plan.emplace(std::move(table), o.table_prefix, o.dense);
+    plan.table.emplace(std::move(table), o.table.prefix, o.members.dense);
   }
-  const json fingerprint = run_fingerprint(o, part_inputs);
-  ConvertResult result;
-  const OutputLock lock(out, lock_record(o));
-  notes.clear();  // the output exists now: the check is exact
-  const std::vector<std::string> exclude = output_inside_inputs(o, notes);
+  plan.fingerprint = run_fingerprint(o, plan.part_inputs);
+  return plan;
+}
+
+// Gets the locked output directory ready (prepare_output) and checks a checkpoint found there
+// against this run. Throws FatalError with the output as it was: a refused resume keeps its
+// checkpoint.
+OpenOutput open_output(const ConvertOptions& o, const RunPlan& plan, const fs::path& out,
+                       const fs::path& staging, ConvertResult& result) {
+  OpenOutput open;
+  std::vector<std::string> notes;  // the output exists now: the check is exact
+  open.exclude = output_inside_inputs(o, notes);
   result.notes = notes;
-  PreparedOutput prepared = prepare_output(o, out, staging);
-  std::optional<json>& cp = prepared.checkpoint;
-  if (prepared.complete) {
-    result.already_complete = true;
-    return result;
+  open.prepared = prepare_output(o, out, staging);
+  if (open.prepared.complete) return open;
+  if (const auto& cp = open.prepared.checkpoint) {
+    check_resumable(*cp, plan.fingerprint, staging);
+    open.resume_entries = cp->at("entries").get<uint64_t>();
   }
-  // Checked before the run starts, so that a refused resume keeps its checkpoint.
-  if (cp) check_resumable(*cp, fingerprint, staging);
-  const uint64_t resume_entries = cp ? cp->at("entries").get<uint64_t>() : 0;
+  return open;
+}
 
+// Runs the pipeline: the reader thread feeding the transform workers, the writer taking their
+// samples in order, until the input ends. A stop request ends the input where it is; what is
+// in flight is still written (for at most kStopDrainSeconds, or none if urgent), then a
+// checkpoint records it and StopSignal is thrown. Any failure of a stage is rethrown once every
+// thread is joined; on success a last checkpoint covers every sample.
+FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const OpenOutput& open,
+                         const InputReaderOptions& ro, InputReader& reader, DatasetWriter& writer,
+                         RunRecorder& recorder, ConvertResult& result) {
+  const bool resumed = open.prepared.checkpoint.has_value();
+  // The counts the writer keeps, for a progress display (the feed counts what it has read).
+  // A resumed run's are stored before its phase begins, which a display takes as the start
+  // of the rate: only this run's samples count in it.
+  ConvertProgress* const progress = o.run.progress;
+  if (progress) progress->outputs.store(!o.labels.instances.empty(), std::memory_order_relaxed);
+  auto report = [&] {
+    if (!progress) return;
+    progress->samples.store(writer.samples(), std::memory_order_relaxed);
+    progress->skipped.store(result.skipped_samples, std::memory_order_relaxed);
+    // With a table the samples are rows, and a group of rows one entry: rows are counted.
+    progress->handled.store(
+        plan.table ? writer.samples() + result.skipped_samples : recorder.entries_done(),
+        std::memory_order_relaxed);
+  };
+  report();
+
+  KeySet kept;
+  const GrouperOptions grouping = grouping_for(o, plan.split, ro, kept);
+  begin_phase(progress, ConvertProgress::Phase::Converting,
+              progress ? input_bytes(plan.part_inputs, open.exclude) : 0);
+
+  const int threads =
+      o.run.threads > 0 ? o.run.threads : std::max(1u, std::thread::hardware_concurrency());
+  Pipeline pipe(static_cast<size_t>(threads) * 4 + 4);
+
+  const TablePlan* table = plan.table ? &*plan.table : nullptr;
+  SampleFeed feed(o, plan.split, grouping, open.resume_entries,
+                  !resumed && plan.split != PartSplit::Samples, reader, pipe, table);
+  // process_sample turns bad data into the sample's error; what it throws stops the run (a
+  // codec plugin that cannot be loaded, an encoder failure).
+  WorkerStats worker_stats;
+  const SampleWork work_fn = [&o, table](const RawSample& raw) {
+    return raw.table_group >= 0 ? process_table_group(raw, *table, o) : process_sample(raw, o);
+  };
+  // Declared after everything the threads use, so joined (on every path) before it goes.
+  PipelineThreads pool(pipe);
+  pool.start([&feed] { feed.run(); });
+
+  for (int i = 0; i < threads; ++i) pool.start([&] { run_worker(pipe, work_fn, worker_stats); });
+
+  std::optional<Clock::time_point> stop_t0;
+  auto poll_stop = [&] {
+    if (!o.run.stop || !o.run.stop->requested()) return;
+    if (!stop_t0) {
+      stop_t0 = Clock::now();
+      pipe.stop_input();
+    }
+    if (o.run.stop->urgent() || seconds_since(*stop_t0) > kStopDrainSeconds) pipe.cancel();
+  };
+  std::exception_ptr writer_failure;
+  const auto writer_t0 = Clock::now();
   try {
-    InputReaderOptions ro;
-    ro.max_member_size = o.max_member_size;
-    ro.skip_errors = o.skip_errors;
-    ro.exclude = exclude;
-    ro.remote = remote_config;
-    ro.stop = o.stop;
-    InputReader reader(part_inputs, ro);
-    if (cp)
-      if (auto expected = read_expectation(*cp)) reader.expect(std::move(*expected));
-    DatasetWriter writer(o, staging, cp ? &cp->at("writer") : nullptr);
-    if (cp) {
-      result.resumed = true;
-      result.resumed_samples = writer.samples();
-    }
-    RunRecorder recorder(o, staging, fingerprint, cp ? &*cp : nullptr, reader, writer, result);
-
-    // The counts the writer keeps, for a progress display (the feed counts what it has read).
-    // A resumed run's are stored before its phase begins, which a display takes as the start
-    // of the rate: only this run's samples count in it.
-    ConvertProgress* const progress = o.progress;
-    if (progress) progress->outputs.store(!o.instances.empty(), std::memory_order_relaxed);
-    auto report = [&] {
-      if (!progress) return;
-      progress->samples.store(writer.samples(), std::memory_order_relaxed);
-      progress->skipped.store(result.skipped_samples, std::memory_order_relaxed);
-      // With a table the samples are rows, and a group of rows one entry: rows are counted.
-      progress->handled.store(
-          plan ? writer.samples() + result.skipped_samples : recorder.entries_done(),
-          std::memory_order_relaxed);
-    };
-    report();
-
-    KeySet kept;
-    const GrouperOptions grouping = grouping_for(o, split, ro, kept);
-    begin_phase(o.progress, ConvertProgress::Phase::Converting,
-                o.progress ? input_bytes(part_inputs, exclude) : 0);
-
-    const int threads =
-        o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-    Pipeline pipe(static_cast<size_t>(threads) * 4 + 4);
-
-    SampleFeed feed(o, split, grouping, resume_entries, !cp && split != PartSplit::Samples, reader,
-                    pipe, plan ? &*plan : nullptr);
-    // process_sample turns bad data into the sample's error; what it throws stops the run (a
-    // codec plugin that cannot be loaded, an encoder failure).
-    WorkerStats worker_stats;
-    const SampleWork work_fn = [&o, &plan](const RawSample& raw) {
-      return raw.table_group >= 0 ? process_table_group(raw, *plan, o) : process_sample(raw, o);
-    };
-    // Declared after everything the threads use, so joined (on every path) before it goes.
-    PipelineThreads pool(pipe);
-    pool.start([&feed] { feed.run(); });
-
-    for (int i = 0; i < threads; ++i) pool.start([&] { run_worker(pipe, work_fn, worker_stats); });
-
-    // A stop request ends the input where it is; what is in flight is still written (for at
-    // most kStopDrainSeconds, or none if urgent), then a checkpoint records it.
-    std::optional<Clock::time_point> stop_t0;
-    auto poll_stop = [&] {
-      if (!o.stop || !o.stop->requested()) return;
-      if (!stop_t0) {
-        stop_t0 = Clock::now();
-        pipe.stop_input();
-      }
-      if (o.stop->urgent() || seconds_since(*stop_t0) > kStopDrainSeconds) pipe.cancel();
-    };
-    std::exception_ptr writer_failure;
-    const auto writer_t0 = Clock::now();
-    try {
-      while (auto item = pipe.next(std::chrono::milliseconds(100), [&] {
-        poll_stop();
-        report();
-      })) {
-        for (Entry& entry : item->entries)
-          if (!entry.replay) recorder.handle(entry);
-        report();
-        poll_stop();
-      }
+    while (auto item = pipe.next(std::chrono::milliseconds(100), [&] {
       poll_stop();
-    } catch (...) {
-      writer_failure = std::current_exception();
-      pipe.cancel();
-    }
-    if (stop_t0 && !writer_failure) {
-      o.stop->checkpointing.store(true);
-      recorder.write_checkpoint();  // before waiting for the reader, which may be mid-read
-      o.stop->checkpointing.store(false);
-      pipe.cancel();
-      pool.join();
       report();
-      if (progress) progress->phase.store(ConvertProgress::Phase::Stopped);
-      throw StopSignal{o.stop->signal.load()};
+    })) {
+      for (Entry& entry : item->entries)
+        if (!entry.replay) recorder.handle(entry);
+      report();
+      poll_stop();
     }
-    const double writer_seconds = seconds_since(writer_t0);
-    report();
-    if (progress) progress->phase.store(ConvertProgress::Phase::Finishing);
-    const auto finish_t0 = Clock::now();
+    poll_stop();
+  } catch (...) {
+    writer_failure = std::current_exception();
+    pipe.cancel();
+  }
+  if (stop_t0 && !writer_failure) {
+    o.run.stop->checkpointing.store(true);
+    recorder.write_checkpoint();  // before waiting for the reader, which may be mid-read
+    o.run.stop->checkpointing.store(false);
+    pipe.cancel();
     pool.join();
-    const Pipeline::Waits waits = pipe.waits();
-    result.stages.threads = threads;
-    result.stages.reader_seconds = feed.seconds();
-    result.stages.first_release_seconds = feed.first_release_seconds();
-    result.stages.ahead_samples = worker_stats.ahead_taken.load();
-    result.stages.members_interleaved = feed.members_interleaved();
-    for (const auto& in : reader.inputs())
-      if (result.stages.input_compression.empty()) result.stages.input_compression = in.compression;
-    result.stages.reader_blocked_seconds = waits.reader;
-    result.stages.worker_seconds = worker_stats.seconds;
-    result.stages.worker_idle_seconds = waits.workers;
-    result.stages.writer_seconds = writer_seconds;
-    result.stages.writer_idle_seconds = waits.writer;
-    if (writer_failure) std::rethrow_exception(writer_failure);
-    if (worker_stats.failure) std::rethrow_exception(worker_stats.failure);
-    if (feed.failure()) std::rethrow_exception(feed.failure());
-    if (feed.entries_read() < resume_entries)
-      throw FatalError("cannot resume: the inputs now hold " + std::to_string(feed.entries_read()) +
-                       " samples, fewer than the " + std::to_string(resume_entries) +
-                       " the interrupted run had converted");
-    // Everything is converted: a kill from here on resumes straight to the finish.
-    recorder.write_checkpoint();
+    report();
+    if (progress) progress->phase.store(ConvertProgress::Phase::Stopped);
+    throw StopSignal{o.run.stop->signal.load()};
+  }
+  const double writer_seconds = seconds_since(writer_t0);
+  report();
+  if (progress) progress->phase.store(ConvertProgress::Phase::Finishing);
+  FeedOutcome outcome;
+  outcome.finish_t0 = Clock::now();
+  pool.join();
+  const Pipeline::Waits waits = pipe.waits();
+  result.stages.threads = threads;
+  result.stages.reader_seconds = feed.seconds();
+  result.stages.first_release_seconds = feed.first_release_seconds();
+  result.stages.ahead_samples = worker_stats.ahead_taken.load();
+  result.stages.members_interleaved = feed.members_interleaved();
+  for (const auto& in : reader.inputs())
+    if (result.stages.input_compression.empty()) result.stages.input_compression = in.compression;
+  result.stages.reader_blocked_seconds = waits.reader;
+  result.stages.worker_seconds = worker_stats.seconds;
+  result.stages.worker_idle_seconds = waits.workers;
+  result.stages.writer_seconds = writer_seconds;
+  result.stages.writer_idle_seconds = waits.writer;
+  if (writer_failure) std::rethrow_exception(writer_failure);
+  if (worker_stats.failure) std::rethrow_exception(worker_stats.failure);
+  if (feed.failure()) std::rethrow_exception(feed.failure());
+  if (feed.entries_read() < open.resume_entries)
+    throw FatalError("cannot resume: the inputs now hold " + std::to_string(feed.entries_read()) +
+                     " samples, fewer than the " + std::to_string(open.resume_entries) +
+                     " the interrupted run had converted");
+  // Everything is converted: a kill from here on resumes straight to the finish.
+  recorder.write_checkpoint();
+  outcome.notices = feed.notices();
+  outcome.unused_images = feed.unused_images();
+  return outcome;
+}
 
-    auto [skipped_json, ignored_json, duplicates_json] = recorder.read_all();
-    for (const auto& j : skipped_json)
-      if (j.contains("sample") && j.at("code") == error_code_name(ErrorCode::NoImage))
-        ++result.no_image_samples;
-    for (const auto& j : skipped_json)
-      if (result.skipped.size() < 20 && j.contains("sample"))
-        result.skipped.push_back(
-            {j.at("input").get<std::string>(), j.at("sample").get<std::string>(),
-             j.at("code").get<std::string>(), j.at("reason").get<std::string>()});
+// The run's lists for the manifest (skipped, ignored, duplicates: the recorder's logs, then
+// the reader's member notices and input errors), and the counts the result keeps of them.
+RunRecorder::Lists collect_lists(RunRecorder& recorder, const FeedOutcome& feed,
+                                 const InputReader& reader, ConvertResult& result) {
+  RunRecorder::Lists lists = recorder.read_all();
+  for (const auto& j : lists.skipped)
+    if (j.contains("sample") && j.at("code") == error_code_name(ErrorCode::NoImage))
+      ++result.no_image_samples;
+  for (const auto& j : lists.skipped)
+    if (result.skipped.size() < 20 && j.contains("sample"))
+      result.skipped.push_back({j.at("input").get<std::string>(), j.at("sample").get<std::string>(),
+                                j.at("code").get<std::string>(),
+                                j.at("reason").get<std::string>()});
 
-    for (const auto& n : feed.notices()) {
-      json j = {{"input", reader.inputs()[n.input].path},
-                {"member", n.member},
-                {"code", error_code_name(n.code)},
-                {"reason", n.reason}};
-      if (n.is_error) {
-        ++result.error_members;
-        skipped_json.push_back(j);
-      } else {
-        ++result.ignored_members;
-        ignored_json.push_back(j);
-      }
+  for (const auto& n : feed.notices) {
+    json j = {{"input", reader.inputs()[n.input].path},
+              {"member", n.member},
+              {"code", error_code_name(n.code)},
+              {"reason", n.reason}};
+    if (n.is_error) {
+      ++result.error_members;
+      lists.skipped.push_back(j);
+    } else {
+      ++result.ignored_members;
+      lists.ignored.push_back(j);
     }
+  }
 
-    for (const auto& in : reader.inputs()) {
-      result.input_bytes += in.bytes_read;
-      result.remote_retries += in.retries;
-      result.remote_resumed_bytes += in.resumed_bytes;
-      if (in.error.empty()) continue;
-      result.input_errors.push_back(in.error);
-      skipped_json.push_back({{"input", in.path},
-                              {"archive", in.path},
-                              {"code", error_code_name(ErrorCode::InputError)},
-                              {"reason", in.error}});
-    }
-    result.unused_images = feed.unused_images();
-    if (writer.samples() == 0 && !o.allow_empty) {
-      uint64_t members = 0;
-      for (const auto& in : reader.inputs()) members += in.members;
-      throw EmptyRun{empty_run_reason(result, members, o)};
-    }
-    // Labels only, and no member was a label: samples of nothing but their keys.
-    if (o.no_images && writer.schema().fields().empty() && !o.allow_empty) {
-      std::string why = "the " + std::to_string(writer.samples()) +
-                        " sample(s) hold no label: none of their members is a label file tarmac "
-                        "reads (.json, .npy, .npz, .txt, .cls)";
-      if (!ignored_json.empty())
-        why += " (the first of " + std::to_string(ignored_json.size()) + " ignored: '" +
-               ignored_json.at(0).value("member", std::string()) +
-               "': " + ignored_json.at(0).value("reason", std::string()) + ")";
-      throw EmptyRun{why};
-    }
-    const fs::path labels = writer.finish(std::string("tarmac ") + kVersion);
-    result.samples = writer.samples();
-    result.shards = writer.shard_names().size();
-    result.image_bytes = writer.blob_bytes();
-    result.annotation_bytes = fs::file_size(labels);
-    ManifestRecord rec{o,
-                       split,
-                       reader.inputs(),
-                       cp ? std::optional(resume_entries) : std::nullopt,
-                       result,
-                       writer,
-                       staging,
-                       labels,
-                       plan ? &*plan : nullptr};
-    format::Manifest manifest = run_manifest(rec, std::move(skipped_json), std::move(ignored_json),
-                                             std::move(duplicates_json));
-    if (!writer.shard_names().empty()) {
-      format::ShardList list;
-      for (size_t k = 0; k < writer.shard_names().size(); ++k)
-        list.shards.push_back({writer.shard_names()[k], writer.shard_samples()[k],
-                               fs::file_size(staging / writer.shard_names()[k])});
-      manifest.shard_list = {format::kShardListFile, write_shard_list(staging, list)};
-    }
-    write_file_atomic((staging / kManifestFile).string(), format::sealed_manifest_text(manifest));
-    result.schema = writer.schema().specs();
-    for (const FieldSchema& f : writer.schema().fields()) {
-      result.missing_values.push_back(f.missing);
-      if (!f.mixed) continue;
-      static constexpr const char* kWhat[] = {"number(s) or numeric array(s)", "string(s)",
-                                              "other JSON value(s)"};
-      std::string held;
-      for (int k = 0; k < 3; ++k)
-        if (f.kind_counts[k])
-          held += (held.empty() ? "" : ", ") + std::to_string(f.kind_counts[k]) + " " + kWhat[k];
-      result.field_warnings.push_back("field '" + f.name +
-                                      "' holds values of types that share no column type (" + held +
-                                      "): each is kept as its JSON text");
-    }
-    publish_dataset(out, staging, writer.shard_names(), prepared.replaced);
-    result.stages.finish_seconds = seconds_since(finish_t0);
-    result.seconds = seconds_since(t0);
-    if (progress) progress->phase.store(ConvertProgress::Phase::Done);
+  for (const auto& in : reader.inputs()) {
+    result.input_bytes += in.bytes_read;
+    result.remote_retries += in.retries;
+    result.remote_resumed_bytes += in.resumed_bytes;
+    if (in.error.empty()) continue;
+    result.input_errors.push_back(in.error);
+    lists.skipped.push_back({{"input", in.path},
+                             {"archive", in.path},
+                             {"code", error_code_name(ErrorCode::InputError)},
+                             {"reason", in.error}});
+  }
+  result.unused_images = feed.unused_images;
+  return lists;
+}
+
+// Refuses (EmptyRun, saying why) a run that converted no sample, or under --no-images samples
+// holding no label, unless --allow-empty.
+void refuse_empty(const ConvertOptions& o, const InputReader& reader, const DatasetWriter& writer,
+                  const RunRecorder::Lists& lists, const ConvertResult& result) {
+  if (o.run.allow_empty) return;
+  if (writer.samples() == 0) {
+    uint64_t members = 0;
+    for (const auto& in : reader.inputs()) members += in.members;
+    throw EmptyRun{empty_run_reason(result, members, o)};
+  }
+  // Labels only, and no member was a label: samples of nothing but their keys.
+  if (o.members.no_images && writer.schema().fields().empty()) {
+    std::string why = "the " + std::to_string(writer.samples()) +
+                      " sample(s) hold no label: none of their members is a label file tarmac "
+                      "reads (.json, .npy, .npz, .txt, .cls)";
+    if (!lists.ignored.empty())
+      why += " (the first of " + std::to_string(lists.ignored.size()) + " ignored: '" +
+             lists.ignored.at(0).value("member", std::string()) +
+             "': " + lists.ignored.at(0).value("reason", std::string()) + ")";
+    throw EmptyRun{why};
+  }
+}
+
+// Writes the annotation file (the writer's last shard closed) into the staging directory and
+// counts what the dataset holds; returns its path.
+fs::path finish_labels(const RunPlan& plan, DatasetWriter& writer, ConvertResult& result) {
+  const fs::path labels = writer.finish(std::string("tarmac ") + kVersion, plan.table_metadata);
+  result.samples = writer.samples();
+  result.shards = writer.shard_names().size();
+  result.image_bytes = writer.blob_bytes();
+  result.annotation_bytes = fs::file_size(labels);
+  return labels;
+}
+
+// Writes the shard list and the sealed manifest into the staging directory (written last: a
+// staging directory with a manifest is a finished dataset waiting to be published).
+void write_manifest(const ConvertOptions& o, const RunPlan& plan, const OpenOutput& open,
+                    const InputReader& reader, const DatasetWriter& writer, const fs::path& staging,
+                    const fs::path& labels, RunRecorder::Lists lists, const ConvertResult& result) {
+  ManifestRecord rec{o,
+                     plan.split,
+                     reader.inputs(),
+                     open.prepared.checkpoint ? std::optional(open.resume_entries) : std::nullopt,
+                     result,
+                     writer,
+                     staging,
+                     labels,
+                     plan.table ? &*plan.table : nullptr};
+  format::Manifest manifest = run_manifest(rec, std::move(lists.skipped), std::move(lists.ignored),
+                                           std::move(lists.duplicates));
+  if (!writer.shard_names().empty()) {
+    format::ShardList list;
+    for (size_t k = 0; k < writer.shard_names().size(); ++k)
+      list.shards.push_back({writer.shard_names()[k], writer.shard_samples()[k],
+                             fs::file_size(staging / writer.shard_names()[k])});
+    manifest.shard_list = {format::kShardListFile, write_shard_list(staging, list)};
+  }
+  write_file_atomic((staging / kManifestFile).string(), format::sealed_manifest_text(manifest));
+}
+
+// The schema for the summary: each field's missing values, and a warning per field whose
+// values' types conflicted (kept as JSON text).
+void describe_schema(const DatasetWriter& writer, ConvertResult& result) {
+  result.schema = writer.schema().specs();
+  for (const FieldSchema& f : writer.schema().fields()) {
+    result.missing_values.push_back(f.missing);
+    if (!f.mixed) continue;
+    static constexpr const char* kWhat[] = {"number(s) or numeric array(s)", "string(s)",
+                                            "other JSON value(s)"};
+    std::string held;
+    for (int k = 0; k < 3; ++k)
+      if (f.kind_counts[k])
+        held += (held.empty() ? "" : ", ") + std::to_string(f.kind_counts[k]) + " " + kWhat[k];
+    result.field_warnings.push_back("field '" + f.name +
+                                    "' holds values of types that share no column type (" + held +
+                                    "): each is kept as its JSON text");
+  }
+}
+
+// Called in a catch block: turns what ended the run early into what convert() throws
+// (ConvertStopped; a changed input's refusal stays FatalError), keeping the staging directory
+// when it holds a checkpoint a --resume can go on from, else removing it.
+[[noreturn]] void end_early(const ConvertOptions& o, const fs::path& staging) {
+  try {
+    throw;
   } catch (const StopSignal& s) {
     throw ConvertStopped("stopped by " + signal_name(s.signal), s.signal,
                          keep_resumable(o, staging));
@@ -567,6 +638,56 @@ ConvertResult convert(const ConvertOptions& options) {
     throw ConvertStopped(e.what(), 0, keep_resumable(o, staging), /*bad_sample=*/true);
   } catch (const std::exception& e) {
     throw ConvertStopped(e.what(), 0, keep_resumable(o, staging));
+  }
+}
+
+}  // namespace
+
+ConvertResult convert(const ConvertOptions& options) {
+  const auto t0 = Clock::now();
+  check_options(options);
+  ConvertOptions o = options;  // with the inputs expanded and the class folders found
+  const fs::path out(o.output);
+  const fs::path staging = out / kStagingDir;
+  const RunPlan plan = plan_run(o, staging);
+
+  const OutputLock lock(out, lock_record(o));
+  ConvertResult result;
+  const OpenOutput open = open_output(o, plan, out, staging, result);
+  if (open.prepared.complete) {
+    result.already_complete = true;
+    return result;
+  }
+  const std::optional<json>& cp = open.prepared.checkpoint;
+  try {
+    InputReaderOptions ro;
+    ro.max_member_size = o.limits.max_member_size;
+    ro.skip_errors = o.run.skip_errors;
+    ro.exclude = open.exclude;
+    ro.remote = plan.remote;
+    ro.stop = o.run.stop;
+    InputReader reader(plan.part_inputs, ro);
+    if (cp)
+      if (auto expected = read_expectation(*cp)) reader.expect(std::move(*expected));
+    DatasetWriter writer(o, staging, cp ? &cp->at("writer") : nullptr);
+    if (cp) {
+      result.resumed = true;
+      result.resumed_samples = writer.samples();
+    }
+    RunRecorder recorder(o, staging, plan.fingerprint, cp ? &*cp : nullptr, reader, writer, result);
+
+    const FeedOutcome feed = run_pipeline(o, plan, open, ro, reader, writer, recorder, result);
+    RunRecorder::Lists lists = collect_lists(recorder, feed, reader, result);
+    refuse_empty(o, reader, writer, lists, result);
+    const fs::path labels = finish_labels(plan, writer, result);
+    write_manifest(o, plan, open, reader, writer, staging, labels, std::move(lists), result);
+    describe_schema(writer, result);
+    publish_dataset(out, staging, writer.shard_names(), open.prepared.replaced);
+    result.stages.finish_seconds = seconds_since(feed.finish_t0);
+    result.seconds = seconds_since(t0);
+    if (o.run.progress) o.run.progress->phase.store(ConvertProgress::Phase::Done);
+  } catch (...) {
+    end_early(o, staging);
   }
   return result;
 }

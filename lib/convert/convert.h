@@ -6,132 +6,15 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/stop.h"
+#include "convert/convert_options.h"
 #include "format/field_spec.h"
-#include "source/sample_grouper.h"
-#include "table/table.h"
-#include "transform/geometry.h"
-#include "transform/image_codec.h"
 
 namespace tarmac {
-
-/// How many channels stored images have (--channels): 3 (grey sources expanded), 1 (every
-/// image converted to grey), or Keep (grey sources stay grey, colour ones 3).
-enum class ChannelMode { Three, One, Keep };
-
-/// convert --dedup (docs/cli.md): duplicates by content, decided in input order (the first is
-/// kept), each dropped one recorded in the manifest's `ignored` list (code duplicate_content).
-struct DedupOptions {
-  /// None: no deduplication; Exact: the same decoded pixels; Near: also a perceptual hash
-  /// within `distance` bits (format.md 1.5).
-  enum class Mode { None, Exact, Near };
-  Mode mode = Mode::None;
-  int distance = 4;  ///< Near: the largest Hamming distance that is a duplicate (0..32)
-  /// Datasets whose samples (their `__phash__` column) count as kept before this run's.
-  std::vector<std::string> against;
-  bool enabled() const { return mode != Mode::None; }
-};
-
-struct ConvertOptions {
-  /// Archives, directories, "-" for stdin; s3://bucket/key, s3://bucket/prefix/ (every object
-  /// under it, by key), http(s):// URLs, and brace ranges of those (s3://b/x-{000..009}.tar).
-  std::vector<std::string> inputs;
-  /// Where s3:// inputs go (--endpoint-url); empty: AWS_ENDPOINT_URL, else AWS's own.
-  std::string endpoint_url;
-  std::string output;  ///< dataset directory
-  bool overwrite = false;
-  /// Go on from the checkpoint an interrupted run left in the output directory, if any.
-  bool resume = false;
-  /// Checkpoints are written when a shard closes and at least this often (0: after every
-  /// sample, for tests).
-  double checkpoint_seconds = 30;
-
-  // What members are.
-  /// Where a member's key ends: the first dot of its file name (WebDataset's rule) or the last.
-  KeyRule key_rule = KeyRule::FirstDot;
-  /// Image extensions, in order of preference; an entry may hold a dot ("rgb.png"). A member
-  /// whose whole extension is an entry is an image; else one whose extension ends with
-  /// "." + an entry (its last extension: "rgb.png" for "png") is, when it is the only one.
-  std::vector<std::string> image_exts = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
-  bool no_images = false;  ///< a labels-only dataset
-  /// Label each sample with the folder holding its image: field `cls`, the index of the
-  /// folder's name in `classes` (as torchvision's ImageFolder numbers them).
-  bool classes_from_dirs = false;
-  /// The class names, sorted; when empty, convert() finds them by a pre-pass over every input
-  /// (all of them, also under --shard I/N, so that the parts agree).
-  std::vector<std::string> classes;
-  std::vector<std::string> dense;  ///< dense-map suffixes, e.g. "depth.png"
-  std::set<std::string> ragged;    ///< fields whose first axis may vary
-  /// An annotation table (--table; empty: none): each row is one output sample, made from the
-  /// members it names (its image; for a split list, dense maps: `dense` then names member
-  /// columns) and labelled with its values. Members no row names are not converted.
-  std::string table;
-  TableOptions table_options;
-  std::string table_prefix;  ///< put in front of every path the table names (--table-prefix)
-  /// Set by convert(): the annotation file's `table` metadata entry (JSON object text).
-  std::string table_metadata;
-  /// One output per entry along the first axis of this label field (--instances; empty: one
-  /// output per sample); `instance_fields` are sliced alike, the others copied to each.
-  std::string instances;
-  std::vector<std::string> instance_fields;
-  /// Label fields kept (--fields; empty: all) and dropped (--drop-fields), applied after the
-  /// fields the geometry uses were used; fields a sample must have (--require: a sample
-  /// without one, or with null, is bad).
-  std::vector<std::string> keep_fields, drop_fields, require_fields;
-
-  // Transform.
-  GeometryOptions geometry;
-  std::string crop_field;  ///< CropMode::Field: label field holding the box
-  bool crop_field_xyxy = false;
-  std::vector<std::string> points;
-  std::vector<std::pair<std::string, bool>> boxes;  ///< field, xyxy
-  double pad_value = 0;
-  OutputFormat format = OutputFormat::Jpeg;
-  int quality = 95;
-  ChannelMode channels = ChannelMode::Three;
-  DedupOptions dedup;
-
-  // Limits and behaviour.
-  uint64_t max_pixels = 1ull << 28;
-  uint64_t max_member_size = 1ull << 30;
-  /// Largest label member (.json, .npy, .npz, .txt, .cls; a zip member by its declared size,
-  /// refused before it is inflated): a JSON document costs ~25-40x its text while parsed.
-  /// Also a table's largest cell (convert() sets table_options.max_cell_bytes from it).
-  uint64_t max_label_size = 16ull << 20;
-  /// Most outputs one source sample may make (table rows naming one image, --instances
-  /// entries): they are held in memory together until the writer takes them.
-  uint64_t max_outputs_per_sample = 10000;
-  uint64_t group_window = 64ull << 20;
-  uint64_t shard_size = 1ull << 30;
-  int threads = 0;  ///< 0 = all cores
-  bool skip_errors = false;
-  /// A run that converts no sample publishes an empty dataset (else it fails, saying why).
-  bool allow_empty = false;
-  /// A key in two inputs, or a member name twice in one sample: an error, or keep the first
-  /// or the last (Last reads the inputs' member names once more first; no standard input).
-  OnDuplicate on_duplicate = OnDuplicate::Error;
-
-  // Scale-out (--shard I/N): convert only part `part_index` of `part_count` (see select_part).
-  uint32_t part_index = 0;
-  uint32_t part_count = 1;
-
-  // Provenance for the manifest.
-  std::vector<std::string> command_line;
-  std::string options_json;  ///< the resolved options, as the CLI sees them
-
-  /// Updated as the run goes (null: not wanted); see ConvertProgress.
-  struct ConvertProgress* progress = nullptr;
-
-  /// Polled during the run (null: never stops early). Once requested, the run stops reading,
-  /// finishes the samples in flight (at most kStopDrainSeconds; at once if urgent()), writes a
-  /// checkpoint and throws ConvertStopped with the signal.
-  const StopRequest* stop = nullptr;
-};
 
 /// The longest a graceful stop spends finishing the samples in flight before it drops them.
 inline constexpr double kStopDrainSeconds = 5;
@@ -289,7 +172,7 @@ PartSplit select_part(const ConvertOptions& options, std::vector<std::string>* p
 /// resume), else ConvertStopped: for the first bad sample with skip_errors off, any error on
 /// the way, or a stop request. Either way nothing is left in the output directory that looks
 /// like a dataset, and the last checkpoint is kept for --resume when there is one.
-/// `options.progress`, when set, is updated throughout.
+/// `options.run.progress`, when set, is updated throughout.
 ConvertResult convert(const ConvertOptions& options);
 
 }  // namespace tarmac

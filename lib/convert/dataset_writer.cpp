@@ -79,13 +79,13 @@ struct DatasetWriter::BlobColumns {
 DatasetWriter::DatasetWriter(const ConvertOptions& o, fs::path staging, const json* resume)
     : o_(o),
       staging_(std::move(staging)),
-      schema_(o.ragged),
+      schema_(o.labels.ragged),
       store_(open_store(staging_, resume)),
       keys_(&store_->add(kKeyColumn)),
-      affine_(o.no_images ? nullptr : &store_->add(kAffineColumn)) {
-  if (!o.no_images) {
+      affine_(o.members.no_images ? nullptr : &store_->add(kAffineColumn)) {
+  if (!o.members.no_images) {
     blobs_.emplace_back(kImageBlob, *store_);
-    for (const auto& d : o.dense) blobs_.emplace_back(dense_blob_kind(d), *store_);
+    for (const auto& d : o.members.dense) blobs_.emplace_back(dense_blob_kind(d), *store_);
   }
   if (!resume) return;
   schema_.restore(resume->at("schema").get<std::string>());
@@ -148,7 +148,7 @@ void DatasetWriter::add(ProcessedSample& s) {
     else
       label_cols_[i]->append_missing();
   }
-  if (!o_.no_images) {
+  if (!o_.members.no_images) {
     affine_->append(DType::F64, std::vector<int64_t>{2, 3},
                     {reinterpret_cast<const uint8_t*>(s.affine.data()), sizeof(double) * 6});
     write_blobs(s);
@@ -156,14 +156,14 @@ void DatasetWriter::add(ProcessedSample& s) {
   ++samples_;
 }
 
-fs::path DatasetWriter::finish(const std::string& tool) {
+fs::path DatasetWriter::finish(const std::string& tool, const std::string& table_metadata) {
   if (tar_) close_shard();
   store_->finish();
   const uint64_t n = samples_;
   std::vector<TensorSpec> t;
   t.push_back(keys_->ragged_tensors(DType::U8, {}, key_bytes_, n)[0]);
   t.push_back(keys_->ragged_tensors(DType::U8, {}, key_bytes_, n)[1]);
-  if (!o_.no_images) {
+  if (!o_.members.no_images) {
     t.push_back(affine_->fixed_tensor(DType::F64, {2, 3}, n));
     for (const auto& b : blobs_) b.tensors(n, t);
   }
@@ -187,13 +187,13 @@ fs::path DatasetWriter::finish(const std::string& tool) {
   lm.fields = schema_.specs();
   lm.shards = shard_names_;
   lm.tool = tool;
-  if (o_.classes_from_dirs) lm.classes = o_.classes;
-  if (!o_.table_metadata.empty()) lm.table = o_.table_metadata;
-  if (!o_.no_images) {
-    lm.blobs.emplace_back(kImageBlob, image_encoding(o_.format));
+  if (o_.labels.classes_from_dirs) lm.classes = o_.labels.classes;
+  if (!table_metadata.empty()) lm.table = table_metadata;
+  if (!o_.members.no_images) {
+    lm.blobs.emplace_back(kImageBlob, image_encoding(o_.transform.format));
     // A dense map is re-encoded as PNG when transformed, else kept as the source's bytes; a
     // .npy map is always stored as a canonical .npy.
-    for (const auto& d : o_.dense)
+    for (const auto& d : o_.members.dense)
       lm.blobs.emplace_back(dense_blob_kind(d),
                             is_npy_dense(d) ? StoredEncoding::Npy : StoredEncoding::Source);
   }
@@ -227,7 +227,7 @@ void DatasetWriter::write_blobs(const ProcessedSample& s) {
   if (tar_) {
     uint64_t need = 0;
     for (const auto& [name, b] : items) need += tar_->bytes_if_added(name, b->bytes.size());
-    if (tar_->size() > 0 && tar_->size() + need + 1024 > o_.shard_size) close_shard();
+    if (tar_->size() > 0 && tar_->size() + need + 1024 > o_.limits.shard_size) close_shard();
   }
   if (!tar_) {
     shard_names_.push_back(shard_name(shard_names_.size()));

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/convert.h"
+#include "convert/convert_options.h"
 #include "convert/sample_processor.h"
 #include "labels/schema.h"
 #include "write/column_store.h"
@@ -32,9 +32,9 @@ class DatasetWriter {
   bool take_shard_closed() { return std::exchange(shard_closed_, false); }
   /// Checks the sample against the schema and stores it. Throws SampleError (nothing stored).
   void add(ProcessedSample& s);
-  /// Closes the last shard and writes the annotation file (its `tool` entry says `tool`);
-  /// returns its path.
-  std::filesystem::path finish(const std::string& tool);
+  /// Closes the last shard and writes the annotation file (its `tool` entry says `tool`; its
+  /// `table` entry, when not empty, `table_metadata`: JSON object text); returns its path.
+  std::filesystem::path finish(const std::string& tool, const std::string& table_metadata = {});
 
   const Schema& schema() const { return schema_; }
   const std::vector<std::string>& shard_names() const { return shard_names_; }

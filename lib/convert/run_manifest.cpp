@@ -18,8 +18,9 @@ format::Manifest run_manifest(const ManifestRecord& r, json skipped, json ignore
   const ConvertResult& res = r.result;
   format::Manifest m;
   m.tool_version = kVersion;
-  m.command_line = o.command_line;
-  m.options = o.options_json.empty() ? json::object() : format::parse_ordered(o.options_json);
+  m.command_line = o.provenance.command_line;
+  m.options = o.provenance.options_json.empty() ? json::object()
+                                                : format::parse_ordered(o.provenance.options_json);
   m.output_options = output_options(o);  // what merge compares between parts
   for (const auto& in : r.inputs) {
     json j = {{"path", in.path},
@@ -37,9 +38,9 @@ format::Manifest run_manifest(const ManifestRecord& r, json skipped, json ignore
   if (r.resumed_entries)
     m.resumed = format::ManifestResumed{*r.resumed_entries, res.resumed_samples};
   if (r.split != PartSplit::None)
-    m.part =
-        format::ManifestPart{o.part_index, o.part_count,
-                             r.split == PartSplit::Inputs ? "inputs" : "samples", o.inputs.size()};
+    m.part = format::ManifestPart{o.part.index, o.part.count,
+                                  r.split == PartSplit::Inputs ? "inputs" : "samples",
+                                  o.source.inputs.size()};
   m.shards.emplace();
   for (size_t i = 0; i < r.writer.shard_names().size(); ++i) {
     const std::string& s = r.writer.shard_names()[i];

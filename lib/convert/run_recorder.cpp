@@ -76,7 +76,7 @@ void RunRecorder::write_checkpoint() {
 void RunRecorder::entry_done() {
   ++entries_done_;
   if (writer_.take_shard_closed() ||
-      Clock::now() - last_checkpoint_ >= std::chrono::duration<double>(o_.checkpoint_seconds))
+      Clock::now() - last_checkpoint_ >= std::chrono::duration<double>(o_.run.checkpoint_seconds))
     write_checkpoint();
 }
 
@@ -98,7 +98,7 @@ bool has_bad_sample(const Entry& entry) {
 void RunRecorder::handle(Entry& entry) {
   ProcessedSample* s = entry.done ? &*entry.done : nullptr;
   const std::string& input_path = reader_.inputs()[s ? s->input : entry.raw.input].path;
-  if (!o_.skip_errors && !entry.raw.dropped && has_bad_sample(entry)) {
+  if (!o_.run.skip_errors && !entry.raw.dropped && has_bad_sample(entry)) {
     // A bad sample stops the run (--on-error fail). Everything before it is checkpointed first,
     // so that `--resume --on-error skip` goes on past it without redoing anything.
     write_checkpoint();
@@ -108,7 +108,7 @@ void RunRecorder::handle(Entry& entry) {
   for (const DuplicateNote& d : entry.raw.duplicates) {
     json j = {{"input", input_path}, {"sample", entry.raw.key}};
     if (!d.member.empty()) j["member"] = d.member;
-    j["kept"] = o_.inputs[d.kept_input];
+    j["kept"] = o_.source.inputs[d.kept_input];
     j["code"] =
         error_code_name(d.member.empty() ? ErrorCode::DuplicateKey : ErrorCode::DuplicateMember);
     j["reason"] = d.reason;
@@ -206,7 +206,7 @@ bool RunRecorder::drop_duplicate(const std::string& input_path, ProcessedSample&
 
 void RunRecorder::record_bad(const std::string& input_path, const std::string& key,
                              const std::string& error, ErrorCode code) {
-  if (!o_.skip_errors) {
+  if (!o_.run.skip_errors) {
     // Streaming, the run cannot know whether any later sample has an image; it can say that
     // none before this one had.
     const char* hint = code == ErrorCode::NoImage && writer_.samples() == 0

@@ -61,11 +61,11 @@ std::string empty_run_reason(const ConvertResult& r, uint64_t members, const Con
     if (const std::string advice = skip_advice(r); !advice.empty()) why += "; " + advice;
   } else if (r.duplicates > 0) {
     why = "every sample was left out as a duplicate (--on-duplicate " +
-          std::string(on_duplicate_name(o.on_duplicate)) + ")";
+          std::string(on_duplicate_name(o.members.on_duplicate)) + ")";
   } else if (members == 0) {
     why = "the input holds no member (an empty archive, directory or standard input)";
-  } else if (o.part_count > 1) {
-    why = "part " + std::to_string(o.part_index) + "/" + std::to_string(o.part_count) +
+  } else if (o.part.count > 1) {
+    why = "part " + std::to_string(o.part.index) + "/" + std::to_string(o.part.count) +
           " of the input holds no sample";
   } else {
     why = "none of the input's " + std::to_string(members) + " member(s) made a sample";

@@ -80,17 +80,17 @@ void parse_label_member(const Member& m, const std::string& ext, uint64_t max_la
 // are all held in memory until the writer takes them. "<subject> <count> <noun>, more than".
 void check_output_count(uint64_t count, const std::string& subject, const char* noun,
                         const ConvertOptions& o) {
-  if (count <= o.max_outputs_per_sample) return;
+  if (count <= o.limits.max_outputs_per_sample) return;
   throw SampleError(subject + " " + std::to_string(count) + " " + noun +
                     ", more than --max-outputs-per-sample " +
-                    std::to_string(o.max_outputs_per_sample) +
+                    std::to_string(o.limits.max_outputs_per_sample) +
                     " (the outputs of one sample are held in memory together); raise "
                     "--max-outputs-per-sample to convert it");
 }
 
 // --fields / --drop-fields, once the geometry has used what it needs.
 void select_fields(std::vector<SampleField>& fields, const ConvertOptions& o) {
-  if (o.keep_fields.empty() && o.drop_fields.empty()) return;
+  if (o.labels.keep_fields.empty() && o.labels.drop_fields.empty()) return;
   auto listed = [](const std::vector<std::string>& names, const std::string& n) {
     return std::find(names.begin(), names.end(), n) != names.end();
   };
@@ -99,8 +99,8 @@ void select_fields(std::vector<SampleField>& fields, const ConvertOptions& o) {
     if (f.name == format::kRowField || f.name == format::kOriginalSizeField ||
         f.name == format::kCropTopLeftField || f.name == format::kTargetSizeField)
       return false;
-    return (!o.keep_fields.empty() && !listed(o.keep_fields, f.name)) ||
-           listed(o.drop_fields, f.name);
+    return (!o.labels.keep_fields.empty() && !listed(o.labels.keep_fields, f.name)) ||
+           listed(o.labels.drop_fields, f.name);
   });
 }
 
@@ -337,18 +337,19 @@ void guarded(ProcessedSample& out, Context& ctx, F&& f) {
 }
 
 void check_channels_format(const ConvertOptions& o) {
-  if (o.channels != ChannelMode::Three &&
-      (o.format == OutputFormat::Webp || o.format == OutputFormat::Raw ||
-       (o.format == OutputFormat::Keep && o.channels == ChannelMode::One)))
+  if (o.transform.channels != ChannelMode::Three &&
+      (o.transform.format == OutputFormat::Webp || o.transform.format == OutputFormat::Raw ||
+       (o.transform.format == OutputFormat::Keep && o.transform.channels == ChannelMode::One)))
     throw FatalError(
-        "--channels " + std::string(o.channels == ChannelMode::One ? "1" : "keep") +
+        "--channels " + std::string(o.transform.channels == ChannelMode::One ? "1" : "keep") +
         " cannot be stored with --format " +
-        (o.format == OutputFormat::Keep ? "keep (the source bytes)" : format_extension(o.format)) +
+        (o.transform.format == OutputFormat::Keep ? "keep (the source bytes)"
+                                                  : format_extension(o.transform.format)) +
         ": WebP and raw images are 3-channel; use --format jpg or png");
 }
 
 void check_required(const std::vector<SampleField>& fields, const ConvertOptions& o) {
-  for (const auto& name : o.require_fields) {
+  for (const auto& name : o.labels.require_fields) {
     const auto it = std::find_if(fields.begin(), fields.end(),
                                  [&](const SampleField& f) { return f.name == name; });
     if (it == fields.end() || it->value.null)
@@ -390,19 +391,19 @@ class ImageSource {
     ctx.member = &image.name;
     ctx.parse_code = ErrorCode::BadImage;
     hdr_ = probe_image(image.data);
-    check_image_pixels(hdr_, o.max_pixels);
+    check_image_pixels(hdr_, o.limits.max_pixels);
     const bool plain_jpeg = hdr_.format == ImageFormat::Jpeg && !hdr_.cmyk && hdr_.width > 0;
     const bool region_png = hdr_.format == ImageFormat::Png && png_region_decodable(image.data);
     // --dedup hashes the whole decoded source, so it is decoded whole.
     const bool hash = o.dedup.enabled();
     region_path_ = !hash && single && ((plain_jpeg && hdr_.orientation == 1) || region_png) &&
-                   o.format != OutputFormat::Keep;
+                   o.transform.format != OutputFormat::Keep;
     src_w_ = hdr_.display_width();
     src_h_ = hdr_.display_height();
-    if (o.format == OutputFormat::Keep && plain_jpeg && !hash) {
+    if (o.transform.format == OutputFormat::Keep && plain_jpeg && !hash) {
       validate_jpeg(image.data);
     } else if (!region_path_) {
-      src_ = decode_image(image.data, o.max_pixels);
+      src_ = decode_image(image.data, o.limits.max_pixels);
       src_w_ = src_.cols;
       src_h_ = src_.rows;
     }
@@ -445,21 +446,21 @@ class ImageSource {
 void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out, Context& ctx) {
   const ConvertOptions& o = o_;
   std::optional<Region> field_box;
-  if (o.geometry.crop == CropMode::Field) {
+  if (o.transform.geometry.crop == CropMode::Field) {
     ctx.member = nullptr;  // the field's own member is named in the message
-    SampleField& f = numeric_field(fields, o.crop_field, "crop box");
+    SampleField& f = numeric_field(fields, o.transform.crop_field, "crop box");
     if (f.value.num_elements() < 4 || f.value.shape.size() > 1)
-      throw SampleError("crop box field '" + o.crop_field + "' (member '" + f.member +
+      throw SampleError("crop box field '" + o.transform.crop_field + "' (member '" + f.member +
                             "') has shape " + shape_text(f.value.shape) +
                             "; it needs 4 numbers (x, y, w, h or x0, y0, x1, y1; more are "
                             "allowed after them, such as a confidence)",
                         ErrorCode::BadField);
     const std::vector<double> b = as_doubles(f.value);
-    field_box = region_from_box(b.data(), o.crop_field_xyxy);
+    field_box = region_from_box(b.data(), o.transform.crop_field_xyxy);
   }
   ctx.member = &image_.name;
   ctx.parse_code = ErrorCode::BadImage;
-  const Geometry g = compute_geometry(o.geometry, src_w_, src_h_, field_box);
+  const Geometry g = compute_geometry(o.transform.geometry, src_w_, src_h_, field_box);
   out.affine = g.m;
   out.content = content_;
   // A .npy label of the image's height and width is most likely a dense map (depth, a mask)
@@ -470,14 +471,14 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
           f.value.shape[0] == src_h_ && f.value.shape[1] == src_w_)
         out.image_sized_labels.push_back({f.name, f.source});
 
-  if (o.format == OutputFormat::Keep) {
+  if (o.transform.format == OutputFormat::Keep) {
     if (!g.identity)
       throw FatalError(
           "--format keep stores the source bytes untouched, so it cannot be "
           "combined with a crop or resize");
     out.image.bytes = image_.data;
     std::string k, ext;
-    split_member_name(image_.name, k, ext, o.key_rule);
+    split_member_name(image_.name, k, ext, o.members.key_rule);
     out.image.member_suffix = ext;
   } else {
     cv::Mat warped;
@@ -487,29 +488,33 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
                                 ? cv::Rect(0, 0, src_w_, src_h_)
                                 : warp_source_rect(g.m, g.out_width, g.out_height, src_w_, src_h_);
       std::optional<cv::Mat> png =
-          decode_png_region(image_.data, PngLayout::Bgr8, need, o.max_pixels);
-      const cv::Mat src = png ? *png : decode_image(image_.data, o.max_pixels);
-      warped = g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.pad_value);
+          decode_png_region(image_.data, PngLayout::Bgr8, need, o.limits.max_pixels);
+      const cv::Mat src = png ? *png : decode_image(image_.data, o.limits.max_pixels);
+      warped =
+          g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.transform.pad_value);
     } else if (region_path_) {
       const RegionDecode rd =
-          decode_jpeg_region(image_.data, src_w_, src_h_, g, o.geometry.resample);
+          decode_jpeg_region(image_.data, src_w_, src_h_, g, o.transform.geometry.resample);
       if (rd.pixels.empty())
-        warped = cv::Mat(g.out_height, g.out_width, CV_8UC3, cv::Scalar::all(o.pad_value));
+        warped =
+            cv::Mat(g.out_height, g.out_width, CV_8UC3, cv::Scalar::all(o.transform.pad_value));
       else
-        warped = warp_image(rd.pixels, rd.m, g.out_width, g.out_height, o.pad_value);
+        warped = warp_image(rd.pixels, rd.m, g.out_width, g.out_height, o.transform.pad_value);
     } else {
-      warped = g.identity ? src_ : warp_image(src_, g.m, g.out_width, g.out_height, o.pad_value);
+      warped = g.identity ? src_
+                          : warp_image(src_, g.m, g.out_width, g.out_height, o.transform.pad_value);
     }
     // Grey sources are decoded as 3 equal channels; OpenCV's BGR->grey weights (their
     // fixed-point values sum to exactly 1) give each grey value back unchanged.
-    if (o.channels == ChannelMode::One || (o.channels == ChannelMode::Keep && hdr_.grey)) {
+    if (o.transform.channels == ChannelMode::One ||
+        (o.transform.channels == ChannelMode::Keep && hdr_.grey)) {
       cv::Mat grey;
       cv::cvtColor(warped, grey, cv::COLOR_BGR2GRAY);
       warped = grey;
     }
-    out.image.bytes =
-        encode_image(warped.isContinuous() ? warped : warped.clone(), o.format, o.quality);
-    out.image.member_suffix = format_extension(o.format);
+    out.image.bytes = encode_image(warped.isContinuous() ? warped : warped.clone(),
+                                   o.transform.format, o.transform.quality);
+    out.image.member_suffix = format_extension(o.transform.format);
   }
   out.image.width = g.out_width;
   out.image.height = g.out_height;
@@ -524,7 +529,7 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
     b.width = g.out_width;
     b.height = g.out_height;
     if (format::is_npy_dense(suffixes_[i])) {
-      b.bytes = npy_dense_map(member.data, src_w_, src_h_, g, o.max_pixels);
+      b.bytes = npy_dense_map(member.data, src_w_, src_h_, g, o.limits.max_pixels);
       b.crc32 = crc_of(b.bytes);
       out.dense.push_back(std::move(b));
       continue;
@@ -532,13 +537,13 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
     if (single_ && !g.identity && png_region_decodable(member.data)) {
       // One output: only the rows and columns the warp reads (png_region.h).
       const ImageHeader dh = probe_image(member.data);
-      check_image_pixels(dh, o.max_pixels);
+      check_image_pixels(dh, o.limits.max_pixels);
       Affine m = g.m;
       if (dh.width != src_w_ || dh.height != src_h_)
         m = compose(g.m, dense_to_image(dh.width, dh.height, src_w_, src_h_));
       const cv::Rect need = warp_source_rect(m, g.out_width, g.out_height, dh.width, dh.height);
       if (std::optional<cv::Mat> d =
-              decode_png_region(member.data, PngLayout::Unchanged, need, o.max_pixels)) {
+              decode_png_region(member.data, PngLayout::Unchanged, need, o.limits.max_pixels)) {
         b.bytes = encode_dense(warp_dense(*d, m, g.out_width, g.out_height), member.name);
         if (last_component(b.member_suffix) != "png")
           b.member_suffix = stem_or_self(b.member_suffix) + ".png";
@@ -547,7 +552,7 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
         continue;
       }
     }
-    if (dense_mats_[i].empty()) dense_mats_[i] = decode_dense(member.data, o.max_pixels);
+    if (dense_mats_[i].empty()) dense_mats_[i] = decode_dense(member.data, o.limits.max_pixels);
     const cv::Mat& d = dense_mats_[i];
     if (g.identity && d.cols == src_w_ && d.rows == src_h_) {
       b.bytes = member.data;
@@ -569,12 +574,13 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
     const SampleField* f = find_field(fields, name);
     return f && f->value.null;
   };
-  for (const auto& name : o.points)
+  for (const auto& name : o.transform.points)
     if (!is_null(name)) transform_points(numeric_field(fields, name, "points"), g.m);
-  for (const auto& [name, xyxy] : o.boxes)
+  for (const auto& [name, xyxy] : o.transform.boxes)
     if (!is_null(name))
-      transform_boxes(numeric_field(fields, name, "boxes"), xyxy, g.m, o.geometry.box_convention);
-  if (o.geometry.resize == ResizeMode::Bucket) add_micro_conditioning(fields, g);
+      transform_boxes(numeric_field(fields, name, "boxes"), xyxy, g.m,
+                      o.transform.geometry.box_convention);
+  if (o.transform.geometry.resize == ResizeMode::Bucket) add_micro_conditioning(fields, g);
 }
 
 FieldValue int64_value(int64_t v) {
@@ -626,20 +632,22 @@ int64_t instance_count(const SampleField& f, const std::string& role) {
 std::vector<std::vector<SampleField>> split_instances(const std::vector<SampleField>& fields,
                                                       const ConvertOptions& o) {
   const auto named = [&](const std::string& n) {
-    return n == o.instances || std::find(o.instance_fields.begin(), o.instance_fields.end(), n) !=
-                                   o.instance_fields.end();
+    return n == o.labels.instances ||
+           std::find(o.labels.instance_fields.begin(), o.labels.instance_fields.end(), n) !=
+               o.labels.instance_fields.end();
   };
   const SampleField* main = nullptr;
   for (const auto& f : fields)
-    if (f.name == o.instances) main = &f;
+    if (f.name == o.labels.instances) main = &f;
   if (!main)
-    throw SampleError(
-        "instances field '" + o.instances + "' is missing (--instances " + o.instances + ")",
-        ErrorCode::BadField);
+    throw SampleError("instances field '" + o.labels.instances + "' is missing (--instances " +
+                          o.labels.instances + ")",
+                      ErrorCode::BadField);
   const int64_t k_count = instance_count(*main, "instances");
   check_output_count(static_cast<uint64_t>(k_count),
-                     "instances field '" + o.instances + "' (--instances) has", "entries", o);
-  for (const auto& name : o.instance_fields) {
+                     "instances field '" + o.labels.instances + "' (--instances) has", "entries",
+                     o);
+  for (const auto& name : o.labels.instance_fields) {
     const SampleField* f = nullptr;
     for (const auto& g : fields)
       if (g.name == name) f = &g;
@@ -647,8 +655,9 @@ std::vector<std::vector<SampleField>> split_instances(const std::vector<SampleFi
     const int64_t n = instance_count(*f, "instance");
     if (n != k_count)
       throw SampleError("instance field '" + name + "' (member '" + f->member + "') has " +
-                            std::to_string(n) + " entries but instances field '" + o.instances +
-                            "' has " + std::to_string(k_count) + " (--instance-fields)",
+                            std::to_string(n) + " entries but instances field '" +
+                            o.labels.instances + "' has " + std::to_string(k_count) +
+                            " (--instance-fields)",
                         ErrorCode::BadField);
   }
   std::vector<std::vector<SampleField>> sets(static_cast<size_t>(k_count));
@@ -709,9 +718,10 @@ void render_all(const RawSample& raw, const Member* image, const std::vector<con
 // Whether the member is read as a label: the order process_sample() sorts members in.
 bool is_label_member(const Member& m, const ConvertOptions& o) {
   std::string key, ext;
-  split_member_name(m.name, key, ext, o.key_rule);
-  if (std::find(o.dense.begin(), o.dense.end(), ext) != o.dense.end()) return false;
-  if (!o.no_images && is_image_extension(ext, o.image_exts)) return false;
+  split_member_name(m.name, key, ext, o.members.key_rule);
+  if (std::find(o.members.dense.begin(), o.members.dense.end(), ext) != o.members.dense.end())
+    return false;
+  if (!o.members.no_images && is_image_extension(ext, o.members.image_exts)) return false;
   return is_label_ext(last_component(ext));
 }
 
@@ -720,9 +730,9 @@ bool is_label_member(const Member& m, const ConvertOptions& o) {
 void check_label_sizes(const RawSample& raw, const ConvertOptions& o) {
   for (const Member& m : raw.members) {
     const uint64_t size = is_packed(m) ? m.size : m.data.size();
-    if (size <= o.max_label_size || !is_label_member(m, o)) continue;
+    if (size <= o.limits.max_label_size || !is_label_member(m, o)) continue;
     throw SampleError("member '" + m.name + "': the label member is " + format_bytes(size) +
-                          ", over --max-label-size " + format_bytes(o.max_label_size) +
+                          ", over --max-label-size " + format_bytes(o.limits.max_label_size) +
                           " (a label is parsed whole in memory); raise --max-label-size to "
                           "read it",
                       ErrorCode::MemberTooLarge);
@@ -756,7 +766,7 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
   out.input = raw.input;
   Context ctx;
   const Member* image = nullptr;
-  std::vector<const Member*> dense(o.dense.size(), nullptr);
+  std::vector<const Member*> dense(o.members.dense.size(), nullptr);
   bool done = false;  // the outputs are made (several: instances)
   // Zip members are inflated and checked here, on a worker, not by the reader thread; the
   // inflated bytes live as long as the outputs are being made.
@@ -764,7 +774,7 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
   std::vector<const Member*> members;
   guarded(out, ctx, [&] {
     if (!raw.errors.empty()) throw SampleError(raw.errors.front(), raw.error_code);
-    size_t image_rank = o.image_exts.size();
+    size_t image_rank = o.members.image_exts.size();
     std::vector<std::pair<const Member*, std::string>> labels;
     std::vector<std::pair<const Member*, std::string>> by_last_ext;  // "rgb.png" for "png"
     check_label_sizes(raw, o);
@@ -772,15 +782,15 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
     for (const Member* member : members) {
       const Member& m = *member;
       std::string key, ext;
-      split_member_name(m.name, key, ext, o.key_rule);
-      auto d = std::find(o.dense.begin(), o.dense.end(), ext);
-      if (d != o.dense.end()) {
-        dense[static_cast<size_t>(d - o.dense.begin())] = &m;
+      split_member_name(m.name, key, ext, o.members.key_rule);
+      auto d = std::find(o.members.dense.begin(), o.members.dense.end(), ext);
+      if (d != o.members.dense.end()) {
+        dense[static_cast<size_t>(d - o.members.dense.begin())] = &m;
         continue;
       }
-      auto im = std::find(o.image_exts.begin(), o.image_exts.end(), ext);
-      if (im != o.image_exts.end() && !o.no_images) {
-        const size_t rank = static_cast<size_t>(im - o.image_exts.begin());
+      auto im = std::find(o.members.image_exts.begin(), o.members.image_exts.end(), ext);
+      if (im != o.members.image_exts.end() && !o.members.no_images) {
+        const size_t rank = static_cast<size_t>(im - o.members.image_exts.begin());
         if (rank < image_rank) {
           if (image)
             out.ignored.push_back(
@@ -795,7 +805,7 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
         }
         continue;
       }
-      if (!o.no_images && is_image_extension(ext, o.image_exts)) {
+      if (!o.members.no_images && is_image_extension(ext, o.members.image_exts)) {
         by_last_ext.emplace_back(&m, ext);
         continue;
       }
@@ -819,38 +829,39 @@ ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& o) {
     for (const auto& [m, ext] : labels) {
       ctx.member = &m->name;
       ctx.parse_code = label_error_code(ext);
-      parse_label_member(*m, ext, o.max_label_size, out.fields);
+      parse_label_member(*m, ext, o.limits.max_label_size, out.fields);
     }
     ctx.member = nullptr;
     check_required(out.fields, o);
-    if (!o.no_images) {
-      if (!image && by_last_ext.size() > 1) throw several_images(by_last_ext, raw.key, o.key_rule);
-      if (!image) throw no_image(raw, o.image_exts);
-      if (o.classes_from_dirs) add_class(*image, o.classes, out.fields);
+    if (!o.members.no_images) {
+      if (!image && by_last_ext.size() > 1)
+        throw several_images(by_last_ext, raw.key, o.members.key_rule);
+      if (!image) throw no_image(raw, o.members.image_exts);
+      if (o.labels.classes_from_dirs) add_class(*image, o.labels.classes, out.fields);
       for (size_t i = 0; i < dense.size(); ++i)
         if (!dense[i])
-          throw SampleError("sample has no dense map member '." + o.dense[i] + "'",
+          throw SampleError("sample has no dense map member '." + o.members.dense[i] + "'",
                             ErrorCode::NoDenseMap);
     }
-    if (o.instances.empty()) return;
+    if (o.labels.instances.empty()) return;
     auto sets = split_instances(out.fields, o);
     if (sets.empty())
-      throw SampleError("instances field '" + o.instances + "' has no entries (--instances)",
+      throw SampleError("instances field '" + o.labels.instances + "' has no entries (--instances)",
                         ErrorCode::NoInstances);
     std::vector<std::string> keys;
     for (size_t k = 0; k < sets.size(); ++k) keys.push_back(raw.key + "/" + std::to_string(k));
-    render_all(raw, o.no_images ? nullptr : image, dense, o.dense, std::move(sets), keys, o,
-               out.ignored, out);
+    render_all(raw, o.members.no_images ? nullptr : image, dense, o.members.dense, std::move(sets),
+               keys, o, out.ignored, out);
     done = true;
   });
   if (done || !out.error.empty()) return out;
-  if (o.no_images) {
+  if (o.members.no_images) {
     select_fields(out.fields, o);
     return out;
   }
   std::vector<std::vector<SampleField>> one;
   one.push_back(std::move(out.fields));
-  render_all(raw, image, dense, o.dense, std::move(one), {raw.key}, o, out.ignored, out);
+  render_all(raw, image, dense, o.members.dense, std::move(one), {raw.key}, o, out.ignored, out);
   return out;
 }
 
@@ -878,7 +889,7 @@ ProcessedSample process_table_group(const RawSample& raw, const TablePlan& plan,
       r.error = too_many.error;
       r.error_code = too_many.error_code;
       bad.push_back(std::move(r));
-      if (!o.skip_errors) break;
+      if (!o.run.skip_errors) break;
     }
     gather(std::move(bad), out);
     return out;
@@ -890,7 +901,7 @@ ProcessedSample process_table_group(const RawSample& raw, const TablePlan& plan,
     std::vector<SampleField> fields = plan.row_fields(row);
     guarded(r, ctx, [&] {
       check_required(fields, o);
-      if (o.classes_from_dirs) add_class(raw.members.front(), o.classes, fields);
+      if (o.labels.classes_from_dirs) add_class(raw.members.front(), o.labels.classes, fields);
     });
     if (!r.error.empty()) {
       bad.push_back(std::move(r));
@@ -948,7 +959,7 @@ ProcessedSample process_table_group(const RawSample& raw, const TablePlan& plan,
       return out;
     }
     dense.push_back(members[i]);
-    suffixes.push_back(o.dense[i - 1] + "." + (ext.empty() ? "png" : ext));
+    suffixes.push_back(o.members.dense[i - 1] + "." + (ext.empty() ? "png" : ext));
   }
   render_all(raw, members.front(), dense, suffixes, std::move(sets), keys, o, {}, out);
   for (auto& b : bad) out.more.push_back(std::move(b));

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/convert.h"
+#include "convert/convert_options.h"
 #include "labels/schema.h"
 #include "source/member.h"
 #include "transform/content_hash.h"

@@ -582,43 +582,64 @@ std::optional<StoredEncoding> merged_encoding(const std::vector<const Part*>& pa
   return e;
 }
 
-}  // namespace
+// The parts, opened and checked against each other.
+struct PartSet {
+  std::vector<std::unique_ptr<Part>> all;  // in the order of the output
+  // Those with samples (or the first part, when none has any): parts without samples (e.g.
+  // --shard I/N with N above the sample count) have no schema to reconcile and no blobs; only
+  // their manifests (inputs, skipped samples) are merged.
+  std::vector<const Part*> sampled;
+  std::vector<FieldSpec> fields;  // the merged schema
+};
 
-MergeResult merge_datasets(const MergeOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
+// The merge's shards, placed in the staging directory.
+struct PlacedShards {
+  std::vector<std::string> names;
+  std::vector<int32_t> base;      // per sampled part: the merged index of its first shard
+  std::vector<uint64_t> samples;  // per shard: samples whose image is in it
+  std::vector<format::ManifestShard> manifest;  // per shard: name, size, CRC-32
+};
+
+// Opens every part and checks that they can be merged: valid datasets storing the same blobs,
+// numbering classes alike, fields that reconcile, no key twice. Throws FatalError naming the
+// part, with nothing written; a part converted with other options than the first is a warning.
+PartSet open_mergeable_parts(const MergeOptions& o, std::vector<std::string>& warnings) {
   if (o.parts.empty()) throw FatalError("nothing to merge: give the part directories");
-  const auto all_parts = open_parts(o.parts);
-  // Parts without samples (e.g. --shard I/N with N above the sample count) have no schema to
-  // reconcile and no blobs: only their manifests (inputs, skipped samples) are merged.
-  std::vector<const Part*> parts;
-  for (const auto& p : all_parts)
-    if (p->a.size() > 0) parts.push_back(p.get());
-  if (parts.empty()) parts.push_back(all_parts[0].get());
-  MergeResult result;
-
+  PartSet set;
+  set.all = open_parts(o.parts);
+  for (const auto& p : set.all)
+    if (p->a.size() > 0) set.sampled.push_back(p.get());
+  if (set.sampled.empty()) set.sampled.push_back(set.all[0].get());
+  const std::vector<const Part*>& parts = set.sampled;
   const auto& kinds = parts[0]->a.blob_kinds();
   for (const auto& p : parts)
     if (p->a.blob_kinds() != kinds)
       throw FatalError("part '" + p->path +
                        "' stores different blobs (images, dense maps) than part '" +
                        parts[0]->path + "'; the parts cannot be merged");
-  check_same_classes(all_parts);  // before the fields: a part without classes lacks `cls` too
-  const std::vector<FieldSpec> fields = reconcile(parts);
+  check_same_classes(set.all);  // before the fields: a part without classes lacks `cls` too
+  set.fields = reconcile(parts);
   check_unique_keys(parts);
   for (const auto& p : parts)
     if (comparable_options(p->manifest) != comparable_options(parts[0]->manifest))
-      result.warnings.push_back("part '" + p->path +
-                                "' was converted with other options than part '" + parts[0]->path +
-                                "': " + comparable_options(p->manifest).dump() + " vs " +
-                                comparable_options(parts[0]->manifest).dump());
+      warnings.push_back("part '" + p->path + "' was converted with other options than part '" +
+                         parts[0]->path + "': " + comparable_options(p->manifest).dump() + " vs " +
+                         comparable_options(parts[0]->manifest).dump());
+  return set;
+}
 
-  const fs::path out(o.output), staging = out / kStagingDir;
+// Takes the output directory's lock and gets it ready: a dead merge's leftovers removed, an
+// empty staging directory made. Throws FatalError for an output that is a file, locked, or not
+// empty, leaving what was there (but a dead merge's leftovers).
+std::unique_ptr<OutputLock> lock_output(const MergeOptions& o, const fs::path& out,
+                                        const fs::path& staging) {
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec))
     throw FatalError("output '" + o.output + "' exists and is not a directory; choose a new one");
   std::string holder;
   for (const auto& a : o.command_line) holder += (holder.empty() ? "" : " ") + a;
-  const OutputLock lock(out, holder.empty() ? "tarmac::merge_datasets()" : holder);
+  auto lock =
+      std::make_unique<OutputLock>(out, holder.empty() ? "tarmac::merge_datasets()" : holder);
   // Under the lock: a staging directory without a checkpoint is a merge that died (never a
   // dataset); an interrupted conversion's is converted work, left alone.
   // One killed while publishing had moved some of its files out: those go too, so that the
@@ -628,112 +649,150 @@ MergeResult merge_datasets(const MergeOptions& o) {
     throw FatalError("output '" + o.output + "' is not an empty directory; choose a new one");
   fs::create_directories(staging, ec);
   if (ec) throw FatalError("cannot create '" + staging.string() + "': " + ec.message());
+  return lock;
+}
 
-  try {
-    std::vector<std::string> shard_names;
-    std::vector<int32_t> shard_base;
-    std::vector<uint64_t> shard_samples;  // per merged shard: samples whose image is in it
-    // The merged manifest: one run's. Its lists are the parts' joined, each entry once; its
-    // counts are those the lists imply (counts_from_lists), as a run's add up to its lists.
-    format::Manifest manifest;
-    manifest.tool_version = kVersion;
-    manifest.command_line = o.command_line;
-    manifest.options = parts[0]->manifest.options;
-    manifest.output_options = parts[0]->manifest.output_options;
-    manifest.merged_from = json::array();
-    manifest.shards.emplace();
-    std::set<std::string> seen_inputs, seen_skipped, seen_ignored, seen_duplicates;
-    for (const auto& p : all_parts) {
-      if (p->a.size() > 0 || p.get() == parts[0])
-        shard_base.push_back(static_cast<int32_t>(shard_names.size()));
-      const format::Manifest& m = p->manifest;
-      const size_t first_shard = shard_samples.size();
-      shard_samples.resize(first_shard + p->a.shards().size(), 0);
-      if (!p->a.blob_kinds().empty())
-        for (uint64_t i = 0; i < p->a.size(); ++i) {
-          const int32_t s = p->a.blob(0, i).shard;  // checked by the part's validation
-          if (s >= 0 && static_cast<size_t>(s) < p->a.shards().size())
-            ++shard_samples[first_shard + static_cast<size_t>(s)];
-        }
-      const std::vector<uint64_t> needed = shard_bytes_needed(*p);
-      for (size_t s = 0; s < p->a.shards().size(); ++s) {
-        throw_if_stopped(o.stop);
-        const std::string name = shard_name(shard_names.size());
-        const fs::path from = fs::path(p->path) / p->a.shards()[s];
-        if (place_shard(p->path, from, staging / name, o.copy, needed[s]))
-          ++result.linked;
-        else
-          ++result.copied;
-        shard_names.push_back(name);
-        // The part's manifest knows each shard's CRC-32; computed when it does not.
-        std::string crc;
-        if (m.shards && s < m.shards->size() && (*m.shards)[s].name == p->a.shards()[s])
-          crc = (*m.shards)[s].crc32;
-        if (crc.empty()) crc = crc32_hex(file_crc32((staging / name).string()));
-        manifest.shards->push_back({name, fs::file_size(staging / name), crc});
+// Hard-links (or copies) every part's shards into the staging directory, renumbered in order,
+// checking each (place_shard); counts samples and blob bytes. Throws FatalError (Interrupted on
+// a stop request) with the staging directory left for the caller to remove.
+PlacedShards place_shards(const MergeOptions& o, const PartSet& set, const fs::path& staging,
+                          MergeResult& result) {
+  PlacedShards placed;
+  for (const auto& p : set.all) {
+    if (p->a.size() > 0 || p.get() == set.sampled[0])
+      placed.base.push_back(static_cast<int32_t>(placed.names.size()));
+    const format::Manifest& m = p->manifest;
+    const size_t first_shard = placed.samples.size();
+    placed.samples.resize(first_shard + p->a.shards().size(), 0);
+    if (!p->a.blob_kinds().empty())
+      for (uint64_t i = 0; i < p->a.size(); ++i) {
+        const int32_t s = p->a.blob(0, i).shard;  // checked by the part's validation
+        if (s >= 0 && static_cast<size_t>(s) < p->a.shards().size())
+          ++placed.samples[first_shard + static_cast<size_t>(s)];
       }
-      manifest.merged_from->push_back(
-          {{"path", p->path},
-           {"samples", p->a.size()},
-           {"shards", p->a.shards().size()},
-           {"labels_crc32", m.labels_crc32.value_or("")},
-           {"part", m.part ? format::part_json(*m.part) : json(nullptr)},
-           {"inputs", m.inputs}});
-      append_once(manifest.inputs, m.inputs, seen_inputs);
-      append_once(manifest.skipped, m.skipped, seen_skipped);
-      append_once(manifest.ignored, m.ignored, seen_ignored);
-      append_once(manifest.duplicates, m.duplicates, seen_duplicates);
-      result.samples += p->a.size();
-      for (size_t k = 0; k < kinds.size(); ++k)
-        for (uint64_t i = 0; i < p->a.size(); ++i)
-          result.image_bytes += static_cast<uint64_t>(p->a.blob(k, i).size);
+    const std::vector<uint64_t> needed = shard_bytes_needed(*p);
+    for (size_t s = 0; s < p->a.shards().size(); ++s) {
+      throw_if_stopped(o.stop);
+      const std::string name = shard_name(placed.names.size());
+      const fs::path from = fs::path(p->path) / p->a.shards()[s];
+      if (place_shard(p->path, from, staging / name, o.copy, needed[s]))
+        ++result.linked;
+      else
+        ++result.copied;
+      placed.names.push_back(name);
+      // The part's manifest knows each shard's CRC-32; computed when it does not.
+      std::string crc;
+      if (m.shards && s < m.shards->size() && (*m.shards)[s].name == p->a.shards()[s])
+        crc = (*m.shards)[s].crc32;
+      if (crc.empty()) crc = crc32_hex(file_crc32((staging / name).string()));
+      placed.manifest.push_back({name, fs::file_size(staging / name), crc});
     }
-    result.shards = shard_names.size();
+    result.samples += p->a.size();
+    for (size_t k = 0; k < p->a.blob_kinds().size(); ++k)
+      for (uint64_t i = 0; i < p->a.size(); ++i)
+        result.image_bytes += static_cast<uint64_t>(p->a.blob(k, i).size);
+  }
+  result.shards = placed.names.size();
+  return placed;
+}
 
-    LayoutMetadata lm;
-    lm.num_samples = result.samples;
-    lm.fields = fields;
-    lm.shards = shard_names;
-    lm.tool = std::string("tarmac ") + kVersion;
-    lm.classes = all_parts[0]->a.layout().classes;
-    // A table's metadata (COCO's categories) is kept when every part has the same.
-    lm.table = all_parts[0]->a.layout().table;
-    for (const auto& p : all_parts)
-      if (p->a.layout().table != lm.table) lm.table.reset();
-    for (size_t k = 0; k < kinds.size(); ++k)
-      lm.blobs.emplace_back(kinds[k], merged_encoding(parts, k));
-    const std::map<std::string, std::string> meta = layout_metadata(lm);
-    const fs::path labels = staging / kLabelsFile;
-    throw_if_stopped(o.stop);
-    write_safetensors(labels.string(), merged_tensors(parts, fields, shard_base, result.samples),
-                      meta);
-    result.annotation_bytes = fs::file_size(labels);
+// Writes the merged annotation file into the staging directory: the parts' columns joined,
+// their blobs' records pointing into the renumbered shards. Returns its metadata.
+std::map<std::string, std::string> write_merged_labels(const MergeOptions& o, const PartSet& set,
+                                                       const PlacedShards& placed,
+                                                       const fs::path& staging,
+                                                       MergeResult& result) {
+  const std::vector<const Part*>& parts = set.sampled;
+  const auto& kinds = parts[0]->a.blob_kinds();
+  LayoutMetadata lm;
+  lm.num_samples = result.samples;
+  lm.fields = set.fields;
+  lm.shards = placed.names;
+  lm.tool = std::string("tarmac ") + kVersion;
+  lm.classes = set.all[0]->a.layout().classes;
+  // A table's metadata (COCO's categories) is kept when every part has the same.
+  lm.table = set.all[0]->a.layout().table;
+  for (const auto& p : set.all)
+    if (p->a.layout().table != lm.table) lm.table.reset();
+  for (size_t k = 0; k < kinds.size(); ++k)
+    lm.blobs.emplace_back(kinds[k], merged_encoding(parts, k));
+  std::map<std::string, std::string> meta = layout_metadata(lm);
+  const fs::path labels = staging / kLabelsFile;
+  throw_if_stopped(o.stop);
+  write_safetensors(labels.string(), merged_tensors(parts, set.fields, placed.base, result.samples),
+                    meta);
+  result.annotation_bytes = fs::file_size(labels);
+  return meta;
+}
 
-    // The table's provenance, when every part read the same table (each reads it whole).
-    const std::optional<json>& table = parts[0]->manifest.table;
-    bool same_table = table.has_value();
-    for (const auto& p : all_parts) same_table = same_table && p->manifest.table == table;
-    if (same_table) manifest.table = table;
-    if (table && !same_table)
-      result.warnings.push_back(
-          "the parts were converted from different --table files: the merged "
-          "manifest records none (each part's is in its own manifest)");
-    manifest.counts = format::counts_from_lists(manifest, result.samples, result.image_bytes);
-    manifest.annotation = format::ManifestAnnotation{kLabelsFile, result.annotation_bytes};
-    manifest.labels_crc32 = crc32_hex(file_crc32(labels.string()));
-    manifest.schema = format::parse_ordered(meta.at(kMetaSchema));
-    manifest.columns.emplace();  // the parts' columns are not merged
-    if (!shard_names.empty()) {
-      format::ShardList list;
-      for (size_t k = 0; k < shard_names.size(); ++k)
-        list.shards.push_back(
-            {shard_names[k], shard_samples[k], fs::file_size(staging / shard_names[k])});
-      manifest.shard_list = {kShardListFile, write_shard_list(staging, list)};
-    }
-    write_file_atomic((staging / kManifestFile).string(), format::sealed_manifest_text(manifest));
+// Writes the merged manifest (and shard list) into the staging directory: one run's. Its lists
+// are the parts' joined, each entry once; its counts are those the lists imply
+// (counts_from_lists), as a run's add up to its lists.
+void write_merged_manifest(const MergeOptions& o, const PartSet& set, const PlacedShards& placed,
+                           const std::map<std::string, std::string>& meta, const fs::path& staging,
+                           MergeResult& result) {
+  const Part& first = *set.sampled[0];
+  format::Manifest manifest;
+  manifest.tool_version = kVersion;
+  manifest.command_line = o.command_line;
+  manifest.options = first.manifest.options;
+  manifest.output_options = first.manifest.output_options;
+  manifest.merged_from = json::array();
+  manifest.shards = placed.manifest;
+  std::set<std::string> seen_inputs, seen_skipped, seen_ignored, seen_duplicates;
+  for (const auto& p : set.all) {
+    const format::Manifest& m = p->manifest;
+    manifest.merged_from->push_back({{"path", p->path},
+                                     {"samples", p->a.size()},
+                                     {"shards", p->a.shards().size()},
+                                     {"labels_crc32", m.labels_crc32.value_or("")},
+                                     {"part", m.part ? format::part_json(*m.part) : json(nullptr)},
+                                     {"inputs", m.inputs}});
+    append_once(manifest.inputs, m.inputs, seen_inputs);
+    append_once(manifest.skipped, m.skipped, seen_skipped);
+    append_once(manifest.ignored, m.ignored, seen_ignored);
+    append_once(manifest.duplicates, m.duplicates, seen_duplicates);
+  }
+  // The table's provenance, when every part read the same table (each reads it whole).
+  const std::optional<json>& table = first.manifest.table;
+  bool same_table = table.has_value();
+  for (const auto& p : set.all) same_table = same_table && p->manifest.table == table;
+  if (same_table) manifest.table = table;
+  if (table && !same_table)
+    result.warnings.push_back(
+        "the parts were converted from different --table files: the merged "
+        "manifest records none (each part's is in its own manifest)");
+  const fs::path labels = staging / kLabelsFile;
+  manifest.counts = format::counts_from_lists(manifest, result.samples, result.image_bytes);
+  manifest.annotation = format::ManifestAnnotation{kLabelsFile, result.annotation_bytes};
+  manifest.labels_crc32 = crc32_hex(file_crc32(labels.string()));
+  manifest.schema = format::parse_ordered(meta.at(kMetaSchema));
+  manifest.columns.emplace();  // the parts' columns are not merged
+  if (!placed.names.empty()) {
+    format::ShardList list;
+    for (size_t k = 0; k < placed.names.size(); ++k)
+      list.shards.push_back(
+          {placed.names[k], placed.samples[k], fs::file_size(staging / placed.names[k])});
+    manifest.shard_list = {kShardListFile, write_shard_list(staging, list)};
+  }
+  write_file_atomic((staging / kManifestFile).string(), format::sealed_manifest_text(manifest));
+}
 
-    publish_dataset(out, staging, shard_names, /*replaced=*/{});
+}  // namespace
+
+MergeResult merge_datasets(const MergeOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  MergeResult result;
+  const PartSet parts = open_mergeable_parts(o, result.warnings);
+  const fs::path out(o.output), staging = out / kStagingDir;
+  const std::unique_ptr<OutputLock> lock = lock_output(o, out, staging);
+  try {
+    const PlacedShards placed = place_shards(o, parts, staging, result);
+    const auto meta = write_merged_labels(o, parts, placed, staging, result);
+    write_merged_manifest(o, parts, placed, meta, staging, result);
+    publish_dataset(out, staging, placed.names, /*replaced=*/{});
   } catch (...) {
+    std::error_code ec;
     fs::remove_all(staging, ec);
     throw;
   }

@@ -38,73 +38,73 @@ std::string refusal(const std::string& flags) {
 
 TEST_CASE("convert flags: the defaults") {
   const ConvertOptions o = options("");
-  CHECK(o.inputs == std::vector<std::string>{"in.tar"});
+  CHECK(o.source.inputs == std::vector<std::string>{"in.tar"});
   CHECK(o.output == "out");
-  CHECK_FALSE(o.overwrite);
-  CHECK_FALSE(o.resume);
-  CHECK(o.checkpoint_seconds == 30);
-  CHECK(o.geometry.crop == CropMode::None);
-  CHECK(o.geometry.crop_scale == 1.0);
-  CHECK_FALSE(o.geometry.square);
-  CHECK(o.geometry.resize == ResizeMode::None);
-  CHECK(o.geometry.width == 0);
-  CHECK(o.geometry.height == 0);
-  CHECK(o.geometry.bucket_step == 64);
-  CHECK(o.geometry.bucket_max_ratio == 4.0);
-  CHECK(o.format == OutputFormat::Jpeg);
-  CHECK(o.quality == 95);
-  CHECK(o.channels == ChannelMode::Three);
-  CHECK(o.pad_value == 0);
-  CHECK(o.image_exts ==
+  CHECK_FALSE(o.run.overwrite);
+  CHECK_FALSE(o.run.resume);
+  CHECK(o.run.checkpoint_seconds == 30);
+  CHECK(o.transform.geometry.crop == CropMode::None);
+  CHECK(o.transform.geometry.crop_scale == 1.0);
+  CHECK_FALSE(o.transform.geometry.square);
+  CHECK(o.transform.geometry.resize == ResizeMode::None);
+  CHECK(o.transform.geometry.width == 0);
+  CHECK(o.transform.geometry.height == 0);
+  CHECK(o.transform.geometry.bucket_step == 64);
+  CHECK(o.transform.geometry.bucket_max_ratio == 4.0);
+  CHECK(o.transform.format == OutputFormat::Jpeg);
+  CHECK(o.transform.quality == 95);
+  CHECK(o.transform.channels == ChannelMode::Three);
+  CHECK(o.transform.pad_value == 0);
+  CHECK(o.members.image_exts ==
         std::vector<std::string>{"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"});
-  CHECK(o.key_rule == KeyRule::FirstDot);
-  CHECK_FALSE(o.no_images);
-  CHECK(o.max_pixels == 268435456);
-  CHECK(o.max_member_size == 1073741824);
-  CHECK(o.group_window == 67108864);
-  CHECK(o.shard_size == 1073741824);
-  CHECK_FALSE(o.skip_errors);
-  CHECK(o.on_duplicate == OnDuplicate::Error);
-  CHECK(o.part_index == 0);
-  CHECK(o.part_count == 1);
-  CHECK(o.threads == static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  CHECK(o.members.key_rule == KeyRule::FirstDot);
+  CHECK_FALSE(o.members.no_images);
+  CHECK(o.limits.max_pixels == 268435456);
+  CHECK(o.limits.max_member_size == 1073741824);
+  CHECK(o.limits.group_window == 67108864);
+  CHECK(o.limits.shard_size == 1073741824);
+  CHECK_FALSE(o.run.skip_errors);
+  CHECK(o.members.on_duplicate == OnDuplicate::Error);
+  CHECK(o.part.index == 0);
+  CHECK(o.part.count == 1);
+  CHECK(o.run.threads == static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   // The struct's own defaults are the command line's.
   const ConvertOptions plain = convert_options(ConvertFlags{});
-  CHECK(plain.image_exts == o.image_exts);
-  CHECK(plain.key_rule == o.key_rule);
-  CHECK(plain.shard_size == o.shard_size);
-  CHECK(plain.group_window == o.group_window);
-  CHECK(plain.max_pixels == o.max_pixels);
-  CHECK(plain.quality == o.quality);
-  CHECK(plain.checkpoint_seconds == o.checkpoint_seconds);
+  CHECK(plain.members.image_exts == o.members.image_exts);
+  CHECK(plain.members.key_rule == o.members.key_rule);
+  CHECK(plain.limits.shard_size == o.limits.shard_size);
+  CHECK(plain.limits.group_window == o.limits.group_window);
+  CHECK(plain.limits.max_pixels == o.limits.max_pixels);
+  CHECK(plain.transform.quality == o.transform.quality);
+  CHECK(plain.run.checkpoint_seconds == o.run.checkpoint_seconds);
 }
 
 TEST_CASE("convert flags: --crop") {
-  CHECK(options("--crop center").geometry.crop == CropMode::Center);
-  CHECK(options("--crop centre").geometry.crop == CropMode::Center);
-  CHECK(options("--crop none").geometry.crop == CropMode::None);
+  CHECK(options("--crop center").transform.geometry.crop == CropMode::Center);
+  CHECK(options("--crop centre").transform.geometry.crop == CropMode::Center);
+  CHECK(options("--crop none").transform.geometry.crop == CropMode::None);
 
   const ConvertOptions box = options("--crop box:10,20,30,40");
-  CHECK(box.geometry.crop == CropMode::Box);
+  CHECK(box.transform.geometry.crop == CropMode::Box);
   const double v[] = {10, 20, 30, 40};
   const Region want = region_from_box(v, false);
-  CHECK(box.geometry.box.x0 == want.x0);
-  CHECK(box.geometry.box.y0 == want.y0);
-  CHECK(box.geometry.box.x1 == want.x1);
-  CHECK(box.geometry.box.y1 == want.y1);
+  CHECK(box.transform.geometry.box.x0 == want.x0);
+  CHECK(box.transform.geometry.box.y0 == want.y0);
+  CHECK(box.transform.geometry.box.x1 == want.x1);
+  CHECK(box.transform.geometry.box.y1 == want.y1);
 
   const ConvertOptions xyxy = options("--crop field:bbox:xyxy");
-  CHECK(xyxy.geometry.crop == CropMode::Field);
-  CHECK(xyxy.crop_field == "bbox");
-  CHECK(xyxy.crop_field_xyxy);
+  CHECK(xyxy.transform.geometry.crop == CropMode::Field);
+  CHECK(xyxy.transform.crop_field == "bbox");
+  CHECK(xyxy.transform.crop_field_xyxy);
   const ConvertOptions xywh = options("--crop field:bbox:xywh");
-  CHECK(xywh.crop_field == "bbox");
-  CHECK_FALSE(xywh.crop_field_xyxy);
+  CHECK(xywh.transform.crop_field == "bbox");
+  CHECK_FALSE(xywh.transform.crop_field_xyxy);
   const ConvertOptions plain = options("--crop field:bbox_xywh --crop-scale 1.2 --square");
-  CHECK(plain.crop_field == "bbox_xywh");
-  CHECK_FALSE(plain.crop_field_xyxy);
-  CHECK(plain.geometry.crop_scale == 1.2);
-  CHECK(plain.geometry.square);
+  CHECK(plain.transform.crop_field == "bbox_xywh");
+  CHECK_FALSE(plain.transform.crop_field_xyxy);
+  CHECK(plain.transform.geometry.crop_scale == 1.2);
+  CHECK(plain.transform.geometry.square);
 
   CHECK(refusal("--crop diagonal") ==
         "--crop: 'diagonal': use none, center, box:X,Y,W,H or field:NAME[:xyxy]");
@@ -130,8 +130,8 @@ TEST_CASE("convert flags: --crop") {
   CHECK(refusal("--crop-scale 1e-300") == "--crop-scale: '1e-300' is out of range" + scale);
   CHECK(refusal("--crop-scale 1.2x") == "--crop-scale: '1.2x' is not a number" + scale);
   CHECK(refusal("--crop-scale 0x1p1") == "--crop-scale: '0x1p1' is not a number" + scale);
-  CHECK(options("--crop-scale 100").geometry.crop_scale == 100);
-  CHECK(options("--crop-scale 0.01").geometry.crop_scale == 0.01);
+  CHECK(options("--crop-scale 100").transform.geometry.crop_scale == 100);
+  CHECK(options("--crop-scale 0.01").transform.geometry.crop_scale == 0.01);
   // A ConvertFlags filled in by code is checked alike.
   ConvertFlags f;
   f.crop_scale = std::numeric_limits<double>::infinity();
@@ -140,30 +140,35 @@ TEST_CASE("convert flags: --crop") {
 
 TEST_CASE("convert flags: --box-convention and --resample") {
   // Edges (COCO's boxes) unless told; a box is kept as given, read by compute_geometry.
-  CHECK(options("--crop box:10,20,30,40").geometry.box_convention == BoxConvention::Edges);
-  CHECK(options("--crop box:10,20,30,40 --box-convention edges").geometry.box_convention ==
+  CHECK(options("--crop box:10,20,30,40").transform.geometry.box_convention ==
         BoxConvention::Edges);
-  CHECK(options("--box-convention centers").geometry.box_convention == BoxConvention::Centers);
-  CHECK(options("--box-convention centres").geometry.box_convention == BoxConvention::Centers);
+  CHECK(
+      options("--crop box:10,20,30,40 --box-convention edges").transform.geometry.box_convention ==
+      BoxConvention::Edges);
+  CHECK(options("--box-convention centers").transform.geometry.box_convention ==
+        BoxConvention::Centers);
+  CHECK(options("--box-convention centres").transform.geometry.box_convention ==
+        BoxConvention::Centers);
   CHECK(refusal("--box-convention corners") == "--box-convention: 'corners': use edges or centers");
-  CHECK(options("--size 64").geometry.resample == ResampleMode::Area);
-  CHECK(options("--size 64 --resample area-exact").geometry.resample == ResampleMode::AreaExact);
+  CHECK(options("--size 64").transform.geometry.resample == ResampleMode::Area);
+  CHECK(options("--size 64 --resample area-exact").transform.geometry.resample ==
+        ResampleMode::AreaExact);
   CHECK(refusal("--resample lanczos") == "--resample: 'lanczos': use area or area-exact");
 }
 TEST_CASE("convert flags: --size and --resize") {
   const ConvertOptions fit = options("--size 640x480 --resize fit");
-  CHECK(fit.geometry.resize == ResizeMode::Fit);
-  CHECK(fit.geometry.width == 640);
-  CHECK(fit.geometry.height == 480);
+  CHECK(fit.transform.geometry.resize == ResizeMode::Fit);
+  CHECK(fit.transform.geometry.width == 640);
+  CHECK(fit.transform.geometry.height == 480);
   // Without --resize: shorter side without a crop, exactly the size with one.
   const ConvertOptions shorter = options("--size 256");
-  CHECK(shorter.geometry.resize == ResizeMode::Shorter);
-  CHECK(shorter.geometry.width == 256);
-  CHECK(shorter.geometry.height == 256);
-  CHECK(options("--crop center --size 224").geometry.resize == ResizeMode::Exact);
-  CHECK(options("--size 300 --resize longer").geometry.resize == ResizeMode::Longer);
-  CHECK(options("--size 64x32 --resize exact").geometry.resize == ResizeMode::Exact);
-  CHECK(options("--size 64 --resize none").geometry.resize == ResizeMode::None);
+  CHECK(shorter.transform.geometry.resize == ResizeMode::Shorter);
+  CHECK(shorter.transform.geometry.width == 256);
+  CHECK(shorter.transform.geometry.height == 256);
+  CHECK(options("--crop center --size 224").transform.geometry.resize == ResizeMode::Exact);
+  CHECK(options("--size 300 --resize longer").transform.geometry.resize == ResizeMode::Longer);
+  CHECK(options("--size 64x32 --resize exact").transform.geometry.resize == ResizeMode::Exact);
+  CHECK(options("--size 64 --resize none").transform.geometry.resize == ResizeMode::None);
 
   const std::string sides =
       "' is not N or WxH (e.g. 256 or 192x256); accepted: integer sides in "
@@ -174,7 +179,7 @@ TEST_CASE("convert flags: --size and --resize") {
     INFO(bad);
     CHECK(refusal(std::string("--size ") + bad) == "--size: '" + std::string(bad) + sides);
   }
-  CHECK(options("--size 065535").geometry.width == 65535);
+  CHECK(options("--size 065535").transform.geometry.width == 65535);
   ConvertFlags bad_size;
   bad_size.size = "1e3";
   CHECK_THROWS_WITH(convert_options(bad_size), "--size: '1e3" + sides);
@@ -189,14 +194,14 @@ TEST_CASE("convert flags: --size and --resize") {
 
 TEST_CASE("convert flags: --resize bucket") {
   const ConvertOptions b = options("--resize bucket --size 1024 --crop center");
-  CHECK(b.geometry.resize == ResizeMode::Bucket);
-  CHECK(b.geometry.crop == CropMode::None);  // the bucket's aspect decides
-  CHECK(b.geometry.width == 1024);
+  CHECK(b.transform.geometry.resize == ResizeMode::Bucket);
+  CHECK(b.transform.geometry.crop == CropMode::None);  // the bucket's aspect decides
+  CHECK(b.transform.geometry.width == 1024);
   const ConvertOptions step = options(
       "--resize bucket --size 512 --bucket-step 32 "
       "--bucket-max-ratio 2");
-  CHECK(step.geometry.bucket_step == 32);
-  CHECK(step.geometry.bucket_max_ratio == 2.0);
+  CHECK(step.transform.geometry.bucket_step == 32);
+  CHECK(step.transform.geometry.bucket_max_ratio == 2.0);
 
   CHECK(refusal("--resize bucket --size 32") ==
         "--size: --resize bucket: an area of 32 holds no bucket of --bucket-step 64");
@@ -213,17 +218,17 @@ TEST_CASE("convert flags: --resize bucket") {
 }
 
 TEST_CASE("convert flags: --format, --boxes, --points, --dense, --image, --ragged") {
-  CHECK(options("--format jpg").format == OutputFormat::Jpeg);
-  CHECK(options("--format jpeg").format == OutputFormat::Jpeg);
-  CHECK(options("--format png").format == OutputFormat::Png);
-  CHECK(options("--format webp").format == OutputFormat::Webp);
-  CHECK(options("--format raw").format == OutputFormat::Raw);
-  CHECK(options("--format keep").format == OutputFormat::Keep);
+  CHECK(options("--format jpg").transform.format == OutputFormat::Jpeg);
+  CHECK(options("--format jpeg").transform.format == OutputFormat::Jpeg);
+  CHECK(options("--format png").transform.format == OutputFormat::Png);
+  CHECK(options("--format webp").transform.format == OutputFormat::Webp);
+  CHECK(options("--format raw").transform.format == OutputFormat::Raw);
+  CHECK(options("--format keep").transform.format == OutputFormat::Keep);
   CHECK(refusal("--format gif") == "--format: 'gif': use jpg, png, webp, raw or keep");
-  CHECK(options("--channels 1").channels == ChannelMode::One);
-  CHECK(options("--channels keep --format png").channels == ChannelMode::Keep);
-  CHECK(options("--channels keep --format keep").channels == ChannelMode::Keep);
-  CHECK(options("--channels 3 --format webp").channels == ChannelMode::Three);
+  CHECK(options("--channels 1").transform.channels == ChannelMode::One);
+  CHECK(options("--channels keep --format png").transform.channels == ChannelMode::Keep);
+  CHECK(options("--channels keep --format keep").transform.channels == ChannelMode::Keep);
+  CHECK(options("--channels 3 --format webp").transform.channels == ChannelMode::Three);
   CHECK(refusal("--channels 2") == "--channels: '2': use 3, 1 or keep");
   CHECK(refusal("--channels keep --format webp").find("WebP has no grey") != std::string::npos);
   CHECK(refusal("--channels 1 --format raw").find("always 3-channel") != std::string::npos);
@@ -233,21 +238,21 @@ TEST_CASE("convert flags: --format, --boxes, --points, --dense, --image, --ragge
       "--boxes a --boxes b:xyxy --boxes c:xywh --points kp --dense .depth.png "
       "--image .png --image jpg --ragged r1 --ragged r2 --no-images --quality 80 --pad-value 7");
   using Box = std::pair<std::string, bool>;
-  CHECK(o.boxes == std::vector<Box>{{"a", false}, {"b", true}, {"c", false}});
-  CHECK(o.points == std::vector<std::string>{"kp"});
-  CHECK(o.dense == std::vector<std::string>{"depth.png"});
-  CHECK(o.image_exts == std::vector<std::string>{"png", "jpg"});
-  CHECK(o.ragged == std::set<std::string>{"r1", "r2"});
-  CHECK(o.no_images);
-  CHECK(o.quality == 80);
-  CHECK(o.pad_value == 7);
+  CHECK(o.transform.boxes == std::vector<Box>{{"a", false}, {"b", true}, {"c", false}});
+  CHECK(o.transform.points == std::vector<std::string>{"kp"});
+  CHECK(o.members.dense == std::vector<std::string>{"depth.png"});
+  CHECK(o.members.image_exts == std::vector<std::string>{"png", "jpg"});
+  CHECK(o.labels.ragged == std::set<std::string>{"r1", "r2"});
+  CHECK(o.members.no_images);
+  CHECK(o.transform.quality == 80);
+  CHECK(o.transform.pad_value == 7);
 }
 
 TEST_CASE("convert flags: --key-rule, and --image with a full extension") {
-  CHECK(options("--key-rule last-dot").key_rule == KeyRule::LastDot);
-  CHECK(options("--key-rule first-dot").key_rule == KeyRule::FirstDot);
-  CHECK(options("--image rgb.png").image_exts == std::vector<std::string>{"rgb.png"});
-  CHECK(options("--image .rgb.png --image jpg").image_exts ==
+  CHECK(options("--key-rule last-dot").members.key_rule == KeyRule::LastDot);
+  CHECK(options("--key-rule first-dot").members.key_rule == KeyRule::FirstDot);
+  CHECK(options("--image rgb.png").members.image_exts == std::vector<std::string>{"rgb.png"});
+  CHECK(options("--image .rgb.png --image jpg").members.image_exts ==
         std::vector<std::string>{"rgb.png", "jpg"});
   CHECK_THROWS_AS(parse("--key-rule middle"), CLI::ValidationError);
   ConvertFlags f;
@@ -257,11 +262,11 @@ TEST_CASE("convert flags: --key-rule, and --image with a full extension") {
 
 TEST_CASE("convert flags: byte sizes") {
   const ConvertOptions o = options("--shard-size 512M --max-member-size 2G --group-window 64K");
-  CHECK(o.shard_size == 536870912);
-  CHECK(o.max_member_size == 2147483648);
-  CHECK(o.group_window == 65536);
-  CHECK(options("").max_label_size == 16777216);
-  CHECK(options("--max-label-size 1K").max_label_size == 1024);
+  CHECK(o.limits.shard_size == 536870912);
+  CHECK(o.limits.max_member_size == 2147483648);
+  CHECK(o.limits.group_window == 65536);
+  CHECK(options("").limits.max_label_size == 16777216);
+  CHECK(options("--max-label-size 1K").limits.max_label_size == 1024);
   CHECK(bytes_flag("--shard-size", "4096") == 4096);
   CHECK(bytes_flag("--shard-size", "1") == 1);
   CHECK(bytes_flag("--shard-size", "3B") == 3);
@@ -295,9 +300,9 @@ TEST_CASE("convert flags: byte sizes") {
 
 TEST_CASE("convert flags: --shard I/N") {
   const ConvertOptions o = options("--shard 3/16");
-  CHECK(o.part_index == 3);
-  CHECK(o.part_count == 16);
-  CHECK(options("--shard 0/1").part_count == 1);
+  CHECK(o.part.index == 3);
+  CHECK(o.part.count == 16);
+  CHECK(options("--shard 0/1").part.count == 1);
   const std::string use =
       "' is not I/N; accepted: I/N with integers 0 <= I < N <= 1000000 (parts are numbered from 0)";
   CHECK(refusal("--shard 16/16") == "--shard: '16/16" + use);
@@ -315,18 +320,18 @@ TEST_CASE("convert flags: --shard I/N") {
 }
 
 TEST_CASE("convert flags: --on-error, --on-duplicate, --threads, run flags") {
-  CHECK(options("--on-error skip").skip_errors);
-  CHECK_FALSE(options("--on-error fail").skip_errors);
-  CHECK(options("--on-duplicate first").on_duplicate == OnDuplicate::First);
-  CHECK(options("--on-duplicate last").on_duplicate == OnDuplicate::Last);
-  CHECK(options("--on-duplicate error").on_duplicate == OnDuplicate::Error);
-  CHECK(options("-j 3").threads == 3);
-  CHECK(options("--threads 5").threads == 5);
-  const ConvertOptions run = options("--overwrite --resume --checkpoint-every 0 --max-pixels 1000");
-  CHECK(run.overwrite);
-  CHECK(run.resume);
-  CHECK(run.checkpoint_seconds == 0);
-  CHECK(run.max_pixels == 1000);
+  CHECK(options("--on-error skip").run.skip_errors);
+  CHECK_FALSE(options("--on-error fail").run.skip_errors);
+  CHECK(options("--on-duplicate first").members.on_duplicate == OnDuplicate::First);
+  CHECK(options("--on-duplicate last").members.on_duplicate == OnDuplicate::Last);
+  CHECK(options("--on-duplicate error").members.on_duplicate == OnDuplicate::Error);
+  CHECK(options("-j 3").run.threads == 3);
+  CHECK(options("--threads 5").run.threads == 5);
+  const ConvertOptions ran = options("--overwrite --resume --checkpoint-every 0 --max-pixels 1000");
+  CHECK(ran.run.overwrite);
+  CHECK(ran.run.resume);
+  CHECK(ran.run.checkpoint_seconds == 0);
+  CHECK(ran.limits.max_pixels == 1000);
 
   // Refused by CLI11 while parsing (also exit 2), and by convert_options for other callers.
   CHECK_THROWS_AS(parse("--on-error ignore"), CLI::ValidationError);
@@ -346,7 +351,7 @@ TEST_CASE("convert flags: --on-error, --on-duplicate, --threads, run flags") {
                     "--on-duplicate last: reads the inputs twice (member names first), so it "
                     "cannot read standard input ('-'); use first or error");
   f.on_duplicate = "first";
-  CHECK(convert_options(f).on_duplicate == OnDuplicate::First);
+  CHECK(convert_options(f).members.on_duplicate == OnDuplicate::First);
 }
 
 // The manifest's "options" (tests/e2e/test_format.py reads "--format" and "--shard-size"):
@@ -360,7 +365,7 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
       "--boxes bbox --format png --shard-size 64K --on-error skip --on-duplicate last -j 2",
       false);
   CHECK(
-      options_json(app, convert_options(f).threads) ==
+      options_json(app, convert_options(f).run.threads) ==
       R"({"inputs":"in.tar","--output":"out","--checkpoint-every":"30",)"
       R"("--crop":"field:bbox:xyxy","--box-convention":"edges","--crop-scale":"1.2",)"
       R"("--square":"true","--size":"32","--resample":"area","--bucket-step":"64",)"
@@ -394,8 +399,8 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
 }
 
 TEST_CASE("convert flags: --allow-empty, and --progress, which is no option of the conversion") {
-  CHECK_FALSE(options("").allow_empty);
-  CHECK(options("--allow-empty").allow_empty);
+  CHECK_FALSE(options("").run.allow_empty);
+  CHECK(options("--allow-empty").run.allow_empty);
   const ConvertFlags d = parse("");
   CHECK(d.progress == "auto");
   CHECK(d.progress_every == 10);
@@ -452,14 +457,14 @@ TEST_CASE("convert flags: numbers are parsed strictly and within their range") {
     CHECK(refusal(b.flags) == b.message);
   }
   // Decimal, whatever CLI11 would make of a leading 0 (octal) on its own.
-  CHECK(options("--quality 010").quality == 10);
-  CHECK(options("-j 08").threads == 8);
-  CHECK(options("-j 0").threads == options("").threads);  // all cores
-  CHECK(options("--max-pixels 1099511627776").max_pixels == 1099511627776ull);
-  CHECK(options("").max_outputs_per_sample == 10000);
-  CHECK(options("--max-outputs-per-sample 3").max_outputs_per_sample == 3);
-  CHECK(options("--pad-value 127.5").pad_value == 127.5);
-  CHECK(options("--checkpoint-every 1e3").checkpoint_seconds == 1000);
+  CHECK(options("--quality 010").transform.quality == 10);
+  CHECK(options("-j 08").run.threads == 8);
+  CHECK(options("-j 0").run.threads == options("").run.threads);  // all cores
+  CHECK(options("--max-pixels 1099511627776").limits.max_pixels == 1099511627776ull);
+  CHECK(options("").limits.max_outputs_per_sample == 10000);
+  CHECK(options("--max-outputs-per-sample 3").limits.max_outputs_per_sample == 3);
+  CHECK(options("--pad-value 127.5").transform.pad_value == 127.5);
+  CHECK(options("--checkpoint-every 1e3").run.checkpoint_seconds == 1000);
   // Filled in by code: the same ranges.
   ConvertFlags f;
   f.quality = 0;

@@ -13,13 +13,13 @@ namespace {
 
 ConvertOptions base() {
   ConvertOptions o;
-  o.inputs = {"/nonexistent/a.tar"};
+  o.source.inputs = {"/nonexistent/a.tar"};
   o.output = "/nonexistent/out";
-  o.geometry.crop = CropMode::Field;
-  o.crop_field = "bbox";
-  o.geometry.crop_scale = 1.2;
-  o.geometry.width = o.geometry.height = 224;
-  o.geometry.resize = ResizeMode::Exact;
+  o.transform.geometry.crop = CropMode::Field;
+  o.transform.crop_field = "bbox";
+  o.transform.geometry.crop_scale = 1.2;
+  o.transform.geometry.width = o.transform.geometry.height = 224;
+  o.transform.geometry.resize = ResizeMode::Exact;
   return o;
 }
 
@@ -27,7 +27,7 @@ ConvertOptions base() {
 // check_resumable reads before it refuses).
 json checkpoint_of(const ConvertOptions& then) {
   return {{"tarmac_checkpoint", 1},
-          {"run", run_fingerprint(then, then.inputs)},
+          {"run", run_fingerprint(then, then.source.inputs)},
           {"writer", {{"shards", json::array()}, {"shard_sizes", json::array()}}}};
 }
 
@@ -51,30 +51,30 @@ TEST_CASE("a library caller resuming with other crop options is refused, naming 
   // so a library caller could resume with another crop and get a mixed dataset.
   const std::filesystem::path staging = "/nonexistent/out/.tarmac-partial";
   ConvertOptions now = base();
-  now.crop_field_xyxy = true;
+  now.transform.crop_field_xyxy = true;
   CHECK_THROWS_WITH(
-      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
+      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.source.inputs), staging),
       Contains("cannot resume") && Contains("--crop") && Contains("bbox:xyxy"));
   now = base();
-  now.geometry.crop_scale = 1.25;
+  now.transform.geometry.crop_scale = 1.25;
   CHECK_THROWS_WITH(
-      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
+      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.source.inputs), staging),
       Contains("--crop-scale"));
   now = base();
-  now.channels = ChannelMode::Keep;
+  now.transform.channels = ChannelMode::Keep;
   CHECK_THROWS_WITH(
-      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
+      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.source.inputs), staging),
       Contains("--channels"));
   now = base();
-  now.key_rule = KeyRule::LastDot;  // other keys: other samples
+  now.members.key_rule = KeyRule::LastDot;  // other keys: other samples
   CHECK_THROWS_WITH(
-      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
+      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.source.inputs), staging),
       Contains("--key-rule") && Contains("last-dot"));
   now = base();
-  now.part_index = 1;
-  now.part_count = 2;
+  now.part.index = 1;
+  now.part.count = 2;
   CHECK_THROWS_WITH(
-      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.inputs), staging),
+      check_resumable(checkpoint_of(base()), run_fingerprint(now, now.source.inputs), staging),
       Contains("--shard differs"));
 }
 
@@ -82,22 +82,24 @@ TEST_CASE("a resume whose class folders differ is refused (--classes-from-dirs)"
   // A directory input's fingerprint is its path: a class folder added since would shift ids.
   const std::filesystem::path staging = "/nonexistent/out/.tarmac-partial";
   ConvertOptions then = base();
-  then.classes_from_dirs = true;
-  then.classes = {"cat", "dog"};
+  then.labels.classes_from_dirs = true;
+  then.labels.classes = {"cat", "dog"};
   CHECK(output_options(then)["--classes-from-dirs"] == true);
   ConvertOptions now = then;
-  CHECK_NOTHROW(check_resumable(checkpoint_of(then), run_fingerprint(now, now.inputs), staging));
-  now.classes = {"ant", "cat", "dog"};
-  CHECK_THROWS_WITH(check_resumable(checkpoint_of(then), run_fingerprint(now, now.inputs), staging),
-                    Contains("class folders") && Contains("2 then, 3 now"));
+  CHECK_NOTHROW(
+      check_resumable(checkpoint_of(then), run_fingerprint(now, now.source.inputs), staging));
+  now.labels.classes = {"ant", "cat", "dog"};
+  CHECK_THROWS_WITH(
+      check_resumable(checkpoint_of(then), run_fingerprint(now, now.source.inputs), staging),
+      Contains("class folders") && Contains("2 then, 3 now"));
 }
 
 TEST_CASE("what does not shape the output may change between a run and its resume") {
   ConvertOptions now = base();
-  now.threads = 7;
-  now.overwrite = true;
-  now.checkpoint_seconds = 1;
-  now.command_line = {"tarmac", "convert", "--whatever"};
-  now.options_json = R"({"--threads": 7})";
-  CHECK(run_fingerprint(now, now.inputs) == run_fingerprint(base(), base().inputs));
+  now.run.threads = 7;
+  now.run.overwrite = true;
+  now.run.checkpoint_seconds = 1;
+  now.provenance.command_line = {"tarmac", "convert", "--whatever"};
+  now.provenance.options_json = R"({"--threads": 7})";
+  CHECK(run_fingerprint(now, now.source.inputs) == run_fingerprint(base(), base().source.inputs));
 }

@@ -55,7 +55,7 @@ ProcessedSample sample(int k) {
 
 ConvertOptions options() {
   ConvertOptions o;
-  o.shard_size = 1024;  // a few samples per shard
+  o.limits.shard_size = 1024;  // a few samples per shard
   return o;
 }
 

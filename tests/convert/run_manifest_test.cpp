@@ -54,12 +54,12 @@ ProcessedSample sample(int k) {
 TEST_CASE("run_manifest: what the run knows, every key, each count its list's") {
   const fs::path dir = temp_dir("full");
   ConvertOptions o;
-  o.shard_size = 1024;  // 300-byte images (1 KiB in the tar): a shard or more per sample
-  o.inputs = {"a.tar", "b.tar", "c.tar"};
-  o.part_index = 1;
-  o.part_count = 2;
-  o.command_line = {"tarmac", "convert", "a.tar", "b.tar", "c.tar", "-o", "out"};
-  o.options_json = R"({"inputs": "a.tar b.tar c.tar", "threads": 2})";
+  o.limits.shard_size = 1024;  // 300-byte images (1 KiB in the tar): a shard or more per sample
+  o.source.inputs = {"a.tar", "b.tar", "c.tar"};
+  o.part.index = 1;
+  o.part.count = 2;
+  o.provenance.command_line = {"tarmac", "convert", "a.tar", "b.tar", "c.tar", "-o", "out"};
+  o.provenance.options_json = R"({"inputs": "a.tar b.tar c.tar", "threads": 2})";
   DatasetWriter w(o, dir, nullptr);
   for (int k = 0; k < 3; ++k) {
     ProcessedSample s = sample(k);
@@ -98,7 +98,7 @@ TEST_CASE("run_manifest: what the run knows, every key, each count its list's") 
   const format::Manifest m = run_manifest(rec, skipped, ignored, json::array());
 
   CHECK(m.tool_name == "tarmac");
-  CHECK(m.command_line == o.command_line);
+  CHECK(m.command_line == o.provenance.command_line);
   CHECK(m.options == json{{"inputs", "a.tar b.tar c.tar"}, {"threads", 2}});
   REQUIRE(m.output_options);
   CHECK(m.output_options->is_object());

@@ -201,11 +201,11 @@ TEST_CASE("empty_run_reason: why a run converted no sample") {
         "no images at all, pass --no-images");
   r = ConvertResult{};
   r.duplicates = 3;
-  o.on_duplicate = OnDuplicate::First;
+  o.members.on_duplicate = OnDuplicate::First;
   CHECK(empty_run_reason(r, 6, o) ==
         "every sample was left out as a duplicate (--on-duplicate first)");
   r = ConvertResult{};
-  o.part_index = 5;
-  o.part_count = 8;
+  o.part.index = 5;
+  o.part.count = 8;
   CHECK(empty_run_reason(r, 6, o) == "part 5/8 of the input holds no sample");
 }

@@ -45,11 +45,11 @@ struct Fed {
 // Runs a feed on its own thread and takes every entry in order, as the workers and the writer
 // would (ahead jobs are left to the entries that carry them).
 Fed feed_all(const ConvertOptions& o, PartSplit split, uint64_t resume_entries, bool ahead) {
-  InputReader reader(o.inputs, {});
+  InputReader reader(o.source.inputs, {});
   Pipeline pipe(64);
   GrouperOptions g;
-  g.window_bytes = o.group_window;
-  g.input_names = o.inputs;
+  g.window_bytes = o.limits.group_window;
+  g.input_names = o.source.inputs;
   SampleFeed feed(o, split, g, resume_entries, ahead, reader, pipe);
   std::thread t([&] { feed.run(); });
   Fed fed;
@@ -74,7 +74,7 @@ Fed feed_all(const ConvertOptions& o, PartSplit split, uint64_t resume_entries, 
 
 TEST_CASE("the feed groups members into samples, in order, in numbered batches") {
   ConvertOptions o;
-  o.inputs = {archive("a.tar", 70)};
+  o.source.inputs = {archive("a.tar", 70)};
   const Fed fed = feed_all(o, PartSplit::None, 0, false);
   REQUIRE(fed.keys.size() == 70);
   for (size_t k = 0; k < 70; ++k) {
@@ -90,7 +90,7 @@ TEST_CASE("the feed groups members into samples, in order, in numbered batches")
 
 TEST_CASE("the feed replays what a resumed run had handled, without its members") {
   ConvertOptions o;
-  o.inputs = {archive("b.tar", 10)};
+  o.source.inputs = {archive("b.tar", 10)};
   const Fed fed = feed_all(o, PartSplit::None, 4, false);
   REQUIRE(fed.keys.size() == 10);
   for (size_t k = 0; k < 10; ++k) {
@@ -101,11 +101,11 @@ TEST_CASE("the feed replays what a resumed run had handled, without its members"
 
 TEST_CASE("--shard I/N by sample: each part gets every N-th sample, together all of them") {
   ConvertOptions o;
-  o.inputs = {archive("c.tar", 11)};
-  o.part_count = 3;
+  o.source.inputs = {archive("c.tar", 11)};
+  o.part.count = 3;
   std::vector<std::string> all;
   for (uint32_t part = 0; part < 3; ++part) {
-    o.part_index = part;
+    o.part.index = part;
     const Fed fed = feed_all(o, PartSplit::Samples, 0, false);
     for (size_t j = 0; j < fed.keys.size(); ++j) {
       char key[16];
@@ -119,7 +119,7 @@ TEST_CASE("--shard I/N by sample: each part gets every N-th sample, together all
 
 TEST_CASE("samples go ahead while the window fills; the entries carry their jobs") {
   ConvertOptions o;
-  o.inputs = {archive("d.tar", 8)};  // 320 KiB: all of it fits in the 64 MiB window
+  o.source.inputs = {archive("d.tar", 8)};  // 320 KiB: all of it fits in the 64 MiB window
   const Fed fed = feed_all(o, PartSplit::None, 0, true);
   REQUIRE(fed.keys.size() == 8);
   for (size_t k = 0; k < 8; ++k) CHECK(fed.members[k] == 2);

@@ -61,7 +61,7 @@ std::vector<double> values(const SampleField& f) {
 
 ConvertOptions png_options() {
   ConvertOptions o;
-  o.format = OutputFormat::Png;  // lossless: the stored pixels can be compared exactly
+  o.transform.format = OutputFormat::Png;  // lossless: the stored pixels can be compared exactly
   return o;
 }
 
@@ -92,10 +92,10 @@ TEST_CASE("process_sample: no geometry keeps every pixel and every label value")
 
 TEST_CASE("process_sample: --size halves the image, the affine and the --points with it") {
   ConvertOptions o = png_options();
-  o.geometry.width = 4;
-  o.geometry.height = 3;
-  o.geometry.resize = ResizeMode::Exact;
-  o.points = {"pts"};
+  o.transform.geometry.width = 4;
+  o.transform.geometry.height = 3;
+  o.transform.geometry.resize = ResizeMode::Exact;
+  o.transform.points = {"pts"};
   const RawSample r =
       raw({{"k/0.png", png_8x6()}, {"k/0.json", text(R"({"pts": [[1, 2], [3, 4]]})")}});
   const ProcessedSample s = process_sample(r, o);
@@ -138,7 +138,7 @@ TEST_CASE("process_sample: a bad sample says why, with its code, and never throw
   }
   SECTION("a --points field that is missing") {
     ConvertOptions o = png_options();
-    o.points = {"kp"};
+    o.transform.points = {"kp"};
     const ProcessedSample s =
         process_sample(raw({{"k/0.png", png_8x6()}, {"k/0.json", text("{\"id\": 1}")}}), o);
     CHECK(s.error_code == ErrorCode::BadField);

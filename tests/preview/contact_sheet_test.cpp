@@ -49,7 +49,7 @@ fs::path make_dataset() {
   fs::remove_all(d);
   fs::create_directories(d);
   ConvertOptions o;
-  o.format = OutputFormat::Png;
+  o.transform.format = OutputFormat::Png;
   DatasetWriter w(o, d, nullptr);
   ProcessedSample a = sample("a", 30, {10, 20, 30}, {5, 4, 10, 8}, {22, 15});
   ProcessedSample b = sample("b", 10, {200, 100, 50}, {100, 100, 1, 1}, {-50, -50});
