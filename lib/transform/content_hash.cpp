@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
-#include <opencv2/imgproc.hpp>
 #include <stdexcept>
+#include <utility>
 
 namespace tarmac {
 namespace {
@@ -47,20 +47,63 @@ PixelDigest pixel_digest(const cv::Mat& pixels) {
   return {h.low64, h.high64};
 }
 
+namespace {
+
+// Cell k of kSide along an axis of `size` pixels: [lo, hi), never empty (format.md 1.5).
+std::pair<int, int> cell(int k, int size) {
+  const int lo = static_cast<int>(int64_t{k} * size / kSide);
+  const int hi = static_cast<int>(int64_t{k + 1} * size / kSide);
+  return {lo, std::max(hi, lo + 1)};
+}
+
+}  // namespace
+
 uint64_t perceptual_hash(const cv::Mat& bgr) {
-  if (bgr.depth() != CV_8U || (bgr.channels() != 3 && bgr.channels() != 1))
+  if (bgr.depth() != CV_8U || (bgr.channels() != 3 && bgr.channels() != 1) || bgr.empty())
     throw std::invalid_argument("perceptual_hash: 8-bit BGR or grey pixels only");
-  cv::Mat grey = bgr;
-  if (bgr.channels() == 3) cv::cvtColor(bgr, grey, cv::COLOR_BGR2GRAY);
-  cv::Mat grey_f, small;
-  grey.convertTo(grey_f, CV_32F);
-  cv::resize(grey_f, small, cv::Size(kSide, kSide), 0, 0, cv::INTER_AREA);
+  // The grey 32x32 image: each cell's mean B, G, R (one pass over the pixels, integer sums),
+  // then OpenCV's grey weights on the means. Cheaper than a resize (no weights per pixel), and
+  // recomputable with a cumulative sum anywhere.
+  const int ch = bgr.channels();
+  std::array<std::pair<int, int>, kSide> xs;
+  for (int k = 0; k < kSide; ++k) xs[k] = cell(k, bgr.cols);
+  cv::Mat small(kSide, kSide, CV_64F);
+  for (int i = 0; i < kSide; ++i) {
+    const auto [y0, y1] = cell(i, bgr.rows);
+    std::array<std::array<uint64_t, 3>, kSide> sums{};
+    for (int y = y0; y < y1; ++y) {
+      const uint8_t* row = bgr.ptr<uint8_t>(y);
+      for (int k = 0; k < kSide; ++k) {
+        uint64_t b = 0, g = 0, r = 0;
+        if (ch == 3) {
+          for (int x = xs[k].first; x < xs[k].second; ++x) {
+            b += row[3 * x];
+            g += row[3 * x + 1];
+            r += row[3 * x + 2];
+          }
+        } else {
+          for (int x = xs[k].first; x < xs[k].second; ++x) b += row[x];
+        }
+        sums[k][0] += b;
+        sums[k][1] += g;
+        sums[k][2] += r;
+      }
+    }
+    for (int k = 0; k < kSide; ++k) {
+      const auto n = static_cast<double>(int64_t{y1 - y0} * (xs[k].second - xs[k].first));
+      const double b = static_cast<double>(sums[k][0]) / n;
+      small.at<double>(i, k) = ch == 3
+                                   ? 0.299 * (static_cast<double>(sums[k][2]) / n) +
+                                         0.587 * (static_cast<double>(sums[k][1]) / n) + 0.114 * b
+                                   : b;
+    }
+  }
   const auto& c = dct_rows();
   // low = C8 * X * C8^T, in double: first T = C8 * X (8 x 32), then T * C8^T (8 x 8).
   double t[kLow][kSide] = {};
   for (int k = 0; k < kLow; ++k)
     for (int y = 0; y < kSide; ++y) {
-      const float* row = small.ptr<float>(y);
+      const double* row = small.ptr<double>(y);
       const double ck = c[k][y];
       for (int x = 0; x < kSide; ++x) t[k][x] += ck * row[x];
     }

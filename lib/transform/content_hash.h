@@ -21,8 +21,9 @@ struct ContentHash {
 /// The digest of `pixels` (8-bit, any channel count; decode_image's BGR as the converter uses).
 PixelDigest pixel_digest(const cv::Mat& pixels);
 
-/// The pHash of `bgr` (8-bit, 3 channels BGR or 1 channel grey): grey, 32x32 by area, the
-/// orthonormal DCT-II, its 8x8 lowest frequencies against their median (format.md 1.5).
+/// The pHash of `bgr` (8-bit, 3 channels BGR or 1 channel grey): the grey means of a 32x32
+/// grid of cells, their orthonormal DCT-II, its 8x8 lowest frequencies against their median
+/// (format.md 1.5).
 uint64_t perceptual_hash(const cv::Mat& bgr);
 
 /// Both hashes of decoded pixels.

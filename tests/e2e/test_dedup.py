@@ -31,14 +31,30 @@ N_BASE = 30
 
 
 def phash(bgr):
-    """format.md 1.5, from its words: grey (OpenCV's BGR->grey), 32x32 by area as float32, the
-    orthonormal DCT-II (numpy, float64), the 8x8 lowest frequencies, bit 8*u+v set where the
-    coefficient is above their median."""
-    grey = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY) if bgr.ndim == 3 else bgr
-    small = cv2.resize(grey.astype(np.float32), (32, 32), interpolation=cv2.INTER_AREA).astype(np.float64)
+    """format.md 1.5, from its words: the mean B, G, R of each cell of a 32x32 grid (cell k of
+    an axis of n pixels: [k*n//32, max((k+1)*n//32, k*n//32 + 1))), grey = 0.299 R + 0.587 G +
+    0.114 B of the means, the orthonormal DCT-II (numpy, float64), the 8x8 lowest frequencies,
+    bit 8*u+v set where the coefficient is above their median."""
+    img = bgr.astype(np.int64)
+    if img.ndim == 2:
+        img = img[..., None]
+    h, w = img.shape[:2]
+    s = np.zeros((h + 1, w + 1, img.shape[2]), np.int64)
+    s[1:, 1:] = img.cumsum(0).cumsum(1)
+    k = np.arange(32)
+
+    def cells(n):
+        lo = k * n // 32
+        return lo, np.maximum((k + 1) * n // 32, lo + 1)
+
+    (y0, y1), (x0, x1) = cells(h), cells(w)
+    sums = (s[y1][:, x1] - s[y0][:, x1] - s[y1][:, x0] + s[y0][:, x0]).astype(np.float64)
+    means = sums / ((y1 - y0)[:, None] * (x1 - x0)[None, :])[..., None]
+    small = means[..., 0] if img.shape[2] == 1 else \
+        0.299 * means[..., 2] + 0.587 * means[..., 1] + 0.114 * means[..., 0]
     n = np.arange(32)
-    k = np.arange(8)[:, None]
-    c = np.sqrt(np.where(k == 0, 1 / 32, 2 / 32)) * np.cos(np.pi * (2 * n + 1) * k / 64)
+    kk = np.arange(8)[:, None]
+    c = np.sqrt(np.where(kk == 0, 1 / 32, 2 / 32)) * np.cos(np.pi * (2 * n + 1) * kk / 64)
     low = (c @ small @ c.T).ravel()
     med = np.median(low)
     return sum(1 << i for i, v in enumerate(low) if v > med)

@@ -35,23 +35,34 @@ cv::Mat natural(uint32_t seed, int w = 200, int h = 150) {
   return img + noise;
 }
 
-// The pHash as format.md 1.5 words it, with the DCT summed term by term from its definition
-// (not the separable matrix product the library uses).
+// The pHash as format.md 1.5 words it, each cell's mean taken pixel by pixel and the DCT summed
+// term by term from its definition (not the library's row sums and separable product).
 uint64_t phash_by_definition(const cv::Mat& bgr) {
-  cv::Mat grey, f, small;
-  cv::cvtColor(bgr, grey, cv::COLOR_BGR2GRAY);
-  grey.convertTo(f, CV_32F);
-  cv::resize(f, small, {32, 32}, 0, 0, cv::INTER_AREA);
+  double small[32][32];
+  for (int i = 0; i < 32; ++i)
+    for (int k = 0; k < 32; ++k) {
+      const int y0 = i * bgr.rows / 32, y1 = std::max((i + 1) * bgr.rows / 32, y0 + 1);
+      const int x0 = k * bgr.cols / 32, x1 = std::max((k + 1) * bgr.cols / 32, x0 + 1);
+      int64_t b = 0, g = 0, r = 0;
+      for (int y = y0; y < y1; ++y)
+        for (int x = x0; x < x1; ++x) {
+          const cv::Vec3b p = bgr.at<cv::Vec3b>(y, x);
+          b += p[0], g += p[1], r += p[2];
+        }
+      const double n = static_cast<double>((y1 - y0) * (x1 - x0));
+      small[i][k] = 0.299 * (static_cast<double>(r) / n) + 0.587 * (static_cast<double>(g) / n) +
+                    0.114 * (static_cast<double>(b) / n);
+    }
   std::vector<double> low;
   for (int u = 0; u < 8; ++u)
     for (int v = 0; v < 8; ++v) {
       double s = 0;
       for (int y = 0; y < 32; ++y)
         for (int x = 0; x < 32; ++x)
-          s += small.at<float>(y, x) * std::cos(std::numbers::pi * (2 * y + 1) * u / 64) *
+          s += small[y][x] * std::cos(std::numbers::pi * (2 * y + 1) * u / 64) *
                std::cos(std::numbers::pi * (2 * x + 1) * v / 64);
-      const double au = std::sqrt((u == 0 ? 1.0 : 2.0) / 32),
-                   av = std::sqrt((v == 0 ? 1.0 : 2.0) / 32);
+      const double au = std::sqrt((u == 0 ? 1.0 : 2.0) / 32);
+      const double av = std::sqrt((v == 0 ? 1.0 : 2.0) / 32);
       low.push_back(au * av * s);
     }
   std::vector<double> sorted = low;
