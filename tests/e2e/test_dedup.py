@@ -232,6 +232,7 @@ class DedupTest(fx.TmpCase):
 
     def test_the_python_reader_sees_phash(self):
         _, ds, dropped = self.run_mode("near")
+        sys.path.insert(0, os.path.join(fx.HERE, "..", "..", "python"))
         import tarmac
         with tarmac.Dataset(ds.out) as r:
             col = r.column("__phash__")
@@ -242,15 +243,19 @@ class DedupTest(fx.TmpCase):
             self.assertEqual(labels["__phash__"].tolist(), [int(ds.t["__phash__"][0]), int(ds.t["__phash__"][2])])
 
     def test_resume_after_sigterm_keeps_the_same_samples(self):
-        # Ten copies of the corpus under other keys (~20 MB, more than a one-thread run holds in
-        # flight): the copies after the first are all duplicates, kept ones before the stop.
+        # 30 copies of the corpus under other keys (1800 samples, ~60 MB; a one-thread run with a
+        # 1 MB group window holds at most ~600 samples in flight, 8 batches of up to 64, so the
+        # stop comes well before the end): the copies after the first are all duplicates, of
+        # samples kept before the stop.
+        copies = 30
         archives = [self.archive] + [
             write_corpus(self.path("again%d.tar" % r), [("r%d/%s" % (r, k),) + tuple(rest) for k, *rest in self.items])
-            for r in range(1, 10)]
+            for r in range(1, copies)]
         one = self.path("one")
-        fx.convert(self, archives, "--dedup", "near", out=one)
+        fx.convert(self, archives, "--dedup", "near", "--group-window", "1M", out=one)
         out = self.path("stopped")
-        args = [fx.TARMAC, "convert", *archives, "-o", out, "--dedup", "near", "-j", "1", "--checkpoint-every", "0"]
+        args = [fx.TARMAC, "convert", *archives, "-o", out, "--dedup", "near", "--group-window", "1M", "-j", "1",
+                "--checkpoint-every", "0"]
         cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
@@ -267,14 +272,15 @@ class DedupTest(fx.TmpCase):
         self.assertNotEqual(proc.returncode, 0, "finished before the stop")
         with open(cp) as f:
             stopped_at = json.load(f)
-        self.assertLess(stopped_at["entries"], 10 * len(self.items))
+        self.assertLess(stopped_at["entries"], copies * len(self.items))
         self.assertGreater(stopped_at["dedup"], 0)
-        p = fx.run(["convert", *archives, "-o", out, "--dedup", "near", "-j", "2", "--resume"])
+        p = fx.run(["convert", *archives, "-o", out, "--dedup", "near", "--group-window", "1M", "-j", "2",
+                    "--resume"])
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("resumed an interrupted run", p.stderr.decode())
         a, b = fx.Dataset(one), fx.Dataset(out)
         self.assertEqual(b.keys, a.keys)
-        self.assertEqual(len(ignored_duplicates(a)), 20 + 9 * len(self.items))
+        self.assertEqual(len(ignored_duplicates(a)), 20 + (copies - 1) * len(self.items))
         self.assertEqual(ignored_duplicates(b), ignored_duplicates(a))
         self.assertEqual(b.t["__phash__"].tolist(), a.t["__phash__"].tolist())
         with open(os.path.join(one, "labels.safetensors"), "rb") as f1, \
