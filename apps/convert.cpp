@@ -168,10 +168,10 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
     } catch (const ConvertStopped& e) {
       display.finish(false);
       return report_stop(e, o, g);
-    } catch (const FatalError& e) {
+    } catch (const FatalError& e) {  // before it started: usage (2) or data (1)
       display.finish(false);
       spdlog::error("{}", e.what());
-      return kDataError;
+      return error_exit_code(e);
     }
     display.finish(!r.already_complete);
     for (const auto& n : r.notes) spdlog::info("{}", n);

@@ -24,17 +24,11 @@ constexpr IntRange kMaxPixels{1, int64_t{1} << 40};
 constexpr IntRange kMaxOutputs{1, int64_t{1} << 32};
 constexpr IntRange kDedupDistance{0, 32};
 
-// --dedup exact | near | near:D.
+// --dedup exact | near | near:D (the rules between it and other options are the library's).
 DedupOptions dedup_flag(const ConvertFlags& f) {
   DedupOptions d;
   d.against = f.dedup_against;
-  if (f.dedup.empty()) {
-    if (!d.against.empty())
-      throw CLI::ValidationError("--dedup-against",
-                                 "drops samples that duplicate another dataset's; it needs "
-                                 "--dedup exact or --dedup near[:D]");
-    return d;
-  }
+  if (f.dedup.empty()) return d;
   if (f.dedup == "exact") {
     d.mode = DedupOptions::Mode::Exact;
   } else if (f.dedup == "near" || f.dedup.starts_with("near:")) {
@@ -47,15 +41,6 @@ DedupOptions dedup_flag(const ConvertFlags& f) {
                                               "': use exact (the same decoded pixels) or near[:D] "
                                               "(perceptual hashes within D bits, default 4)");
   }
-  if (f.no_images)
-    throw CLI::ValidationError("--dedup",
-                               "compares images, so it cannot be combined with --no-images");
-  if (!f.table.empty() || !f.instances.empty())
-    throw CLI::ValidationError("--dedup",
-                               "compares source images, and with " +
-                                   std::string(f.table.empty() ? "--instances" : "--table") +
-                                   " several outputs share one image; convert without it, or "
-                                   "leave out --dedup");
   return d;
 }
 constexpr NumberRange kProgressEvery{0.1, 86400};
@@ -194,29 +179,9 @@ ConvertOptions convert_options(const ConvertFlags& f) {
     o.transform.channels = ChannelMode::Keep;
   else
     throw CLI::ValidationError("--channels", "'" + f.channels + "': use 3, 1 or keep");
-  // The library refuses these too, but as a failed run (exit 1); they are usage errors.
-  if (o.transform.channels != ChannelMode::Three &&
-      (o.transform.format == OutputFormat::Webp || o.transform.format == OutputFormat::Raw))
-    throw CLI::ValidationError("--channels " + f.channels,
-                               "WebP and raw images are always 3-channel (WebP has no grey "
-                               "images); use --format jpg or png, or --channels 3");
-  if (o.transform.channels == ChannelMode::One && o.transform.format == OutputFormat::Keep)
-    throw CLI::ValidationError("--channels 1",
-                               "--format keep stores the source bytes, which cannot be "
-                               "converted to grey; use --format jpg or png");
   for (const auto& b : f.boxes) o.transform.boxes.push_back(parse_box_field(b));
   o.members.no_images = f.no_images;
   o.labels.classes_from_dirs = f.classes_from_dirs;
-  // The library refuses these too, but as a failed run (exit 1); they are usage errors (exit 2).
-  if (o.labels.classes_from_dirs && o.members.no_images)
-    throw CLI::ValidationError("--classes-from-dirs",
-                               "takes each sample's class from its image's folder; it cannot be "
-                               "combined with --no-images");
-  if (o.labels.classes_from_dirs &&
-      std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end())
-    throw CLI::ValidationError("--classes-from-dirs",
-                               "reads the inputs' names first, so it cannot read standard input "
-                               "('-')");
   o.table.path = f.table;
   try {
     o.table.options.format = parse_table_format(f.table_format);
@@ -232,14 +197,6 @@ ConvertOptions convert_options(const ConvertFlags& f) {
                                !f.table_prefix.empty() || f.table_format != "auto"))
     throw CLI::ValidationError("--table-*",
                                "the --table-... flags describe a --table FILE; give one");
-  if (!o.table.path.empty() && o.members.no_images)
-    throw CLI::ValidationError("--table",
-                               "rows are made from the images they name; it cannot be "
-                               "combined with --no-images");
-  if (!o.table.path.empty() && !o.labels.instances.empty())
-    throw CLI::ValidationError("--instances",
-                               "with --table, each row is already one output; "
-                               "--instances splits per-sample label files");
   if (o.labels.instances.empty() && !o.labels.instance_fields.empty())
     throw CLI::ValidationError("--instance-fields", "needs --instances FIELD");
   if (f.fit_aspect && (o.transform.geometry.width == 0 || o.transform.geometry.height == 0))
@@ -274,12 +231,6 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   else
     throw CLI::ValidationError("--on-duplicate",
                                "'" + f.on_duplicate + "': use error, first or last");
-  // The library refuses this too, but as a failed run (exit 1); it is a usage error (exit 2).
-  if (o.members.on_duplicate == OnDuplicate::Last &&
-      std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end())
-    throw CLI::ValidationError("--on-duplicate last",
-                               "reads the inputs twice (member names first), so it cannot "
-                               "read standard input ('-'); use first or error");
   if (f.key_rule == "first-dot")
     o.members.key_rule = KeyRule::FirstDot;
   else if (f.key_rule == "last-dot")
@@ -287,7 +238,7 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   else
     throw CLI::ValidationError("--key-rule", "'" + f.key_rule + "': use first-dot or last-dot");
   o.dedup = dedup_flag(f);
-  // The library also refuses I >= N (exit 1); from the command line it is a usage error.
+  // Parsed whole here (the text); the library's check_part refuses I >= N as well.
   if (!f.shard.empty()) std::tie(o.part.index, o.part.count) = part_flag("--shard", f.shard);
   o.members.image_exts = without_dots(f.image);
   o.members.dense = without_dots(f.dense);

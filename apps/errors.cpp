@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "apps/commands.h"
+#include "common/error.h"
+
 namespace tarmac::cli {
 namespace {
 
@@ -50,6 +53,10 @@ std::vector<std::string> option_names(const CLI::App& app) {
 }
 
 }  // namespace
+
+int error_exit_code(const std::exception& e) {
+  return dynamic_cast<const UsageError*>(&e) ? kUsageError : kDataError;
+}
 
 void print_json(const nlohmann::ordered_json& j) {
   std::printf("%s\n",

@@ -3,11 +3,16 @@
 // NO_COLOR), with "did you mean" for a mistyped command or option, and, under --json, also as
 // one JSON document on stdout (docs/cli.md, "Exit codes and errors").
 #include <CLI/CLI.hpp>
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace tarmac::cli {
+
+/// The exit status for what a library call threw: 2 (usage) for a UsageError, the options
+/// being wrong; 1 for any other failure.
+int error_exit_code(const std::exception& e);
 
 /// Prints `j` on stdout as the command's JSON document (and notes that one was printed).
 void print_json(const nlohmann::ordered_json& j);

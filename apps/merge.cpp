@@ -38,6 +38,9 @@ Runner setup_merge(CLI::App& app, const GlobalFlags& g) {
     } catch (const Interrupted& e) {
       spdlog::warn("{}; nothing was written to '{}' (run the merge again)", e.what(), o->output);
       return signal_exit_code(e.signal());
+    } catch (const UsageError& e) {
+      spdlog::error("{}", e.what());
+      return error_exit_code(e);
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
       spdlog::error("merge failed; nothing was written to '{}'", o->output);

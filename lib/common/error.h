@@ -1,7 +1,8 @@
 #pragma once
 // One error vocabulary. Two grades of failure, kept apart in the type (as libarchive does with
 // ARCHIVE_WARN/ARCHIVE_FATAL): a SampleError spoils one sample, and the run may go on without
-// it under --on-error skip; a FatalError stops the run. What was left out or ignored carries an
+// it under --on-error skip; a FatalError stops the run (a UsageError, before it starts: the
+// options are wrong). What was left out or ignored carries an
 // ErrorCode, a stable name users filter and count by in the manifest (`code`), next to the
 // human reason. The reader's API errors map one to one to the C ABI's codes (ReadErrorCode).
 #include <cstdint>
@@ -71,6 +72,14 @@ class SampleError : public std::runtime_error {
 class FatalError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+/// The options are wrong: a value out of range, or options that cannot go together. Thrown
+/// before anything is read or written; the message names the option(s) and the fix. The CLI
+/// exits 2 (usage) with it, as for a flag it could not parse.
+class UsageError : public FatalError {
+ public:
+  using FatalError::FatalError;
 };
 
 /// A parser of untrusted bytes (labels, images, annotation file) refused its input.

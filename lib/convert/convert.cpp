@@ -57,14 +57,11 @@ using json = nlohmann::ordered_json;
 using namespace format;
 
 PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_inputs) {
+  check_part(o.part);
   if (o.part.count <= 1) {
     if (part_inputs) *part_inputs = o.source.inputs;
     return PartSplit::None;
   }
-  if (o.part.index >= o.part.count)
-    throw FatalError("--shard " + std::to_string(o.part.index) + "/" +
-                     std::to_string(o.part.count) +
-                     ": the part index must be below the part count (parts are numbered from 0)");
   const uint64_t m = o.source.inputs.size(), n = o.part.count;
   // A table's rows may pair members of different inputs: every part reads them all.
   if (m < n || !o.table.path.empty()) {
@@ -100,8 +97,8 @@ void begin_phase(ConvertProgress* p, ConvertProgress::Phase phase, uint64_t tota
 // How the run groups members into samples. --on-duplicate: inputs are numbered among all of
 // o.source.inputs, so that a part of --shard I/N by inputs keeps the sample one run over all inputs
 // would keep. Under `last`, a pre-pass over this part's inputs and all later ones finds each
-// key's last input; under `first`, a part by inputs reads the keys of the parts before it
-// (into `kept`, which the options then point to).
+// key's last input (check_convert_options refused standard input); under `first`, a part by
+// inputs reads the keys of the parts before it (into `kept`, which the options then point to).
 GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const InputReaderOptions& ro,
                             KeySet& kept) {
   GrouperOptions grouping;
@@ -115,10 +112,6 @@ GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const Inpu
       (o.members.on_duplicate != OnDuplicate::First || grouping.first_input == 0))
     return grouping;
   const bool last = o.members.on_duplicate == OnDuplicate::Last;
-  if (last &&
-      std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end())
-    throw FatalError(
-        "--on-duplicate last reads the inputs twice, so it cannot read standard input ('-')");
   const auto begin = o.source.inputs.begin() + (last ? grouping.first_input : 0);
   InputReader scan(
       std::vector<std::string>(begin, last ? o.source.inputs.end() : begin + grouping.first_input),
@@ -275,43 +268,11 @@ struct FeedOutcome {
   Clock::time_point finish_t0;  // when the last sample was written
 };
 
-// The option rules that need no input: refused (FatalError) before anything is read.
-void check_options(const ConvertOptions& o) {
-  if (o.transform.format == OutputFormat::Keep && (o.transform.geometry.crop != CropMode::None ||
-                                                   o.transform.geometry.resize != ResizeMode::None))
-    throw FatalError(
-        "--format keep stores the source bytes untouched; it cannot be combined "
-        "with --crop or --size");
-  if (o.labels.classes_from_dirs && o.members.no_images)
-    throw FatalError(
-        "--classes-from-dirs takes each sample's class from the folder of its image; it cannot "
-        "be combined with --no-images");
-  if (!o.table.path.empty() && o.members.no_images)
-    throw FatalError(
-        "--table: rows are made from the images they name; it cannot be combined "
-        "with --no-images");
-  if (!o.table.path.empty() && !o.labels.instances.empty())
-    throw FatalError(
-        "--instances splits per-sample label files; with --table each row is "
-        "already one output");
-  const DedupOptions& d = o.dedup;
-  if (d.enabled() && (o.members.no_images || !o.table.path.empty() || !o.labels.instances.empty()))
-    throw FatalError(std::string("--dedup compares source images; it cannot be combined with ") +
-                     (o.members.no_images ? "--no-images"
-                      : o.table.path.empty()
-                          ? "--instances, with which several outputs share one image"
-                          : "--table, with which several outputs share one image"));
-  if (d.enabled() && (d.distance < 0 || d.distance > 32))
-    throw FatalError("--dedup near:" + std::to_string(d.distance) +
-                     ": the distance must be 0 to 32 bits");
-  if (!d.enabled() && !d.against.empty())
-    throw FatalError("--dedup-against needs --dedup exact or --dedup near[:D]");
-}
-
 // Settles what the run reads: remote prefixes and brace ranges expanded into the objects they
 // name (each checked to exist), this part's inputs, the class folders (--classes-from-dirs,
-// set in `o`), the whole table read and its rows grouped (--table). Throws FatalError (or
-// ConvertStopped for a stop request) with nothing written: an earlier checkpoint is as it was.
+// set in `o`), the whole table read and its rows grouped (--table). Throws UsageError or
+// FatalError (ConvertStopped for a stop request) with nothing written: an earlier checkpoint is as
+// it was.
 RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
   RunPlan plan;
   if (std::any_of(o.source.inputs.begin(), o.source.inputs.end(),
@@ -324,12 +285,8 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
   plan.split = select_part(o, &plan.part_inputs);
   if (o.run.resume &&
       std::find(plan.part_inputs.begin(), plan.part_inputs.end(), "-") != plan.part_inputs.end())
-    throw FatalError("--resume cannot be used with standard input (-): it cannot be read again");
+    throw UsageError("--resume cannot be used with standard input (-): it cannot be read again");
   if (o.labels.classes_from_dirs && o.labels.classes.empty()) {
-    if (std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") != o.source.inputs.end())
-      throw FatalError(
-          "--classes-from-dirs reads the inputs' names first, so it cannot read standard input "
-          "('-')");
     std::vector<std::string> notes;  // said once the output exists (open_output)
     InputReaderOptions ro;
     ro.max_member_size = o.limits.max_member_size;
@@ -645,7 +602,7 @@ void describe_schema(const DatasetWriter& writer, ConvertResult& result) {
 
 ConvertResult convert(const ConvertOptions& options) {
   const auto t0 = Clock::now();
-  check_options(options);
+  check_convert_options(options);
   ConvertOptions o = options;  // with the inputs expanded and the class folders found
   const fs::path out(o.output);
   const fs::path staging = out / kStagingDir;

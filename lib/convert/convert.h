@@ -164,14 +164,16 @@ const char* phase_text(ConvertProgress::Phase phase);
 /// sequence number (order of first appearance) is I modulo N.
 enum class PartSplit { None, Inputs, Samples };
 
-/// The split a run uses, and for PartSplit::Inputs the inputs of its part (in order).
+/// The split a run uses, and for PartSplit::Inputs the inputs of its part (in order). Throws
+/// UsageError for a part that does not exist (check_part).
 PartSplit select_part(const ConvertOptions& options, std::vector<std::string>* part_inputs);
 
 /// Runs a conversion, holding the output directory's lock (write/output_lock.h) throughout.
-/// Throws FatalError before it starts (options, a locked or non-empty output, a refused
-/// resume), else ConvertStopped: for the first bad sample with skip_errors off, any error on
-/// the way, or a stop request. Either way nothing is left in the output directory that looks
-/// like a dataset, and the last checkpoint is kept for --resume when there is one.
+/// Throws UsageError for wrong options (check_convert_options; --resume of standard input)
+/// before it reads anything; FatalError before it starts (a locked or non-empty output, a
+/// refused resume); else ConvertStopped: for the first bad sample with skip_errors off, any
+/// error on the way, or a stop request. Either way nothing is left in the output directory
+/// that looks like a dataset, and the last checkpoint is kept for --resume when there is one.
 /// `options.run.progress`, when set, is updated throughout.
 ConvertResult convert(const ConvertOptions& options);
 

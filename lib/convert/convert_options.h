@@ -1,7 +1,8 @@
 #pragma once
 // What a conversion is asked to do (convert()'s options), grouped by concern: where samples
 // come from, what members and labels are, the table, the transform, the limits, the part of a
-// scale-out, provenance, and how the run is controlled. Nothing here is set by convert().
+// scale-out, provenance, and how the run is controlled. Nothing here is set by convert(); the
+// rules between options are checked in one place (check_convert_options).
 #include <cstdint>
 #include <set>
 #include <string>
@@ -160,5 +161,16 @@ struct ConvertOptions {
   Provenance provenance;
   RunControl run;
 };
+
+/// Refuses (UsageError) --channels that --format cannot store: 1 or keep with WebP or raw, 1
+/// with keep.
+void check_channels_format(const TransformOptions& t);
+
+/// Refuses (UsageError) a part count of 0 or a part index not below it.
+void check_part(const PartOptions& p);
+
+/// Refuses (UsageError, naming the options and the fix) options that cannot go together, or
+/// a part that does not exist (check_part). convert() calls it before it reads anything.
+void check_convert_options(const ConvertOptions& o);
 
 }  // namespace tarmac

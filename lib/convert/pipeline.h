@@ -118,9 +118,18 @@ class Pipeline {
  public:
   explicit Pipeline(size_t max_in_flight) : max_in_flight_(max_in_flight) {}
 
+  /// For tests, to reach an ordering without sleeping: called each time a side starts to wait
+  /// (the reader for room, a worker for work, the writer for the next item in order), under
+  /// the pipeline's lock, so it must not call the pipeline. Set before the threads start.
+  struct WaitHooks {
+    std::function<void()> reader, worker, writer;
+  };
+  void set_wait_hooks(WaitHooks hooks) { hooks_ = std::move(hooks); }
+
   bool push(Item&& it) {  // reader
     std::unique_lock lk(mu_);
     const auto t = Clock::now();
+    if (hooks_.reader && !(in_flight_ < max_in_flight_ || cancelled_ || stopped_)) hooks_.reader();
     cv_space_.wait(lk, [&] { return in_flight_ < max_in_flight_ || cancelled_ || stopped_; });
     waits_.reader += seconds_since(t);
     if (cancelled_ || stopped_) return false;
@@ -151,7 +160,9 @@ class Pipeline {
   std::optional<Work> take() {
     std::unique_lock lk(mu_);
     const auto t = Clock::now();
-    cv_todo_.wait(lk, [&] { return !todo_.empty() || !ahead_.empty() || total_ || cancelled_; });
+    const auto ready = [&] { return !todo_.empty() || !ahead_.empty() || total_ || cancelled_; };
+    if (hooks_.worker && !ready()) hooks_.worker();
+    cv_todo_.wait(lk, ready);
     waits_.workers += seconds_since(t);
     if (cancelled_) return std::nullopt;
     Work w;
@@ -188,6 +199,7 @@ class Pipeline {
       }
       if (total_ && next_ == *total_) return std::nullopt;
       const auto t = Clock::now();
+      if (hooks_.writer) hooks_.writer();
       const auto woke = cv_done_.wait_for(lk, tick);
       waits_.writer += seconds_since(t);
       if (woke == std::cv_status::timeout) {
@@ -242,6 +254,7 @@ class Pipeline {
   bool cancelled_ = false;
   std::atomic<bool> stopped_{false};
   Waits waits_;
+  WaitHooks hooks_;
 };
 
 /// A pipeline's threads, joined whatever happens: leaving the scope without join() (an

@@ -336,18 +336,6 @@ void guarded(ProcessedSample& out, Context& ctx, F&& f) {
   }
 }
 
-void check_channels_format(const ConvertOptions& o) {
-  if (o.transform.channels != ChannelMode::Three &&
-      (o.transform.format == OutputFormat::Webp || o.transform.format == OutputFormat::Raw ||
-       (o.transform.format == OutputFormat::Keep && o.transform.channels == ChannelMode::One)))
-    throw FatalError(
-        "--channels " + std::string(o.transform.channels == ChannelMode::One ? "1" : "keep") +
-        " cannot be stored with --format " +
-        (o.transform.format == OutputFormat::Keep ? "keep (the source bytes)"
-                                                  : format_extension(o.transform.format)) +
-        ": WebP and raw images are 3-channel; use --format jpg or png");
-}
-
 void check_required(const std::vector<SampleField>& fields, const ConvertOptions& o) {
   for (const auto& name : o.labels.require_fields) {
     const auto it = std::find_if(fields.begin(), fields.end(),
@@ -387,7 +375,7 @@ class ImageSource {
         o_(o),
         single_(single),
         dense_mats_(dense_.size()) {
-    check_channels_format(o);
+    check_channels_format(o.transform);
     ctx.member = &image.name;
     ctx.parse_code = ErrorCode::BadImage;
     hdr_ = probe_image(image.data);

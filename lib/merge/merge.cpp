@@ -604,7 +604,7 @@ struct PlacedShards {
 // numbering classes alike, fields that reconcile, no key twice. Throws FatalError naming the
 // part, with nothing written; a part converted with other options than the first is a warning.
 PartSet open_mergeable_parts(const MergeOptions& o, std::vector<std::string>& warnings) {
-  if (o.parts.empty()) throw FatalError("nothing to merge: give the part directories");
+  if (o.parts.empty()) throw UsageError("nothing to merge: give the part directories");
   PartSet set;
   set.all = open_parts(o.parts);
   for (const auto& p : set.all)

@@ -32,10 +32,10 @@ struct MergeResult {
   std::vector<std::string> warnings;  ///< e.g. parts converted with different options
 };
 
-/// Merges `options.parts` into `options.output`. Throws FatalError naming the part(s) and
-/// the reason: a part that is not a valid dataset, incompatible schemas or stored blob
-/// kinds, a key present in two parts, an I/O failure. Nothing that looks like a dataset is
-/// left behind on failure.
+/// Merges `options.parts` into `options.output`. Throws UsageError when no part is given;
+/// FatalError naming the part(s) and the reason: a part that is not a valid dataset,
+/// incompatible schemas or stored blob kinds, a key present in two parts, an I/O failure.
+/// Nothing that looks like a dataset is left behind on failure.
 MergeResult merge_datasets(const MergeOptions& options);
 
 }  // namespace tarmac

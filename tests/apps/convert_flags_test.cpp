@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "apps/flag_values.h"
+#include "common/error.h"
 
 using namespace tarmac;
 using namespace tarmac::cli;
@@ -32,6 +33,22 @@ std::string refusal(const std::string& flags) {
     return e.what();
   }
   return "(accepted)";
+}
+
+// The message of the UsageError (exit 2) the library refuses the flags' options with: the
+// flags parse, and the rule between them is the library's (check_convert_options).
+std::string library_refusal(const ConvertFlags& f) {
+  const ConvertOptions o = convert_options(f);
+  try {
+    check_convert_options(o);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+std::string library_refusal(const std::string& flags) {
+  return library_refusal(parse(flags));
 }
 
 }  // namespace
@@ -230,9 +247,19 @@ TEST_CASE("convert flags: --format, --boxes, --points, --dense, --image, --ragge
   CHECK(options("--channels keep --format keep").transform.channels == ChannelMode::Keep);
   CHECK(options("--channels 3 --format webp").transform.channels == ChannelMode::Three);
   CHECK(refusal("--channels 2") == "--channels: '2': use 3, 1 or keep");
-  CHECK(refusal("--channels keep --format webp").find("WebP has no grey") != std::string::npos);
-  CHECK(refusal("--channels 1 --format raw").find("always 3-channel") != std::string::npos);
-  CHECK(refusal("--channels 1 --format keep").find("--format keep") != std::string::npos);
+  // Rules between options are the library's (UsageError); the flags themselves parse.
+  const std::string three =
+      ": WebP and raw images are always 3-channel (WebP has no grey images); use --format jpg "
+      "or png, or --channels 3";
+  CHECK(library_refusal("--channels keep --format webp") ==
+        "--channels keep cannot be stored with --format webp" + three);
+  CHECK(library_refusal("--channels 1 --format raw") ==
+        "--channels 1 cannot be stored with --format raw" + three);
+  CHECK(library_refusal("--channels 1 --format keep") ==
+        "--channels 1 cannot be stored with --format keep: the source bytes are stored as they "
+        "are, so they cannot be converted to grey; use --format jpg or png");
+  CHECK(library_refusal("--channels keep --format keep") == "(accepted)");
+  CHECK(library_refusal("--channels 3 --format webp") == "(accepted)");
 
   const ConvertOptions o = options(
       "--boxes a --boxes b:xyxy --boxes c:xywh --points kp --dense .depth.png "
@@ -310,6 +337,17 @@ TEST_CASE("convert flags: --shard I/N") {
   CHECK(refusal("--shard 1/0") == "--shard: '1/0" + use);
   CHECK(refusal("--shard 3") == "--shard: '3" + use);
   CHECK(refusal("--shard a/2") == "--shard: 'a/2" + use);
+  // A library caller's part is held to the same rule (UsageError).
+  ConvertFlags part;
+  part.shard = "0/2";
+  ConvertOptions parted = convert_options(part);
+  parted.part.index = 2;
+  CHECK_THROWS_MATCHES(check_convert_options(parted), UsageError,
+                       Catch::Message("--shard 2/2: the part index must be below the part count "
+                                      "(parts are numbered from 0)"));
+  parted.part = {0, 0};
+  CHECK_THROWS_MATCHES(check_convert_options(parted), UsageError,
+                       Catch::Message("--shard I/0: the part count must be at least 1"));
   CHECK(refusal("--shard 1/2x") == "--shard: '1/2x" + use);
   CHECK(refusal("--shard 0/1000001") == "--shard: '0/1000001" + use);
   CHECK(refusal("--shard 1/2.0") == "--shard: '1/2.0" + use);
@@ -343,15 +381,16 @@ TEST_CASE("convert flags: --on-error, --on-duplicate, --threads, run flags") {
   f.on_duplicate = "both";
   CHECK_THROWS_WITH(convert_options(f), "--on-duplicate: 'both': use error, first or last");
 
-  // Standard input cannot be read twice.
+  // Standard input cannot be read twice: the library's rule.
   f = ConvertFlags{};
   f.inputs = {"-", "b.tar"};
   f.on_duplicate = "last";
-  CHECK_THROWS_WITH(convert_options(f),
-                    "--on-duplicate last: reads the inputs twice (member names first), so it "
-                    "cannot read standard input ('-'); use first or error");
+  CHECK(library_refusal(f) ==
+        "--on-duplicate last reads the inputs twice (member names first), so it cannot read "
+        "standard input ('-'); use first or error");
   f.on_duplicate = "first";
   CHECK(convert_options(f).members.on_duplicate == OnDuplicate::First);
+  CHECK(library_refusal(f) == "(accepted)");
 }
 
 // The manifest's "options" (tests/e2e/test_format.py reads "--format" and "--shard-size"):
@@ -493,4 +532,31 @@ TEST_CASE("flag values: integer_flag, number_flag, size_flag, part_flag") {
   const SizeValue n = size_flag("--size", "224");
   CHECK((n.width == 224 && n.height == 224 && n.single));
   CHECK(part_flag("--shard", "999999/1000000") == std::pair<uint32_t, uint32_t>{999999, 1000000});
+}
+
+TEST_CASE("convert flags: rules between options are the library's, each a UsageError (exit 2)") {
+  CHECK(library_refusal("--format keep --crop center") ==
+        "--format keep stores the source bytes untouched; it cannot be combined with --crop or "
+        "--size");
+  CHECK(library_refusal("--format keep --size 64") ==
+        library_refusal("--format keep --crop center"));
+  CHECK(library_refusal("--classes-from-dirs --no-images") ==
+        "--classes-from-dirs takes each sample's class from the folder of its image; it cannot "
+        "be combined with --no-images");
+  CHECK(library_refusal("--table t.csv --no-images") ==
+        "--table: rows are made from the images they name; it cannot be combined with "
+        "--no-images");
+  CHECK(library_refusal("--table t.csv --instances persons") ==
+        "--instances splits per-sample label files; with --table each row is already one output");
+  ConvertFlags f = parse("--classes-from-dirs");
+  CHECK(library_refusal(f) == "(accepted)");
+  f.inputs = {"-"};
+  CHECK(library_refusal(f) ==
+        "--classes-from-dirs reads the inputs' names first, so it cannot read standard input "
+        "('-')");
+  // Given the class names, a library caller needs no pre-pass: standard input is fine.
+  ConvertOptions named = convert_options(f);
+  named.labels.classes = {"cat", "dog"};
+  CHECK_NOTHROW(check_convert_options(named));
+  CHECK(library_refusal("--table t.csv --crop center --size 64 --channels 1") == "(accepted)");
 }

@@ -1,7 +1,11 @@
 #include "convert/pipeline.h"
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <condition_variable>
+#include <mutex>
+#include <numeric>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -37,58 +41,99 @@ ProcessedSample fake_work(const RawSample& r) {
 
 TEST_CASE("pipeline: the writer gets items in order whatever order the workers finish in") {
   constexpr uint64_t kItems = 200;
-  Pipeline pipe(8);
-  // No Catch2 assertion on another thread (Catch2 is not thread-safe): results are checked
-  // after the threads are joined.
-  std::atomic<bool> all_pushed{true};
-  std::thread reader([&] {
-    for (uint64_t k = 0; k < kItems; ++k)
-      if (!pipe.push(item(k, std::to_string(k)))) all_pushed = false;
-    pipe.close_input(kItems);
-  });
-  std::vector<std::thread> workers;
-  for (int w = 0; w < 3; ++w)
-    workers.emplace_back([&, w] {
-      std::mt19937 rng(static_cast<unsigned>(w));
-      while (auto work = pipe.take()) {
-        Item& it = *work->item;
-        for (Entry& e : it.entries) e.done = fake_work(e.raw);
-        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
-        pipe.finish(std::move(it));
-      }
-    });
+  Pipeline pipe(kItems);
+  for (uint64_t k = 0; k < kItems; ++k) REQUIRE(pipe.push(item(k, std::to_string(k))));
+  pipe.close_input(kItems);
+  // The test is the workers: it takes every item, then finishes them in a shuffled order, one
+  // each time the writer has to wait for the next item in order.
+  std::vector<Item> taken;
+  while (auto work = pipe.take()) {
+    REQUIRE(work->item);
+    for (Entry& e : work->item->entries) e.done = fake_work(e.raw);
+    taken.push_back(std::move(*work->item));
+  }
+  REQUIRE(taken.size() == kItems);
+  std::vector<size_t> order(kItems);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  REQUIRE_FALSE(std::is_sorted(order.begin(), order.end()));
+  size_t finished = 0;
+  std::vector<bool> is_finished(kItems, false);
+  const auto finish_one = [&] {
+    if (finished == kItems) return;
+    const size_t k = order[finished++];
+    is_finished[k] = true;
+    pipe.finish(std::move(taken[k]));
+  };
   uint64_t expected = 0;
-  while (auto it = pipe.next(std::chrono::milliseconds(50), [] {})) {
+  bool prefix_finished = true;  // each item handed on only after it and all before it finished
+  while (auto it = pipe.next(std::chrono::milliseconds(1), finish_one)) {
     CHECK(it->seq == expected);
     CHECK(it->entries.at(0).done->key == std::to_string(expected) + ":4");
+    for (uint64_t k = 0; k <= it->seq && k < kItems; ++k) prefix_finished &= is_finished[k];
     ++expected;
   }
   CHECK(expected == kItems);
-  reader.join();
-  for (auto& w : workers) w.join();
-  CHECK(all_pushed);
+  CHECK(finished == kItems);
+  CHECK(prefix_finished);
 }
+
+namespace {
+
+// What a test waits for, set once from any thread: the first set() wins. A pipeline's wait hook
+// may set it (it takes only its own lock, never the pipeline's).
+class Event {
+ public:
+  void set(int what) {
+    const std::lock_guard lk(mu_);
+    if (value_ == 0) value_ = what;
+    cv_.notify_all();
+  }
+  int wait() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return value_ != 0; });
+    return value_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int value_ = 0;
+};
+
+constexpr int kBlocked = 1, kReturned = 2;
+
+}  // namespace
 
 TEST_CASE("pipeline: the reader blocks while max_in_flight items are not retired") {
   Pipeline pipe(2);
+  Event reader;  // whichever comes first: the push blocks for room, or it returns
+  pipe.set_wait_hooks({.reader = [&] { reader.set(kBlocked); }, .worker = {}, .writer = {}});
   REQUIRE(pipe.push(item(0, "a")));
   REQUIRE(pipe.push(item(1, "b")));
   std::atomic<bool> pushed{false};
-  std::thread reader([&] { pushed = pipe.push(item(2, "c")); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  CHECK_FALSE(pushed);  // blocked: two items in flight
+  std::thread thread([&] {
+    pushed = pipe.push(item(2, "c"));
+    reader.set(kReturned);
+  });
+  CHECK(reader.wait() == kBlocked);  // two items in flight: no room for a third
+  CHECK_FALSE(pushed);
   auto w = pipe.take();
   REQUIRE(w);
   pipe.finish(std::move(*w->item));
   auto first = pipe.next(std::chrono::milliseconds(10), [] {});
   REQUIRE(first);
   CHECK(first->seq == 0);
-  reader.join();  // room for one more: the push went through
+  thread.join();  // room for one more: the push went through
   CHECK(pushed);
 }
 
 TEST_CASE("pipeline: cancel wakes every side and refuses new work") {
   Pipeline pipe(1);
+  Event reader_blocked, writer_waiting;
+  pipe.set_wait_hooks({.reader = [&] { reader_blocked.set(kBlocked); },
+                       .worker = {},
+                       .writer = [&] { writer_waiting.set(kBlocked); }});
   REQUIRE(pipe.push(item(0, "a")));
   std::atomic<int> woke{0};
   std::thread blocked_reader([&] {
@@ -97,7 +142,8 @@ TEST_CASE("pipeline: cancel wakes every side and refuses new work") {
   std::thread writer([&] {
     if (!pipe.next(std::chrono::milliseconds(10), [] {})) ++woke;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  reader_blocked.wait();  // both sides are waiting: for room, and for item 0 to be finished
+  writer_waiting.wait();
   pipe.cancel();
   blocked_reader.join();
   writer.join();
@@ -109,13 +155,11 @@ TEST_CASE("pipeline: cancel wakes every side and refuses new work") {
 TEST_CASE("pipeline: the writer reports while it waits") {
   Pipeline pipe(4);
   int ticks = 0;
-  std::thread late([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(60));
-    pipe.close_input(0);
-  });
-  CHECK_FALSE(pipe.next(std::chrono::milliseconds(5), [&] { ++ticks; }));
-  late.join();
-  CHECK(ticks >= 2);
+  // The input ends only once the writer, waiting for it, has reported twice.
+  CHECK_FALSE(pipe.next(std::chrono::milliseconds(1), [&] {
+    if (++ticks == 2) pipe.close_input(0);
+  }));
+  CHECK(ticks == 2);
 }
 
 TEST_CASE("ahead jobs: run once, by whoever comes first; the result is taken once") {

@@ -319,6 +319,47 @@ class HabitsTest(fx.TmpCase):
         self.assertEqual(options["--quality"], "80")  # decimal, not octal 0o80
         self.assertEqual(options["--size"], "8x12")
 
+    def test_option_rules_are_the_librarys_usage_errors(self):
+        """Rules between options are checked once, by the library (a UsageError): the CLI exits 2
+        with the library's message, before anything is read or written (issue #25)."""
+        src = fx.write_tar(self.path("r.tar"), samples(2))
+        tree = self.path("r-tree")
+        fx.write_tree(tree, [("cat/1.png", fx.png(fx.smooth_rgb(8, 8)))])
+        rules = [
+            ([src, "--format", "keep", "--size", "64"],
+             "--format keep stores the source bytes untouched; it cannot be combined with --crop or --size"),
+            ([src, "--channels", "keep", "--format", "webp"],
+             "--channels keep cannot be stored with --format webp: WebP and raw images are always "
+             "3-channel (WebP has no grey images); use --format jpg or png, or --channels 3"),
+            ([src, "--channels", "1", "--format", "keep"],
+             "--channels 1 cannot be stored with --format keep: the source bytes are stored as they "
+             "are, so they cannot be converted to grey; use --format jpg or png"),
+            ([tree, "--classes-from-dirs", "--no-images"],
+             "--classes-from-dirs takes each sample's class from the folder of its image; it cannot "
+             "be combined with --no-images"),
+            (["-", "--classes-from-dirs"],
+             "--classes-from-dirs reads the inputs' names first, so it cannot read standard input ('-')"),
+            ([src, "--table", self.path("t.csv"), "--no-images"],
+             "--table: rows are made from the images they name; it cannot be combined with --no-images"),
+            ([src, "--table", self.path("t.csv"), "--instances", "persons"],
+             "--instances splits per-sample label files; with --table each row is already one output"),
+            (["-", src, "--on-duplicate", "last"],
+             "--on-duplicate last reads the inputs twice (member names first), so it cannot read "
+             "standard input ('-'); use first or error"),
+            (["-", "--resume"], "--resume cannot be used with standard input (-): it cannot be read again"),
+        ]
+        for i, (args, message) in enumerate(rules):
+            out = self.path(f"r-out{i}")
+            p = fx.run(["convert", *args, "-o", out], stdin=b"")
+            err = p.stderr.decode()
+            self.assertEqual(p.returncode, 2, (args, err))
+            self.assertEqual(err, "tarmac: error: " + message + "\n", args)
+            self.assertFalse(os.path.exists(out), args)  # refused before the output was made
+            p = fx.run(["convert", *args, "-o", out, "--json"], stdin=b"")
+            self.assertEqual(p.returncode, 2, args)
+            doc = json.loads(p.stdout)["error"]
+            self.assertEqual((doc["code"], doc["message"]), ("usage_error", message), args)
+
     def test_json_errors_are_json_documents(self):
         ds = self.path("j-ds")
         src = fx.write_tar(self.path("j.tar"), samples(2))

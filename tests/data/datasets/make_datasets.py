@@ -27,6 +27,10 @@ Datasets (K = the sample number):
             "score": K or K + 0.5, "pts": K%3+1 points [1.5, 2], "name": "nK"}; see PARTS.
   raw3/     3 samples r/0..r/2, KEY.rgb raw RGB 4x3 (raw_pixel(K)), KEY.v.npy F32 [2]
             [K + 0.25, -K]; metadata blob_encodings = {"__image__":"rgb"}.
+  sheet2/   2 samples for the contact sheet's test (tests/preview): KEY.png uniform RGB, a
+            30x20 (10, 20, 30), b 10x20 (200, 100, 50); KEY.json {"bb": F32 [4], "kp": F32
+            [1, 2]}: a [5, 4, 10, 8], [[22, 15]]; b [100, 100, 1, 1], [[-50, -50]].
+            Like `tarmac convert sheet2.tar -o sheet2 --format png`.
   read12_columns/  derived columns of read12 (format.md 9), to be copied into a copy of
             read12 as columns/: emb.safetensors F32 [3] per sample [K, 2K, -K] (uniform:
             values [12, 3]); lat.safetensors U16 [2, 1 + K%3] per sample, 100K + j (ragged:
@@ -467,6 +471,32 @@ def raw3(out, archives):
                          archives=archives)
 
 
+SHEET2 = [("a", 30, (10, 20, 30), [5, 4, 10, 8], [[22, 15]]),
+          ("b", 10, (200, 100, 50), [100, 100, 1, 1], [[-50, -50]])]
+
+
+def sheet2(out, archives):
+    samples = []
+    for key, w, rgb, bb, kp in SHEET2:
+        img = np.empty((20, w, 3), np.uint8)
+        img[...] = rgb
+        image = png(img)
+        lab = {"bb": bb, "kp": kp}
+        samples.append({
+            "key": key,
+            "blobs": [("png", image, w, 20)],
+            "labels": [("bb", "json", "numeric", "F32", np.array(bb, np.float32)),
+                       ("kp", "json", "numeric", "F32", np.array(kp, np.float32))],
+            "inputs": [("png", image), ("json", json.dumps(lab).encode())],
+        })
+    options = read12_options(**{"inputs": "sheet2.tar", "--output": "sheet2", "--dense": None,
+                                "--shard-size": "1G"})
+    cmd = "tarmac convert sheet2.tar -o sheet2 --format png".split()
+    return write_dataset(out, samples, shard_size=1 << 30, blob_kinds=["__image__"],
+                         options=options, command_line=cmd, input_name="sheet2.tar",
+                         archives=archives)
+
+
 def column_file(name, outputs, dtype, labels_crc, uniform):
     """A merged derived column (format.md 9) of per-sample `outputs`."""
     shapes = np.array([o.shape for o in outputs], dtype=np.int64).reshape(len(outputs), -1)
@@ -517,6 +547,7 @@ def main():
     for name, n, prefix, float_scores, images in PARTS:
         part(os.path.join(a.out, "parts", name), name, n, prefix, float_scores, images, a.archives)
     raw3(os.path.join(a.out, "raw3"), a.archives)
+    sheet2(os.path.join(a.out, "sheet2"), a.archives)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ PARTS = [("s12", 12, "s", False, True), ("s10", 10, "s", False, True), ("s6", 6,
          ("a1", 1, "a", False, True), ("b2", 2, "b", False, True), ("k1", 3, "k", False, True),
          ("k2", 3, "k", False, True), ("c", 2, "c", False, False), ("la", 2, "a", False, False),
          ("lb", 3, "b", False, False)]
-DATASETS = ["read12", "raw3"] + ["parts/" + p[0] for p in PARTS]
+DATASETS = ["read12", "raw3", "sheet2"] + ["parts/" + p[0] for p in PARTS]
 SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "U16": 2, "I16": 2, "F16": 2, "BF16": 2, "U32": 4, "I32": 4,
          "F32": 4, "U64": 8, "I64": 8, "F64": 8}
 KINDS = ("shard", "offset", "size", "crc32", "width", "height")
@@ -246,6 +246,23 @@ class Values(unittest.TestCase):
             self.assertEqual(head.rstrip(b"\0"), b"r/%d.rgb" % k)
             self.assertEqual(ds.cols["v"].dtype, np.float32)
             np.testing.assert_array_equal(ds.cols["v"][k], [k + 0.25, -k])
+
+    def test_sheet2(self):
+        """What tests/preview/contact_sheet_test.cpp draws: uniform PNGs, a box and a point."""
+        ds = Dataset("sheet2")
+        self.assertEqual(ds.keys(), ["a", "b"])
+        self.assertEqual(ds.schema, {
+            "bb": {"kind": "numeric", "dtype": "F32", "shape": [4], "ragged": False, "source": "json"},
+            "kp": {"kind": "numeric", "dtype": "F32", "shape": [1, 2], "ragged": False, "source": "json"}})
+        for k, (w, rgb, bb, kp) in enumerate([(30, (10, 20, 30), [5, 4, 10, 8], [[22, 15]]),
+                                              (10, (200, 100, 50), [100, 100, 1, 1], [[-50, -50]])]):
+            png = np.frombuffer(ds.blob("__image__", k), np.uint8)
+            bgr = cv2.imdecode(png, cv2.IMREAD_UNCHANGED)
+            self.assertEqual(bgr.shape, (20, w, 3))
+            self.assertTrue((bgr[..., ::-1] == rgb).all())
+            self.assertEqual((int(ds.cols["__image__.width"][k]), int(ds.cols["__image__.height"][k])), (w, 20))
+            np.testing.assert_array_equal(ds.cols["bb"][k], bb)
+            np.testing.assert_array_equal(ds.cols["kp"][k], kp)
 
 
 if __name__ == "__main__":
