@@ -81,6 +81,15 @@ void print_summary(const ConvertResult& r, const ConvertOptions& o) {
         "(all listed in %s)\n",
         static_cast<unsigned long long>(r.duplicates), on_duplicate_name(o.members.on_duplicate),
         format::kManifestFile);
+  if (o.dedup.enabled())
+    std::printf(
+        "  dedup: left out %llu duplicate image(s) by content under --dedup %s (all "
+        "listed in %s, code duplicate_content)\n",
+        static_cast<unsigned long long>(r.duplicate_content_samples),
+        o.dedup.mode == DedupOptions::Mode::Exact
+            ? "exact"
+            : ("near:" + std::to_string(o.dedup.distance)).c_str(),
+        format::kManifestFile);
   for (const auto& s : r.skipped)
     std::printf("    skipped %s (%s): %s\n", s.what.c_str(), s.input.c_str(), s.reason.c_str());
   if (o.transform.geometry.resize == ResizeMode::Bucket && !o.members.no_images && !is_s3_output(o))

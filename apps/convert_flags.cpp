@@ -23,6 +23,27 @@ constexpr NumberRange kPadValue{0, 255};
 constexpr IntRange kQuality{1, 100};
 constexpr IntRange kMaxPixels{1, int64_t{1} << 40};
 constexpr IntRange kMaxOutputs{1, int64_t{1} << 32};
+constexpr IntRange kDedupDistance{0, 32};
+
+// --dedup exact | near | near:D (the rules between it and other options are the library's).
+DedupOptions dedup_flag(const ConvertFlags& f) {
+  DedupOptions d;
+  d.against = f.dedup_against;
+  if (f.dedup.empty()) return d;
+  if (f.dedup == "exact") {
+    d.mode = DedupOptions::Mode::Exact;
+  } else if (f.dedup == "near" || f.dedup.starts_with("near:")) {
+    d.mode = DedupOptions::Mode::Near;
+    if (f.dedup.size() > 4)
+      d.distance = static_cast<int>(
+          integer_flag("--dedup near:D", std::string_view(f.dedup).substr(5), kDedupDistance));
+  } else {
+    throw CLI::ValidationError("--dedup", "'" + f.dedup +
+                                              "': use exact (the same decoded pixels) or near[:D] "
+                                              "(perceptual hashes within D bits, default 4)");
+  }
+  return d;
+}
 constexpr NumberRange kProgressEvery{0.1, 86400};
 
 // Fills the geometry part of the options from the crop/size/resize flags.
@@ -224,6 +245,7 @@ ConvertOptions convert_options(const ConvertFlags& f) {
     o.members.key_rule = KeyRule::LastDot;
   else
     throw CLI::ValidationError("--key-rule", "'" + f.key_rule + "': use first-dot or last-dot");
+  o.dedup = dedup_flag(f);
   // Parsed whole here (the text); the library's check_part refuses I >= N as well.
   if (!f.shard.empty()) std::tie(o.part.index, o.part.count) = part_flag("--shard", f.shard);
   o.members.image_exts = without_dots(f.image);
@@ -483,6 +505,16 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->group(beh)
       ->check(CLI::IsMember({"error", "first", "last"}))
       ->default_str("error");
+  app.add_option("--dedup", f.dedup,
+                 "exact | near[:D]: leave out images that duplicate an earlier one by content "
+                 "(exact: the same decoded pixels; near: also perceptual hashes within D bits, "
+                 "default 4); the first in input order is kept, each one left out is listed in "
+                 "the manifest (code duplicate_content); kept images get a __phash__ column")
+      ->group(beh);
+  app.add_option("--dedup-against", f.dedup_against,
+                 "DIR (repeatable): also leave out images that duplicate one of dataset DIR's "
+                 "(converted with --dedup: its __phash__ column)")
+      ->group(beh);
   app.add_flag("--allow-empty", f.allow_empty,
                "Accept a run that converts no sample (an empty dataset, exit 0); without it such "
                "a run fails (exit 1) saying why")

@@ -55,6 +55,8 @@ struct ConvertFlags {
   std::string shard;  ///< --shard I/N; "" = the whole input
   std::string on_error = "fail", on_duplicate = "error";
   bool allow_empty = false;
+  std::string dedup;  ///< --dedup exact|near[:D]; "" = none
+  std::vector<std::string> dedup_against;
   // Display (not options of the conversion).
   std::string progress = "auto";
   double progress_every = 10;

@@ -16,6 +16,8 @@ BUILD=(
   libcli11-dev libarchive-dev zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev libwebp-dev
   libisal-dev libdeflate-dev
+  # convert --dedup: XXH3-128 of decoded pixels (lib/transform/content_hash.h)
+  libxxhash-dev
   # s3:// and https:// inputs: HTTP and AWS SigV4 signing (lib/remote)
   libcurl4-openssl-dev
   # cpack -G DEB (its dependency scan reads file types)

@@ -36,6 +36,7 @@ std::string_view error_code_name(ErrorCode c) {
       "second_image",
       "unused_image",
       "no_instances",
+      "duplicate_content",
   };
   static_assert(std::size(kNames) == kNumErrorCodes, "one name per ErrorCode");
   const auto k = static_cast<size_t>(c);

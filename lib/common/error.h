@@ -41,16 +41,17 @@ enum class ErrorCode : uint8_t {
   MemberTooLarge,    ///< over --max-member-size
   InputError,        ///< the input could not be read to its end
   // A member ignored by design.
-  HiddenFile,      ///< .name, __MACOSX/
-  NoExtension,     ///< no key without an extension
-  Link,            ///< hard or symbolic link, not followed
-  NotRegularFile,  ///< directory, device, fifo
-  UnusedMember,    ///< neither an image, a dense map nor a label
-  SecondImage,     ///< another image member of the sample was used
-  UnusedImage,     ///< an image no table row names (convert --table)
-  NoInstances,     ///< a sample whose --instances field has no entries: no output
+  HiddenFile,        ///< .name, __MACOSX/
+  NoExtension,       ///< no key without an extension
+  Link,              ///< hard or symbolic link, not followed
+  NotRegularFile,    ///< directory, device, fifo
+  UnusedMember,      ///< neither an image, a dense map nor a label
+  SecondImage,       ///< another image member of the sample was used
+  UnusedImage,       ///< an image no table row names (convert --table)
+  NoInstances,       ///< a sample whose --instances field has no entries: no output
+  DuplicateContent,  ///< an image that duplicates a kept one by content (convert --dedup)
 };
-inline constexpr size_t kNumErrorCodes = static_cast<size_t>(ErrorCode::NoInstances) + 1;
+inline constexpr size_t kNumErrorCodes = static_cast<size_t>(ErrorCode::DuplicateContent) + 1;
 
 /// The stable name: "no_image", "bad_json", "duplicate_key", ...
 std::string_view error_code_name(ErrorCode c);

@@ -196,7 +196,7 @@ json output_options(const ConvertOptions& o) {
   json boxes = json::array();
   for (const auto& [name, xyxy] : o.transform.boxes)
     boxes.push_back(name + (xyxy ? ":xyxy" : ":xywh"));
-  return {
+  json j = {
       {"--key-rule", key_rule_name(o.members.key_rule)},
       {"--image", o.members.image_exts},
       {"--no-images", o.members.no_images},
@@ -240,6 +240,12 @@ json output_options(const ConvertOptions& o) {
       {"--shard-size", o.limits.shard_size},
       {"--on-error", o.run.skip_errors ? "skip" : "fail"},
       {"--on-duplicate", on_duplicate_name(o.members.on_duplicate)}};
+  // Only when given, so that the options of a run without it read as before.
+  if (o.dedup.enabled())
+    j["--dedup"] = o.dedup.mode == DedupOptions::Mode::Exact
+                       ? std::string("exact")
+                       : "near:" + std::to_string(o.dedup.distance);
+  return j;
 }
 
 json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& inputs) {
@@ -266,6 +272,7 @@ json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& in
   // every index after it.
   if (o.labels.classes_from_dirs) fp["classes"] = o.labels.classes;
   if (!o.table.path.empty()) fp["table"] = identity(o.table.path);
+  if (!o.dedup.against.empty()) fp["dedup_against"] = o.dedup.against;
   return fp;
 }
 

@@ -93,6 +93,9 @@ struct ConvertResult {
   uint64_t ignored_members = 0;
   uint64_t error_members = 0;
   uint64_t duplicates = 0;  ///< samples and members left out under --on-duplicate first|last
+  /// --dedup: samples left out as duplicates by content (in the ignored list, code
+  /// duplicate_content).
+  uint64_t duplicate_content_samples = 0;
   uint64_t shards = 0;
   uint64_t image_bytes = 0;
   uint64_t annotation_bytes = 0;

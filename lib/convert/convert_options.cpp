@@ -63,6 +63,20 @@ void check_convert_options(const ConvertOptions& o) {
     throw UsageError(
         "--on-duplicate last reads the inputs twice (member names first), so it cannot read "
         "standard input ('-'); use first or error");
+  const DedupOptions& d = o.dedup;
+  if (d.enabled() && o.members.no_images)
+    throw UsageError("--dedup compares images, so it cannot be combined with --no-images");
+  if (d.enabled() && (!o.table.path.empty() || !o.labels.instances.empty()))
+    throw UsageError(std::string("--dedup compares source images, and with ") +
+                     (o.table.path.empty() ? "--instances" : "--table") +
+                     " several outputs share one image; convert without it, or leave out --dedup");
+  if (d.enabled() && (d.distance < 0 || d.distance > 32))
+    throw UsageError("--dedup near:" + std::to_string(d.distance) +
+                     ": the distance must be 0 to 32 bits");
+  if (!d.enabled() && !d.against.empty())
+    throw UsageError(
+        "--dedup-against drops samples that duplicate another dataset's; it needs --dedup exact "
+        "or --dedup near[:D]");
   check_part(o.part);
 }
 

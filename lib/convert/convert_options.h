@@ -89,6 +89,19 @@ struct TransformOptions {
   ChannelMode channels = ChannelMode::Three;
 };
 
+/// convert --dedup (docs/cli.md): duplicates by content, decided in input order (the first is
+/// kept), each dropped one recorded in the manifest's `ignored` list (code duplicate_content).
+struct DedupOptions {
+  /// None: no deduplication; Exact: the same decoded pixels; Near: also a perceptual hash
+  /// within `distance` bits (format.md 1.5).
+  enum class Mode { None, Exact, Near };
+  Mode mode = Mode::None;
+  int distance = 4;  ///< Near: the largest Hamming distance that is a duplicate (0..32)
+  /// Datasets whose samples (their `__phash__` column) count as kept before this run's.
+  std::vector<std::string> against;
+  bool enabled() const { return mode != Mode::None; }
+};
+
 /// Bounds on what one member, sample or shard may cost.
 struct ConvertLimits {
   uint64_t max_pixels = 1ull << 28;
@@ -158,6 +171,7 @@ struct ConvertOptions {
   LabelOptions labels;
   TableInput table;
   TransformOptions transform;
+  DedupOptions dedup;
   ConvertLimits limits;
   PartOptions part;
   Provenance provenance;

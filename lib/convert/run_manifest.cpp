@@ -53,6 +53,7 @@ format::Manifest run_manifest(const ManifestRecord& r, json skipped, json ignore
   counts.ignored_members = res.ignored_members;
   counts.duplicates = res.duplicates;
   counts.no_instance_samples = res.no_instance_samples;
+  counts.duplicate_content_samples = res.duplicate_content_samples;
   counts.unused_images = res.unused_images;
   counts.input_errors = res.input_errors.size();
   counts.shards = res.shards;

@@ -1,6 +1,7 @@
 #include "convert/run_recorder.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/error.h"
 #include "convert/checkpoint.h"
@@ -33,6 +34,18 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
       skipped_(staging_ / "skipped.jsonl", log_mark(resume, 0)),
       ignored_(staging_ / "ignored.jsonl", log_mark(resume, 1)),
       duplicates_(staging_ / "duplicates.jsonl", log_mark(resume, 2)) {
+  if (o.dedup.enabled()) {
+    std::optional<uint64_t> dedup_mark;
+    if (resume) {
+      if (!resume->contains("dedup"))
+        throw FatalError("cannot resume: the checkpoint in '" + staging_.string() +
+                         "' has no --dedup index; run again with --overwrite");
+      dedup_mark = resume->at("dedup").get<uint64_t>();
+    }
+    dedup_ =
+        std::make_unique<DedupIndex>(o.dedup.mode == DedupOptions::Mode::Near, o.dedup.distance,
+                                     o.dedup.against, staging_ / "dedup.index", dedup_mark);
+  }
   if (!resume) return;
   entries_done_ = resume->at("entries").get<uint64_t>();
   resume_read_ = resume->value("read", json());
@@ -41,6 +54,7 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
   result.duplicates = resume->at("counts").at(2).get<uint64_t>();
   const json& counts = resume->at("counts");  // a checkpoint of tarmac 0.1 has three
   result.no_instance_samples = counts.size() > 3 ? counts.at(3).get<uint64_t>() : 0;
+  result.duplicate_content_samples = counts.size() > 4 ? counts.at(4).get<uint64_t>() : 0;
 }
 
 void RunRecorder::write_checkpoint() {
@@ -52,7 +66,8 @@ void RunRecorder::write_checkpoint() {
   c["writer"] = writer_.checkpoint();
   c["logs"] = {skipped_.checkpoint(), ignored_.checkpoint(), duplicates_.checkpoint()};
   c["counts"] = {result_.skipped_samples, result_.ignored_members, result_.duplicates,
-                 result_.no_instance_samples};
+                 result_.no_instance_samples, result_.duplicate_content_samples};
+  if (dedup_) c["dedup"] = dedup_->checkpoint();
   write_file_atomic((staging_ / format::kCheckpointFile).string(), c.dump());
   last_checkpoint_ = Clock::now();
   if (on_checkpoint_) on_checkpoint_();
@@ -146,13 +161,48 @@ void RunRecorder::store(const std::string& input_path, ProcessedSample& s) {
   ErrorCode code = s.error_code;
   if (error.empty()) {
     try {
+      if (drop_duplicate(input_path, s)) return;
       writer_.add(s);
+      if (dedup_ && s.content) dedup_->add(s.key, *s.content);
     } catch (const SampleError& e) {
       error = e.what();
       code = e.code();
     }
   }
   if (!error.empty()) record_bad(input_path, s.key, error, code);
+}
+
+bool RunRecorder::drop_duplicate(const std::string& input_path, ProcessedSample& s) {
+  if (!dedup_ || !s.content) return false;
+  if (const auto m = dedup_->find(*s.content)) {
+    json j = {{"input", input_path},
+              {"sample", s.key},
+              {"code", error_code_name(ErrorCode::DuplicateContent)}};
+    const std::string of =
+        "'" + m->key + "'" + (m->dataset.empty() ? "" : " of '" + m->dataset + "'");
+    j["reason"] = m->same_pixels ? "the same decoded pixels as " + of + " (--dedup)"
+                                 : "a near duplicate of " + of + ": perceptual hashes " +
+                                       std::to_string(m->distance) + " bits apart (--dedup)";
+    j["duplicate_of"] = m->key;
+    if (!m->dataset.empty()) j["duplicate_of_dataset"] = m->dataset;
+    j["distance"] = m->distance;
+    ignored_.add(j);
+    ++result_.duplicate_content_samples;
+    return true;
+  }
+  FieldValue v;
+  v.dtype = DType::U64;
+  v.data.resize(sizeof(uint64_t));
+  std::memcpy(v.data.data(), &s.content->phash, sizeof(uint64_t));
+  for (const SampleField& f : s.fields)
+    if (f.name == format::kPhashField)
+      throw SampleError("label field '" + f.name + "' (member '" + f.member +
+                            "') has the name --dedup stores each image's perceptual hash under; "
+                            "rename it or drop it (--drop-fields " +
+                            f.name + ")",
+                        ErrorCode::BadField);
+  s.fields.push_back({format::kPhashField, "", "dedup", std::move(v)});
+  return false;
 }
 
 void RunRecorder::record_bad(const std::string& input_path, const std::string& key,

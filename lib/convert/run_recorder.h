@@ -2,14 +2,18 @@
 // The writer's side of a conversion: entries come in order from the pipeline; each sample is
 // stored by the DatasetWriter or, when bad, recorded (or stops the run under --on-error fail);
 // duplicates, ignored members and skips go to the manifest's JSON-lines logs with their codes;
+// under --dedup, a sample whose image duplicates a kept one by content is left out here, in
+// input order, whatever the number of threads;
 // checkpoints are written when a shard closes and at least every --checkpoint-every seconds.
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "convert/convert.h"
 #include "convert/dataset_writer.h"
+#include "convert/dedup_index.h"
 #include "convert/pipeline.h"
 #include "source/input_reader.h"
 #include "write/json_log.h"
@@ -43,6 +47,9 @@ class RunRecorder {
  private:
   void entry_done();
   void store(const std::string& input_path, ProcessedSample& s);
+  /// --dedup: true when `s` duplicates a kept sample (then recorded in the ignored list); else
+  /// adds its `__phash__` field.
+  bool drop_duplicate(const std::string& input_path, ProcessedSample& s);
   /// Throws BadSampleError under --on-error fail; else counts and logs the skipped sample.
   void record_bad(const std::string& input_path, const std::string& key, const std::string& error,
                   ErrorCode code);
@@ -54,6 +61,7 @@ class RunRecorder {
   DatasetWriter& writer_;
   ConvertResult& result_;
   JsonLog skipped_, ignored_, duplicates_;
+  std::unique_ptr<DedupIndex> dedup_;  // null without --dedup
   uint64_t entries_done_ = 0;  // entries handled, in order (those before the checkpoint too)
   // Where the reader stood after the last entry handled (a resumed run's checkpoint's, as
   // recorded, until it handles one).

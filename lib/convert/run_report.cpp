@@ -130,6 +130,7 @@ nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& ou
   j["skipped_members"] = r.error_members;
   j["ignored_members"] = r.ignored_members;
   j["duplicates"] = r.duplicates;
+  j["duplicate_content_samples"] = r.duplicate_content_samples;
   j["shards"] = r.shards;
   j["image_bytes"] = r.image_bytes;
   j["annotation_bytes"] = r.annotation_bytes;

@@ -382,17 +382,20 @@ class ImageSource {
     check_image_pixels(hdr_, o.limits.max_pixels);
     const bool plain_jpeg = hdr_.format == ImageFormat::Jpeg && !hdr_.cmyk && hdr_.width > 0;
     const bool region_png = hdr_.format == ImageFormat::Png && png_region_decodable(image.data);
-    region_path_ = single && ((plain_jpeg && hdr_.orientation == 1) || region_png) &&
+    // --dedup hashes the whole decoded source, so it is decoded whole.
+    const bool hash = o.dedup.enabled();
+    region_path_ = !hash && single && ((plain_jpeg && hdr_.orientation == 1) || region_png) &&
                    o.transform.format != OutputFormat::Keep;
     src_w_ = hdr_.display_width();
     src_h_ = hdr_.display_height();
-    if (o.transform.format == OutputFormat::Keep && plain_jpeg) {
+    if (o.transform.format == OutputFormat::Keep && plain_jpeg && !hash) {
       validate_jpeg(image.data);
     } else if (!region_path_) {
       src_ = decode_image(image.data, o.limits.max_pixels);
       src_w_ = src_.cols;
       src_h_ = src_.rows;
     }
+    if (hash) content_ = content_hash(src_);
     ctx.member = nullptr;
   }
 
@@ -423,6 +426,7 @@ class ImageSource {
   bool single_ = false;
   bool region_path_ = false;
   cv::Mat src_;
+  std::optional<ContentHash> content_;  // --dedup
   int src_w_ = 0, src_h_ = 0;
   std::vector<cv::Mat> dense_mats_;  // decoded on first use
 };
@@ -446,6 +450,7 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
   ctx.parse_code = ErrorCode::BadImage;
   const Geometry g = compute_geometry(o.transform.geometry, src_w_, src_h_, field_box);
   out.affine = g.m;
+  out.content = content_;
   // A .npy label of the image's height and width is most likely a dense map (depth, a mask)
   // that --dense would have warped with the image; as a label it stays as it was.
   if (!g.identity)

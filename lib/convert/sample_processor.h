@@ -3,12 +3,14 @@
 // transformed label fields, the encoded output image and dense maps, and the affine.
 // Runs on worker threads; holds no shared state.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "convert/convert_options.h"
 #include "labels/schema.h"
 #include "source/member.h"
+#include "transform/content_hash.h"
 
 namespace tarmac {
 
@@ -35,6 +37,8 @@ struct ProcessedSample {
   Blob image;
   std::vector<Blob> dense;  ///< in the order of ConvertOptions::dense
   Affine affine{1, 0, 0, 0, 1, 0};
+  /// --dedup: the hashes of the source image's decoded pixels, before any crop or resize.
+  std::optional<ContentHash> content;
   std::vector<IgnoredMember> ignored;
   /// Label fields (name, source extension) from .npy members of the image's height and width,
   /// kept as labels while the image was cropped or resized: likely dense maps without --dense.

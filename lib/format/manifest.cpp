@@ -24,6 +24,7 @@ void for_each_count(Counts& c, F&& f) {
   f("ignored_members", c.ignored_members);
   f("duplicates", c.duplicates);
   f("no_instance_samples", c.no_instance_samples);
+  f("duplicate_content_samples", c.duplicate_content_samples);
   f("unused_images", c.unused_images);
   f("input_errors", c.input_errors);
   f("shards", c.shards);
@@ -138,12 +139,18 @@ ManifestCounts counts_from_lists(const Manifest& m, uint64_t samples, uint64_t i
   c.skipped_members = entries_with(m.skipped, "member");
   c.input_errors = entries_with(m.skipped, "archive");
   c.ignored_members = entries_with(m.ignored, "member");
-  c.no_instance_samples = entries_with(m.ignored, "sample");
-  for (const auto& e : m.ignored) {
+  const auto coded = [](const json& e, ErrorCode want) {
     const json* code = e.is_object() ? member(e, "code") : nullptr;  // any type: for people
-    if (code && code->is_string() &&
-        code->get_ref<const std::string&>() == error_code_name(ErrorCode::UnusedImage))
-      ++c.unused_images;
+    return code && code->is_string() &&
+           code->get_ref<const std::string&>() == error_code_name(want);
+  };
+  for (const auto& e : m.ignored) {
+    if (coded(e, ErrorCode::UnusedImage)) ++c.unused_images;
+    if (!e.is_object() || !e.contains("sample")) continue;
+    if (coded(e, ErrorCode::DuplicateContent))
+      ++c.duplicate_content_samples;
+    else
+      ++c.no_instance_samples;
   }
   c.duplicates = m.duplicates.size();
   c.shards = m.shards ? m.shards->size() : 0;
@@ -169,6 +176,8 @@ std::vector<std::string> count_problems(const Manifest& m) {
         "\"ignored\" lists members:");
   check("no_instance_samples", said.no_instance_samples, lists.no_instance_samples,
         "\"ignored\" lists samples:");
+  check("duplicate_content_samples", said.duplicate_content_samples,
+        lists.duplicate_content_samples, "\"ignored\" lists duplicate_content samples:");
   check("unused_images", said.unused_images, lists.unused_images,
         "\"ignored\" lists unused images:");
   check("duplicates", said.duplicates, lists.duplicates, "\"duplicates\" lists");

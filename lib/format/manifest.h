@@ -21,6 +21,7 @@ struct ManifestCounts {
   uint64_t ignored_members = 0;
   uint64_t duplicates = 0;
   uint64_t no_instance_samples = 0;
+  uint64_t duplicate_content_samples = 0;  ///< convert --dedup
   uint64_t unused_images = 0;
   uint64_t input_errors = 0;
   uint64_t shards = 0;
@@ -115,8 +116,10 @@ struct Manifest {
 };
 
 /// The counts the provenance lists imply: skipped samples, members and inputs by the entries
-/// of "skipped" holding "sample", "member" or "archive"; ignored members and samples without
-/// instances by those of "ignored"; unused images by its entries coded "unused_image";
+/// of "skipped" holding "sample", "member" or "archive"; ignored members by those of "ignored"
+/// holding "member"; samples duplicating others by content by its entries coded
+/// "duplicate_content", samples without instances by its other entries holding "sample";
+/// unused images by its entries coded "unused_image";
 /// duplicates by the entries of "duplicates"; shards by "shards". Samples and image bytes,
 /// which no list holds, are `samples` and `image_bytes` given.
 ManifestCounts counts_from_lists(const Manifest& m, uint64_t samples, uint64_t image_bytes);

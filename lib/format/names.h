@@ -48,6 +48,10 @@ inline constexpr const char* kOriginalSizeField = "__original_size__";
 inline constexpr const char* kCropTopLeftField = "__crop_top_left__";
 inline constexpr const char* kTargetSizeField = "__target_size__";
 
+/// convert --dedup: each kept image's 64-bit perceptual hash (format.md 1.5), a label column
+/// (U64 scalar per sample) so that later runs deduplicate against it (--dedup-against).
+inline constexpr const char* kPhashField = "__phash__";
+
 /// Reserved columns.
 inline constexpr const char* kKeyColumn = "__key__";
 inline constexpr const char* kAffineColumn = "__affine__";

@@ -120,7 +120,7 @@ TEST_CASE("run_manifest: what the run knows, every key, each count its list's") 
   }
   CHECK(*m.labels_crc32 == zlib_file_crc(labels));
   CHECK(*m.annotation == format::ManifestAnnotation{"labels.safetensors", fs::file_size(labels)});
-  CHECK(m.counts == format::ManifestCounts{3, 1, 0, 1, 0, 0, 0, 1, shards, 900});
+  CHECK(m.counts == format::ManifestCounts{3, 1, 0, 1, 0, 0, 0, 0, 1, shards, 900});
   CHECK(m.schema.contains("id"));
   CHECK(m.skipped == skipped);
   CHECK(m.ignored == ignored);

@@ -133,6 +133,7 @@ TEST_CASE("result_json: the document convert --json prints, key for key, in orde
   r.error_members = 3;
   r.ignored_members = 4;
   r.duplicates = 5;
+  r.duplicate_content_samples = 11;
   r.shards = 6;
   r.image_bytes = 7000;
   r.annotation_bytes = 800;
@@ -158,7 +159,8 @@ TEST_CASE("result_json: the document convert --json prints, key for key, in orde
   st.ahead_samples = 3;
   CHECK(result_json(r, "out/").dump() ==
         R"({"output":"out/","samples":10,"resumed_samples":2,"skipped_samples":1,)"
-        R"("skipped_members":3,"ignored_members":4,"duplicates":5,"shards":6,)"
+        R"("skipped_members":3,"ignored_members":4,"duplicates":5,)"
+        R"("duplicate_content_samples":11,"shards":6,)"
         R"("image_bytes":7000,"annotation_bytes":800,"input_bytes":9000,)"
         R"("remote_retries":2,"remote_resumed_bytes":300,"seconds":2.0,)"
         R"("samples_per_second":4.0,"schema":{)"  // 8 converted by this run (2 resumed) in 2 s

@@ -169,6 +169,7 @@ class DatasetFormatTest(fx.TmpCase):
         image_bytes = int(self.ds.t["__image__.size"].sum() + self.ds.t["__depth__.size"].sum())
         self.assertEqual(m["counts"], {"samples": N, "skipped_samples": 0, "skipped_members": 0, "input_errors": 0,
                                        "ignored_members": 0, "duplicates": 0, "no_instance_samples": 0,
+                                       "duplicate_content_samples": 0,
                                        "unused_images": 0, "shards": len(self.ds.shards),
                                        "image_bytes": image_bytes})
         self.assertEqual(m["skipped"], [])

@@ -41,8 +41,8 @@ json run_manifest_json() {
     "resumed": {"entries": 4, "samples": 3},
     "part": {"index": 1, "count": 2, "split": "samples", "all_inputs": 2},
     "counts": {"samples": 3, "skipped_samples": 1, "skipped_members": 1, "ignored_members": 2,
-               "duplicates": 1, "no_instance_samples": 1, "unused_images": 1,
-               "input_errors": 1, "shards": 2, "image_bytes": 108},
+               "duplicates": 1, "no_instance_samples": 1, "duplicate_content_samples": 0,
+               "unused_images": 1, "input_errors": 1, "shards": 2, "image_bytes": 108},
     "shards": [{"name": "shard-000000.tar", "size": 4096, "crc32": "ae76498e"},
                {"name": "shard-000001.tar", "size": 2048, "crc32": "0000abcd"}],
     "annotation": {"name": "labels.safetensors", "size": 1305},
@@ -74,7 +74,8 @@ TEST_CASE("manifest counts: every entry written in format.md's order") {
   for (const auto& [k, v] : j.items()) keys.push_back(k);
   CHECK(keys == std::vector<std::string>{"samples", "skipped_samples", "skipped_members",
                                          "ignored_members", "duplicates", "no_instance_samples",
-                                         "unused_images", "input_errors", "shards", "image_bytes"});
+                                         "duplicate_content_samples", "unused_images",
+                                         "input_errors", "shards", "image_bytes"});
   CHECK(j["samples"] == 10);
   CHECK(j["image_bytes"] == 9);
 }
@@ -210,7 +211,7 @@ TEST_CASE("manifest counts add up to the lists, or each disagreement is named") 
   // By hand from run_manifest_json's lists: skipped holds 1 sample, 1 member, 1 archive;
   // ignored 2 members (1 an unused image) and 1 sample; 1 duplicate; 2 shards.
   const ManifestCounts c = counts_from_lists(m, 7, 99);
-  CHECK(c == ManifestCounts{7, 1, 1, 2, 1, 1, 1, 1, 2, 99});
+  CHECK(c == ManifestCounts{7, 1, 1, 2, 1, 1, 0, 1, 1, 2, 99});
   m.counts->duplicates = 3;
   m.counts->shards = 1;
   const auto problems = count_problems(m);
@@ -226,6 +227,21 @@ TEST_CASE("manifest counts: an entry's code of any type is only not an unused im
   const Manifest m = parse_manifest(R"({"counts": {"ignored_members": 2, "unused_images": 1},
       "ignored": [{"member": "a", "code": 5}, {"member": "b", "code": "unused_image"}]})");
   CHECK(count_problems(m).empty());
+}
+
+TEST_CASE("manifest counts: samples left out by --dedup are not samples without instances") {
+  Manifest m = parse_manifest(R"({"counts": {"no_instance_samples": 1,
+      "duplicate_content_samples": 2},
+      "ignored": [{"sample": "a", "code": "duplicate_content", "duplicate_of": "k", "distance": 0},
+                  {"sample": "b", "code": "no_instances"},
+                  {"sample": "c", "code": "duplicate_content", "duplicate_of": "k", "distance": 3}]})");
+  CHECK(m.counts->duplicate_content_samples == 2);
+  CHECK(count_problems(m).empty());
+  m.counts->duplicate_content_samples = 3;
+  const auto problems = count_problems(m);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] ==
+        "counts.duplicate_content_samples is 3 but \"ignored\" lists duplicate_content samples: 2");
 }
 
 TEST_CASE("manifest seal: missing, malformed, wrong, good") {

@@ -257,7 +257,7 @@ class DebianPackageTest(unittest.TestCase):
         depends = {d.strip().split()[0] for d in info.split(",")}
         # The CLI's and the readers' libraries (from dpkg-shlibdeps), the plugin's OpenCV and
         # the Python package's interpreter and numpy.
-        for pkg in ["libc6", "libstdc++6", "libarchive13", "libturbojpeg0", "libwebp7", "libisal2", "libdeflate0",
+        for pkg in ["libc6", "libstdc++6", "libarchive13", "libturbojpeg0", "libwebp7", "libisal2", "libdeflate0", "libxxhash0",
                     "libopencv-core406", "libopencv-imgproc406", "libopencv-imgcodecs406", "python3", "python3-numpy"]:
             self.assertIn(pkg, depends, info)
 
