@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "remote/retry_policy.h"
 #include "remote/url.h"
 
 namespace tarmac::remote {
@@ -76,28 +77,6 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
     }
   }
   return size * count;
-}
-
-bool retryable_status(long status, const std::string& code) {
-  return status >= 500 || status == 429 || code == "SlowDown" || code == "RequestTimeout" ||
-         code == "InternalError" || code == "ServiceUnavailable";
-}
-
-bool retryable_curl(CURLcode c) {
-  switch (c) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_GOT_NOTHING:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-    case CURLE_SSL_CONNECT_ERROR:
-      return true;
-    default:
-      return false;
-  }
 }
 
 // What to do about an error code, for the one line a user reads.
@@ -203,6 +182,29 @@ size_t collect_body(char* data, size_t size, size_t count, void* user) {
 }
 
 }  // namespace
+
+bool retryable_status(long status, const std::string& code) {
+  if (status == 501 || code == "NotImplemented") return false;
+  return status >= 500 || status == 429 || code == "SlowDown" || code == "RequestTimeout" ||
+         code == "InternalError" || code == "ServiceUnavailable";
+}
+
+bool retryable_curl(CURLcode c) {
+  switch (c) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR:
+      return true;
+    default:
+      return false;
+  }
+}
 
 std::string s3_error_code(const std::string& body) {
   const auto b = body.find("<Code>");

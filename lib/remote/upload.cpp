@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "common/version.h"
 #include "remote/http.h"
+#include "remote/retry_policy.h"
 #include "remote/url.h"
 
 namespace tarmac::remote {
@@ -37,31 +38,6 @@ std::string header_value(std::string_view line, size_t name_size) {
   while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.pop_back();
   const auto b = v.find_first_not_of(' ');
   return b == std::string::npos ? "" : v.substr(b);
-}
-
-// As a read's (http.cpp), what is worth sending again; but 501 (a feature the server lacks, as
-// a conditional PUT on Swift) never passes.
-bool retryable_status(long status, const std::string& code) {
-  if (status == 501 || code == "NotImplemented") return false;
-  return status >= 500 || status == 429 || code == "SlowDown" || code == "RequestTimeout" ||
-         code == "InternalError" || code == "ServiceUnavailable";
-}
-
-bool retryable_curl(CURLcode c) {
-  switch (c) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_GOT_NOTHING:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-    case CURLE_SSL_CONNECT_ERROR:
-      return true;
-    default:
-      return false;
-  }
 }
 
 std::string xml_value(const std::string& body, const std::string& tag) {

@@ -17,17 +17,13 @@ import fixtures as fx
 SCRIPT = os.path.abspath(os.path.join(fx.HERE, "..", "..", "scripts", "s3-local.sh"))
 
 
-class FaultProxy:
-    """A TCP proxy to `upstream` that records the Range headers it forwards and, per rule, cuts
-    a connection once it has passed `cut_after` response bytes (the first `cuts` times), or
-    answers the first `slowdowns` object GETs itself with 503 SlowDown. `gets` lists the path
-    of every GET request it saw, in order."""
+class TcpProxy:
+    """A TCP proxy on a free port of 127.0.0.1 to 127.0.0.1:`upstream_port`: each connection is
+    handed to handle(client) on a thread of its own. Subclasses set their own state before
+    calling this constructor (connections may come as soon as it returns)."""
 
-    def __init__(self, upstream_port, cut_after=0, cuts=0, slowdowns=0, stall_key=None):
-        self.stall_key = stall_key  # a GET of this key gets its headers, then nothing
+    def __init__(self, upstream_port):
         self.upstream = ("127.0.0.1", upstream_port)
-        self.cut_after, self.cuts_left, self.slowdowns_left = cut_after, cuts, slowdowns
-        self.ranges, self.cut, self.slowed, self.gets = [], 0, 0, []
         self.lock = threading.Lock()
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -39,12 +35,6 @@ class FaultProxy:
     def close(self):
         self.sock.close()
 
-    def record(self, data):
-        for m in re.finditer(rb"(?im)^range: bytes=(\d+)-", data):
-            self.ranges.append(int(m.group(1)))
-        for m in re.finditer(rb"(?m)^GET (\S+) HTTP/1", data):
-            self.gets.append(m.group(1).decode())
-
     def serve(self):
         while True:
             try:
@@ -53,14 +43,42 @@ class FaultProxy:
                 return
             threading.Thread(target=self.handle, args=(client,), daemon=True).start()
 
-    def handle(self, client):
+    @staticmethod
+    def read_head(client):
+        """The bytes read until a request's header ends (and whatever came with it), or None
+        (the connection closed first)."""
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = client.recv(65536)
             if not chunk:
                 client.close()
-                return
+                return None
             head += chunk
+        return head
+
+
+class FaultProxy(TcpProxy):
+    """A TCP proxy to `upstream` that records the Range headers it forwards and, per rule, cuts
+    a connection once it has passed `cut_after` response bytes (the first `cuts` times), or
+    answers the first `slowdowns` object GETs itself with 503 SlowDown. `gets` lists the path
+    of every GET request it saw, in order."""
+
+    def __init__(self, upstream_port, cut_after=0, cuts=0, slowdowns=0, stall_key=None):
+        self.stall_key = stall_key  # a GET of this key gets its headers, then nothing
+        self.cut_after, self.cuts_left, self.slowdowns_left = cut_after, cuts, slowdowns
+        self.ranges, self.cut, self.slowed, self.gets = [], 0, 0, []
+        super().__init__(upstream_port)
+
+    def record(self, data):
+        for m in re.finditer(rb"(?im)^range: bytes=(\d+)-", data):
+            self.ranges.append(int(m.group(1)))
+        for m in re.finditer(rb"(?m)^GET (\S+) HTTP/1", data):
+            self.gets.append(m.group(1).decode())
+
+    def handle(self, client):
+        head = self.read_head(client)
+        if head is None:
+            return
         with self.lock:
             self.record(head)
             slow = head.startswith(b"GET ") and b".tar" in head.split(b"\r\n")[0] and self.slowdowns_left > 0

@@ -34,48 +34,27 @@ OPTIONS = ["--format", "keep", "--shard-size", "1M", "--no-lock"]
 DATASET_FILES = ("labels.safetensors", "shardlist.json", "manifest.json")
 
 
-class UploadProxy:
+class UploadProxy(s3l.TcpProxy):
     """A TCP proxy to `upstream`, one request per connection (tarmac opens one per request). It
     logs (method, key, query, status) of every request; answers the first `slowdowns` PUTs with
     503 SlowDown; cuts the first `cuts` PUTs whose body is over `cut_after` bytes after passing
     that many bytes of it; holds a PUT of a key holding `stall_key` without ever answering."""
 
     def __init__(self, upstream_port, cuts=0, cut_after=0, slowdowns=0, stall_key=None):
-        self.upstream = ("127.0.0.1", upstream_port)
         self.cuts_left, self.cut_after, self.slowdowns_left = cuts, cut_after, slowdowns
         self.stall_key = stall_key
         self.log, self.cut, self.slowed = [], 0, 0
-        self.lock = threading.Lock()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def close(self):
-        self.sock.close()
+        super().__init__(upstream_port)
 
     def puts(self, status=None):
         """Keys PUT (a part counts as its object's), answered `status` if given."""
         with self.lock:
             return [k for m, k, q, s in self.log if m == "PUT" and (status is None or s == status)]
 
-    def serve(self):
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.handle, args=(client,), daemon=True).start()
-
     def handle(self, client):
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = client.recv(65536)
-            if not chunk:
-                client.close()
-                return
-            head += chunk
+        head = self.read_head(client)
+        if head is None:
+            return
         head, rest = head.split(b"\r\n\r\n", 1)
         head += b"\r\n\r\n"
         method, target = head.split(b" ")[:2]
