@@ -24,7 +24,7 @@ cmake --build build-asan -j2
 # instrumented library into python3 without the preload below.
 # Tests that load libtarmac_c.so into python3 (the Python suite, and e2e tests that read
 # through the package) run apart, with the preload below.
-IN_PYTHON='^(python_.*|e2e_npy_dense|e2e_channels|e2e_s3_read)$'
+IN_PYTHON='^(python_.*|e2e_npy_dense|e2e_channels|e2e_s3_read|e2e_dedup)$'
 ctest --test-dir build-asan --output-on-failure -j2 -E "$IN_PYTHON" -LE '^install$'
 # The Python tests load the instrumented libtarmac_c.so into an uninstrumented python3: the
 # ASan runtime (and libstdc++, for its __cxa_throw interceptor) must be loaded first, and
