@@ -103,8 +103,9 @@ using v4f = float __attribute__((vector_size(16)));
 // r[i] = (First ? base : r[i]) + the sum of w[k] * in[k][i] over the n <= 4 rows: one pass
 // over r for up to four taps.
 template <bool First, typename T>
-inline void add_rows_impl(float* r, const T* const* in, const float* w, int n, size_t len,
-                          float base) {
+__attribute__((always_inline)) inline void add_rows_impl(float* r, const T* const* in,
+                                                         const float* w, int n, size_t len,
+                                                         float base) {
   const T *a = in[0], *b = in[n > 1 ? 1 : 0], *c = in[n > 2 ? 2 : 0], *d = in[n > 3 ? 3 : 0];
   const float wa = w[0], wb = w[1], wc = w[2], wd = w[3];
   auto f = [](T v) { return static_cast<float>(v); };
@@ -125,26 +126,38 @@ inline void add_rows_impl(float* r, const T* const* in, const float* w, int n, s
   }
 }
 
-// The vertical pass's loop, the resampler's hottest, also built for AVX2 (8 lanes, chosen at
-// run time where the CPU has them); x86-64 only, elsewhere the baseline build.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define TARMAC_ROW_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TARMAC_ROW_CLONES
-#endif
-TARMAC_ROW_CLONES void add_rows(float* r, const uint8_t* const* in, const float* w, int n,
-                                size_t len, bool first, float base) {
+// The vertical pass's loop, the resampler's hottest, also built for AVX2 (8 lanes), chosen at
+// run time where the CPU has it; x86-64 only, elsewhere the baseline build. Chosen by a test on
+// first use, not by target_clones: an ifunc resolver runs while the program is relocated,
+// before a sanitizer's runtime starts, and ThreadSanitizer builds then crash at load.
+template <typename T>
+void add_rows_baseline(float* r, const T* const* in, const float* w, int n, size_t len, bool first,
+                       float base) {
   if (first)
     add_rows_impl<true>(r, in, w, n, len, base);
   else
     add_rows_impl<false>(r, in, w, n, len, base);
 }
-TARMAC_ROW_CLONES void add_rows(float* r, const float* const* in, const float* w, int n, size_t len,
-                                bool first, float base) {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename T>
+__attribute__((target("avx2"))) void add_rows_avx2(float* r, const T* const* in, const float* w,
+                                                   int n, size_t len, bool first, float base) {
   if (first)
     add_rows_impl<true>(r, in, w, n, len, base);
   else
     add_rows_impl<false>(r, in, w, n, len, base);
+}
+#endif
+
+template <typename T>
+void add_rows(float* r, const T* const* in, const float* w, int n, size_t len, bool first,
+              float base) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return add_rows_avx2(r, in, w, n, len, first, base);
+#endif
+  add_rows_baseline(r, in, w, n, len, first, base);
 }
 
 // Vertical pass first, over whole rows, into one float row of the source columns read; then
