@@ -3,6 +3,7 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -106,9 +107,12 @@ struct Dataset::State {
   std::map<std::string, std::unique_ptr<DerivedColumn>, std::less<>> derived;
   std::map<std::string, std::exception_ptr, std::less<>> derived_errors;
   std::optional<std::string> labels_crc32;
-  /// Shards fetched on first use: fetch, and one flag per shard (call_once retries a throw).
+  /// Shards fetched on first use: fetch, and per shard a lock and whether it is mapped. Not
+  /// std::call_once: a fetch that throws must leave the shard to be tried again, which
+  /// call_once does only where pthread_once unwinds (not under ThreadSanitizer: it hangs).
   ShardFetcher fetch;
-  std::unique_ptr<std::once_flag[]> fetched;
+  std::unique_ptr<std::mutex[]> fetch_locks;
+  std::unique_ptr<std::atomic<bool>[]> fetched;
 };
 
 Dataset::~Dataset() = default;
@@ -171,7 +175,8 @@ Dataset::Dataset(const std::string& dir, ShardFetcher fetch, bool lazy)
   if (lazy) {
     if (!fetch) throw ArgumentError("Dataset: an empty ShardFetcher");
     st_->fetch = std::move(fetch);
-    st_->fetched = std::make_unique<std::once_flag[]>(shard_names_.size());
+    st_->fetch_locks = std::make_unique<std::mutex[]>(shard_names_.size());
+    st_->fetched = std::make_unique<std::atomic<bool>[]>(shard_names_.size());
     shards_.resize(shard_names_.size());
   }
   for (const std::string& s : lazy ? std::vector<std::string>() : shard_names_) {
@@ -367,7 +372,13 @@ BlobRef Dataset::blob_ref(size_t i, std::string_view kind) const {
 }
 
 const MappedFile& Dataset::shard(size_t k) const {
-  if (st_->fetch) std::call_once(st_->fetched[k], [&] { shards_[k] = MappedFile(st_->fetch(k)); });
+  if (st_->fetch && !st_->fetched[k].load(std::memory_order_acquire)) {
+    const std::lock_guard lock(st_->fetch_locks[k]);
+    if (!st_->fetched[k].load(std::memory_order_relaxed)) {
+      shards_[k] = MappedFile(st_->fetch(k));  // a throw leaves it to the next access
+      st_->fetched[k].store(true, std::memory_order_release);
+    }
+  }
   return shards_[k];
 }
 
