@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "remote/header_line.h"
 #include "remote/retry_policy.h"
 #include "remote/url.h"
 
@@ -27,20 +28,6 @@ constexpr const char* kEmptySha256 =
 void global_init() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-bool ieq_prefix(std::string_view line, std::string_view name) {
-  if (line.size() < name.size()) return false;
-  for (size_t i = 0; i < name.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) return false;
-  return true;
-}
-
-std::string header_value(std::string_view line, size_t name_size) {
-  std::string v(line.substr(name_size));
-  while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.pop_back();
-  const auto b = v.find_first_not_of(' ');
-  return b == std::string::npos ? "" : v.substr(b);
 }
 
 // What the headers of the last response (after redirects) said.

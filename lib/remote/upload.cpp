@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "remote/header_line.h"
 #include "remote/http.h"
 #include "remote/retry_policy.h"
 #include "remote/url.h"
@@ -25,20 +26,6 @@ namespace {
 constexpr const char* kEmptySha256 =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 constexpr size_t kErrorBodyLimit = 64 << 10;
-
-bool ieq_prefix(std::string_view line, std::string_view name) {
-  if (line.size() < name.size()) return false;
-  for (size_t i = 0; i < name.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) return false;
-  return true;
-}
-
-std::string header_value(std::string_view line, size_t name_size) {
-  std::string v(line.substr(name_size));
-  while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.pop_back();
-  const auto b = v.find_first_not_of(' ');
-  return b == std::string::npos ? "" : v.substr(b);
-}
 
 std::string xml_value(const std::string& body, const std::string& tag) {
   const std::string open = "<" + tag + ">", close = "</" + tag + ">";
