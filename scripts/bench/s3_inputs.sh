@@ -5,6 +5,9 @@
 # of REPEAT runs) and S3 ÷ local.
 #
 # usage: scripts/bench/s3_inputs.sh [WORKDIR]     env: W1=400 THREADS=$(nproc) REPEAT=3
+#        SERVER_CPUS=1 TARMAC_CPUS=0: pin the server and tarmac to their own cores (taskset), so
+#        that the server's CPU (Swift is Python) does not compete with tarmac's workers: on a
+#        machine as small as this one, the only fair way to compare the read paths.
 # Needs a built tarmac (build/apps/tarmac) and scripts/setup-deps.sh test (Swift, boto3).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -24,7 +27,10 @@ if [ ! -f .made-$W1 ]; then
   touch .made-$W1
 fi
 
-eval "$("$ROOT/scripts/s3-local.sh" start "$WORK/s3")"
+SERVER_PIN=() TARMAC_PIN=()
+[ -n "${SERVER_CPUS:-}" ] && SERVER_PIN=(taskset -c "$SERVER_CPUS")
+[ -n "${TARMAC_CPUS:-}" ] && TARMAC_PIN=(taskset -c "$TARMAC_CPUS")
+eval "$("${SERVER_PIN[@]}" "$ROOT/scripts/s3-local.sh" start "$WORK/s3")"
 trap '"$ROOT/scripts/s3-local.sh" stop "$WORK/s3"' EXIT
 $PY - <<'PY'
 import os, boto3
@@ -55,8 +61,8 @@ echo "| W1 | from | samples/s (wall) | S3 ÷ local (wall) | tarmac CPU s | S3 ÷
 echo "|---|---|---|---|---|---|"
 for mode in crops keep; do
   if [ "$mode" = crops ]; then args=("${W1ARGS[@]}"); else args=(--format keep --threads "$THREADS"); fi
-  read -r tl cl < <(seconds out "$TARMAC" convert w1.tar -o out "${args[@]}")
-  read -r ts cs < <(seconds out "$TARMAC" convert s3://bench/w1.tar -o out "${args[@]}")
+  read -r tl cl < <(seconds out "${TARMAC_PIN[@]}" "$TARMAC" convert w1.tar -o out "${args[@]}")
+  read -r ts cs < <(seconds out "${TARMAC_PIN[@]}" "$TARMAC" convert s3://bench/w1.tar -o out "${args[@]}")
   $PY -c "
 n, tl, ts, cl, cs = $W1, $tl, $ts, $cl, $cs
 label = {'crops': 'HMR crops (224, q95)', 'keep': '--format keep'}['$mode']
