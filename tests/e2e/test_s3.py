@@ -166,6 +166,33 @@ class S3Inputs(fx.TmpCase):
                               "--endpoint-url", endpoint, env=env)
         self.assert_same_dataset(out, self.convert_local(["shard-000.tar", "shard-001.tar", "shard-003.tar"]))
 
+    def test_parts_split_a_brace_range_then_merge(self):
+        # the cluster recipe (cookbook): every part gets the same s3:// inputs, only --shard I/N
+        # differs; each part reads its own block of objects, and the merged dataset holds one
+        # run's samples in its order (read back with the independent reader: shard boundaries
+        # differ, so the files do not)
+        inputs = [f"s3://{BUCKET}/data/shard-{{000..001}}.tar", f"s3://{BUCKET}/data/shard-002.tar.gz",
+                  f"s3://{BUCKET}/data/shard-003.tar"]
+        parts = []
+        for i in range(2):
+            part, _ = self.convert(inputs, "--shard", f"{i}/2")
+            parts.append(part)
+        merged = self.path("merged")
+        p = self.tarmac("merge", *parts, "-o", merged)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got, want = fx.Dataset(merged), fx.Dataset(self.reference)
+        self.assertEqual(got.keys, want.keys)
+        self.assertEqual(len(got.keys), 4 * 24)
+        for i in range(len(want.keys)):
+            self.assertEqual(got.blob(i), want.blob(i), got.keys[i])
+            self.assertEqual(int(got.t["cls"][i]), int(want.t["cls"][i]))
+        # each object was read by exactly one part: the parts split the expanded inputs
+        per_part = [{x["path"] for x in self.manifest_inputs(part)} for part in parts]
+        self.assertFalse(per_part[0] & per_part[1], per_part)
+        self.assertEqual(per_part[0] | per_part[1], {f"s3://{BUCKET}/data/{n}" for n in SHARDS})
+        with open(os.path.join(parts[0], "manifest.json")) as f:
+            self.assertEqual(json.load(f)["part"]["split"], "inputs")
+
     def test_cut_connections_resume_by_range(self):
         proxy = FaultProxy(self.port, cut_after=150_000, cuts=4)
         self.addCleanup(proxy.close)
