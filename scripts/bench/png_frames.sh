@@ -3,7 +3,7 @@
 # 3 interleaved runs each, on the same threads, outputs compared byte for byte.
 #   - 200 1920x1080 photo-like PNG frames (agora_table.py's texture): a box in the middle
 #     (rows to 85 %), a box near the top, a centre crop (every row), all to 224x224 JPEG;
-#   - the same frames x 8 person boxes through --table (agora_table.py's data at 1080p);
+#   - 200 frames x 8 person boxes through --table (agora_table.py's data at 1080p and 720p);
 #   - 200 Hypersim-like pairs, 1024x768 RGB PNG + 16-bit depth PNG (--dense depth.png).
 # usage: scripts/bench/png_frames.sh REF_TARMAC NEW_TARMAC [WORKDIR]   env: THREADS=2
 # Prints wall, user and sys seconds per run (user time is the steadier figure on a shared VM).
@@ -34,9 +34,14 @@ PY
 [ -d agora ] || FRAMES=200 PERSONS=8 /usr/bin/python3 -c "
 import sys; sys.path.insert(0, '$HERE'); import agora_table as a
 a.W, a.H = 1920, 1080; a.make('$WORK/agora')"
+[ -d agora720 ] || FRAMES=200 PERSONS=8 /usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$HERE'); import agora_table as a
+a.W, a.H = 1280, 720; a.make('$WORK/agora720')"
 
+ONLY=${ONLY:-}  # a word of the titles to run only those (e.g. ONLY=person)
 bench() {  # title input flags...
   local title=$1 in=$2; shift 2
+  [[ -z $ONLY || $title == *$ONLY* ]] || return 0
   echo "### $title"
   TIMEFORMAT='%R %U %S'
   for r in 1 2 3; do
@@ -51,7 +56,9 @@ bench() {  # title input flags...
 bench "box in the middle" frames.tar --crop box:700,300,420,610 --size 224 --format jpg
 bench "box near the top" frames.tar --crop box:200,60,300,400 --size 224 --format jpg
 bench "centre crop" frames.tar --crop center --size 224 --format jpg
-bench "8 person boxes per frame (--table)" agora/agora --table agora/agora_train_smplx.npz \
+bench "8 person boxes per frame (--table), 1920x1080" agora/agora --table agora/agora_train_smplx.npz \
+  --crop field:bbox_xywh --square --size 224 --points keypoints2d
+bench "8 person boxes per frame (--table), 1280x720" agora720/agora --table agora720/agora_train_smplx.npz \
   --crop field:bbox_xywh --square --size 224 --points keypoints2d
 bench "Hypersim-like pairs, centre crop + 16-bit depth" hyper.tar --crop center --size 512 \
   --format jpg --dense depth.png
