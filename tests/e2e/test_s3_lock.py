@@ -32,19 +32,30 @@ LOCK = ".tarmac-lock"
 
 class GateProxy(s3l.TcpProxy):
     """A TCP proxy to `upstream_port` (one request per connection, as tarmac sends them) that
-    holds PUTs of the lock object until `lock_puts` of them have arrived, then lets them go
-    together, and holds every PUT of a shard until `shards` is set. `log` lists (method, key,
-    status) of each request."""
+    holds the first `lock_puts` PUTs of the lock object until all have arrived, then lets them
+    go together; holds every PUT of a shard until `shards` is set; and holds the requests
+    hold() names until their event is set. `log` lists (method, key, status) of each request."""
 
     def __init__(self, upstream_port, lock_puts=1):
         self.lock_barrier = threading.Barrier(lock_puts, timeout=60)
+        self.lock_puts = lock_puts
         self.shards = threading.Event()
         self.log = []
+        self.holds = {}  # (method, key suffix, n) -> (arrived, go)
         super().__init__(upstream_port)
+
+    def hold(self, method, suffix, n):
+        """Holds the n-th (1-based) `method` request of a key ending in `suffix`: returns the
+        events (arrived, go): set when it arrives, and to be set to let it go."""
+        events = self.holds[(method, suffix, n)] = (threading.Event(), threading.Event())
+        return events
 
     def statuses(self, method, suffix):
         with self.lock:
-            return [s for m, k, s in self.log if m == method and k.endswith(suffix)]
+            return self.statuses_locked(method, suffix)
+
+    def statuses_locked(self, method, suffix):
+        return [s for m, k, s in self.log if m == method and k.endswith(suffix)]
 
     def handle(self, client):
         head = self.read_head(client)
@@ -56,8 +67,15 @@ class GateProxy(s3l.TcpProxy):
         entry = [method, key, None]
         with self.lock:
             self.log.append(entry)
-        if method == "PUT" and key.endswith(LOCK):
+            held = [events for (m, suffix, n), events in self.holds.items()
+                    if m == method and key.endswith(suffix) and
+                    n == sum(1 for e in self.log if e[0] == method and e[1].endswith(suffix))]
+            racing = method == "PUT" and key.endswith(LOCK) and len(self.statuses_locked("PUT", LOCK)) <= self.lock_puts
+        if racing:
             self.lock_barrier.wait()
+        for arrived, go in held:
+            arrived.set()
+            go.wait(120)
         if method == "PUT" and key.endswith(".tar"):
             self.shards.wait(120)
         up = socket.create_connection(self.upstream)
@@ -208,6 +226,37 @@ class S3Lock(fx.TmpCase):
     @staticmethod
     def if_none_match(request, **_):
         request.headers["If-None-Match"] = "*"
+
+    def test_lock_gone_when_read_is_made_again_conditionally(self):
+        """The loser's 412, then the winner ends before the loser reads whose lock it was (404),
+        and a third writer takes the lock before the loser tries again: the loser's second try is
+        a conditional PUT too (412), so the third writer's lock stays and the loser is refused
+        naming it."""
+        prefix = "gone/"
+        proxy = GateProxy(self.port, lock_puts=2)
+        self.addCleanup(proxy.close)
+        read_arrived, read_go = proxy.hold("GET", LOCK, 1)
+        retry_arrived, retry_go = proxy.hold("PUT", LOCK, 3)
+        runs = [self.start(prefix, f"cp-gone{i}", "--endpoint-url", proxy.url) for i in range(2)]
+        self.assertTrue(read_arrived.wait(60), proxy.log)  # the loser asks whose the lock is
+        winner = next(p for p in runs if p.pid == self.lock_record(prefix)["pid"])
+        loser = next(p for p in runs if p is not winner)
+        proxy.shards.set()
+        out, err = winner.communicate(timeout=120)
+        self.assertEqual(winner.returncode, 0, err)
+        self.assertNotIn(LOCK, self.keys(prefix))
+        read_go.set()  # 404: the lock is gone
+        self.assertTrue(retry_arrived.wait(60), proxy.log)
+        third = {"run": "third", "pid": 424242, "host": "elsewhere", "started": "2026-01-01T00:00:00Z",
+                 "command": "tarmac convert ..."}
+        self.s3.put_object(Bucket=BUCKET, Key=prefix + LOCK, Body=json.dumps(third).encode())
+        retry_go.set()
+        _, err = loser.communicate(timeout=60)
+        self.assertEqual(loser.returncode, 1, err)
+        puts = proxy.statuses("PUT", LOCK)
+        self.assertEqual((sorted(puts[:2]), puts[2:]), ([200, 412], [412]), "the second try is conditional")
+        self.assert_lock_message(err, 424242, prefix)
+        self.assertEqual(self.lock_record(prefix), third, "the third writer's lock stays")
 
     def test_killed_run_keeps_its_lock_for_its_resume_only(self):
         prefix = "killed/"
