@@ -41,6 +41,13 @@ RUN=$DIR/run
 SERVERS=(memcached account container object proxy radosgw osd mon)
 SERVER=${S3_SERVER:-swift}
 
+# Whether process $1 runs: a zombie does not (ours are orphans, reaped when init gets to it).
+running() {
+  local state
+  state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
 stop() {
   local s pid
   for s in "${SERVERS[@]}"; do
@@ -48,8 +55,10 @@ stop() {
     pid=$(cat "$RUN/$s.pid")
     # only a process whose command line names DIR is ours to stop
     if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$DIR"; then
+      # radosgw takes 6 s to shut down cleanly, and keeps nothing (its objects are in the OSD)
+      if [ "$s" = radosgw ]; then kill -9 "$pid" 2>/dev/null || true; fi
       kill "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      for _ in $(seq 50); do running "$pid" || break; sleep 0.1; done
       kill -9 "$pid" 2>/dev/null || true
     fi
     rm -f "$RUN/$s.pid"
