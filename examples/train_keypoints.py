@@ -5,6 +5,7 @@
     tarmac convert raw/part-*.tar.gz -o hmr/ --crop field:bbox_xywh --crop-scale 1.2 --square \\
         --size 224 --points keypoints2d --boxes bbox_xywh
     PYTHONPATH=python examples/train_keypoints.py hmr/ --steps 200 --workers 4
+    PYTHONPATH=python examples/train_keypoints.py s3://bucket/hmr/ --cache /scratch/tarmac-cache --cache-size 10G
 
 The crops and the keypoints were made once by `tarmac convert`: a step only decodes a JPEG
 and copies a few labels, so the GPU should not wait. Prints the steady state's samples/s, the
@@ -23,6 +24,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import tarmac  # noqa: E402
 import tarmac.torch as tt  # noqa: E402
 
 
@@ -106,13 +108,15 @@ def main():
                          "the GPU, no model (the loader's ceiling)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="the sampler's order and the model's initial weights")
     ap.add_argument("--log-every", type=int, default=50)
+    tarmac.add_cache_arguments(ap)
     a = ap.parse_args()
 
     device = torch.device(a.device)
     cuda = device.type == "cuda"
-    ds = tt.TarmacDataset(a.dataset, fields=["keypoints2d"])
+    torch.manual_seed(a.seed)
+    ds = tt.TarmacDataset(a.dataset, fields=["keypoints2d"], **tarmac.cache_options(ap, a, a.dataset))
     sampler = tt.DistributedSampler(len(ds), seed=a.seed)  # rank/world from torch.distributed if set
     if a.loader == "batched":
         loader = torch.utils.data.DataLoader(

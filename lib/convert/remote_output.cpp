@@ -146,12 +146,10 @@ bool RemoteOutput::begin() {
                                   {"command", command}}
                                  .dump() +
                              "\n";
-  // Whose lock a found one is: nullopt for this run's own (a killed attempt of it).
-  auto other_holder = [&]() -> std::optional<std::string> {
-    const auto text = client_->get(lock_url, 64 << 10);
-    if (!text) return std::nullopt;
+  // Whose a lock record is: nullopt for this run's own (a killed attempt of it).
+  auto other_holder = [&](const std::string& text) -> std::optional<std::string> {
     try {
-      const json j = json::parse(*text);
+      const json j = json::parse(text);
       if (j.at("run").get<std::string>() == run_id_) return std::nullopt;
       return "pid " + std::to_string(j.at("pid").get<long long>()) + " on host " +
              j.at("host").get<std::string>() + ", since " + j.at("started").get<std::string>() +
@@ -168,24 +166,33 @@ bool RemoteOutput::begin() {
                       "on with its --resume, or remove the lock: aws s3 rm " +
                       lock_url);
   };
-  switch (client_->create_if_absent(lock_url, record)) {
-    case remote::S3Client::Created::Yes:
-      break;
-    case remote::S3Client::Created::Exists:
-      if (const auto who = other_holder()) throw in_use(*who);
-      client_->put(lock_url, record, "");
-      break;
-    case remote::S3Client::Created::Unsupported:
-      if (!o_.remote_output.no_lock)
-        throw FatalError("the server at " + client_->config().s3_endpoint() +
-                         " does not support conditional PUTs (If-None-Match: *; it answered "
-                         "NotImplemented), so tarmac cannot make sure it is the only writer of '" +
-                         dest_.url("") +
-                         "': pass --no-lock if nothing else writes there (the lock object is "
-                         "then checked and written, but not atomically)");
-      if (const auto who = other_holder()) throw in_use(*who);
-      client_->put(lock_url, record, "");
-      break;
+  // A lock that is gone again when read (its run ended between the two requests) is made anew
+  // by a conditional PUT, never by a plain one, which could replace a third run's lock.
+  constexpr int kLockTries = 5;
+  for (int tries = 1;; ++tries) {
+    const auto created = client_->create_if_absent(lock_url, record);
+    if (created == remote::S3Client::Created::Yes) break;
+    if (created == remote::S3Client::Created::Unsupported && !o_.remote_output.no_lock)
+      throw FatalError("the server at " + client_->config().s3_endpoint() +
+                       " does not support conditional PUTs (If-None-Match: *; it answered "
+                       "NotImplemented), so tarmac cannot make sure it is the only writer of '" +
+                       dest_.url("") +
+                       "': pass --no-lock if nothing else writes there (the lock object is "
+                       "then checked and written, but not atomically)");
+    const auto text = client_->get(lock_url, 64 << 10);
+    if (text) {
+      if (const auto who = other_holder(*text)) throw in_use(*who);
+    } else if (created == remote::S3Client::Created::Exists) {
+      if (tries < kLockTries) continue;
+      throw FatalError("the lock object " + lock_url + " was made and removed again " +
+                       std::to_string(kLockTries) +
+                       " times while tarmac tried to take it: other runs are starting and "
+                       "ending there; wait for them, or choose another prefix");
+    }
+    // this run's own lock (a killed attempt of it), or --no-lock on a server without
+    // conditional PUTs: written over
+    client_->put(lock_url, record, "");
+    break;
   }
   locked_ = true;
   const std::string manifest_url = dest_.url(kManifestFile);

@@ -18,17 +18,20 @@ of the Dataset object; closing only drops this object's own reference.
 
 Modules, by idea: _library (finding libtarmac_c.so, its C API version checked), errors
 (TarmacError, one subclass per C error code), dataset, augment, sampling (tarmac.indices,
-bucket_batches), _format (the format's names), derive (python -m tarmac.derive), torch.
+bucket_batches), cache_flags (--cache and --cache-size for command lines reading a dataset in
+object storage), _format (the format's names), derive (python -m tarmac.derive), torch.
 """
 from __future__ import annotations
 
 from ._library import load_library
 from .augment import Augment
+from .cache_flags import add_cache_arguments, cache_options, parse_size
 from .dataset import Dataset
 from .errors import (ArgumentError, DataError, DatasetIOError, InternalError, LibraryVersionError, ParseError,
                      RangeError, TarmacError)
 from .sampling import bucket_batches, indices
 
 __all__ = ["Augment", "Dataset", "TarmacError", "ArgumentError", "RangeError", "DatasetIOError", "ParseError",
-           "DataError", "InternalError", "LibraryVersionError", "bucket_batches", "indices", "load_library"]
+           "DataError", "InternalError", "LibraryVersionError", "bucket_batches", "indices", "load_library",
+           "add_cache_arguments", "cache_options", "parse_size"]
 __version__ = "0.1.0"  # the project's version (CMakeLists.txt, pyproject.toml)

@@ -1,5 +1,6 @@
 """The S3-compatible server the tests read and write (OpenStack Swift with its s3api
-middleware, started and stopped by scripts/s3-local.sh, as users start it) and a TCP proxy the
+middleware, or Ceph's RGW where a test needs a server that honours conditional PUTs; started and
+stopped by scripts/s3-local.sh, as users start them) and a TCP proxy the
 tests put between tarmac and it to cut connections, answer 503 SlowDown or count requests.
 Shared by test_s3.py (remote inputs) and test_s3_read.py (verify, info, ls, cat and the reader
 on s3:// datasets)."""
@@ -141,9 +142,12 @@ class FaultProxy(TcpProxy):
             pass
 
 
-def missing_packages():
-    missing = [b for b in ("swift-proxy-server", "swift-object-server", "memcached")
-               if shutil.which(b) is None]
+SERVER_PROGRAMS = {"swift": ("swift-proxy-server", "swift-object-server", "memcached"),
+                   "radosgw": ("radosgw", "radosgw-admin", "ceph-mon", "ceph-osd")}
+
+
+def missing_packages(server="swift"):
+    missing = [b for b in SERVER_PROGRAMS[server] if shutil.which(b) is None]
     try:
         import boto3  # noqa: F401
     except ImportError:
@@ -176,18 +180,26 @@ def server_dir(tmp):
     return os.path.join(beside, "s3")
 
 
-def start_server(cls):
+def start_server(cls, server=None):
     """Starts the server for test class `cls` (a fx.TmpCase, in its build()), stopped by a class
-    cleanup: sets cls.env (the environment with the script's export lines), cls.port and cls.s3
-    (a boto3 client). Raises SkipTest naming what is not installed."""
-    missing = missing_packages()
+    cleanup: sets cls.env (the environment with the script's export lines), cls.port, cls.s3 (a
+    boto3 client) and cls.server. `server`: "swift" or "radosgw" (S3_SERVER of
+    scripts/s3-local.sh); by default the environment's S3_SERVER, else swift. Raises SkipTest
+    naming what is not installed."""
+    server = cls.server = server or os.environ.get("S3_SERVER", "swift")
+    missing = missing_packages(server)
     if missing:
-        raise unittest.SkipTest(", ".join(missing) + " not installed (scripts/setup-deps.sh test)")
+        raise unittest.SkipTest(", ".join(missing) + " not installed (scripts/setup-deps.sh %s)" %
+                                ("ci" if server == "radosgw" else "test"))
     import boto3
-    cls.server_dir = server_dir(cls.tmp)
+    if server == "radosgw":  # its objects are in the OSD's memory: no extended attributes needed
+        cls.server_dir = os.path.join(cls.tmp, "s3")
+    else:
+        cls.server_dir = server_dir(cls.tmp)
     if not cls.server_dir.startswith(cls.tmp + os.sep):  # removed after the server stops
         cls.addClassCleanup(shutil.rmtree, os.path.dirname(cls.server_dir), True)
-    p = subprocess.run([SCRIPT, "start", cls.server_dir], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([SCRIPT, "start", cls.server_dir], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, S3_SERVER=server))
     if p.returncode != 0:
         raise AssertionError("scripts/s3-local.sh start failed:\n" + p.stderr)
     cls.addClassCleanup(subprocess.run, [SCRIPT, "stop", cls.server_dir], check=False)

@@ -5,10 +5,12 @@ dataset is converted locally and uploaded with boto3, as users copy datasets up;
 over s3:// is compared with the local folder, and the local folder with independent oracles
 (the source images and labels, Python's tarfile, OpenCV). The fault proxy of s3_local counts
 the GETs (a warm cache reads no shard again) and cuts connections mid-download.
+examples/train_keypoints.py reads an uploaded dataset with --cache DIR --cache-size N.
 
 Needs swift-* memcached python3-boto3 (scripts/setup-deps.sh test); skips without them.
 """
 import functools
+import importlib.util
 import json
 import os
 import subprocess
@@ -24,6 +26,7 @@ from s3_local import FaultProxy  # noqa: E402
 from test_s3 import RangeHandler, ThreadingServer  # noqa: E402  (http.server with ranges)
 
 BUCKET = "tarmac-read"
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 N = 48
 
 
@@ -237,6 +240,61 @@ class S3Datasets(fx.TmpCase):
         mixed = tt.MixedDataset([raw, raw], fields=["cls"], decode=False)
         self.assertEqual(len(mixed), 2 * N)
         self.assertEqual(int(mixed[N + 3]["cls"]), int(self.ref.value("cls", 3)))
+
+    def test_train_example_with_cache_and_cache_size(self):
+        """examples/train_keypoints.py on s3:// with --cache DIR --cache-size N: the same losses
+        as on the local folder (the same seed, so the same samples in the same order), the
+        cache folder at most N bytes (two of its largest shards and the rest), its shards the
+        local files byte for byte; the next run fetches again what was evicted."""
+        if importlib.util.find_spec("torch") is None:
+            self.skipTest("torch is not installed")
+        raw, local = self.path("hmr-raw"), self.path("hmr")
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make-sample-data.py"), raw, "--samples", "16",
+                        "--archives", "2"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([fx.TARMAC, "convert", "-q", *sorted(os.path.join(raw, f) for f in os.listdir(raw)), "-o",
+                        local, "--crop", "field:bbox_xywh", "--crop-scale", "1.2", "--square", "--size", "224",
+                        "--points", "keypoints2d", "--shard-size", "48K"], check=True)
+        names = sorted(os.listdir(local))
+        shards = [n for n in names if n.endswith(".tar")]
+        self.assertGreaterEqual(len(shards), 4, names)
+        for name in names:
+            self.s3.upload_file(os.path.join(local, name), BUCKET, "hmr/" + name)
+        sizes = {n: os.path.getsize(os.path.join(local, n)) for n in names}
+        limit = sum(v for n, v in sizes.items() if n not in shards) + 2 * max(sizes[n] for n in shards)
+        proxy = FaultProxy(self.port)
+        self.addCleanup(proxy.close)
+        cache = self.cache("train")
+        env = dict(self.env, AWS_ENDPOINT_URL=proxy.url, OMP_NUM_THREADS="1")
+        example = [sys.executable, os.path.join(ROOT, "examples", "train_keypoints.py")]
+        flags = ["--steps", "4", "--batch-size", "4", "--workers", "0", "--device", "cpu", "--log-every", "1"]
+
+        def losses(*args):
+            p = subprocess.run([*example, *args, *flags], env=env, capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return [line.split("data-wait")[0] for line in p.stdout.splitlines() if line.startswith("step")]
+
+        want = losses(local)
+        self.assertEqual(len(want), 4)
+        self.assertEqual(losses(f"s3://{BUCKET}/hmr/", "--cache", cache, "--cache-size", str(limit)), want)
+        self.assertLessEqual(tree_bytes(cache), limit)
+        folder = os.path.join(cache, BUCKET, "hmr")
+        kept = [n for n in os.listdir(folder) if n.endswith(".tar")]
+        self.assertTrue(0 < len(kept) < len(shards), kept)
+        for name in kept:
+            with open(os.path.join(folder, name), "rb") as a, open(os.path.join(local, name), "rb") as b:
+                self.assertEqual(a.read(), b.read(), name)
+        gets = [g.rsplit("/", 1)[1] for g in self.shard_gets(proxy)]
+        self.assertEqual(sorted(gets), shards, "each shard once (a process keeps what it mapped)")
+        # the next run (a size in another unit) downloads again just what was evicted
+        self.assertEqual(losses(f"s3://{BUCKET}/hmr/", "--cache", cache, "--cache-size", "1G"), want)
+        again = [g.rsplit("/", 1)[1] for g in self.shard_gets(proxy)][len(gets):]
+        self.assertEqual(sorted(again), sorted(set(shards) - set(kept)))
+        # an s3:// dataset without --cache, and a size that is not one: usage errors
+        for args, words in [([f"s3://{BUCKET}/hmr/"], "pass --cache DIR"),
+                            ([f"s3://{BUCKET}/hmr/", "--cache", cache, "--cache-size", "1GB"], "'1GB' is not a size")]:
+            p = subprocess.run([*example, *args, *flags], env=env, capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(words, p.stderr)
 
     def test_reader_errors(self):
         with self.assertRaisesRegex(ValueError, "cache="):
