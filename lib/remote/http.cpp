@@ -168,6 +168,11 @@ size_t collect_body(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
+// CURLOPT_XFERINFOFUNCTION: non-zero (the transfer aborts) once a stop is requested.
+int stop_progress(void* stop, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<const StopRequest*>(stop)->requested() ? 1 : 0;
+}
+
 }  // namespace
 
 bool retryable_status(long status, const std::string& code) {
@@ -212,7 +217,9 @@ Target target_for(const std::string& name, const RemoteConfig& config) {
 }
 
 Response request(const Target& target, const RemoteConfig& config, bool head,
-                 const std::string& query, size_t body_limit, const std::string& range) {
+                 const std::string& query, size_t body_limit, const std::string& range,
+                 const StopRequest* stop) {
+  const std::string stopped = "cannot read '" + target.name + "': stopped";
   const std::string url = query.empty() ? target.url : target.url + "?" + query;
   for (int failures = 0;;) {
     Response r;
@@ -229,10 +236,20 @@ Response request(const Target& target, const RemoteConfig& config, bool head,
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
     char detail[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, detail);
+    if (stop) {
+      curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, stop_progress);
+      curl_easy_setopt(c, CURLOPT_XFERINFODATA, const_cast<StopRequest*>(stop));
+    }
     const CURLcode rc = curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
     curl_easy_cleanup(c);
     curl_slist_free_all(headers);
+    if (rc == CURLE_ABORTED_BY_CALLBACK) throw RemoteError(stopped);
+    if (rc == CURLE_WRITE_ERROR && !range.empty() && r.status == 200)
+      throw RemoteError("cannot read '" + target.name + "': asked for bytes " + range +
+                            ", the server answered with the whole object: it serves no ranges",
+                        200);
     if (rc == CURLE_WRITE_ERROR)
       throw RemoteError("cannot read '" + target.name + "': the answer is larger than " +
                         std::to_string(body_limit) + " bytes");
@@ -240,7 +257,7 @@ Response request(const Target& target, const RemoteConfig& config, bool head,
       ++failures;
       if (!retryable_curl(rc) || failures >= max_tries(config.retry, rc))
         throw RemoteError(transport_line(target, rc, detail, failures));
-      back_off(config.retry, failures, nullptr);
+      if (!back_off(config.retry, failures, stop)) throw RemoteError(stopped);
       continue;
     }
     if (r.status >= 300) {
@@ -258,13 +275,14 @@ Response request(const Target& target, const RemoteConfig& config, bool head,
       }
       if (retryable_status(r.status, s3_error_code(r.body)) &&
           ++failures < config.retry.max_attempts) {
-        back_off(config.retry, failures, nullptr);
+        if (!back_off(config.retry, failures, stop)) throw RemoteError(stopped);
         continue;
       }
       throw RemoteError(failure_line(target, r.status, r.body, config), r.status);
     }
     r.content_length = h.content_length;
     r.etag = h.etag;
+    r.retries = static_cast<uint32_t>(failures);
     return r;
   }
 }
@@ -494,6 +512,9 @@ const TransferCounts& HttpStream::counts() const {
 }
 const std::string& HttpStream::name() const {
   return s_->target.name;
+}
+const std::string& HttpStream::etag() const {
+  return s_->etag;
 }
 
 }  // namespace tarmac::remote

@@ -31,15 +31,19 @@ struct Response {
   std::string body;  ///< at most the limit asked for
   std::optional<uint64_t> content_length;
   std::string etag;
+  uint32_t retries = 0;  ///< failed tries sent again before this answer
 };
 
 /// One request, retried as a stream is; a status >= 300 that is not retried ends it with
 /// RemoteError (its one line names the target, the server's error code and what to do).
 /// `query` ("a=1&b=2", sorted by name, values percent-encoded) is appended to the URL;
-/// `range` ("START-END", inclusive) asks for those bytes alone.
+/// `range` ("START-END", inclusive) asks for those bytes alone; a server that answers it with
+/// more than `body_limit` bytes of HTTP 200 (the whole object: it serves no ranges) ends it
+/// with RemoteError whose http_status() is 200. `stop`, if any, is polled while the request
+/// and its backoff wait: RemoteError ("stopped") once it is requested.
 Response request(const Target& target, const RemoteConfig& config, bool head,
                  const std::string& query = "", size_t body_limit = 64 << 20,
-                 const std::string& range = "");
+                 const std::string& range = "", const StopRequest* stop = nullptr);
 
 /// Size (and ETag) of an object, by HEAD; RemoteError when it cannot be read (an http(s)
 /// URL that refuses HEAD, 403 or 405, is answered as it is: its GET may still succeed).
@@ -70,6 +74,8 @@ class HttpStream {
   std::optional<uint64_t> size() const;
   const TransferCounts& counts() const;
   const std::string& name() const;
+  /// The object's ETag, once the first response said it ("" when it said none).
+  const std::string& etag() const;
 
   struct State;
 

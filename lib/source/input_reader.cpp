@@ -43,6 +43,10 @@ struct FdSource {
   std::string read_error;
   bool seeked = false;   // libarchive jumped (zip central directory, skipped data)
   bool sniffed = false;  // the first bytes were looked at for gzip
+  // A remote input's first bytes, already read into `buffer` to tell a zip (peek_remote): what
+  // read_raw returned for them, handed to libarchive first.
+  std::optional<ssize_t> peeked;
+  uint32_t range_retries = 0;  // of the Range GETs that read a remote zip's central directory
   std::unique_ptr<GzipInflater> gzip;
   std::vector<uint8_t> inflated;  // gzip: what libarchive is handed
   bool raw_end = false;           // gzip: the input is read to its end
@@ -57,12 +61,14 @@ struct FdSource {
 
 namespace {
 
-// The next bytes of the input into src->buffer, checksummed and counted; -1 on error.
-ssize_t read_raw(FdSource* src) {
+// The next bytes of the input into src->buffer from `at`, checksummed and counted; -1 on error.
+ssize_t read_raw(FdSource* src, size_t at = 0) {
+  uint8_t* const into = src->buffer.data() + at;
+  const size_t room = src->buffer.size() - at;
   ssize_t n;
   if (src->stream) {
     try {
-      n = static_cast<ssize_t>(src->stream->read(src->buffer.data(), src->buffer.size()));
+      n = static_cast<ssize_t>(src->stream->read(into, room));
     } catch (const std::exception& e) {  // libarchive's callbacks are C: nothing thrown through
       src->read_error = e.what();
       src->remote_failed = true;
@@ -70,7 +76,7 @@ ssize_t read_raw(FdSource* src) {
     }
   } else {
     do {
-      n = ::read(src->fd, src->buffer.data(), src->buffer.size());
+      n = ::read(src->fd, into, room);
     } while (n < 0 && errno == EINTR);
   }
   if (n < 0) {
@@ -80,7 +86,7 @@ ssize_t read_raw(FdSource* src) {
   if (src->check_at != kNoCheck &&
       src->info->bytes_read + static_cast<uint64_t>(n) >= src->check_at) {
     const auto part = static_cast<size_t>(src->check_at - src->info->bytes_read);
-    if (crc32_update(src->info->crc32, src->buffer.data(), part) != src->check_crc) {
+    if (crc32_update(src->info->crc32, into, part) != src->check_crc) {
       src->changed = true;
       src->read_error = "the input changed since the checkpoint";
       return -1;
@@ -88,7 +94,7 @@ ssize_t read_raw(FdSource* src) {
     src->check_at = kNoCheck;
     src->expected->reset();
   }
-  src->info->crc32 = crc32_update(src->info->crc32, src->buffer.data(), static_cast<size_t>(n));
+  src->info->crc32 = crc32_update(src->info->crc32, into, static_cast<size_t>(n));
   src->info->bytes_read += static_cast<uint64_t>(n);
   src->total->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
   return n;
@@ -98,7 +104,7 @@ la_ssize_t read_cb(struct archive*, void* client, const void** out) {
   auto* src = static_cast<FdSource*>(client);
   if (!src->sniffed) {
     src->sniffed = true;
-    const ssize_t n = read_raw(src);
+    const ssize_t n = src->peeked ? *src->peeked : read_raw(src);
     if (n < 0) return -1;
     if (!GzipInflater::starts_gzip(src->buffer.data(), static_cast<size_t>(n))) {
       *out = src->buffer.data();
@@ -139,6 +145,50 @@ bool file_starts_gzip(int fd) {
   uint8_t head[3];
   return ::pread(fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
          GzipInflater::starts_gzip(head, sizeof head);
+}
+
+// A remote input's first bytes (4 at least, unless it is shorter) into src.buffer, to tell a zip;
+// they stay there for libarchive (src.peeked) when it is not one. False when the read failed.
+bool peek_remote(FdSource& src) {
+  size_t have = 0;
+  while (have < 4) {
+    const ssize_t n = read_raw(&src, have);
+    if (n < 0) {
+      src.peeked = -1;  // libarchive's first read fails with the stream's error
+      return false;
+    }
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
+  }
+  src.peeked = static_cast<ssize_t>(have);
+  return true;
+}
+
+// Bytes [offset, offset + size) of the remote object `t` of `object_size` bytes by one Range GET,
+// for its zip directory; its ETag must be the one the stream reads (`etag`), so that the
+// directory and the members come from one version of the object. RemoteError with
+// http_status() 200 when the server serves no ranges (the object is then read as a stream).
+std::vector<uint8_t> fetch_range(const remote::Target& t, const remote::RemoteConfig& config,
+                                 const StopRequest* stop, uint64_t offset, size_t size,
+                                 uint64_t object_size, const std::string& etag, uint32_t& retries) {
+  if (size == 0) return {};
+  const remote::Response r =
+      remote::request(t, config, false, "", size + 1,
+                      std::to_string(offset) + "-" + std::to_string(offset + size - 1), stop);
+  retries += r.retries;
+  const bool whole = offset == 0 && size == object_size;  // HTTP 200 answers that one too
+  if (r.status == 200 && !whole)
+    throw remote::RemoteError("cannot read '" + t.name + "': the server serves no ranges", 200);
+  if (r.body.size() != size)
+    throw remote::RemoteError("cannot read '" + t.name + "': asked for " + std::to_string(size) +
+                              " byte(s) at " + std::to_string(offset) + " of its " +
+                              std::to_string(object_size) + ", the server answered " +
+                              std::to_string(r.body.size()) +
+                              ": the object changed while it was read; run again");
+  if (!etag.empty() && !r.etag.empty() && r.etag != etag)
+    throw remote::RemoteError("cannot read '" + t.name + "': the object changed while it was read" +
+                              " (its ETag was " + etag + ", now " + r.etag + "): run again");
+  return {r.body.begin(), r.body.end()};
 }
 
 la_int64_t seek_cb(struct archive*, void* client, la_int64_t offset, int whence) {
@@ -322,9 +372,20 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
   if (src.owned && ::fstat(src.fd, &st) == 0 && S_ISREG(st.st_mode) &&
       ::pread(src.fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
       starts_zip(head, sizeof head)) {
+    const int fd = src.fd;
+    const ReadAt pread_at = [fd](uint64_t offset, size_t size, uint8_t* out) {
+      size_t got = 0;
+      while (got < size) {
+        const ssize_t n = ::pread(fd, out + got, size - got, static_cast<off_t>(offset + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        got += static_cast<size_t>(n);
+      }
+      return true;
+    };
     bool done = false;
     try {
-      done = read_zip(index, cb, src, where);
+      done = read_zip(index, cb, src, where, pread_at, info.size, 0);
     } catch (...) {
       close_cb(nullptr, &src);
       throw;
@@ -334,9 +395,13 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
       return;
     }
   }
-  read_entries(index, cb, src, where);
+  // A remote zip is read by its central directory too: its first bytes tell it (no request
+  // more for a tar), then its end is read by Range GETs.
+  const bool remote_zip = src.stream && peek_remote(src) && *src.peeked >= 4 &&
+                          starts_zip(src.buffer.data(), static_cast<size_t>(*src.peeked));
+  if (!remote_zip || !read_remote_zip(index, cb, src, where)) read_entries(index, cb, src, where);
   if (src.stream) {
-    info.retries = src.stream->counts().retries;
+    info.retries = src.stream->counts().retries + src.range_retries;
     info.resumed_bytes = src.stream->counts().resumed_bytes;
     if (const auto size = src.stream->size()) info.size = *size;
   }
@@ -480,7 +545,8 @@ namespace {
 // for libarchive), and hands out the ranges asked for, in increasing order.
 class SequentialReader {
  public:
-  explicit SequentialReader(FdSource& src) : src_(src) {}
+  // `buffered`: bytes of the input's start already in src.buffer (read and counted).
+  SequentialReader(FdSource& src, size_t buffered) : src_(src), have_(buffered) {}
   uint64_t position() const { return pos_; }
   // Reads up to `offset` (not before the current position), then `size` bytes into `out`.
   void read(uint64_t offset, size_t size, uint8_t* out) {
@@ -529,48 +595,43 @@ class SequentialReader {
   }
   FdSource& src_;
   uint64_t pos_ = 0;
-  size_t have_ = 0, used_ = 0;
+  size_t have_, used_ = 0;
 };
 
 }  // namespace
 
-// A seekable zip: the central directory first (a few preads from the end), then one pass over the
-// file that checksums every byte and hands each member on as stored. False, with nothing handed
-// on, when some member is compressed otherwise than stored or deflated (bzip2, LZMA, zstd...):
-// libarchive reads that zip instead.
+// A zip of `size` bytes: the central directory first (read through `read_at` from the end: preads,
+// or Range GETs), then one pass over the input's bytes (src, whose first `buffered` bytes are in
+// src.buffer already) that checksums every byte and hands each member on as stored. False, with
+// nothing handed on, when some member is compressed otherwise than stored or deflated (bzip2,
+// LZMA, zstd...) or a remote server serves no ranges: libarchive reads that zip instead.
 bool InputReader::read_zip(uint32_t index, const InputCallbacks& cb, FdSource& src,
-                           const std::string& where) {
+                           const std::string& where, const ReadAt& read_at, uint64_t size,
+                           size_t buffered) {
   InputInfo& info = inputs_[index];
-  const int fd = src.fd;
-  const uint64_t file_size = info.size;
   auto fail = [&](const std::string& what) {
     if (src.changed) refuse_changed(index);
-    const std::string msg = where + ": " + what;
+    // the network's one line (it names the URL) says more than a read error in a zip
+    const std::string msg = src.remote_failed ? src.read_error : where + ": " + what;
     if (!options_.skip_errors) throw FatalError(msg);
     info.error = msg;
   };
   ZipDirectory dir;
   try {
-    dir = read_zip_directory(
-        [fd](uint64_t offset, size_t size, uint8_t* out) {
-          size_t got = 0;
-          while (got < size) {
-            const ssize_t n = ::pread(fd, out + got, size - got, static_cast<off_t>(offset + got));
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) return false;
-            got += static_cast<size_t>(n);
-          }
-          return true;
-        },
-        file_size);
+    dir = read_zip_directory(read_at, size);
   } catch (const ParseError& e) {
     fail(std::string("zip is corrupt: ") + e.what());
+    return true;
+  } catch (const remote::RemoteError& e) {
+    if (e.http_status() == 200) return false;  // no ranges: nothing read past the first bytes
+    if (!options_.skip_errors) throw;
+    info.error = e.what();
     return true;
   }
   for (const auto& z : dir.entries)
     if (!(z.flags & 1) && z.method != 0 && z.method != 8) return false;
 
-  SequentialReader file(src);
+  SequentialReader file(src, buffered);
   uint8_t local[kZipLocalHeaderSize];
   try {
     for (const auto& z : dir.entries) {
@@ -627,6 +688,29 @@ bool InputReader::read_zip(uint32_t index, const InputCallbacks& cb, FdSource& s
     fail(std::string("zip is corrupt: ") + e.what());
   }
   return true;
+}
+
+// A remote zip (its first bytes in src.buffer, src.peeked): the central directory by Range GETs
+// of the object's end (RangedReadAt: one for the last 64 KiB, one more for what lies before
+// them), the members from the stream it is read through front to back, as a file's are.
+// False, with nothing handed on, as read_zip() says, or when the object's size is unknown.
+bool InputReader::read_remote_zip(uint32_t index, const InputCallbacks& cb, FdSource& src,
+                                  const std::string& where) {
+  InputInfo& info = inputs_[index];
+  const uint64_t size = src.stream->size().value_or(info.size);
+  if (size == 0) return false;  // a chunked answer, no HEAD: libarchive streams it
+  const remote::Target target = remote::target_for(info.path, *options_.remote);
+  const std::string etag = src.stream->etag();
+  RangedReadAt ranged(
+      [&](uint64_t offset, size_t n) {
+        return fetch_range(target, *options_.remote, options_.stop, offset, n, size, etag,
+                           src.range_retries);
+      },
+      size);
+  return read_zip(
+      index, cb, src, where,
+      [&ranged](uint64_t offset, size_t n, uint8_t* out) { return ranged(offset, n, out); }, size,
+      static_cast<size_t>(*src.peeked));
 }
 
 void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {

@@ -2,9 +2,10 @@
 // Reads the members of every input in order, streaming: archives of any format and
 // compression libarchive knows (tar, pax, gnu, ustar, zip; gz, zst, xz, bz2), directories,
 // "-" for standard input, and s3:// and http(s):// objects (streamed by remote/http.h, resumed by
-// range after a dropped connection). Nothing is extracted to disk. A zip file (seekable, its
-// members stored or deflated) is read by zip_directory.h instead: its members are handed on as
-// stored, for the workers to inflate and check (packed_member.h).
+// range after a dropped connection). Nothing is extracted to disk. A zip file or remote zip
+// object (its members stored or deflated) is read by zip_directory.h instead (preads, or Range
+// GETs of the object's end): its members are handed on as stored, for the workers to inflate
+// and check (packed_member.h).
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "common/stop.h"
 #include "remote/remote_config.h"
 #include "source/member.h"
+#include "source/zip_directory.h"
 
 namespace tarmac {
 
@@ -128,7 +130,10 @@ class InputReader {
   bool excluded(const std::filesystem::path& dir) const;
   void read_entries(uint32_t index, const InputCallbacks& cb, FdSource& src,
                     const std::string& where);
-  bool read_zip(uint32_t index, const InputCallbacks& cb, FdSource& src, const std::string& where);
+  bool read_zip(uint32_t index, const InputCallbacks& cb, FdSource& src, const std::string& where,
+                const ReadAt& read_at, uint64_t size, size_t buffered);
+  bool read_remote_zip(uint32_t index, const InputCallbacks& cb, FdSource& src,
+                       const std::string& where);
   bool admit(uint32_t index, const InputCallbacks& cb, const std::string& name, uint64_t size,
              bool size_known);
 

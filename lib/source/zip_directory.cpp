@@ -136,6 +136,28 @@ void apply_zip64(ZipEntry& z, const uint8_t* extra, size_t n, bool want_size, bo
 
 }  // namespace
 
+bool RangedReadAt::operator()(uint64_t offset, size_t size, uint8_t* out) {
+  if (offset > size_ || size_ - offset < size) return false;
+  if (!have_tail_) {
+    tail_start_ = size_ - std::min<uint64_t>(size_, tail_size_);
+    tail_ = fetch_(tail_start_, static_cast<size_t>(size_ - tail_start_));
+    ++fetches_;
+    if (tail_.size() != size_ - tail_start_) return false;
+    have_tail_ = true;
+  }
+  size_t before = 0;  // bytes asked for that lie before the tail
+  if (offset < tail_start_ && size > 0) {
+    before = static_cast<size_t>(std::min<uint64_t>(size, tail_start_ - offset));
+    const std::vector<uint8_t> got = fetch_(offset, before);
+    ++fetches_;
+    if (got.size() != before) return false;
+    std::memcpy(out, got.data(), before);
+  }
+  if (size > before)
+    std::memcpy(out + before, tail_.data() + (offset + before - tail_start_), size - before);
+  return true;
+}
+
 bool starts_zip(const uint8_t* p, size_t n) {
   return n >= 4 && (le32(p) == kLocalSig || le32(p) == kEndSig);
 }

@@ -1,10 +1,12 @@
 #pragma once
 // The central directory of a zip file (PKWARE's APPNOTE 6.3: end records, ZIP64 included),
-// read with a few preads from its end, so that the reader thread can hand each member on
-// still compressed. Parsed defensively: every size and offset is checked against the file.
+// read from its end through a "read at offset" function (pread for a file, Range GETs for a
+// remote object: RangedReadAt), so that the reader thread can hand each member on still
+// compressed. Parsed defensively: every size and offset is checked against the file.
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tarmac {
@@ -31,6 +33,34 @@ using ReadAt = std::function<bool(uint64_t offset, size_t size, uint8_t* out)>;
 /// The central directory of a zip file of `file_size` bytes. Throws ParseError saying what is
 /// wrong (no end record, offsets outside the file, overlapping members...).
 ZipDirectory read_zip_directory(const ReadAt& read_at, uint64_t file_size);
+
+/// Bytes [offset, offset + size) of an object by one request (a Range GET); throws when it
+/// cannot have them all.
+using FetchRange = std::function<std::vector<uint8_t>(uint64_t offset, size_t size)>;
+
+/// The most bytes the end records take from a zip's end (the end record and its longest
+/// comment): the first fetch of a RangedReadAt, which holds the central directory of most zips.
+constexpr size_t kZipTailSize = 22 + 0xffff;
+
+/// A ReadAt over an object of `size` bytes read by ranges: its last `tail` bytes by one fetch,
+/// on the first read, then kept; what lies before them by one fetch per read asking for it (a
+/// central directory larger than the tail, a ZIP64 end record further back).
+class RangedReadAt {
+ public:
+  RangedReadAt(FetchRange fetch, uint64_t size, size_t tail = kZipTailSize)
+      : fetch_(std::move(fetch)), size_(size), tail_size_(tail) {}
+  bool operator()(uint64_t offset, size_t size, uint8_t* out);
+  uint32_t fetches() const { return fetches_; }
+
+ private:
+  FetchRange fetch_;
+  uint64_t size_;
+  size_t tail_size_;
+  std::vector<uint8_t> tail_;
+  uint64_t tail_start_ = 0;
+  bool have_tail_ = false;
+  uint32_t fetches_ = 0;
+};
 
 /// True when `n` bytes at `p` (a file's first) begin a zip local header or an empty zip.
 bool starts_zip(const uint8_t* p, size_t n);

@@ -2,9 +2,10 @@
 # W1 converted from the local S3-compatible server (scripts/s3-local.sh: Swift + s3api on this
 # machine) against the same archive from local disk, and the same pair for `--format keep`
 # (no decoding: the read path alone). Prints one markdown table: samples/s (wall, the median
-# of REPEAT runs) and S3 ÷ local.
+# of REPEAT runs) and S3 ÷ local. ZIP=1 adds the same members as a deflated zip (w1.zip, read
+# by its central directory: Range GETs of its end, then one stream).
 #
-# usage: scripts/bench/s3_inputs.sh [WORKDIR]     env: W1=400 THREADS=$(nproc) REPEAT=3
+# usage: scripts/bench/s3_inputs.sh [WORKDIR]     env: W1=400 THREADS=$(nproc) REPEAT=3 ZIP=0
 #        SERVER_CPUS=1 TARMAC_CPUS=0: pin the server and tarmac to their own cores (taskset), so
 #        that the server's CPU (Swift is Python) does not compete with tarmac's workers: on a
 #        machine as small as this one, the only fair way to compare the read paths.
@@ -17,14 +18,18 @@ PY=/usr/bin/python3
 W1=${W1:-400}
 THREADS=${THREADS:-$(nproc)}
 REPEAT=${REPEAT:-3}
+ZIP=${ZIP:-0}
+ARCHIVES=(w1.tar)
+FORMATS=tar
+if [ "$ZIP" = 1 ]; then ARCHIVES+=(w1.zip); FORMATS=tar,zip; fi
 mkdir -p "$WORK"
 cd "$WORK"
 
-if [ ! -f .made-$W1 ]; then
+if [ ! -f ".made-$W1-$FORMATS" ]; then
   echo "generating W1 ($W1 frames) in $WORK ..." >&2
   rm -f .made-*
-  $PY "$ROOT/scripts/bench/make_workloads.py" . --w1 "$W1" --formats tar >&2
-  touch .made-$W1
+  $PY "$ROOT/scripts/bench/make_workloads.py" . --w1 "$W1" --formats "$FORMATS" >&2
+  touch ".made-$W1-$FORMATS"
 fi
 
 SERVER_PIN=() TARMAC_PIN=()
@@ -37,7 +42,9 @@ import os, boto3
 s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
 if "bench" not in [b["Name"] for b in s3.list_buckets().get("Buckets", [])]:
     s3.create_bucket(Bucket="bench")
-s3.upload_file("w1.tar", "bench", "w1.tar")
+for name in ("w1.tar", "w1.zip"):
+    if os.path.exists(name):
+        s3.upload_file(name, "bench", name)
 PY
 
 # "WALL CPU": median wall seconds and median CPU seconds (tarmac's user + sys) of REPEAT runs
@@ -59,13 +66,15 @@ W1ARGS=(--crop field:bbox_xywh --crop-scale 1.2 --square --size 224 --points key
   --boxes bbox_xywh --quality 95 --threads "$THREADS")
 echo "| W1 | from | samples/s (wall) | S3 ÷ local (wall) | tarmac CPU s | S3 ÷ local (CPU) |"
 echo "|---|---|---|---|---|---|"
+for archive in "${ARCHIVES[@]}"; do
 for mode in crops keep; do
   if [ "$mode" = crops ]; then args=("${W1ARGS[@]}"); else args=(--format keep --threads "$THREADS"); fi
-  read -r tl cl < <(seconds out "${TARMAC_PIN[@]}" "$TARMAC" convert w1.tar -o out "${args[@]}")
-  read -r ts cs < <(seconds out "${TARMAC_PIN[@]}" "$TARMAC" convert s3://bench/w1.tar -o out "${args[@]}")
+  read -r tl cl < <(seconds out "${TARMAC_PIN[@]}" "$TARMAC" convert "$archive" -o out "${args[@]}")
+  read -r ts cs < <(seconds out "${TARMAC_PIN[@]}" "$TARMAC" convert "s3://bench/$archive" -o out "${args[@]}")
   $PY -c "
 n, tl, ts, cl, cs = $W1, $tl, $ts, $cl, $cs
-label = {'crops': 'HMR crops (224, q95)', 'keep': '--format keep'}['$mode']
+label = {'crops': 'HMR crops (224, q95)', 'keep': '--format keep'}['$mode'] + ', $archive'
 print(f'| {label} | local disk | {n / tl:.1f} | | {cl:.2f} | |')
 print(f'| {label} | local S3 (Swift s3api) | {n / ts:.1f} | {tl / ts:.2f} | {cs:.2f} | {cs / cl:.2f} |')"
+done
 done

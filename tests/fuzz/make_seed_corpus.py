@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the seed inputs of the fuzz_tar_grouping, fuzz_image_decode, fuzz_png_region,
+"""Writes the seed inputs of the fuzz_tar_grouping, fuzz_zip_directory, fuzz_image_decode, fuzz_png_region,
 fuzz_npy_dense, fuzz_table, fuzz_dataset, fuzz_pickle and fuzz_table_npz corpora.
 
 The seeds are small, valid (or nearly valid) examples of every format the target reads, so that
@@ -92,6 +92,33 @@ def archives():
             with f.open(zipfile.ZipInfo(name), "w") as m:
                 m.write(data)
     save("fuzz_tar_grouping", "descriptors.zip", bytes(z.b))
+
+
+def zip_directories():
+    """fuzz_zip_directory: a byte for the size of the tail read first (1 + 64 * byte), then a zip:
+    a tail that holds everything, one that cuts the central directory, one of a single byte."""
+    entries = [("d/%03d-%s.json" % (i, "x" * 40), b"[%d]" % i) for i in range(40)]
+    z = io.BytesIO()
+    with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as f:
+        for name, data in entries:
+            f.writestr(zipfile.ZipInfo(name, (2024, 1, 1, 0, 0, 0)), data)
+        link = zipfile.ZipInfo("d/link.json", (2024, 1, 1, 0, 0, 0))
+        link.create_system = 3
+        link.external_attr = 0o120777 << 16
+        f.writestr(link, b"d/000.json")
+        f.comment = b"a comment"
+    plain = z.getvalue()
+    # the same zip with ZIP64 end records (APPNOTE 4.3.14-16), as a writer past 65535 entries makes
+    at = plain.rfind(b"PK\x05\x06")
+    _, _, _, _, n, cd_size, cd_offset, _ = struct.unpack_from("<IHHHHIIH", plain, at)
+    end64 = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, n, n, cd_size, cd_offset)
+    locator = struct.pack("<IIQI", 0x07064B50, 0, at, 1)
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    zip64 = plain[:at] + end64 + locator + end
+    save("fuzz_zip_directory", "whole_tail.zip", b"\xff" + plain)
+    save("fuzz_zip_directory", "directory_cut.zip", b"\x08" + plain)
+    save("fuzz_zip_directory", "end64_cut.zip", b"\x01" + zip64)
+    save("fuzz_zip_directory", "one_byte_tail.zip", b"\x00" + zip64)
 
 
 def images():
@@ -285,6 +312,7 @@ def tables():
 if __name__ == "__main__":
     tables()
     archives()
+    zip_directories()
     images()
     png_region()
     npy_dense()

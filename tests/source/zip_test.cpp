@@ -5,7 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -317,4 +321,136 @@ TEST_CASE("packed members: a zip bomb stops at its declared size") {
   }
   CHECK_THAT(what, Catch::Contains("inflates past the 1000 bytes"));
   CHECK(scratch.data.empty());
+}
+
+namespace {
+
+Bytes read_fixture(const std::string& name) {
+  const std::string path = std::string(TARMAC_TEST_DATA) + "/zip/" + name;
+  std::ifstream f(path, std::ios::binary);
+  REQUIRE(f.good());
+  return Bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// A RangedReadAt over `file` held in memory, each fetch recorded as (offset, size).
+struct FakeObject {
+  const Bytes& file;
+  std::vector<std::pair<uint64_t, size_t>> fetches;
+  tarmac::RangedReadAt reader() {
+    return tarmac::RangedReadAt(
+        [this](uint64_t offset, size_t size) {
+          fetches.emplace_back(offset, size);
+          REQUIRE(offset + size <= file.size());
+          return Bytes(file.begin() + static_cast<ptrdiff_t>(offset),
+                       file.begin() + static_cast<ptrdiff_t>(offset + size));
+        },
+        file.size());
+  }
+};
+
+tarmac::ZipDirectory parse_ranged(tarmac::RangedReadAt& r, uint64_t size) {
+  return tarmac::read_zip_directory(
+      [&r](uint64_t offset, size_t n, uint8_t* out) { return r(offset, n, out); }, size);
+}
+
+struct Listed {  // a line of Python zipfile's infolist (tests/data/zip/make_fixtures.py prints it)
+  std::string name;
+  uint64_t header_offset, compress_size, file_size;
+  uint32_t crc;
+  uint16_t method;
+  ZipEntry::Kind kind;
+};
+
+}  // namespace
+
+TEST_CASE("zip directory over Range GETs: Python zipfile's offsets and sizes, one fetch") {
+  using K = ZipEntry::Kind;
+  const std::vector<std::pair<std::string, std::vector<Listed>>> fixtures = {
+      {"mixed.zip",
+       {{"a/0.json", 0, 33, 116, 0x8611b1a4, 8, K::File},
+        {"a/0.png", 71, 512, 512, 0x1c613576, 0, K::File},
+        {"a/", 620, 0, 0, 0, 0, K::Directory},
+        {"a/1.png", 652, 5, 5, 0x5bb74d14, 0, K::Symlink}}},
+      {"descriptors.zip",
+       {{"a/0.json", 0, 33, 116, 0x8611b1a4, 8, K::File},
+        {"a/0.png", 87, 512, 512, 0x1c613576, 0, K::File},
+        {"a/", 652, 0, 0, 0, 0, K::Directory}}},
+  };
+  std::string json;
+  for (int i = 0; i < 4; ++i) json += R"({"id": 0, "note": "deflated"})";
+  std::string png;
+  for (int i = 0; i < 512; ++i) png += static_cast<char>(i % 256);
+  for (const auto& [name, listed] : fixtures) {
+    INFO(name);
+    const Bytes file = read_fixture(name);
+    FakeObject object{file, {}};
+    auto ranged = object.reader();
+    const auto dir = parse_ranged(ranged, file.size());
+    // the object is smaller than the tail: one fetch of all of it
+    CHECK(object.fetches == std::vector<std::pair<uint64_t, size_t>>{{0, file.size()}});
+    CHECK(ranged.fetches() == 1);
+    REQUIRE(dir.entries.size() == listed.size());
+    for (size_t i = 0; i < listed.size(); ++i) {
+      const ZipEntry& z = dir.entries[i];
+      CHECK(z.name == listed[i].name);
+      CHECK(z.local_offset == listed[i].header_offset);
+      CHECK(z.compressed_size == listed[i].compress_size);
+      CHECK(z.size == listed[i].file_size);
+      CHECK(z.crc32 == listed[i].crc);
+      CHECK(z.method == listed[i].method);
+      CHECK(z.kind == listed[i].kind);
+    }
+    CHECK(unpacked(packed(file, dir.entries[0])) == json);
+    CHECK(unpacked(packed(file, dir.entries[1])) == png);
+    // the same directory as read by a pread-like function
+    const auto direct = parse(file);
+    CHECK(direct.directory_offset == dir.directory_offset);
+  }
+}
+
+TEST_CASE("zip directory over Range GETs: a directory larger than the tail costs one fetch more") {
+  std::vector<Spec> specs;
+  for (int i = 0; i < 1500; ++i)
+    specs.push_back({"d/" + std::to_string(100000 + i) + std::string(60, 'x') + ".json",
+                     "[" + std::to_string(i) + "]", i % 2 == 0});
+  for (bool end64 : {false, true}) {
+    INFO("ZIP64 end records: " << end64);
+    const Bytes file = make_zip(specs, end64);
+    REQUIRE(file.size() > 2 * tarmac::kZipTailSize);
+    FakeObject object{file, {}};
+    auto ranged = object.reader();
+    const auto dir = parse_ranged(ranged, file.size());
+    const auto direct = parse(file);
+    REQUIRE(dir.entries.size() == specs.size());
+    REQUIRE(direct.entries.size() == specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      CHECK(dir.entries[i].name == specs[i].name);
+      CHECK(dir.entries[i].crc32 == zlib_crc(specs[i].content));
+      CHECK(dir.entries[i].local_offset == direct.entries[i].local_offset);
+      CHECK(dir.entries[i].compressed_size == direct.entries[i].compressed_size);
+    }
+    // the tail, then the central directory's part before it: nothing else
+    const uint64_t tail = file.size() - tarmac::kZipTailSize;
+    REQUIRE(object.fetches.size() == 2);
+    CHECK(object.fetches[0] == std::pair<uint64_t, size_t>{tail, tarmac::kZipTailSize});
+    CHECK(object.fetches[1] ==
+          std::pair<uint64_t, size_t>{dir.directory_offset, tail - dir.directory_offset});
+    CHECK(ranged.fetches() == 2);
+  }
+}
+
+TEST_CASE("zip directory over Range GETs: a failed or short fetch stops the parse") {
+  const Bytes file = make_zip({{"a.json", "[1]"}, {"b.json", "[2, 3]", false, true}}, true);
+  // an error of the network goes through the parser as it is
+  tarmac::RangedReadAt failing([](uint64_t, size_t) -> Bytes { throw std::runtime_error("cut"); },
+                               file.size());
+  CHECK_THROWS_WITH(parse_ranged(failing, file.size()), "cut");
+  // fewer bytes than asked for: no end record found, never a read past what was fetched
+  tarmac::RangedReadAt short_answer(
+      [&](uint64_t offset, size_t size) {
+        return Bytes(file.begin() + static_cast<ptrdiff_t>(offset),
+                     file.begin() + static_cast<ptrdiff_t>(offset + size / 2));
+      },
+      file.size());
+  CHECK_THROWS_AS(parse_ranged(short_answer, file.size()), ParseError);
 }
