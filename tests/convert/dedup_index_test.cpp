@@ -114,6 +114,16 @@ TEST_CASE("a resumed dedup index knows the samples kept before its checkpoint") 
   resumed.add("again", hash_of(3, 0xABCDEF));
   CHECK(resumed.checkpoint() > mark);
   CHECK_THROWS_AS(DedupIndex(true, 2, {}, file, 1 << 20), FatalError);
+  // Exact: the digests are read back (and the pHash alone finds nothing).
+  const auto exact_file = dir / "exact.index";
+  {
+    DedupIndex index(false, 4, {}, exact_file, std::nullopt);
+    index.add("x", hash_of(7, 0x77));
+    mark = index.checkpoint();
+  }
+  DedupIndex exact(false, 4, {}, exact_file, mark);
+  CHECK(exact.find(hash_of(7, 0))->key == "x");
+  CHECK_FALSE(exact.find(hash_of(8, 0x77)));
   CHECK_THROWS_WITH(
       DedupIndex(true, 2, {(dir / "nothing").string()}, dir / "x.index", std::nullopt),
       Catch::Matchers::Contains("--dedup-against"));
