@@ -15,8 +15,8 @@ namespace {
 constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 constexpr int kDenseBits = 20;
 
-// A record of the index file: digest (2 x u64), phash (u64), key length (u32), key bytes; all
-// little-endian, as every tarmac target.
+// A record of the index file: digest (2 x u64; zero under near), phash (u64), key length (u32),
+// key bytes; all little-endian, as every tarmac target.
 constexpr size_t kRecordHead = 3 * sizeof(uint64_t) + sizeof(uint32_t);
 
 template <typename T>
@@ -137,8 +137,9 @@ void DedupIndex::add_other(const std::string& dir, std::string key, uint64_t pha
 }
 
 std::optional<DedupMatch> DedupIndex::find(const ContentHash& hash) const {
-  if (const auto it = exact_.find(hash.digest); it != exact_.end())
-    return DedupMatch{keys_[it->second], "", 0, true};
+  if (!near_)
+    if (const auto it = exact_.find(hash.digest); it != exact_.end())
+      return DedupMatch{keys_[it->second], "", 0, true};
   const auto hit = near_index_.nearest(hash.phash);
   if (!hit) return std::nullopt;
   const uint32_t entry = near_entry_[hit->first];
@@ -150,10 +151,11 @@ void DedupIndex::remember(std::string key, const ContentHash& hash) {
   const auto entry = static_cast<uint32_t>(keys_.size());
   keys_.push_back(std::move(key));
   dataset_.push_back(0);
-  exact_.emplace(hash.digest, entry);
   if (near_) {
     near_entry_.push_back(entry);
     near_index_.add(hash.phash);
+  } else {
+    exact_.emplace(hash.digest, entry);
   }
   ++kept_;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // convert --dedup: which samples were kept, by content, and whether a new one duplicates one of
 // them or a sample of another dataset (--dedup-against). Exact duplicates are found by the
-// pixel digest in a hash map; near ones by the perceptual hash in a multi-index (NearIndex).
+// pixel digest in a hash map; near ones by the perceptual hash alone in a multi-index
+// (NearIndex): the same pixels have the same pHash, so near mode needs no digest (it is zero).
 // The kept samples' hashes and keys are also appended to a file in the staging directory, so
 // that a resumed run (--resume) finds them again.
 #include <cstdint>
@@ -54,7 +55,7 @@ struct DedupMatch {
   std::string key;           ///< the kept sample's key (here, or in `dataset`)
   std::string dataset;       ///< the --dedup-against directory; empty: this run
   int distance = 0;          ///< Hamming distance of the perceptual hashes; 0 for the same pixels
-  bool same_pixels = false;  ///< found by the pixel digest
+  bool same_pixels = false;  ///< found by the pixel digest (exact mode)
 };
 
 class DedupIndex {
@@ -67,8 +68,9 @@ class DedupIndex {
              const std::filesystem::path& file, std::optional<uint64_t> resume_size);
   /// One sample of another dataset, as --dedup-against loads them (before any add()).
   void add_other(const std::string& dir, std::string key, uint64_t phash);
-  /// The sample `hash` duplicates: the same pixels as a kept one, else (near, or any dataset
-  /// of --dedup-against) the nearest perceptual hash within the distance (exact: distance 0).
+  /// The sample `hash` duplicates: exact, the same pixels as a kept one, else one of
+  /// --dedup-against with the same perceptual hash; near, the nearest perceptual hash within
+  /// the distance (the lowest-numbered among the nearest).
   std::optional<DedupMatch> find(const ContentHash& hash) const;
   /// Records a kept sample.
   void add(const std::string& key, const ContentHash& hash);

@@ -382,9 +382,10 @@ class ImageSource {
     check_image_pixels(hdr_, o.limits.max_pixels);
     const bool plain_jpeg = hdr_.format == ImageFormat::Jpeg && !hdr_.cmyk && hdr_.width > 0;
     const bool region_png = hdr_.format == ImageFormat::Png && png_region_decodable(image.data);
-    // --dedup hashes the whole decoded source, so it is decoded whole.
+    // --dedup hashes the whole decoded source: a JPEG's region decode then decodes it whole at
+    // its own scale (render()); other images are decoded whole here.
     const bool hash = o.dedup.enabled();
-    region_path_ = !hash && single && ((plain_jpeg && hdr_.orientation == 1) || region_png) &&
+    region_path_ = single && ((plain_jpeg && hdr_.orientation == 1) || (region_png && !hash)) &&
                    o.transform.format != OutputFormat::Keep;
     src_w_ = hdr_.display_width();
     src_h_ = hdr_.display_height();
@@ -395,13 +396,19 @@ class ImageSource {
       src_w_ = src_.cols;
       src_h_ = src_.rows;
     }
-    if (hash) content_ = content_hash(src_);
+    if (hash && !region_path_) content_ = hash_of(src_);
     ctx.member = nullptr;
   }
 
   /// One output from `fields` (its labels): geometry, image, dense maps, transformed points
   /// and boxes, into `out`.
   void render(std::vector<SampleField>& fields, ProcessedSample& out, Context& ctx);
+
+  /// The hashes --dedup compares `pixels` by (format.md 1.5): near needs the pHash only.
+  ContentHash hash_of(const cv::Mat& pixels) const {
+    if (o_.dedup.mode == DedupOptions::Mode::Near) return {{}, perceptual_hash(pixels)};
+    return content_hash(pixels);
+  }
 
   /// SDXL's micro-conditioning (format.md 1.4): original size, crop top-left, target size.
   void add_micro_conditioning(std::vector<SampleField>& fields, const Geometry& g) const {
@@ -426,7 +433,7 @@ class ImageSource {
   bool single_ = false;
   bool region_path_ = false;
   cv::Mat src_;
-  std::optional<ContentHash> content_;  // --dedup
+  std::optional<ContentHash> content_;  // --dedup; the region path's is taken in render()
   int src_w_ = 0, src_h_ = 0;
   std::vector<cv::Mat> dense_mats_;  // decoded on first use
 };
@@ -450,7 +457,6 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
   ctx.parse_code = ErrorCode::BadImage;
   const Geometry g = compute_geometry(o.transform.geometry, src_w_, src_h_, field_box);
   out.affine = g.m;
-  out.content = content_;
   // A .npy label of the image's height and width is most likely a dense map (depth, a mask)
   // that --dense would have warped with the image; as a label it stays as it was.
   if (!g.identity)
@@ -482,9 +488,24 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
           g.identity ? src : warp_image(src, g.m, g.out_width, g.out_height, o.transform.pad_value);
     } else if (region_path_) {
       thread_local std::vector<uint8_t> scratch;  // one warm buffer per worker, not a fresh one
-      const RegionDecode rd =
-          decode_jpeg_region(image_.data, src_w_, src_h_, g, o.transform.geometry.resample,
-                             &scratch);
+      const ResampleMode mode = o.transform.geometry.resample;
+      // --dedup: the region decode decodes the whole image at its scale, and the hashes are
+      // taken of that (the output's pixels are the same as without --dedup). The exact digest
+      // is of the full-scale pixels, and the pHash of the full or half scale (format.md 1.5:
+      // at 1/4 or 1/8 it moves up to 8 bits): other scales cost a whole decode of their own.
+      const bool hash = o.dedup.enabled(), near = o.dedup.mode == DedupOptions::Mode::Near;
+      const int denom = region_dct_denom(g, mode);
+      const bool shared = hash && (denom == 1 || (near && denom == 2));
+      if (hash && !shared)
+        content_ =
+            hash_of(near ? decode_jpeg_scaled(image_.data, src_w_, src_h_, 2,
+                                              cv::Rect(0, 0, src_w_, src_h_), JpegPixels::Bgr)
+                               .pixels
+                         : decode_image(image_.data, o.limits.max_pixels));
+      cv::Mat whole;
+      const RegionDecode rd = decode_jpeg_region(image_.data, src_w_, src_h_, g, mode, &scratch,
+                                                 shared ? &whole : nullptr);
+      if (shared) content_ = hash_of(whole);
       if (rd.pixels.empty())
         warped =
             cv::Mat(g.out_height, g.out_width, CV_8UC3, cv::Scalar::all(o.transform.pad_value));
@@ -512,6 +533,7 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
   out.image.width = g.out_width;
   out.image.height = g.out_height;
   out.image.crc32 = crc_of(out.image.bytes);
+  out.content = content_;
 
   for (size_t i = 0; i < dense_.size(); ++i) {
     const Member& member = *dense_[i];

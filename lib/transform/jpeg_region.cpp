@@ -59,6 +59,9 @@ struct Plan {  // what to decode, in scaled coordinates
   std::vector<uint8_t>* scratch = nullptr;  // where the pixels go, if not a new matrix
   unsigned x0 = 0, width = 0;               // columns (before jpeg_crop_scanline widens them)
   unsigned y0 = 0, y1 = 0;                  // rows [y0, y1)
+  /// Decode every row at full width into the output, and set x0 and width to the columns
+  /// jpeg_crop_scanline would have given for them.
+  bool whole = false;
 };
 
 // Runs libjpeg over the planned rows. Returns false (message set) on error. Only POD locals.
@@ -85,13 +88,27 @@ bool decode_rows(Decoder& d, std::span<const uint8_t> data, Plan& plan, cv::Mat*
     return false;
   }
   jpeg_start_decompress(&d.cinfo);
-  if (plan.width > 0 && plan.width < d.cinfo.output_width)
+  const unsigned full_width = d.cinfo.output_width;
+  if (plan.width > 0 && plan.width < full_width && plan.whole) {
+    // jpeg_crop_scanline's own rule (libjpeg-turbo's jdapistd.c): the first column moves left
+    // to an iMCU boundary, the last stays.
+    const unsigned align =
+        static_cast<unsigned>(d.cinfo.comps_in_scan == 1 && d.cinfo.num_components == 1
+                                  ? d.cinfo.min_DCT_scaled_size
+                                  : d.cinfo.min_DCT_scaled_size * d.cinfo.max_h_samp_factor);
+    const unsigned x0 = plan.x0 / align * align;
+    plan.width += plan.x0 - x0;
+    plan.x0 = x0;
+  } else if (plan.width > 0 && plan.width < full_width) {
     jpeg_crop_scanline(&d.cinfo, &plan.x0, &plan.width);
-  else {
+  } else {
     plan.x0 = 0;
-    plan.width = d.cinfo.output_width;
+    plan.width = full_width;
   }
-  const int rows = static_cast<int>(plan.y1 - plan.y0), cols = static_cast<int>(plan.width);
+  const unsigned first = plan.whole ? 0 : plan.y0,
+                 last = plan.whole ? d.cinfo.output_height : plan.y1;
+  const int rows = static_cast<int>(last - first),
+            cols = static_cast<int>(plan.whole ? full_width : plan.width);
   if (plan.scratch) {
     plan.scratch->resize(
         std::max(plan.scratch->size(), size_t(rows) * size_t(cols) * size_t(plan.channels)));
@@ -99,20 +116,20 @@ bool decode_rows(Decoder& d, std::span<const uint8_t> data, Plan& plan, cv::Mat*
   } else {
     out->create(rows, cols, CV_8UC(plan.channels));
   }
-  if (plan.y0 > 0) jpeg_skip_scanlines(&d.cinfo, plan.y0);
+  if (first > 0) jpeg_skip_scanlines(&d.cinfo, first);
   // Up to a row group per call (16 rows for 4:2:0), not one row: less per-call work.
   JSAMPROW group[16];
-  while (d.cinfo.output_scanline < plan.y1) {
-    const unsigned n = std::min(16u, plan.y1 - d.cinfo.output_scanline);
+  while (d.cinfo.output_scanline < last) {
+    const unsigned n = std::min(16u, last - d.cinfo.output_scanline);
     for (unsigned k = 0; k < n; ++k)
-      group[k] = out->ptr<uint8_t>(static_cast<int>(d.cinfo.output_scanline + k - plan.y0));
+      group[k] = out->ptr<uint8_t>(static_cast<int>(d.cinfo.output_scanline + k - first));
     if (jpeg_read_scanlines(&d.cinfo, group, n) == 0) {
       std::snprintf(d.message, sizeof d.message, "the decoder stopped at row %u",
                     d.cinfo.output_scanline);
       return false;
     }
   }
-  if (plan.y1 == d.cinfo.output_height)
+  if (last == d.cinfo.output_height)
     jpeg_finish_decompress(&d.cinfo);  // reads to the EOI marker: catches truncation
   else
     jpeg_abort_decompress(&d.cinfo);
@@ -136,8 +153,7 @@ bool ends_with_eoi(std::span<const uint8_t> data) {
 
 }  // namespace
 
-RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g,
-                                ResampleMode mode, std::vector<uint8_t>* scratch) {
+int region_dct_denom(const Geometry& g, ResampleMode mode) {
   // A DCT-scaled decode keeps each 8x8 block's low frequencies; its errors repeat with the
   // blocks, so a filter removes them only once a block spans under ~2.5 output pixels
   // (s <= 0.3). There: the smallest scale 1/2^k that leaves a shrink of at most 0.6 (1.67 or
@@ -146,10 +162,17 @@ RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, con
   // INTER_AREA; the cubic 1-6 dB above; tests/e2e/test_resample.py, docs/performance.md).
   // Above 0.3: the full decode, as INTER_AREA sees it (libjpeg's plain chroma upsampling
   // instead of its triangle filter would save 3 % of W2's time and cost up to 5 dB).
-  const double sx = g.m[0], sy = g.m[4], s = std::max(sx, sy);
+  const double s = std::max(g.m[0], g.m[4]);
   int denom = 1;
   if (mode == ResampleMode::Area && s <= kDctScaleMax + 1e-9)
     while (denom < 8 && s * denom * 2 <= kDctShrinkMax + 1e-9) denom *= 2;
+  return denom;
+}
+
+RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g,
+                                ResampleMode mode, std::vector<uint8_t>* scratch, cv::Mat* whole) {
+  const int denom = region_dct_denom(g, mode);
+  const double sx = g.m[0], sy = g.m[4];
 
   // Source region the output needs, in full-resolution coordinates, plus a margin for the
   // resampler's support (the area footprint, the cubic's reach of 2 / s, bilinear taps).
@@ -165,8 +188,6 @@ RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, con
   unsigned sw = 0, shh = 0;
   if (!decode_rows(d, data, plan, nullptr, true, &sw, &shh))
     throw ParseError(std::string("corrupt JPEG: ") + d.message);
-  (void)w;
-  (void)h;
   auto to_scaled = [&](double u) { return (u + 0.5) / denom - 0.5; };
   const double fx0 = to_scaled(ux0 - margin), fx1 = to_scaled(ux1 + margin);
   const double fy0 = to_scaled(uy0 - margin), fy1 = to_scaled(uy1 + margin);
@@ -176,8 +197,15 @@ RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, con
   const int cy1 = std::clamp(static_cast<int>(std::ceil(fy1)) + 1, 0, static_cast<int>(shh));
 
   RegionDecode r;
+  r.denom = denom;
   if (cx1 <= cx0 || cy1 <= cy0) {  // the crop lies wholly outside the image
-    validate_jpeg(data);
+    if (whole)
+      *whole = decode_jpeg_scaled(data, w, h, denom,
+                                  cv::Rect(0, 0, static_cast<int>(sw), static_cast<int>(shh)),
+                                  JpegPixels::Bgr, scratch)
+                   .pixels;
+    else
+      validate_jpeg(data);
     r.m = g.m;
     return r;
   }
@@ -185,6 +213,7 @@ RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, con
   plan.width = static_cast<unsigned>(cx1 - cx0);
   plan.y0 = static_cast<unsigned>(cy0);
   plan.y1 = static_cast<unsigned>(cy1);
+  plan.whole = whole != nullptr;
 
   Decoder d2;
   new_decoder(d2);
@@ -193,6 +222,11 @@ RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, con
     throw ParseError(std::string("corrupt or truncated JPEG: ") + d2.message);
   if (d2.warnings > 0) throw ParseError(std::string("corrupt or truncated JPEG: ") + d2.message);
   if (!ends_with_eoi(data)) throw ParseError("truncated JPEG: no end-of-image marker");
+  if (whole) {
+    *whole = pixels;
+    pixels = pixels(cv::Rect(static_cast<int>(plan.x0), static_cast<int>(plan.y0),
+                             static_cast<int>(plan.width), static_cast<int>(plan.y1 - plan.y0)));
+  }
 
   // Pixel (p, q) of `pixels` is scaled pixel (x0 + p, y0 + q), whose centre lies at
   // full-resolution u = denom * (x0 + p) + (denom - 1) / 2.

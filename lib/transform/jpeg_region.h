@@ -21,11 +21,15 @@ struct RegionDecode {
   Affine m{};  ///< maps `pixels` coordinates to output coordinates
   /// How to shrink `pixels` by `m`: Cubic after a DCT-scaled decode (resample.h says why).
   ShrinkFilter filter = ShrinkFilter::Area;
+  int denom = 1;  ///< the DCT scale it was decoded at: 1/denom
 };
 
 /// The largest shrink (output / source, the larger axis's) that ResampleMode::Area decodes at
 /// a reduced DCT scale, and the most it then leaves to the resampler (docs/performance.md).
 inline constexpr double kDctScaleMax = 0.3, kDctShrinkMax = 0.6;
+
+/// The DCT scale decode_jpeg_region decodes the output of `g` at: 1/denom, denom 1, 2, 4 or 8.
+int region_dct_denom(const Geometry& g, ResampleMode mode);
 
 /// Decodes what the output of `g` needs from a JPEG of size w x h (stored orientation 1, not
 /// CMYK). Throws ParseError for a corrupt stream or one without its end-of-image marker.
@@ -33,9 +37,13 @@ inline constexpr double kDctScaleMax = 0.3, kDctShrinkMax = 0.6;
 /// ResampleMode::Area a shrink to kDctScaleMax or less is decoded at a reduced DCT scale (and
 /// `filter` says Cubic); ResampleMode::AreaExact always decodes at full resolution. With
 /// `scratch` the pixels are written there (as decode_jpeg_scaled's) and valid until it changes.
+/// With `whole`, the whole image is decoded at the same scale into *whole (BGR, libjpeg's
+/// scaled size; in `scratch` when given), every row checked, and `pixels` is the part of it a
+/// region decode would return, in the same place: one decode serves the output and a hash of
+/// the whole image (convert --dedup), and the output is the same (tests/e2e/test_dedup.py).
 RegionDecode decode_jpeg_region(std::span<const uint8_t> data, int w, int h, const Geometry& g,
                                 ResampleMode mode = ResampleMode::Area,
-                                std::vector<uint8_t>* scratch = nullptr);
+                                std::vector<uint8_t>* scratch = nullptr, cv::Mat* whole = nullptr);
 
 /// The pixels libjpeg converts to: BGR (OpenCV's order), RGB, or grey (a grey JPEG's own
 /// values; a colour JPEG's luma, which is not OpenCV's grey conversion).

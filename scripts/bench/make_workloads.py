@@ -11,8 +11,8 @@
 
 W1's formats may include zip: the same members in a deflated zip (Python's zipfile).
 
-usage: make_workloads.py OUTDIR [--w1 N] [--w2 N] [--w3 N] [--w4 N] [--w5 N]
-                         [--formats tar,tar.gz,tar.zst,zip]
+usage: make_workloads.py OUTDIR [--w1 N] [--w1-frames N] [--w2 N] [--w3 N] [--w4 N] [--w5 N]
+                         [--laion N] [--formats tar,tar.gz,tar.zst,zip]
 """
 import argparse
 import io
@@ -62,9 +62,12 @@ def npz(**arrays):
     return buf.getvalue()
 
 
-def w1(out, n, rng):
+def w1(out, n, rng, distinct=16):
     path = os.path.join(out, "w1.tar")
-    frames = [photo(rng, 720, 1280) for _ in range(min(n, 16))]  # reuse frames: generation is slow
+    # 16 frames reused, each with one row of its own: its bytes and pixel digest are unique, but
+    # they are near duplicates of each other (convert --dedup near drops all but 16); dedup.sh
+    # asks for `--w1-frames N` distinct ones.
+    frames = [photo(rng, 720, 1280) for _ in range(min(n, distinct))]
     with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tar:
         for i in range(n):
             img = frames[i % len(frames)].copy()
@@ -102,6 +105,20 @@ def w2(out, n, rng):
             add(tar, key + ".jpg", jpg(img, 90))
             add(tar, key + ".txt", f"a photo number {i} of something pleasant".encode())
             add(tar, key + ".json", json.dumps({"width": w, "height": h, "aesthetic": float(rng.uniform(4, 7))}).encode())
+
+
+def laion(out, n, rng):
+    """Web-scraped-like: whole photos of the sizes LAION's images have most (500x375 to
+    1024x768, landscape and portrait), JPEG q85-95, each its own picture (no duplicates), with a
+    caption; converted whole, resized (--size 256, --resize bucket)."""
+    path = os.path.join(out, "laion.tar")
+    sizes = [(500, 375), (640, 480), (800, 600), (1024, 768), (375, 500), (768, 1024), (640, 640)]
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(n):
+            w, h = sizes[i % len(sizes)]
+            key = f"laion/{i:07d}"
+            add(tar, key + ".jpg", jpg(photo(rng, h, w), int(rng.integers(85, 96))))
+            add(tar, key + ".txt", f"a photo number {i} of something pleasant".encode())
 
 
 def w3(out, n, rng):
@@ -161,15 +178,22 @@ def main():
     ap.add_argument("--w3", type=int, default=0)
     ap.add_argument("--w4", type=int, default=0)
     ap.add_argument("--w5", type=int, default=0)
+    ap.add_argument("--w1-frames", type=int, default=16,
+                    help="W1's distinct frames, reused in turn (each sample changes one row)")
+    ap.add_argument("--laion", type=int, default=0,
+                    help="LAION-like: N whole JPEGs of 500x375 to 1024x768 (q85-95) + captions")
     ap.add_argument("--formats", default="tar,tar.gz,tar.zst",
                     help="W1's archive formats, comma-separated (tar is always written; zip too)")
     a = ap.parse_args()
     FORMATS[:] = a.formats.split(",")
     os.makedirs(a.outdir, exist_ok=True)
     rng = np.random.default_rng(1)
-    for name, n in (("w1", a.w1), ("w2", a.w2), ("w3", a.w3), ("w4", a.w4), ("w5", a.w5)):
+    for name, n in (("w1", a.w1), ("w2", a.w2), ("w3", a.w3), ("w4", a.w4), ("w5", a.w5), ("laion", a.laion)):
         if n:
-            globals()[name](a.outdir, n, rng)
+            if name == "w1":
+                w1(a.outdir, n, rng, a.w1_frames)
+            else:
+                globals()[name](a.outdir, n, rng)
             print(name, n)
 
 

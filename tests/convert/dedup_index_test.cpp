@@ -69,9 +69,11 @@ TEST_CASE("the dedup index finds exact, near and other datasets' duplicates") {
     index.add_other("old", "old/1", 0xF0F0);
     CHECK_FALSE(index.find(hash_of(1, 0xFFFF0000)));
     index.add("a", hash_of(1, 0xFFFF0000));
-    const auto same = index.find(hash_of(1, 0x0F));  // same pixels: whatever the phash
+    // Near mode compares pHashes only: the same digest is nothing, the same pHash distance 0.
+    CHECK_FALSE(index.find(hash_of(1, 0x0F)));
+    const auto same = index.find(hash_of(0, 0xFFFF0000));
     REQUIRE(same);
-    CHECK((same->key == "a" && same->distance == 0 && same->same_pixels && same->dataset.empty()));
+    CHECK((same->key == "a" && same->distance == 0 && !same->same_pixels && same->dataset.empty()));
     const auto near = index.find(hash_of(2, 0xFFFF0007));
     REQUIRE(near);
     CHECK((near->key == "a" && near->distance == 3 && !near->same_pixels));
@@ -107,11 +109,21 @@ TEST_CASE("a resumed dedup index knows the samples kept before its checkpoint") 
   DedupIndex resumed(true, 2, {}, file, mark);
   CHECK(resumed.kept() == 2);
   CHECK(resumed.find(hash_of(9, 0x1113))->key == "first");
-  CHECK(resumed.find(hash_of(2, 0))->key == std::string(300, 'k'));
+  CHECK(resumed.find(hash_of(0, 0xFF00FF00FF01))->key == std::string(300, 'k'));
   CHECK_FALSE(resumed.find(hash_of(3, 0xABCDEF)));
   resumed.add("again", hash_of(3, 0xABCDEF));
   CHECK(resumed.checkpoint() > mark);
   CHECK_THROWS_AS(DedupIndex(true, 2, {}, file, 1 << 20), FatalError);
+  // Exact: the digests are read back (and the pHash alone finds nothing).
+  const auto exact_file = dir / "exact.index";
+  {
+    DedupIndex index(false, 4, {}, exact_file, std::nullopt);
+    index.add("x", hash_of(7, 0x77));
+    mark = index.checkpoint();
+  }
+  DedupIndex exact(false, 4, {}, exact_file, mark);
+  CHECK(exact.find(hash_of(7, 0))->key == "x");
+  CHECK_FALSE(exact.find(hash_of(8, 0x77)));
   CHECK_THROWS_WITH(
       DedupIndex(true, 2, {(dir / "nothing").string()}, dir / "x.index", std::nullopt),
       Catch::Matchers::Contains("--dedup-against"));

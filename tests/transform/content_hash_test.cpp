@@ -111,6 +111,13 @@ TEST_CASE("the perceptual hash is the documented pHash") {
     CHECK(content_hash(img).phash == h);
     CHECK(content_hash(img).digest == pixel_digest(img));
   }
+  // Smaller than the grid (cells share pixels), and cells of more than 257 rows (their sums
+  // go through u16 runs: content_hash.cpp's add_rows).
+  for (const auto& [w, h] : {std::pair{7, 5}, std::pair{21, 9000}}) {
+    INFO(w << "x" << h);
+    const cv::Mat img = natural(5, w, h);
+    CHECK(perceptual_hash(img) == phash_by_definition(img));
+  }
   // Grey input: the hash of the grey pixels, as of their 3-channel copy.
   const cv::Mat img = natural(3);
   cv::Mat grey, grey3;

@@ -4,6 +4,8 @@
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
+#include <turbojpeg.h>
+
 #include "common/error.h"
 #include "transform/image_codec.h"
 #include "transform/jpeg_region.h"
@@ -46,6 +48,19 @@ cv::Mat via_region(const std::vector<uint8_t>& jpg, int w, int h, const Geometry
   if (rd.filter == ShrinkFilter::Cubic)
     return area_resample(rd.pixels, rd.m, g.out_width, g.out_height, 0, rd.filter);
   return warp_image(rd.pixels, rd.m, g.out_width, g.out_height, 0);
+}
+
+// TurboJPEG's encoder at quality 90 with the given chroma subsampling (OpenCV 4.6 has no flag).
+std::vector<uint8_t> tj_jpeg(const cv::Mat& m, int sampling) {
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  const int format = m.channels() == 1 ? TJPF_GRAY : TJPF_BGR;
+  REQUIRE(tjCompress2(tj, m.data, m.cols, 0, m.rows, format, &buf, &size, sampling, 90, 0) == 0);
+  std::vector<uint8_t> out(buf, buf + size);
+  tjFree(buf);
+  tjDestroy(tj);
+  return out;
 }
 
 }  // namespace
@@ -124,6 +139,64 @@ TEST_CASE("jpeg region decode of a crop wholly outside the image gives no pixels
   o.width = o.height = 32;
   const Geometry g = compute_geometry(o, 320, 240, std::nullopt);
   CHECK(decode_jpeg_region(jpg, 320, 240, g).pixels.empty());
+}
+
+TEST_CASE("jpeg region decode with the whole image: the same output, the whole at its scale") {
+  // --dedup hashes the whole image from the decode the output comes from: the output must be
+  // the region decode's, byte for byte, for 4:2:0, 4:4:4 and grey JPEGs (libjpeg widens a
+  // region's columns to whole iMCUs: 16, 8 and 8 pixels), and the whole image OpenCV's decode
+  // at the same DCT scale.
+  cv::Mat colour = smooth_image(1000, 600, 0.3), grey;
+  cv::cvtColor(colour, grey, cv::COLOR_BGR2GRAY);
+  const struct {
+    cv::Mat image;
+    int sampling;
+  } sources[] = {{colour, TJSAMP_420}, {colour, TJSAMP_444}, {grey, TJSAMP_GRAY}};
+  const struct {
+    Region box;
+    int size;
+  } cases[] = {{{403.5, 201.25, 611.5, 409.25}, 224},  // scale 1, inside the image
+               {{0, 0, 300, 300}, 96},                 // 1/2, at the top-left corner
+               {{517, 213, 977, 593}, 60},             // 1/4, inside
+               {{-100, -100, 1100, 700}, 64},          // 1/8, more than the whole image
+               {{2000, 2000, 2100, 2100}, 32}};        // outside the image: no pixels
+  for (const auto& src : sources) {
+    const std::vector<uint8_t> jpg = tj_jpeg(src.image, src.sampling);
+    for (const auto& c : cases) {
+      GeometryOptions o;
+      o.crop = CropMode::Box;
+      o.box = c.box;
+      o.resize = ResizeMode::Exact;
+      o.width = o.height = c.size;
+      const Geometry g = compute_geometry(o, 1000, 600, std::nullopt);
+      INFO("sampling " << src.sampling << " box " << c.box.x0 << "," << c.box.y0 << " size "
+                       << c.size);
+      const RegionDecode alone = decode_jpeg_region(jpg, 1000, 600, g);
+      cv::Mat whole;
+      std::vector<uint8_t> scratch;
+      const RegionDecode shared =
+          decode_jpeg_region(jpg, 1000, 600, g, ResampleMode::Area, &scratch, &whole);
+      CHECK(shared.denom == alone.denom);
+      CHECK(shared.denom == region_dct_denom(g, ResampleMode::Area));
+      CHECK(shared.m == alone.m);
+      CHECK(shared.filter == alone.filter);
+      REQUIRE(shared.pixels.size() == alone.pixels.size());
+      const int flag = shared.denom == 1   ? cv::IMREAD_COLOR
+                       : shared.denom == 2 ? cv::IMREAD_REDUCED_COLOR_2
+                       : shared.denom == 4 ? cv::IMREAD_REDUCED_COLOR_4
+                                           : cv::IMREAD_REDUCED_COLOR_8;
+      const cv::Mat expect = cv::imdecode(jpg, flag);
+      REQUIRE(whole.size() == expect.size());
+      CHECK(cv::norm(whole, expect, cv::NORM_INF) == 0);
+      auto output = [&](const RegionDecode& rd) {
+        if (rd.filter == ShrinkFilter::Cubic)
+          return area_resample(rd.pixels, rd.m, g.out_width, g.out_height, 0, rd.filter);
+        return warp_image(rd.pixels, rd.m, g.out_width, g.out_height, 0);
+      };
+      if (alone.pixels.empty()) continue;
+      CHECK(cv::norm(output(shared), output(alone), cv::NORM_INF) == 0);
+    }
+  }
 }
 
 // OpenCV's own scaled decode (IMREAD_REDUCED_*: libjpeg's scale_denom) is the oracle.
