@@ -4,7 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace tarmac {
 namespace {
@@ -150,15 +155,93 @@ __attribute__((target("avx2"))) void add_rows_avx2(float* r, const T* const* in,
 }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+bool have_avx2() {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+}
+#else
+bool have_avx2() {
+  return false;
+}
+#endif
+
 template <typename T>
 void add_rows(float* r, const T* const* in, const float* w, int n, size_t len, bool first,
               float base) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return add_rows_avx2(r, in, w, n, len, first, base);
+  if (have_avx2()) return add_rows_avx2(r, in, w, n, len, first, base);
 #endif
   add_rows_baseline(r, in, w, n, len, first, base);
 }
+
+// The horizontal taps again, `k` per output pixel (the axis's most): its own, with zero
+// weights before or after them so that all k lie inside the source pixels read. A loop of
+// constant trip count over them runs two output pixels per AVX2 vector. A zero weight adds
+// exactly 0 to a finite sum, so the sums are those of the pixel's own taps, bit for bit; but
+// 0 * NaN is NaN, so only 8-bit sources (finite by construction) take it.
+struct PaddedTaps {
+  int k = 0;
+  std::vector<int> first;      // the first source pixel read, relative to AxisTaps::lo
+  std::vector<float> weights;  // k per output pixel
+  // Output pixels 2i and 2i + 1's tap j as 8 floats: the first's weight 4 times, the second's.
+  std::vector<float> pairs;
+};
+
+PaddedTaps padded_taps(const AxisTaps& a) {
+  PaddedTaps p;
+  const int out = static_cast<int>(a.count.size());
+  for (int x = 0; x < out; ++x) p.k = std::max(p.k, a.count[x]);
+  p.first.resize(size_t(out));
+  p.weights.assign(size_t(out) * size_t(p.k), 0.0f);
+  for (int x = 0; x < out; ++x) {
+    // count <= k <= hi - lo, so a start moved back to hi - k stays at or after lo.
+    const int first = std::min(a.first[x], a.hi - p.k), lead = a.first[x] - first;
+    p.first[size_t(x)] = first - a.lo;
+    std::copy_n(a.weights.begin() + a.offset[x], a.count[x],
+                p.weights.begin() + size_t(x) * p.k + lead);
+  }
+  p.pairs.resize(size_t(out / 2) * size_t(p.k) * 8);
+  for (int x = 0; x + 1 < out; x += 2)
+    for (int j = 0; j < p.k; ++j)
+      for (int c = 0; c < 8; ++c)
+        p.pairs[(size_t(x / 2) * p.k + j) * 8 + c] = p.weights[size_t(x + c / 4) * p.k + j];
+  return p;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// Output pixels x and x + 1 of a row in the two 128-bit halves of one vector: the same sums,
+// in the same order, as the per-pixel loop of resample(). `r` holds one float past its last
+// pixel, `o` one past its last output pixel (3-channel pixels are stored 4 lanes wide).
+template <int CN>
+__attribute__((target("avx2"))) void shrink_row_avx2(const float* r, const PaddedTaps& t,
+                                                     const float* outside, float* o, int out_w) {
+  static_assert(CN == 3 || CN == 4);
+  const int k = t.k;
+  int x = 0;
+  for (; x + 1 < out_w; x += 2, o += 2 * CN) {
+    const float* p0 = r + size_t(t.first[size_t(x)]) * CN;
+    const float* p1 = r + size_t(t.first[size_t(x) + 1]) * CN;
+    const float* w = t.pairs.data() + size_t(x) * k * 4;
+    __m256 acc = _mm256_set_m128(_mm_set1_ps(outside[x + 1]), _mm_set1_ps(outside[x]));
+    for (int j = 0; j < k; ++j, p0 += CN, p1 += CN, w += 8) {
+      const __m256 v =
+          _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p0)), _mm_loadu_ps(p1), 1);
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w), v));
+    }
+    _mm_storeu_ps(o, _mm256_castps256_ps128(acc));
+    _mm_storeu_ps(o + CN, _mm256_extractf128_ps(acc, 1));
+  }
+  if (x < out_w) {
+    const float* p = r + size_t(t.first[size_t(x)]) * CN;
+    const float* w = t.weights.data() + size_t(x) * k;
+    __m128 acc = _mm_set1_ps(outside[x]);
+    for (int j = 0; j < k; ++j, p += CN)
+      acc = _mm_add_ps(acc, _mm_mul_ps(_mm_set1_ps(w[j]), _mm_loadu_ps(p)));
+    _mm_storeu_ps(o, acc);
+  }
+}
+#endif
 
 // Vertical pass first, over whole rows, into one float row of the source columns read; then
 // the horizontal pass of that row into the output row. A shrink so reads each source row
@@ -168,7 +251,17 @@ void resample(const cv::Mat& src, const AxisTaps& ax, const AxisTaps& ay, float 
   const int out_w = out.cols, out_h = out.rows;
   const size_t len = size_t(ax.hi - ax.lo) * CN;
   std::vector<float> row(len + 4);  // + 4: a pixel's 4-lane load may read one float past
-  std::vector<float> orow(size_t(out_w) * CN);
+  std::vector<float> orow(size_t(out_w) * CN + 4);  // + 4: shrink_row_avx2's last store
+#if defined(__x86_64__) && defined(__GNUC__)
+  constexpr bool kPairs = std::is_same_v<T, uint8_t> && CN >= 3;
+  PaddedTaps px;
+  std::vector<float> outside_pad;  // each output pixel's share of pad
+  if (kPairs && have_avx2()) {
+    px = padded_taps(ax);
+    outside_pad.resize(size_t(out_w));
+    for (int x = 0; x < out_w; ++x) outside_pad[size_t(x)] = ax.outside[x] * pad;
+  }
+#endif
   for (int y = 0; y < out_h; ++y) {
     float* r = row.data();
     const float base = ay.outside[y] * pad;
@@ -185,6 +278,15 @@ void resample(const cv::Mat& src, const AxisTaps& ax, const AxisTaps& ay, float 
       add_rows(r, in, w, n, len, k == 0, base);
     }
     float* o = orow.data();
+#if defined(__x86_64__) && defined(__GNUC__)
+    if constexpr (kPairs) {
+      if (!outside_pad.empty()) {
+        shrink_row_avx2<CN>(r, px, outside_pad.data(), o, out_w);
+        cv::Mat(1, out_w * CN, CV_32F, o).convertTo(out.row(y).reshape(1, 1), out.depth());
+        continue;
+      }
+    }
+#endif
     for (int x = 0; x < out_w; ++x, o += CN) {
       const float* wx = ax.weights.data() + ax.offset[x];
       const float* p = r + size_t(ax.first[x] - ax.lo) * CN;
