@@ -110,8 +110,11 @@ bool decode_rows(Decoder& d, std::span<const uint8_t> data, Plan& plan, cv::Mat*
   const int rows = static_cast<int>(last - first),
             cols = static_cast<int>(plan.whole ? full_width : plan.width);
   if (plan.scratch) {
-    plan.scratch->resize(
-        std::max(plan.scratch->size(), size_t(rows) * size_t(cols) * size_t(plan.channels)));
+    const size_t need = size_t(rows) * size_t(cols) * size_t(plan.channels);
+    if (plan.scratch->size() < need) {  // grown without copying what it held
+      plan.scratch->clear();
+      plan.scratch->resize(need);
+    }
     *out = cv::Mat(rows, cols, CV_8UC(plan.channels), plan.scratch->data());
   } else {
     out->create(rows, cols, CV_8UC(plan.channels));
