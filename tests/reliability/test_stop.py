@@ -88,7 +88,9 @@ class StopTest(fx.TmpCase):
     def test_sigterm_checkpoints_what_sigkill_loses(self):
         latencies, rows = [], []
         for i in range(POINTS):
-            threshold = self.ref_bytes * (0.05 + 0.85 * i / (POINTS - 1))
+            # up to 80 % of the shard bytes: past that, a loaded machine can finish the run (the
+            # last shard flushed and published) between two polls, and the point is missed
+            threshold = self.ref_bytes * (0.05 + 0.75 * i / (POINTS - 1))
             urgent = i % URGENT_EVERY == URGENT_EVERY - 1
             # SIGTERM
             out = self.path("term-%d" % i)
