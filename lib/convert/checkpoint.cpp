@@ -10,6 +10,8 @@
 #include "format/manifest.h"
 #include "format/names.h"
 #include "format/shard_list.h"
+#include "remote/url.h"
+#include "source/pipe_stream.h"
 #include "write/file_util.h"
 #include "write/output_lock.h"
 #include "write/staging.h"
@@ -98,7 +100,7 @@ void refuse_inputs_inside_output(const ConvertOptions& o) {
   std::vector<std::string> inputs = o.source.inputs;
   if (!o.table.path.empty()) inputs.push_back(o.table.path);
   for (const auto& in : inputs) {
-    if (in == "-") continue;
+    if (in == "-" || is_pipe(in) || remote::is_remote(in)) continue;  // not a local path
     const fs::path path = fs::weakly_canonical(in, ec);
     if (ec) continue;
     const bool inside =

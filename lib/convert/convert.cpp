@@ -41,6 +41,7 @@
 #include "source/class_scan.h"
 #include "source/input_reader.h"
 #include "source/key_scan.h"
+#include "source/pipe_stream.h"
 #include "source/sample_grouper.h"
 #include "write/column_store.h"
 #include "write/file_util.h"
@@ -150,7 +151,7 @@ std::vector<std::string> output_inside_inputs(const ConvertOptions& o,
   const fs::path out = fs::weakly_canonical(o.output, ec);
   if (ec) return {};
   for (const auto& in : o.source.inputs) {
-    if (in == "-" || !fs::is_directory(in, ec)) continue;
+    if (in == "-" || is_pipe(in) || !fs::is_directory(in, ec)) continue;
     const fs::path dir = fs::weakly_canonical(in, ec);
     if (ec) continue;
     if (dir == out)
@@ -166,13 +167,13 @@ std::vector<std::string> output_inside_inputs(const ConvertOptions& o,
 }
 
 // The bytes a run reads from `inputs`, for progress: files' sizes, directories' walked (what
-// the reader will read from them, `exclude` left out); 0 when unknown (standard input).
+// the reader will read from them, `exclude` left out); 0 when unknown (standard input, pipes).
 uint64_t input_bytes(const std::vector<std::string>& inputs,
                      const std::vector<std::string>& exclude) {
   uint64_t total = 0;
   std::error_code ec;
   for (const auto& in : inputs) {
-    if (in == "-") return 0;
+    if (in == "-" || is_pipe(in)) return 0;
     if (remote::is_remote(in)) {
       const auto size = remote::known_size(in);
       if (!size) return 0;
