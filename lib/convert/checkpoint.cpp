@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "convert/table_input.h"
 #include "format/manifest.h"
 #include "format/names.h"
 #include "format/shard_list.h"
@@ -250,7 +251,8 @@ json output_options(const ConvertOptions& o) {
   return j;
 }
 
-json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& inputs) {
+json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& inputs,
+                     const Table* table) {
   const json opts = output_options(o);
   // A file's identity: path, size and modification time.
   auto identity = [](const std::string& path) {
@@ -273,7 +275,13 @@ json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& in
   // A directory input's fingerprint is its path only: a class folder added since would shift
   // every index after it.
   if (o.labels.classes_from_dirs) fp["classes"] = o.labels.classes;
-  if (!o.table.path.empty()) fp["table"] = identity(o.table.path);
+  if (!o.table.path.empty()) {
+    fp["table"] = identity(o.table.path);
+    if (table && table_is_remote_or_pipe(o.table.path)) {
+      fp["table"]["size"] = table->bytes;
+      fp["table"]["crc32"] = table->crc32;
+    }
+  }
   if (!o.dedup.against.empty()) fp["dedup_against"] = o.dedup.against;
   return fp;
 }
@@ -324,8 +332,10 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging,
            std::to_string(then.value("classes", json::array()).size()) + " then, " +
            std::to_string(now.value("classes", json::array()).size()) + " now";
   } else if (then.value("table", json()) != now.value("table", json())) {
-    diff = "the table '" + o_table_path(now) + "' is not the same file (size or modification " +
-           "time) as the interrupted run's";
+    diff = "the table '" + o_table_path(now) + "' is not the same " +
+           (now["table"].contains("crc32")
+                ? std::string("(its size or CRC-32 differ) as the interrupted run's")
+                : std::string("file (size or modification time) as the interrupted run's"));
   } else if (then.at("inputs").size() != now.at("inputs").size()) {
     diff = "the number of inputs differs";
   } else {

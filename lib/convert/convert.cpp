@@ -32,6 +32,7 @@
 #include "convert/run_report.h"
 #include "convert/sample_feed.h"
 #include "convert/sample_processor.h"
+#include "convert/table_input.h"
 #include "convert/table_plan.h"
 #include "format/layout.h"
 #include "format/shard_list.h"
@@ -307,12 +308,25 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
     TableOptions table_options = o.table.options;
     // One flag for a label, in a file or a cell.
     table_options.max_cell_bytes = o.limits.max_label_size;
-    Table table = load_table(o.table.path, table_options);
+    if (remote::is_remote(o.table.path) && !plan.remote)
+      plan.remote = std::make_shared<const remote::RemoteConfig>(
+          remote::RemoteConfig::from_environment(o.source.endpoint_url));
+    Table table = [&] {
+      try {
+        return read_table(o.table.path, table_options, plan.remote.get(), o.run.stop);
+      } catch (const FatalError&) {  // a download or command that a stop request ended
+        if (o.run.stop && o.run.stop->requested())
+          throw ConvertStopped("stopped by " + signal_name(o.run.stop->signal.load()),
+                               o.run.stop->signal.load(), checkpoint_samples(staging));
+        throw;
+      }
+    }();
     plan.table_metadata =
         json{{"format", table_format_name(table.format)}, {"metadata", table.metadata}}.dump();
     plan.table.emplace(std::move(table), o.table.prefix, o.members.dense);
   }
-  plan.fingerprint = run_fingerprint(o, plan.part_inputs);
+  plan.fingerprint =
+      run_fingerprint(o, plan.part_inputs, plan.table ? &plan.table->table() : nullptr);
   return plan;
 }
 

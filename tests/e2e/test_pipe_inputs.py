@@ -223,6 +223,23 @@ class PipeInputs(fx.TmpCase):
         ref = self.reference(["0.tar", "0.tar"], "--on-duplicate", "last")
         self.assert_same_dataset(out, ref)
 
+    def test_a_table_from_a_command(self):
+        table = self.path("t.csv")
+        with open(table, "w") as f:
+            f.write("image_path,label\n" + "".join(f"s0/{i:04d}.png,{i * 3}\n" for i in range(11, -1, -2)))
+        ref, _ = self.convert([self.path("0.tar")], "--table", table)
+        command = f"pipe:cat {shlex.quote(table)}"
+        out, _ = self.convert([self.path("0.tar")], "--table", command)
+        self.assert_same_dataset(out, ref)
+        entry = self.manifest(out)["table"]
+        self.assertEqual((entry["path"], entry["crc32"], entry["rows"]), (command, fx.crc_hex(read_bytes(table)), 6))
+        p = self.tarmac("convert", self.path("0.tar"), "-o", self.path("no-table"), "--table",
+                        "pipe:echo image_path; exit 5")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(p.stderr.strip().splitlines(), [
+            "tarmac: error: cannot read 'pipe:echo image_path; exit 5': the command exited with status 5 "
+            "(nothing on its standard error)"])
+
     def assert_failure(self, inputs, words):
         out = self.path("failed%d" % len(os.listdir(self.tmp)))
         p = subprocess.run([fx.TARMAC, "convert", *inputs, "-o", out, *OPTIONS], capture_output=True,
