@@ -39,6 +39,7 @@ struct FdSource {
   std::unique_ptr<remote::HttpStream> stream;  // a remote input: read from it, not from fd
   std::unique_ptr<PipeStream> pipe;            // a pipe: input: read from it, not from fd
   bool remote_failed = false;  // read_error is the (remote or pipe) stream's one-line error
+  std::string stream_error;    // the stream failed after filling part of a block: said next
   InputInfo* info = nullptr;
   std::atomic<uint64_t>* total = nullptr;
   std::vector<uint8_t> buffer = std::vector<uint8_t>(kReadBlock);
@@ -63,15 +64,28 @@ namespace {
 ssize_t read_raw(FdSource* src) {
   ssize_t n;
   if (src->stream || src->pipe) {
+    // A whole block unless the stream ends, as a file gives: where samples are released (the
+    // checkpoint's read positions) must not depend on how the bytes arrived, or a --resume
+    // would find a sample after the checkpoint released before its recorded position.
+    size_t got = 0;
     try {
-      n = static_cast<ssize_t>(src->stream
-                                   ? src->stream->read(src->buffer.data(), src->buffer.size())
-                                   : src->pipe->read(src->buffer.data(), src->buffer.size()));
+      if (!src->stream_error.empty()) throw FatalError(src->stream_error);
+      while (got < src->buffer.size()) {
+        uint8_t* at = src->buffer.data() + got;
+        const size_t want = src->buffer.size() - got;
+        const size_t r = src->stream ? src->stream->read(at, want) : src->pipe->read(at, want);
+        if (r == 0) break;
+        got += r;
+      }
     } catch (const std::exception& e) {  // libarchive's callbacks are C: nothing thrown through
-      src->read_error = e.what();
-      src->remote_failed = true;
-      return -1;
+      if (got == 0) {
+        src->read_error = e.what();
+        src->remote_failed = true;
+        return -1;
+      }
+      src->stream_error = e.what();  // the bytes read first are handed on
     }
+    n = static_cast<ssize_t>(got);
   } else {
     do {
       n = ::read(src->fd, src->buffer.data(), src->buffer.size());
