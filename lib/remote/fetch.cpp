@@ -62,17 +62,16 @@ Downloaded download_to_file(const Target& target, const RemoteConfig& config,
 
 std::vector<uint8_t> download_to_memory(const Target& target, const RemoteConfig& config,
                                         uint64_t limit, const StopRequest* stop) {
-  const auto over = [&](uint64_t size) {
-    return RemoteError("cannot read '" + target.name + "': it holds " + format_bytes(size) +
-                       (size == limit + 1 ? " or more" : "") + ", over the limit of " +
-                       format_bytes(limit));
+  const auto over = [&](const std::string& size) {
+    return RemoteError("cannot read '" + target.name + "': it holds " + size +
+                       ", over the limit of " + format_bytes(limit));
   };
   HttpStream in(target, config, stop);
   std::vector<uint8_t> out;
   std::vector<uint8_t> buf(kChunk);
   for (size_t n; (n = in.read(buf.data(), buf.size())) > 0;) {
-    if (const auto size = in.size(); size && *size > limit) throw over(*size);
-    if (out.size() + n > limit) throw over(limit + 1);
+    if (const auto size = in.size(); size && *size > limit) throw over(format_bytes(*size));
+    if (out.size() + n > limit) throw over("more");  // a size the server did not say
     if (out.empty() && in.size()) out.reserve(static_cast<size_t>(*in.size()));
     out.insert(out.end(), buf.data(), buf.data() + n);
   }
