@@ -285,23 +285,26 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       "  tarmac convert depth.tar -o out/ --crop center --size 480 --dense depth.png --format png\n"
       "  # captioned photos into aspect-ratio buckets of ~1024x1024 pixels (sides /64)\n"
       "  tarmac convert photos.tar -o out/ --resize bucket --size 1024\n"
-      "  # from a pipe\n"
-      "  curl -s https://host/data.tar | tarmac convert - -o out/ --crop center --size 256\n\n"
+      "  # from a pipe, or from a command's output (run by /bin/sh, again on --resume)\n"
+      "  curl -s https://host/data.tar | tarmac convert - -o out/ --crop center --size 256\n"
+      "  tarmac convert 'pipe:gsutil cat gs://bucket/shard-000.tar' -o out/ --size 256\n\n"
       "Samples are members sharing a key: dir/0001.jpg + dir/0001.json form sample dir/0001.\n"
       "Coordinates: integer coordinates are pixel centres (OpenCV's convention); boxes are\n"
       "[x, y, w, h] unless ':xyxy' is given. See docs/cli.md and docs/format.md.");
   app.add_option("inputs", f.inputs,
                  "Archives (tar, pax, gnu, zip; gz, zst, xz, bz2), directories, - for stdin, "
                  "s3://bucket/key, s3://bucket/prefix/, http(s):// URLs, brace ranges "
-                 "(s3://b/shard-{000..009}.tar)")
+                 "(s3://b/shard-{000..009}.tar), 'pipe:COMMAND' (the output of COMMAND, run by "
+                 "/bin/sh -c; a non-zero exit fails the input)")
       ->required();
   app.add_option("-o,--output", f.output,
                  "Output dataset directory (created; must be empty), or s3://bucket/prefix/ "
                  "(uploaded as it is written, the manifest last)")
       ->required();
-  app.add_option("--endpoint-url", f.endpoint_url,
-                 "Where s3:// inputs are read from and an s3:// output goes (an S3-compatible "
-                 "server, e.g. http://127.0.0.1:9000); default: AWS_ENDPOINT_URL, else AWS");
+  app.add_option(
+      "--endpoint-url", f.endpoint_url,
+      "Where s3:// inputs and tables are read from and an s3:// output goes (an S3-compatible "
+      "server, e.g. http://127.0.0.1:9000); default: AWS_ENDPOINT_URL, else AWS");
   app.add_option("--checkpoint-dir", f.checkpoint_dir,
                  "-o s3://: the local folder the run stages and checkpoints in (default "
                  "./.tarmac-checkpoint/BUCKET/HASH); --resume needs the same one");
@@ -427,8 +430,9 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
   auto* tab = "Tables and instances";
   app.add_option("--table", f.table,
                  "An annotation table: each ROW becomes one output sample, cut from the image it "
-                 "names (COCO JSON, HumanData .npz, JSON Lines, CSV or a split list of paths). "
-                 "Keys are IMAGE/ROW; rows sharing an image decode it once")
+                 "names (COCO JSON, HumanData .npz, JSON Lines, CSV or a split list of paths): a "
+                 "file, s3://bucket/key, an http(s):// URL or 'pipe:COMMAND'. Keys are IMAGE/ROW; "
+                 "rows sharing an image decode it once")
       ->group(tab);
   app.add_option("--table-format", f.table_format, "auto | coco | npz | jsonl | csv | list")
       ->group(tab)

@@ -7,9 +7,12 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "convert/table_input.h"
 #include "format/manifest.h"
 #include "format/names.h"
 #include "format/shard_list.h"
+#include "remote/url.h"
+#include "source/pipe_stream.h"
 #include "write/file_util.h"
 #include "write/output_lock.h"
 #include "write/staging.h"
@@ -98,7 +101,7 @@ void refuse_inputs_inside_output(const ConvertOptions& o) {
   std::vector<std::string> inputs = o.source.inputs;
   if (!o.table.path.empty()) inputs.push_back(o.table.path);
   for (const auto& in : inputs) {
-    if (in == "-") continue;
+    if (in == "-" || is_pipe(in) || remote::is_remote(in)) continue;  // not a local path
     const fs::path path = fs::weakly_canonical(in, ec);
     if (ec) continue;
     const bool inside =
@@ -248,7 +251,8 @@ json output_options(const ConvertOptions& o) {
   return j;
 }
 
-json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& inputs) {
+json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& inputs,
+                     const Table* table) {
   const json opts = output_options(o);
   // A file's identity: path, size and modification time.
   auto identity = [](const std::string& path) {
@@ -271,7 +275,13 @@ json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& in
   // A directory input's fingerprint is its path only: a class folder added since would shift
   // every index after it.
   if (o.labels.classes_from_dirs) fp["classes"] = o.labels.classes;
-  if (!o.table.path.empty()) fp["table"] = identity(o.table.path);
+  if (!o.table.path.empty()) {
+    fp["table"] = identity(o.table.path);
+    if (table && table_is_remote_or_pipe(o.table.path)) {
+      fp["table"]["size"] = table->bytes;
+      fp["table"]["crc32"] = table->crc32;
+    }
+  }
   if (!o.dedup.against.empty()) fp["dedup_against"] = o.dedup.against;
   return fp;
 }
@@ -322,8 +332,10 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging,
            std::to_string(then.value("classes", json::array()).size()) + " then, " +
            std::to_string(now.value("classes", json::array()).size()) + " now";
   } else if (then.value("table", json()) != now.value("table", json())) {
-    diff = "the table '" + o_table_path(now) + "' is not the same file (size or modification " +
-           "time) as the interrupted run's";
+    diff = "the table '" + o_table_path(now) + "' is not the same " +
+           (now["table"].contains("crc32")
+                ? std::string("(its size or CRC-32 differ) as the interrupted run's")
+                : std::string("file (size or modification time) as the interrupted run's"));
   } else if (then.at("inputs").size() != now.at("inputs").size()) {
     diff = "the number of inputs differs";
   } else {

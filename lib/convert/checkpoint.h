@@ -12,6 +12,8 @@
 
 namespace tarmac {
 
+struct Table;
+
 /// What prepare_output found in the output directory.
 struct PreparedOutput {
   /// The checkpoint to resume from (--resume, when an interrupted run left one).
@@ -45,9 +47,12 @@ std::optional<uint64_t> checkpoint_samples(const std::filesystem::path& staging)
 nlohmann::ordered_json output_options(const ConvertOptions& o);
 
 /// What must not change between an interrupted run and its --resume: output_options, the
-/// part, and each input file's size and modification time.
+/// part, each input file's size and modification time, and the table's (`table`, the one read:
+/// an s3://, http(s):// or pipe: table, which has no modification time, by its size and
+/// CRC-32).
 nlohmann::ordered_json run_fingerprint(const ConvertOptions& o,
-                                       const std::vector<std::string>& inputs);
+                                       const std::vector<std::string>& inputs,
+                                       const Table* table = nullptr);
 
 /// What a checkpoint records of where the reader stood after the last sample it covers: `mark`,
 /// and the bytes and CRC-32 of every input before mark.input (`inputs`: the reader's, final up

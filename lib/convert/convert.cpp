@@ -32,6 +32,7 @@
 #include "convert/run_report.h"
 #include "convert/sample_feed.h"
 #include "convert/sample_processor.h"
+#include "convert/table_input.h"
 #include "convert/table_plan.h"
 #include "format/layout.h"
 #include "format/shard_list.h"
@@ -41,6 +42,7 @@
 #include "source/class_scan.h"
 #include "source/input_reader.h"
 #include "source/key_scan.h"
+#include "source/pipe_stream.h"
 #include "source/sample_grouper.h"
 #include "write/column_store.h"
 #include "write/file_util.h"
@@ -150,7 +152,7 @@ std::vector<std::string> output_inside_inputs(const ConvertOptions& o,
   const fs::path out = fs::weakly_canonical(o.output, ec);
   if (ec) return {};
   for (const auto& in : o.source.inputs) {
-    if (in == "-" || !fs::is_directory(in, ec)) continue;
+    if (in == "-" || is_pipe(in) || !fs::is_directory(in, ec)) continue;
     const fs::path dir = fs::weakly_canonical(in, ec);
     if (ec) continue;
     if (dir == out)
@@ -166,13 +168,13 @@ std::vector<std::string> output_inside_inputs(const ConvertOptions& o,
 }
 
 // The bytes a run reads from `inputs`, for progress: files' sizes, directories' walked (what
-// the reader will read from them, `exclude` left out); 0 when unknown (standard input).
+// the reader will read from them, `exclude` left out); 0 when unknown (standard input, pipes).
 uint64_t input_bytes(const std::vector<std::string>& inputs,
                      const std::vector<std::string>& exclude) {
   uint64_t total = 0;
   std::error_code ec;
   for (const auto& in : inputs) {
-    if (in == "-") return 0;
+    if (in == "-" || is_pipe(in)) return 0;
     if (remote::is_remote(in)) {
       const auto size = remote::known_size(in);
       if (!size) return 0;
@@ -306,12 +308,25 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
     TableOptions table_options = o.table.options;
     // One flag for a label, in a file or a cell.
     table_options.max_cell_bytes = o.limits.max_label_size;
-    Table table = load_table(o.table.path, table_options);
+    if (remote::is_remote(o.table.path) && !plan.remote)
+      plan.remote = std::make_shared<const remote::RemoteConfig>(
+          remote::RemoteConfig::from_environment(o.source.endpoint_url));
+    Table table = [&] {
+      try {
+        return read_table(o.table.path, table_options, plan.remote.get(), o.run.stop);
+      } catch (const FatalError&) {  // a download or command that a stop request ended
+        if (o.run.stop && o.run.stop->requested())
+          throw ConvertStopped("stopped by " + signal_name(o.run.stop->signal.load()),
+                               o.run.stop->signal.load(), checkpoint_samples(staging));
+        throw;
+      }
+    }();
     plan.table_metadata =
         json{{"format", table_format_name(table.format)}, {"metadata", table.metadata}}.dump();
     plan.table.emplace(std::move(table), o.table.prefix, o.members.dense);
   }
-  plan.fingerprint = run_fingerprint(o, plan.part_inputs);
+  plan.fingerprint =
+      run_fingerprint(o, plan.part_inputs, plan.table ? &plan.table->table() : nullptr);
   return plan;
 }
 

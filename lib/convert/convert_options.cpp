@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "source/pipe_stream.h"
 
 namespace tarmac {
 namespace {
@@ -77,6 +78,8 @@ void check_convert_options(const ConvertOptions& o) {
     throw UsageError(
         "--dedup-against drops samples that duplicate another dataset's; it needs --dedup exact "
         "or --dedup near[:D]");
+  for (const auto& in : o.source.inputs)
+    if (is_pipe(in)) pipe_command(in);  // UsageError for a pipe: naming no command
   check_part(o.part);
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/bytes.h"
 #include "common/crc32.h"
 #include "common/error.h"
 
@@ -57,6 +58,24 @@ Downloaded download_to_file(const Target& target, const RemoteConfig& config,
   out.fd = -1;
   d.counts = in.counts();
   return d;
+}
+
+std::vector<uint8_t> download_to_memory(const Target& target, const RemoteConfig& config,
+                                        uint64_t limit, const StopRequest* stop) {
+  const auto over = [&](const std::string& size) {
+    return RemoteError("cannot read '" + target.name + "': it holds " + size +
+                       ", over the limit of " + format_bytes(limit));
+  };
+  HttpStream in(target, config, stop);
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> buf(kChunk);
+  for (size_t n; (n = in.read(buf.data(), buf.size())) > 0;) {
+    if (const auto size = in.size(); size && *size > limit) throw over(format_bytes(*size));
+    if (out.size() + n > limit) throw over("more");  // a size the server did not say
+    if (out.empty() && in.size()) out.reserve(static_cast<size_t>(*in.size()));
+    out.insert(out.end(), buf.data(), buf.data() + n);
+  }
+  return out;
 }
 
 std::string get_range(const Target& target, const RemoteConfig& config, uint64_t offset,

@@ -1,10 +1,11 @@
 #pragma once
 // Reading whole objects and byte ranges of objects: a shard downloaded into a file (its CRC-32
-// computed as the bytes land), a sample's bytes by one Range GET, a small file that may be
-// missing (a dataset's shardlist.json).
+// computed as the bytes land), a table downloaded into memory, a sample's bytes by one Range
+// GET, a small file that may be missing (a dataset's shardlist.json).
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "remote/http.h"
 
@@ -21,6 +22,11 @@ struct Downloaded {
 /// `path` when it cannot be written.
 Downloaded download_to_file(const Target& target, const RemoteConfig& config,
                             const std::string& path, const StopRequest* stop = nullptr);
+
+/// The whole object in memory, retried and resumed as HttpStream is. Throws RemoteError for the
+/// object, or as soon as it is known to hold more than `limit` bytes (naming both sizes).
+std::vector<uint8_t> download_to_memory(const Target& target, const RemoteConfig& config,
+                                        uint64_t limit, const StopRequest* stop = nullptr);
 
 /// Bytes [offset, offset + size) of `target` by one Range GET; RemoteError when the server
 /// answers with other bytes or fewer.

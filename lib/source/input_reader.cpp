@@ -22,6 +22,7 @@
 #include "remote/inputs.h"
 #include "remote/url.h"
 #include "source/gzip_inflater.h"
+#include "source/pipe_stream.h"
 #include "source/zip_directory.h"
 
 namespace tarmac {
@@ -36,7 +37,9 @@ struct FdSource {
   int fd = -1;
   bool owned = false;
   std::unique_ptr<remote::HttpStream> stream;  // a remote input: read from it, not from fd
-  bool remote_failed = false;                  // read_error is the stream's one-line error
+  std::unique_ptr<PipeStream> pipe;            // a pipe: input: read from it, not from fd
+  bool remote_failed = false;  // read_error is the (remote or pipe) stream's one-line error
+  std::string stream_error;    // the stream failed after filling part of a block: said next
   InputInfo* info = nullptr;
   std::atomic<uint64_t>* total = nullptr;
   std::vector<uint8_t> buffer = std::vector<uint8_t>(kReadBlock);
@@ -66,14 +69,29 @@ ssize_t read_raw(FdSource* src, size_t at = 0) {
   uint8_t* const into = src->buffer.data() + at;
   const size_t room = src->buffer.size() - at;
   ssize_t n;
-  if (src->stream) {
+  if (src->stream || src->pipe) {
+    // A whole block unless the stream ends, as a file gives: where samples are released (the
+    // checkpoint's read positions) must not depend on how the bytes arrived, or a --resume
+    // would find a sample after the checkpoint released before its recorded position.
+    size_t got = 0;
     try {
-      n = static_cast<ssize_t>(src->stream->read(into, room));
+      if (!src->stream_error.empty()) throw FatalError(src->stream_error);
+      while (got < room) {
+        uint8_t* to = into + got;
+        const size_t want = room - got;
+        const size_t r = src->stream ? src->stream->read(to, want) : src->pipe->read(to, want);
+        if (r == 0) break;
+        got += r;
+      }
     } catch (const std::exception& e) {  // libarchive's callbacks are C: nothing thrown through
-      src->read_error = e.what();
-      src->remote_failed = true;
-      return -1;
+      if (got == 0) {
+        src->read_error = e.what();
+        src->remote_failed = true;
+        return -1;
+      }
+      src->stream_error = e.what();  // the bytes read first are handed on
     }
+    n = static_cast<ssize_t>(got);
   } else {
     do {
       n = ::read(src->fd, into, room);
@@ -250,6 +268,8 @@ InputReader::InputReader(const std::vector<std::string>& paths, InputReaderOptio
     info.path = p;
     if (remote::is_remote(p)) {
       info.size = remote::known_size(p).value_or(0);
+    } else if (is_pipe(p)) {
+      pipe_command(p);  // names a command
     } else if (p != "-") {
       struct stat st {};
       if (::stat(p.c_str(), &st) != 0)
@@ -263,7 +283,7 @@ InputReader::InputReader(const std::vector<std::string>& paths, InputReaderOptio
 uint64_t InputReader::total_size() const {
   uint64_t total = 0;
   for (const auto& i : inputs_) {
-    if (i.path == "-" ||
+    if (i.path == "-" || is_pipe(i.path) ||
         (i.size == 0 && (remote::is_remote(i.path) || !fs::is_regular_file(i.path))))
       return 0;
     total += i.size;
@@ -286,6 +306,12 @@ ReadMark InputReader::mark() const {
 }
 
 void InputReader::refuse_changed(uint32_t index) const {
+  if (is_pipe(inputs_[index].path))
+    throw InputChanged("cannot resume: input '" + printable(inputs_[index].path) +
+                       "' changed since the checkpoint: the command wrote other bytes than it "
+                       "wrote for the interrupted run, so the samples converted from it may not "
+                       "match it. Run the same command with --overwrite to convert everything "
+                       "again");
   throw InputChanged(
       "cannot resume: input '" + inputs_[index].path +
       "' changed since the checkpoint: its bytes differ from those the interrupted run read, "
@@ -320,7 +346,7 @@ void InputReader::run(const InputCallbacks& cb) {
       expected_.reset();
     }
     const auto& path = inputs_[i].path;
-    if (path != "-" && !remote::is_remote(path) && fs::is_directory(path))
+    if (path != "-" && !remote::is_remote(path) && !is_pipe(path) && fs::is_directory(path))
       read_directory(i, cb);
     else
       read_archive(i, cb);
@@ -343,7 +369,9 @@ void InputReader::run_names_only(const InputCallbacks& cb) {
 
 void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
   InputInfo& info = inputs_[index];
-  const std::string where = info.path == "-" ? "standard input" : "archive '" + info.path + "'";
+  const std::string where = info.path == "-"     ? "standard input"
+                            : is_pipe(info.path) ? "the output of '" + printable(info.path) + "'"
+                                                 : "archive '" + info.path + "'";
   FdSource src;
   src.info = &info;
   src.total = &bytes_read_;
@@ -360,6 +388,8 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
           std::make_shared<const remote::RemoteConfig>(remote::RemoteConfig::from_environment());
     src.stream = std::make_unique<remote::HttpStream>(
         remote::target_for(info.path, *options_.remote), *options_.remote, options_.stop);
+  } else if (is_pipe(info.path)) {
+    src.pipe = std::make_unique<PipeStream>(info.path, options_.stop);
   } else {
     src.fd = ::open(info.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (src.fd < 0) throw FatalError("cannot open " + where + ": " + std::strerror(errno));
@@ -400,6 +430,18 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
   const bool remote_zip = src.stream && peek_remote(src) && *src.peeked >= 4 &&
                           starts_zip(src.buffer.data(), static_cast<size_t>(*src.peeked));
   if (!remote_zip || !read_remote_zip(index, cb, src, where)) read_entries(index, cb, src, where);
+  // A pipe is read to its end, past the archive's (its zero blocks, padding), so that the
+  // command's exit status says whether it wrote all it meant to.
+  if (src.pipe && info.error.empty()) {
+    ssize_t n;
+    while ((n = read_raw(&src)) > 0) {
+    }
+    if (n < 0) {
+      if (src.changed) refuse_changed(index);
+      if (!options_.skip_errors) throw FatalError(src.read_error);
+      info.error = src.read_error;
+    }
+  }
   if (src.stream) {
     info.retries = src.stream->counts().retries + src.range_retries;
     info.resumed_bytes = src.stream->counts().resumed_bytes;

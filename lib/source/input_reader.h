@@ -1,11 +1,12 @@
 #pragma once
 // Reads the members of every input in order, streaming: archives of any format and
 // compression libarchive knows (tar, pax, gnu, ustar, zip; gz, zst, xz, bz2), directories,
-// "-" for standard input, and s3:// and http(s):// objects (streamed by remote/http.h, resumed by
-// range after a dropped connection). Nothing is extracted to disk. A zip file or remote zip
-// object (its members stored or deflated) is read by zip_directory.h instead (preads, or Range
-// GETs of the object's end): its members are handed on as stored, for the workers to inflate
-// and check (packed_member.h).
+// "-" for standard input, s3:// and http(s):// objects (streamed by remote/http.h, resumed by
+// range after a dropped connection), and pipe:COMMAND, the output of a command (pipe_stream.h),
+// read as standard input is. Nothing is extracted to disk. A zip file or remote zip object (its
+// members stored or deflated) is read by zip_directory.h instead (preads, or Range GETs of the
+// object's end): its members are handed on as stored, for the workers to inflate and check
+// (packed_member.h).
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -26,7 +27,7 @@ namespace tarmac {
 
 /// What is known about one input after (or while) reading it.
 struct InputInfo {
-  std::string path;   ///< as given; "-" for standard input; s3://, http(s):// for remote objects
+  std::string path;   ///< as given; "-" for standard input; s3://, http(s)://, pipe:COMMAND
   uint64_t size = 0;  ///< bytes on disk (or of the remote object); 0 when unknown (stdin, pipes)
   uint64_t bytes_read = 0;
   uint32_t crc32 = 0;  ///< zlib CRC-32 of every byte read from the input
@@ -82,7 +83,8 @@ struct InputReaderOptions {
   /// Endpoint, credentials and retries for s3:// and http(s):// inputs (null: from the
   /// environment, as the AWS CLI reads it).
   std::shared_ptr<const remote::RemoteConfig> remote;
-  /// Polled while a remote read waits (network, backoff); the read then fails.
+  /// Polled while a remote read or a pipe: command waits (network, backoff, a command's output);
+  /// the read then fails (a command's process group killed).
   const StopRequest* stop = nullptr;
 };
 

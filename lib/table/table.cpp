@@ -186,7 +186,11 @@ FieldValue TableColumn::value(uint64_t row) const {
 }
 
 Table load_table(const std::string& path, const TableOptions& options) {
-  const std::vector<uint8_t> bytes = read_table_file(path, options.max_bytes);
+  return parse_table(path, read_table_file(path, options.max_bytes), options);
+}
+
+Table parse_table(const std::string& path, std::span<const uint8_t> bytes,
+                  const TableOptions& options) {
   const TableFormat format =
       options.format == TableFormat::Auto ? detect_format(bytes) : options.format;
   Table table;

@@ -19,6 +19,7 @@
 // Auto-detection looks at the content, never the file name (table.cpp says why the order).
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -91,5 +92,10 @@ struct Table {
 /// Reads a table. Throws FatalError naming the file (and the row, member or key) and the
 /// reason for anything malformed: the whole table is read before any sample is converted.
 Table load_table(const std::string& path, const TableOptions& options);
+
+/// Parses a table whose bytes were read elsewhere (an s3:// or http(s):// table, downloaded by
+/// the converter), as load_table() parses a file's; `path` names it in messages.
+Table parse_table(const std::string& path, std::span<const uint8_t> bytes,
+                  const TableOptions& options);
 
 }  // namespace tarmac

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "table/table.h"
 
 using namespace tarmac;
 using Catch::Matchers::Contains;
@@ -102,4 +103,32 @@ TEST_CASE("what does not shape the output may change between a run and its resum
   now.provenance.command_line = {"tarmac", "convert", "--whatever"};
   now.provenance.options_json = R"({"--threads": 7})";
   CHECK(run_fingerprint(now, now.source.inputs) == run_fingerprint(base(), base().source.inputs));
+}
+
+TEST_CASE("a remote or pipe: table is known to a resume by its size and CRC-32") {
+  // It has no modification time: the bytes read are its identity.
+  const std::filesystem::path staging = "/nonexistent/out/.tarmac-partial";
+  for (const char* path : {"s3://bucket/tables/t.csv", "https://host/t.jsonl", "pipe:cat t.csv"}) {
+    ConvertOptions o = base();
+    o.table.path = path;
+    Table then;
+    then.bytes = 1000;
+    then.crc32 = 0x1234abcd;
+    const json cp = {{"tarmac_checkpoint", 1},
+                     {"run", run_fingerprint(o, o.source.inputs, &then)},
+                     {"writer", {{"shards", json::array()}, {"shard_sizes", json::array()}}}};
+    CHECK(cp["run"]["table"] == json({{"path", path}, {"size", 1000}, {"crc32", 0x1234abcd}}));
+    Table now = then;
+    CHECK_NOTHROW(check_resumable(cp, run_fingerprint(o, o.source.inputs, &now), staging));
+    now.crc32 ^= 1;
+    CHECK_THROWS_WITH(check_resumable(cp, run_fingerprint(o, o.source.inputs, &now), staging),
+                      Contains(std::string("the table '") + path + "' is not the same") &&
+                          Contains("its size or CRC-32 differ"));
+  }
+  // a local table keeps its file identity (path, size, modification time)
+  ConvertOptions o = base();
+  o.table.path = "/nonexistent/t.csv";
+  Table t;
+  t.crc32 = 7;
+  CHECK(run_fingerprint(o, o.source.inputs, &t)["table"] == json({{"path", "/nonexistent/t.csv"}}));
 }

@@ -1,0 +1,62 @@
+#include "convert/table_input.h"
+
+#include <vector>
+
+#include "common/bytes.h"
+#include "common/error.h"
+#include "remote/fetch.h"
+#include "remote/http.h"
+#include "remote/url.h"
+#include "source/pipe_stream.h"
+
+namespace tarmac {
+namespace {
+
+std::string over_limit(const std::string& path, uint64_t size, uint64_t limit) {
+  return "table " + path + ": " + format_bytes(size) + ", over the limit of " +
+         format_bytes(limit) + " for a table";
+}
+
+std::vector<uint8_t> download_table(const std::string& path, uint64_t limit,
+                                    const remote::RemoteConfig& config, const StopRequest* stop) {
+  try {
+    const remote::Target target = remote::target_for(path, config);
+    // HEAD first: a missing table is one line before anything is read, and one too large is
+    // refused before it is downloaded (a URL that refuses HEAD is read all the same).
+    const remote::Response head = remote::head_object(target, config);
+    if (head.status < 300 && head.content_length && *head.content_length > limit)
+      throw FatalError(over_limit(path, *head.content_length, limit));
+    return remote::download_to_memory(target, config, limit, stop);
+  } catch (const remote::RemoteError& e) {
+    throw remote::RemoteError(std::string("--table: ") + e.what(), e.http_status());
+  }
+}
+
+std::vector<uint8_t> run_table_command(const std::string& path, uint64_t limit,
+                                       const StopRequest* stop) {
+  PipeStream in(path, stop);
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> buf(1 << 20);
+  for (size_t n; (n = in.read(buf.data(), buf.size())) > 0;) {
+    if (out.size() + n > limit) throw FatalError(over_limit(path, out.size() + n, limit));
+    out.insert(out.end(), buf.data(), buf.data() + n);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool table_is_remote_or_pipe(const std::string& path) {
+  return remote::is_remote(path) || is_pipe(path);
+}
+
+Table read_table(const std::string& path, const TableOptions& options,
+                 const remote::RemoteConfig* remote, const StopRequest* stop) {
+  if (is_pipe(path))
+    return parse_table(path, run_table_command(path, options.max_bytes, stop), options);
+  if (!remote::is_remote(path)) return load_table(path, options);
+  const remote::RemoteConfig config = remote ? *remote : remote::RemoteConfig::from_environment();
+  return parse_table(path, download_table(path, options.max_bytes, config, stop), options);
+}
+
+}  // namespace tarmac
