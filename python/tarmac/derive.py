@@ -641,12 +641,13 @@ def _write_reused(part, parts_dir, record, old, idx, rows, digests, stop, log):
                               "of dimensions")
     rows = np.asarray(rows, dtype=np.int64)
     begin, end = np.asarray(old.offsets[rows]), np.asarray(old.offsets[rows + 1])
-    nbytes = (end - begin) * old.values.itemsize
+    cum = np.cumsum((end - begin) * old.values.itemsize)  # bytes of outputs up to and with each sample
     # One buffer for every chunk, each gathered into it in one copy from the old column's map: a
     # fresh 256 MiB a chunk cost more in page faults than the copy itself (docs/performance.md).
     buffer, s = np.empty(0, dtype=old.values.dtype), 0
     while s < len(idx):  # a chunk ends with the output that brings it to _CHUNK_BYTES, or the last
-        e = min(len(idx), s + 1 + int(np.searchsorted(np.cumsum(nbytes[s:]), _CHUNK_BYTES)))
+        before = int(cum[s - 1]) if s else 0
+        e = min(len(idx), 1 + int(np.searchsorted(cum, before + _CHUNK_BYTES)))
         size = int((end[s:e] - begin[s:e]).sum())
         if buffer.size < size:
             buffer = np.empty(size, dtype=old.values.dtype)
