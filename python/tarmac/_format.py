@@ -7,7 +7,7 @@ import json
 import os
 import re
 import struct
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -69,19 +69,26 @@ def part_chunk(rank: int, world: int, chunk: int) -> str:
     return part_prefix(rank, world) + "chunk-%06d.safetensors" % chunk
 
 
-def safetensors_bytes(tensors: Sequence[Tuple[str, np.ndarray, str]], metadata: Mapping[str, str]) -> bytes:
-    """A safetensors file of [(name, array, dtype name)], data in that order, header padded with
-    spaces to a multiple of 8 (format.md 1)."""
+def safetensors_buffers(tensors: Sequence[Tuple[str, np.ndarray, str]],
+                        metadata: Mapping[str, str]) -> List[memoryview]:
+    """A safetensors file of [(name, array, dtype name)] as the buffers to write one after the
+    other: the header (padded with spaces to a multiple of 8, format.md 1), then each tensor's
+    bytes in that order, as byte views of the arrays (no copy of a C-contiguous one)."""
     header: Dict[str, Any] = {"__metadata__": dict(metadata)}
     offset, blobs = 0, []
     for name, a, dtype in tensors:
         a = np.ascontiguousarray(a)
         header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
         offset += a.nbytes
-        blobs.append(a.tobytes())
+        blobs.append(memoryview(a.reshape(-1).view(np.uint8)))
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * ((8 - len(h) % 8) % 8)
-    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+    return [memoryview(struct.pack("<Q", len(h)) + h)] + blobs
+
+
+def safetensors_bytes(tensors: Sequence[Tuple[str, np.ndarray, str]], metadata: Mapping[str, str]) -> bytes:
+    """safetensors_buffers joined into one bytes object."""
+    return b"".join(safetensors_buffers(tensors, metadata))
 
 
 def safetensors_header(data: bytes) -> Tuple[Dict[str, Any], int]:

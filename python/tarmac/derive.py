@@ -145,10 +145,12 @@ def _fsync_dir(path):
 
 
 def _write_atomic(path, data):
+    """data: bytes, or a list of buffers written one after the other."""
     tmp = path + ".tmp"
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            for buffer in data if isinstance(data, list) else [data]:
+                f.write(buffer)
             f.flush()
             os.fsync(f.fileno())
     except BaseException:  # a full disk: the half-written file goes, and with it the space it took
@@ -263,25 +265,34 @@ class _Part:
     def save(self):
         _write_atomic(self.path, json.dumps(self.record, indent=1).encode())
 
-    def write_chunk(self, items, dtype, reused=0):
-        """items: [(index, array, input digest)] → the next chunk file, then the record that lists
-        it; `reused` of them were taken from an older column."""
+    def write_chunk(self, idx, digests, shapes, values, dtype, reused=0):
+        """Samples idx (I64 [k]) with their input digests (U8 [k, 16]), output shapes (I64 [k, ndim])
+        and outputs one after the other (`values`, flat) → the next chunk file, written from the
+        arrays without joining them, then the record that lists it; `reused` of them were taken
+        from an older column."""
         r = self.record
-        idx = np.array([i for i, _, _ in items], dtype=np.int64)
-        ndim = items[0][1].ndim
-        shapes = np.array([a.shape for _, a, _ in items], dtype=np.int64).reshape(len(items), ndim)
-        values = np.concatenate([a.reshape(-1) for _, a, _ in items])
-        digests = np.stack([d for _, _, d in items]).astype(np.uint8).reshape(len(items), _format.DIGEST_BYTES)
-        data = _format.safetensors_bytes([("index", idx, _format.I64), (_format.DIGEST, digests, _format.U8),
-                                          ("shape", shapes, _format.I64), ("values", values, dtype)],
-                                         {"format": _format.CHUNK_FORMAT})
+        buffers = _format.safetensors_buffers(
+            [("index", idx, _format.I64), (_format.DIGEST, digests, _format.U8), ("shape", shapes, _format.I64),
+             ("values", values, dtype)], {"format": _format.CHUNK_FORMAT})
+        crc, size = 0, 0
+        for b in buffers:
+            crc, size = zlib.crc32(b, crc), size + b.nbytes
         name = _format.part_chunk(r["rank"], r["world"], len(r["chunks"]))
-        _write_atomic(os.path.join(self.dir, name), data)
-        r["chunks"].append({"file": name, "samples": len(items), "bytes": len(data),
-                            "crc32": "%08x" % (zlib.crc32(data) & 0xFFFFFFFF)})
-        r["done"] += len(items)
+        _write_atomic(os.path.join(self.dir, name), buffers)
+        r["chunks"].append({"file": name, "samples": len(idx), "bytes": size, "crc32": "%08x" % (crc & 0xFFFFFFFF)})
+        r["done"] += len(idx)
         r["reused"] = r.get("reused", 0) + reused
         self.save()
+
+
+def _chunk_arrays(items):
+    """[(index, output array, input digest)] → write_chunk's (idx, digests, shapes, values)."""
+    idx = np.array([i for i, _, _ in items], dtype=np.int64)
+    ndim = items[0][1].ndim
+    shapes = np.array([a.shape for _, a, _ in items], dtype=np.int64).reshape(len(items), ndim)
+    values = np.concatenate([a.reshape(-1) for _, a, _ in items])
+    digests = np.stack([d for _, _, d in items]).astype(np.uint8).reshape(len(items), _format.DIGEST_BYTES)
+    return idx, digests, shapes, values
 
 
 def _open_part(parts_dir, record, restart, log):
@@ -451,7 +462,7 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
         nonlocal pending, pending_bytes, pending_batches, last_chunk
         if pending:
             with _writing_part(parts_dir, record):
-                part.write_chunk(pending, dtype)
+                part.write_chunk(*_chunk_arrays(pending), dtype)
         pending, pending_bytes, pending_batches, last_chunk = [], 0, 0, time.monotonic()
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -628,20 +639,29 @@ def _write_reused(part, parts_dir, record, old, idx, rows, digests, stop, log):
             raise DeriveError(f"--reuse {old.file} holds {old.dtype} outputs of {old.ndim} dimensions, this part's "
                               f"earlier outputs are {kind[0]} of {kind[1]}: a column has one dtype and one number "
                               "of dimensions")
-    pending, pending_bytes = [], 0
-    for j, i in enumerate(idx):
-        out = np.array(old.output(rows[j]))
-        pending.append((int(i), out, digests[j]))
-        pending_bytes += out.nbytes
-        if pending_bytes >= _CHUNK_BYTES or j + 1 == len(idx):
-            with _writing_part(parts_dir, record):
-                part.write_chunk(pending, old.dtype, reused=len(pending))
-            pending, pending_bytes = [], 0
-            if stop.signal is not None:
-                message = (f"stopped by {signal.Signals(stop.signal).name} after {record['done']} samples "
-                           "(checkpoint written); run the same command again to go on")
-                log(message)
-                raise DeriveStopped(stop.signal, message)
+    rows = np.asarray(rows, dtype=np.int64)
+    begin, end = np.asarray(old.offsets[rows]), np.asarray(old.offsets[rows + 1])
+    cum = np.cumsum((end - begin) * old.values.itemsize)  # bytes of outputs up to and with each sample
+    # One buffer for every chunk, each gathered into it in one copy from the old column's map: a
+    # fresh 256 MiB a chunk cost more in page faults than the copy itself (docs/performance.md).
+    buffer, s = np.empty(0, dtype=old.values.dtype), 0
+    while s < len(idx):  # a chunk ends with the output that brings it to _CHUNK_BYTES, or the last
+        before = int(cum[s - 1]) if s else 0
+        e = min(len(idx), 1 + int(np.searchsorted(cum, before + _CHUNK_BYTES)))
+        size = int((end[s:e] - begin[s:e]).sum())
+        if buffer.size < size:
+            buffer = np.empty(size, dtype=old.values.dtype)
+        values = np.concatenate([old.values[b:f] for b, f in zip(begin[s:e].tolist(), end[s:e].tolist())],
+                                out=buffer[:size])
+        with _writing_part(parts_dir, record):
+            part.write_chunk(np.asarray(idx[s:e], dtype=np.int64), np.asarray(digests[s:e], dtype=np.uint8),
+                             np.array(old.shapes[rows[s:e]]), values, old.dtype, reused=e - s)
+        s = e
+        if stop.signal is not None:
+            message = (f"stopped by {signal.Signals(stop.signal).name} after {record['done']} samples "
+                       "(checkpoint written); run the same command again to go on")
+            log(message)
+            raise DeriveStopped(stop.signal, message)
 
 
 def _where(e: BaseException) -> str:

@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -32,37 +31,12 @@ import tarmac
 import tarmac.derive
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHAPES = [(4, 64, 64), (4, 48, 80), (4, 80, 48)]
-
-
-def latent(i):
-    """Sample i's latent: deterministic, different for every sample."""
-    shape = SHAPES[i % len(SHAPES)]
-    return np.random.default_rng(i).standard_normal(shape, dtype=np.float32)
+sys.path.insert(0, HERE)
+from latents import SHAPES, drop_caches, du, latent, timed  # noqa: E402
 
 
 def encode(batch):  # FUNC for derive, one sample a batch (without images there are no buckets)
     return np.stack([latent(int(i)) for i in batch["__index__"]])
-
-
-def timed(f):
-    t0 = time.perf_counter()
-    f()
-    return time.perf_counter() - t0
-
-
-def drop_caches():
-    try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
-
-
-def du(path):
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
 def main():

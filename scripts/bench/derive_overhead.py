@@ -29,15 +29,8 @@ import tarmac
 import tarmac.derive
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def encoder():
-    torch.manual_seed(0)
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 32, 3, stride=2, padding=1), torch.nn.SiLU(),
-        torch.nn.Conv2d(32, 64, 3, stride=2, padding=1), torch.nn.SiLU(),
-        torch.nn.Conv2d(64, 128, 3, stride=2, padding=1), torch.nn.SiLU(),
-        torch.nn.Conv2d(128, 4, 1)).eval()
+sys.path.insert(0, HERE)
+from latents import encode_with, encoder  # noqa: E402
 
 
 def main():
@@ -63,9 +56,7 @@ def main():
     net = encoder()
 
     def encode(batch):
-        x = batch["image"].permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
-        with torch.no_grad():
-            return net(x)
+        return encode_with(net, batch)
 
     ds = tarmac.Dataset(ds_dir)
     batches = tarmac.derive._batches(ds, np.arange(len(ds), dtype=np.int64), a.batch_size)

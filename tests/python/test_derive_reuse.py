@@ -15,6 +15,8 @@ import sys
 import tempfile
 import textwrap
 import unittest
+import unittest.mock
+import zlib
 
 import cv2
 import numpy as np
@@ -165,6 +167,36 @@ class DeriveReuseTest(unittest.TestCase):
         with open(calls) as f:
             called = sorted(keys[int(i)] for line in f for i in line.split())
         self.assertEqual(called, sorted(self.added | self.changed))
+
+    def test_reused_outputs_over_several_chunks(self):
+        """The reused outputs are gathered from OLD's column a chunk at a time (a chunk ends with the
+        output that brings it to _CHUNK_BYTES): with chunks of 4 outputs of 32 bytes, the 36 reused
+        samples take 9 chunks; every chunk's size and CRC-32 in the part record are the file's, and
+        every value is FUNC's, computed here with numpy on the PNGs decoded by OpenCV."""
+        import tarmac.derive
+        self.derived(self.v1, "small")
+        os.environ["CALLS"] = os.path.join(self.tmp, "calls_chunks.txt")
+        sys.path.insert(0, self.tmp)
+        with unittest.mock.patch.object(tarmac.derive, "_CHUNK_BYTES", 3 * 32 + 1):
+            r = tarmac.derive.run(self.v2, "chunked", "funcs:stats", batch_size=4, fields=["txt"],
+                                  log=lambda m: None, reuse=self.v1 + ":small")
+        self.assertEqual((r["reused"], r["computed"]), (36, 6))
+        parts = os.path.join(self.v2, "columns", "chunked.parts")
+        with open(os.path.join(parts, "part-00000-of-00001.json")) as f:
+            record = json.load(f)
+        self.assertEqual([c["samples"] for c in record["chunks"][:9]], [4] * 9)
+        for c in record["chunks"]:
+            with open(os.path.join(parts, c["file"]), "rb") as f:
+                data = f.read()
+            self.assertEqual((len(data), "%08x" % zlib.crc32(data)), (c["bytes"], c["crc32"]), c["file"])
+        got, _ = self.merge(self.v2, "chunked")
+        ds2 = fx.Dataset(self.v2)
+        for i in range(len(ds2.keys)):
+            rgb = cv2.cvtColor(cv2.imdecode(np.frombuffer(ds2.blob(i), np.uint8), cv2.IMREAD_COLOR),
+                               cv2.COLOR_BGR2RGB)
+            want = list(rgb.astype(np.float64).mean(axis=(0, 1))) + [float(sum(ds2.string("txt", i).encode()))]
+            np.testing.assert_allclose(got["values"][i], want, rtol=1e-12, err_msg=ds2.keys[i])
+            self.assertEqual(list(got["shapes"][i]), [4])
 
     def test_old_column_without_digests_and_unmerged_column(self):
         self.derived(self.v1, "plain")
