@@ -296,11 +296,13 @@ class S3Zip(RemoteZip):
         self.assertEqual(proxy.cut, 3)
         (inp,) = m["inputs"]
         self.assertEqual(inp["retries"], 3)
-        # the tail's Range GET (64 KiB: never cut), then the stream resumed three times from the
-        # byte each cut left it at
+        # the tail's Range GET (64 KiB: never cut), and the stream resumed three times from the
+        # byte each cut left it at (the first block, 1 MiB, is read before the tail's GET, so
+        # the order of the two kinds depends on where the cuts fall)
         tail = max(0, size - TAIL)
-        self.assertEqual(proxy.ranges[0], tail)
-        resumed = proxy.ranges[1:]
+        self.assertIn(tail, proxy.ranges)
+        resumed = list(proxy.ranges)
+        resumed.remove(tail)
         self.assertEqual(len(resumed), 3)
         self.assertTrue(all(0 < r < size for r in resumed), resumed)
         self.assertEqual(inp["resumed_bytes"], sum(resumed))
