@@ -11,11 +11,46 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "remote/curl_options.h"
 #include "remote/header_line.h"
 #include "remote/retry_policy.h"
 #include "remote/url.h"
 
 namespace tarmac::remote {
+
+void set_transfer_options(CURL* h, const RemoteConfig& config, const std::string& url) {
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_USERAGENT, (std::string("tarmac/") + kVersion).c_str());
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, config.retry.connect_timeout_s);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, config.retry.stall_timeout_s);
+  if (!config.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, config.ca_bundle.c_str());
+}
+
+std::string certificate_advice(CURLcode c, const RemoteConfig& config) {
+  if (c == CURLE_PEER_FAILED_VERIFICATION)
+    return config.ca_bundle.empty()
+               ? "the server's certificate is not signed by an authority this system trusts: "
+                 "name the file of its authority's certificate (PEM) with AWS_CA_BUNDLE=FILE "
+                 "(or ca_bundle in the profile of ~/.aws/config)"
+               : "the server's certificate is not signed by an authority of AWS_CA_BUNDLE '" +
+                     config.ca_bundle + "': name the file of its authority's certificate (PEM)";
+  if (c == CURLE_SSL_CACERT_BADFILE)
+    return "the certificate authorities of AWS_CA_BUNDLE '" + config.ca_bundle +
+           "' cannot be read: name a readable PEM file";
+  return "";
+}
+
+void set_sigv4(CURL* h, const RemoteConfig& config) {
+  const std::string sigv4 = "aws:amz:" + config.region + ":s3";
+  curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
+  // USERNAME and PASSWORD apart: an access key may hold ':' (Swift's tempauth: account:user)
+  curl_easy_setopt(h, CURLOPT_USERNAME, config.access_key.c_str());
+  curl_easy_setopt(h, CURLOPT_PASSWORD, config.secret_key.c_str());
+}
+
 namespace {
 
 constexpr size_t kMaxBuffered = 4 << 20;  // a stream's unread bytes before its transfer pauses
@@ -99,10 +134,13 @@ std::string failure_line(const Target& t, long status, const std::string& body,
   return line + ": " + advice(t, status, code, config);
 }
 
-std::string transport_line(const Target& t, CURLcode c, const char* detail, int tries) {
+std::string transport_line(const Target& t, CURLcode c, const char* detail, int tries,
+                           const RemoteConfig& config) {
   std::string what = detail && *detail ? detail : curl_easy_strerror(c);
   std::string line = "cannot read '" + t.name + "': " + what;
   if (tries > 1) line += " (" + std::to_string(tries) + " tries)";
+  if (const std::string advice = certificate_advice(c, config); !advice.empty())
+    return line + ": " + advice;
   if (c == CURLE_COULDNT_CONNECT || c == CURLE_COULDNT_RESOLVE_HOST ||
       c == CURLE_OPERATION_TIMEDOUT)
     return line + ": check that the server at " + t.url.substr(0, t.url.find('/', 8)) +
@@ -116,19 +154,9 @@ CURL* make_handle(const Target& t, const RemoteConfig& config, const std::string
   global_init();
   CURL* h = curl_easy_init();
   if (!h) throw RemoteError("cannot read '" + t.name + "': libcurl could not start a transfer");
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_USERAGENT, (std::string("tarmac/") + kVersion).c_str());
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, config.retry.connect_timeout_s);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, config.retry.stall_timeout_s);
+  set_transfer_options(h, config, url);
   if (t.sign) {
-    const std::string sigv4 = "aws:amz:" + config.region + ":s3";
-    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
-    // USERNAME and PASSWORD apart: an access key may hold ':' (Swift's tempauth: account:user)
-    curl_easy_setopt(h, CURLOPT_USERNAME, config.access_key.c_str());
-    curl_easy_setopt(h, CURLOPT_PASSWORD, config.secret_key.c_str());
+    set_sigv4(h, config);
     extra.push_back(std::string("x-amz-content-sha256: ") + kEmptySha256);
     if (!config.session_token.empty())
       extra.push_back("x-amz-security-token: " + config.session_token);
@@ -256,7 +284,7 @@ Response request(const Target& target, const RemoteConfig& config, bool head,
     if (rc != CURLE_OK) {
       ++failures;
       if (!retryable_curl(rc) || failures >= max_tries(config.retry, rc))
-        throw RemoteError(transport_line(target, rc, detail, failures));
+        throw RemoteError(transport_line(target, rc, detail, failures, config));
       if (!back_off(config.retry, failures, stop)) throw RemoteError(stopped);
       continue;
     }
@@ -442,7 +470,7 @@ void HttpStream::State::complete(CURLcode rc) {
     throw RemoteError("cannot read '" + target.name +
                       "': the server answered a range other than the one asked for: try again");
   }
-  const std::string line = transport_line(target, rc, detail, failures + 1);
+  const std::string line = transport_line(target, rc, detail, failures + 1, config);
   if (!retryable_curl(rc)) {
     finish_handle();
     throw RemoteError(line);

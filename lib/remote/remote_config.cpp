@@ -82,16 +82,20 @@ RemoteConfig RemoteConfig::from_environment(const std::string& endpoint_url) {
                         profile + ") or unset AWS_PROFILE");
     }
   }
+  const std::string config_file = home_file("AWS_CONFIG_FILE", ".aws/config");
+  const auto settings =
+      config_file.empty()
+          ? std::nullopt
+          : ini_section(config_file, profile == "default" ? profile : "profile " + profile);
+  const auto setting = [&](const char* env_name, const char* key) {
+    std::string v = env(env_name);
+    if (v.empty() && settings && settings->contains(key)) v = settings->at(key);
+    return v;
+  };
   std::string region = env("AWS_REGION");
-  if (region.empty()) region = env("AWS_DEFAULT_REGION");
-  if (region.empty()) {
-    const std::string file = home_file("AWS_CONFIG_FILE", ".aws/config");
-    const auto keys =
-        file.empty() ? std::nullopt
-                     : ini_section(file, profile == "default" ? profile : "profile " + profile);
-    if (keys && keys->contains("region")) region = keys->at("region");
-  }
+  if (region.empty()) region = setting("AWS_DEFAULT_REGION", "region");
   if (!region.empty()) c.region = region;
+  c.ca_bundle = setting("AWS_CA_BUNDLE", "ca_bundle");
   c.endpoint_url = endpoint_url;
   if (c.endpoint_url.empty()) c.endpoint_url = env("AWS_ENDPOINT_URL_S3");
   if (c.endpoint_url.empty()) c.endpoint_url = env("AWS_ENDPOINT_URL");

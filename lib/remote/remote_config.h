@@ -39,6 +39,9 @@ struct RemoteConfig {
   /// Where the credentials came from, for messages ("environment", "profile 'x' of PATH");
   /// empty when none were found (s3:// inputs are then refused).
   std::string credentials_from;
+  /// A PEM file of the certificate authorities that HTTPS servers are checked against instead of
+  /// the system's (an S3-compatible service with a private CA); empty: the system's.
+  std::string ca_bundle;
   RetryPolicy retry;
 
   /// The endpoint s3:// URLs go to (endpoint_url, or AWS's for the region), without a
@@ -49,7 +52,8 @@ struct RemoteConfig {
   /// else the profile AWS_PROFILE (or "default") of AWS_SHARED_CREDENTIALS_FILE
   /// (~/.aws/credentials); AWS_REGION or AWS_DEFAULT_REGION, else the profile's region in
   /// AWS_CONFIG_FILE (~/.aws/config); `endpoint_url` (--endpoint-url) or AWS_ENDPOINT_URL_S3
-  /// or AWS_ENDPOINT_URL. Throws RemoteError for a profile named but not found.
+  /// or AWS_ENDPOINT_URL; AWS_CA_BUNDLE, else the profile's ca_bundle in AWS_CONFIG_FILE.
+  /// Throws RemoteError for a profile named but not found.
   static RemoteConfig from_environment(const std::string& endpoint_url = "");
 };
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "common/version.h"
+#include "remote/curl_options.h"
 #include "remote/header_line.h"
 #include "remote/http.h"
 #include "remote/retry_policy.h"
@@ -203,17 +203,8 @@ S3Client::Response S3Client::send(const Request& r) {
     CURL* h = curl_easy_init();
     if (!h) throw RemoteError("cannot write '" + r.name + "': libcurl could not start a transfer");
     curl_slist* headers = nullptr;
-    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_USERAGENT, (std::string("tarmac/") + kVersion).c_str());
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, config_.retry.connect_timeout_s);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, config_.retry.stall_timeout_s);
-    const std::string sigv4 = "aws:amz:" + config_.region + ":s3";
-    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
-    curl_easy_setopt(h, CURLOPT_USERNAME, config_.access_key.c_str());
-    curl_easy_setopt(h, CURLOPT_PASSWORD, config_.secret_key.c_str());
+    set_transfer_options(h, config_, url);
+    set_sigv4(h, config_);
     std::vector<std::string> extra = r.headers;
     extra.push_back(std::string("x-amz-content-sha256: ") +
                     (has_body ? "UNSIGNED-PAYLOAD" : kEmptySha256));
@@ -265,6 +256,8 @@ S3Client::Response S3Client::send(const Request& r) {
       if (!retryable_curl(rc) || failures + 1 >= max) {
         std::string line = "cannot write '" + r.name + "': " + why;
         if (failures > 0) line += " (" + std::to_string(failures + 1) + " tries)";
+        if (const std::string advice = certificate_advice(rc, config_); !advice.empty())
+          throw RemoteError(line + ": " + advice);
         if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
             rc == CURLE_OPERATION_TIMEDOUT)
           throw RemoteError(line + ": check that the server at " + config_.s3_endpoint() +

@@ -12,9 +12,11 @@ import http.server
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import socketserver
+import ssl
 import subprocess
 import sys
 import threading
@@ -376,6 +378,85 @@ class HttpInputs(fx.TmpCase):
         self.assertEqual(p.stderr.strip().splitlines(), [
             f"tarmac: error: cannot read '{url}': HTTP 404: not found: check the URL"])
         self.assertFalse(os.path.exists(self.path("nf")))
+
+
+class HttpsInputs(fx.TmpCase):
+    """https:// with a server whose certificate no system authority signed (a private CA, as an
+    S3-compatible service inside a company has): refused with the fix named, then read with
+    AWS_CA_BUNDLE naming the authority, as the AWS CLI reads it. The certificates are made by
+    Debian's openssl, the server is http.server behind Python's ssl."""
+
+    @classmethod
+    def build(cls):
+        if not shutil.which("openssl"):
+            raise unittest.SkipTest("openssl not installed")
+        cls.local = os.path.join(cls.tmp, "www")
+        os.makedirs(cls.local)
+        members = [(f"0/{i:04d}.png", noise_png(7000 + i)) for i in range(12)]
+        fx.write_tar(os.path.join(cls.local, "a.tar"), members)
+        ca_key, cls.ca = cls.path_of("ca.key"), cls.path_of("ca.pem")
+        key, csr, cert = cls.path_of("srv.key"), cls.path_of("srv.csr"), cls.path_of("srv.pem")
+        ext = cls.path_of("ext.cnf")
+        with open(ext, "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1\n")
+        run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True)  # noqa: E731
+        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=tarmac test CA",
+            "-keyout", ca_key, "-out", cls.ca)
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", csr)
+        run("x509", "-req", "-in", csr, "-CA", cls.ca, "-CAkey", ca_key, "-CAcreateserial", "-days", "2",
+            "-extfile", ext, "-out", cert)
+        handler = lambda *a, **k: RangeHandler(*a, directory=cls.local, **k)  # noqa: E731
+        cls.server = ThreadingServer(("127.0.0.1", 0), handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        cls.server.socket = ctx.wrap_socket(cls.server.socket, server_side=True)
+        threading.Thread(target=cls.server.serve_forever, daemon=True).start()
+        cls.addClassCleanup(cls.server.server_close)
+        cls.addClassCleanup(cls.server.shutdown)
+        cls.url = f"https://127.0.0.1:{cls.server.server_address[1]}/a.tar"
+        cls.reference = os.path.join(cls.tmp, "ref")
+        subprocess.run([fx.TARMAC, "convert", "-q", os.path.join(cls.local, "a.tar"), "-o", cls.reference,
+                        *OPTIONS], check=True)
+
+    @classmethod
+    def path_of(cls, name):
+        return os.path.join(cls.tmp, name)
+
+    def convert(self, env):
+        out = self.path("out%d" % len(os.listdir(self.tmp)))
+        p = subprocess.run([fx.TARMAC, "convert", self.url, "-o", out, *OPTIONS], capture_output=True, text=True,
+                           timeout=120, env=env)
+        return out, p
+
+    def test_private_authority_refused_then_named(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env["HOME"] = self.tmp  # no ~/.aws/config
+        out, p = self.convert(env)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn(f"cannot read '{self.url}'", lines[0])
+        self.assertIn("AWS_CA_BUNDLE=FILE", lines[0])
+        self.assertFalse(os.path.exists(out))
+
+        out, p = self.convert(dict(env, AWS_CA_BUNDLE=self.ca))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for name in os.listdir(self.reference):
+            if name != "manifest.json":
+                with open(os.path.join(out, name), "rb") as a, open(os.path.join(self.reference, name), "rb") as b:
+                    self.assertEqual(a.read(), b.read(), name)
+
+        # the profile's ca_bundle in ~/.aws/config, as the AWS CLI reads it
+        os.makedirs(os.path.join(self.tmp, ".aws"), exist_ok=True)
+        with open(os.path.join(self.tmp, ".aws", "config"), "w") as f:
+            f.write(f"[default]\nca_bundle = {self.ca}\n")
+        out, p = self.convert(env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+        out, p = self.convert(dict(env, AWS_CA_BUNDLE=self.path("absent.pem")))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("absent.pem", p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
 
 
 if __name__ == "__main__":

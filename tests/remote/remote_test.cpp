@@ -119,12 +119,14 @@ TEST_CASE("credentials and region as the AWS CLI reads them", "[remote]") {
          "defsecret\n\n[other]\naws_access_key_id=OTH\n"
          "aws_secret_access_key=oth:secret\naws_session_token = tok\n";
   std::ofstream(dir / "config")
-      << "[default]\nregion = eu-west-3\n[profile other]\nregion = ap-south-1\n";
+      << "[default]\nregion = eu-west-3\n[profile other]\nregion = ap-south-1\n"
+         "ca_bundle = /etc/other-ca.pem\n";
   EnvVar files("AWS_SHARED_CREDENTIALS_FILE", (dir / "credentials").c_str());
   EnvVar config("AWS_CONFIG_FILE", (dir / "config").c_str());
   EnvVar region("AWS_REGION", nullptr), region2("AWS_DEFAULT_REGION", nullptr);
   EnvVar e1("AWS_ENDPOINT_URL", nullptr), e2("AWS_ENDPOINT_URL_S3", nullptr);
   EnvVar token("AWS_SESSION_TOKEN", nullptr);
+  EnvVar ca("AWS_CA_BUNDLE", nullptr);
   {
     EnvVar id("AWS_ACCESS_KEY_ID", "ENVKEY"), secret("AWS_SECRET_ACCESS_KEY", "envsecret");
     EnvVar profile("AWS_PROFILE", "other");
@@ -133,6 +135,9 @@ TEST_CASE("credentials and region as the AWS CLI reads them", "[remote]") {
     CHECK(c.secret_key == "envsecret");
     CHECK(c.region == "ap-south-1");
     CHECK(c.s3_endpoint() == "http://h:1");
+    CHECK(c.ca_bundle == "/etc/other-ca.pem");  // the profile's ca_bundle
+    EnvVar bundle("AWS_CA_BUNDLE", "/tmp/env-ca.pem");
+    CHECK(RemoteConfig::from_environment().ca_bundle == "/tmp/env-ca.pem");  // the environment's
   }
   EnvVar id("AWS_ACCESS_KEY_ID", nullptr), secret("AWS_SECRET_ACCESS_KEY", nullptr);
   {
@@ -140,6 +145,7 @@ TEST_CASE("credentials and region as the AWS CLI reads them", "[remote]") {
     const RemoteConfig c = RemoteConfig::from_environment();
     CHECK(c.access_key == "DEF");
     CHECK(c.region == "eu-west-3");
+    CHECK(c.ca_bundle.empty());  // the system's authorities
     CHECK(c.s3_endpoint() == "https://s3.eu-west-3.amazonaws.com");
   }
   {
