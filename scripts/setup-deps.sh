@@ -37,6 +37,8 @@ TEST=(
   # tests/e2e/test_s3.py: a real S3-compatible server (OpenStack Swift with s3api, memcached
   # for its tokens; scripts/s3-local.sh starts it) and a client the users have (boto3)
   swift-proxy swift-account swift-container swift-object memcached python3-boto3
+  # test_s3.py's HTTPS server: its certificates, signed by a private authority
+  openssl
 )
 CI=(
   # sanitizers and fuzzing (scripts/ci-sanitize.sh, scripts/ci-fuzz.sh): clang with libFuzzer,
