@@ -4,6 +4,7 @@
 #   - 200 1920x1080 photo-like PNG frames (agora_table.py's texture): a box in the middle
 #     (rows to 85 %), a box near the top, a centre crop (every row), all to 224x224 JPEG;
 #   - 200 frames x 8 person boxes through --table (agora_table.py's data at 1080p and 720p);
+#   - the 200 720p frames written by PIL (Paeth-filtered rows), centre crop;
 #   - 200 Hypersim-like pairs, 1024x768 RGB PNG + 16-bit depth PNG (--dense depth.png).
 # usage: scripts/bench/png_frames.sh REF_TARMAC NEW_TARMAC [WORKDIR]   env: THREADS=2
 # Prints wall, user and sys seconds per run (user time is the steadier figure on a shared VM).
@@ -37,6 +38,16 @@ a.W, a.H = 1920, 1080; a.make('$WORK/agora')"
 [ -d agora720 ] || FRAMES=200 PERSONS=8 /usr/bin/python3 -c "
 import sys; sys.path.insert(0, '$HERE'); import agora_table as a
 a.W, a.H = 1280, 720; a.make('$WORK/agora720')"
+# The 720p frames again, written by PIL (adaptive filters: Paeth on nearly every row, where
+# OpenCV writes Sub), as a tar.
+[ -f pil720.tar ] || /usr/bin/python3 - <<'PY'
+import glob, io, tarfile
+from PIL import Image
+with tarfile.open("pil720.tar", "w") as t:
+    for i, f in enumerate(sorted(glob.glob("agora720/agora/images/train/*.png"))):
+        b = io.BytesIO(); Image.open(f).save(b, "PNG"); b = b.getvalue()
+        ti = tarfile.TarInfo("p%05d.png" % i); ti.size = len(b); t.addfile(ti, io.BytesIO(b))
+PY
 
 ONLY=${ONLY:-}  # a word of the titles to run only those (e.g. ONLY=person)
 bench() {  # title input flags...
@@ -60,5 +71,7 @@ bench "8 person boxes per frame (--table), 1920x1080" agora/agora --table agora/
   --crop field:bbox_xywh --square --size 224 --points keypoints2d
 bench "8 person boxes per frame (--table), 1280x720" agora720/agora --table agora720/agora_train_smplx.npz \
   --crop field:bbox_xywh --square --size 224 --points keypoints2d
+bench "PIL-written 1280x720 frames (Paeth), centre crop" pil720.tar --crop center --size 224 \
+  --format jpg
 bench "Hypersim-like pairs, centre crop + 16-bit depth" hyper.tar --crop center --size 512 \
   --format jpg --dense depth.png
