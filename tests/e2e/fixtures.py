@@ -9,6 +9,7 @@ import os
 import pty
 import select
 import shutil
+import signal
 import subprocess
 import tarfile
 import tempfile
@@ -169,6 +170,32 @@ class Dataset:
 
     def ragged(self, name, i):
         return st_reader.ragged(self.t, name, i)
+
+
+def kill_at_checkpoint(args, out, entries=0, timeout=120, env=None):
+    """Runs `tarmac ARGS --checkpoint-every 0` (a checkpoint after every sample) and SIGKILLs it
+    once a checkpoint records at least `entries` entries handled. Returns (exit code, the last
+    checkpoint or None); the exit code is -SIGKILL unless the run finished first. `env`: the
+    run's environment (the caller's when None)."""
+    proc = subprocess.Popen([TARMAC, *args, "--checkpoint-every", "0"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with open(cp) as f:  # renamed into place whole: never half written
+                if json.load(f)["entries"] >= entries:
+                    break
+        except OSError:
+            pass
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    try:
+        with open(cp) as f:
+            return proc.returncode, json.load(f)
+    except OSError:
+        return proc.returncode, None
 
 
 def convert(test, inputs, *flags, stdin=None, expect=0, out=None):

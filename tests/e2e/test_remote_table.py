@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import unittest
 import zlib
 
@@ -179,21 +178,9 @@ class RemoteTable(fx.TmpCase):
         command = (f"pipe:head -c {at} {q(self.tar)}; while [ ! -e {q(go)} ]; do sleep 0.05; done; "
                    f"tail -c +{at + 1} {q(self.tar)}")
         args = ["convert", command, "-o", out, "--table", table, *OPTIONS, "--group-window", "64K"]
-        proc = subprocess.Popen([fx.TARMAC, *args, "--checkpoint-every", "0"], env=self.env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
-        deadline = time.time() + 60
-        entries = 0
-        while time.time() < deadline and entries == 0 and proc.poll() is None:
-            try:
-                with open(cp) as f:
-                    entries = json.load(f)["entries"]
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        self.assertEqual(proc.wait(), -signal.SIGKILL, "finished before the kill")
-        self.assertGreater(entries, 0)
+        code, cp = fx.kill_at_checkpoint(args, out, 1, timeout=60, env=self.env)
+        self.assertEqual(code, -signal.SIGKILL, "finished before the kill")
+        self.assertGreater(cp["entries"], 0)
         return args
 
     def test_resume_knows_the_table_by_its_bytes(self):

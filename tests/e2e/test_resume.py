@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 import unittest
 import zipfile
 
@@ -22,30 +21,7 @@ SAMPLES = 240
 BAD = {37, 100, 101, 199}  # corrupt JPEGs: skipped under --on-error skip
 
 
-def kill_at_checkpoint(args, out, entries=0, timeout=120):
-    """Runs `tarmac ARGS --checkpoint-every 0` (a checkpoint after every sample) and SIGKILLs it
-    once a checkpoint records at least `entries` entries handled. Returns (exit code, the last
-    checkpoint or None); the exit code is -SIGKILL unless the run finished first."""
-    proc = subprocess.Popen([fx.TARMAC, *args, "--checkpoint-every", "0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None and time.monotonic() < deadline:
-        try:
-            with open(cp) as f:  # renamed into place whole: never half written
-                if json.load(f)["entries"] >= entries:
-                    break
-        except OSError:
-            pass
-        time.sleep(0.002)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    try:
-        with open(cp) as f:
-            return proc.returncode, json.load(f)
-    except OSError:
-        return proc.returncode, None
-
+kill_at_checkpoint = fx.kill_at_checkpoint  # test_tables.py calls it from here
 
 
 def label_5_becomes_6(path):

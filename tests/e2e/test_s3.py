@@ -223,23 +223,11 @@ class S3Inputs(fx.TmpCase):
         proxy = FaultProxy(self.port, stall_key="shard-002")
         self.addCleanup(proxy.close)
         out = self.path("killed")
-        args = [fx.TARMAC, "convert", f"s3://{BUCKET}/data/", "-o", out, *OPTIONS]
-        proc = subprocess.Popen([*args, "--checkpoint-every", "0", "--endpoint-url", proxy.url], env=self.env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
-        deadline = time.time() + 60
-        entries = 0
-        while time.time() < deadline and entries < 48 and proc.poll() is None:
-            try:
-                with open(cp) as f:
-                    entries = json.load(f)["entries"]
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        self.assertEqual(proc.wait(), -signal.SIGKILL, "finished before the kill")
-        self.assertGreaterEqual(entries, 48)  # the two shards before the stalled one
-        p = self.tarmac(*args[1:], "--resume")
+        args = ["convert", f"s3://{BUCKET}/data/", "-o", out, *OPTIONS]
+        code, cp = fx.kill_at_checkpoint([*args, "--endpoint-url", proxy.url], out, 48, timeout=60, env=self.env)
+        self.assertEqual(code, -signal.SIGKILL, "finished before the kill")
+        self.assertGreaterEqual(cp["entries"], 48)  # the two shards before the stalled one
+        p = self.tarmac(*args, "--resume")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("resumed an interrupted run", p.stderr)
         self.assert_same_dataset(out, self.reference)

@@ -324,23 +324,11 @@ class S3Zip(RemoteZip):
         names = ["mixed.zip", "zip64.zip"]
         proxy = self.proxy(stall_key="zip64.zip")
         out = self.path("killed")
-        args = [fx.TARMAC, "convert", *[self.url(n) for n in names], "-o", out, *OPTIONS]
-        proc = subprocess.Popen([*args, "--checkpoint-every", "0", "--endpoint-url", proxy.url], env=self.env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cp = os.path.join(out, ".tarmac-partial", "checkpoint.json")
-        deadline = time.time() + 60
-        entries = 0
-        while time.time() < deadline and entries < 24 and proc.poll() is None:
-            try:
-                with open(cp) as f:
-                    entries = json.load(f)["entries"]
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        self.assertEqual(proc.wait(), -signal.SIGKILL, "finished before the kill")
-        self.assertGreaterEqual(entries, 24)  # the first zip's samples
-        p = self.run_tarmac(*args[1:], "--resume")
+        args = ["convert", *[self.url(n) for n in names], "-o", out, *OPTIONS]
+        code, cp = fx.kill_at_checkpoint([*args, "--endpoint-url", proxy.url], out, 24, timeout=60, env=self.env)
+        self.assertEqual(code, -signal.SIGKILL, "finished before the kill")
+        self.assertGreaterEqual(cp["entries"], 24)  # the first zip's samples
+        p = self.run_tarmac(*args, "--resume")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("resumed an interrupted run", p.stderr)
         self.assert_same_dataset(out, names)
