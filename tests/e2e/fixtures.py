@@ -245,6 +245,35 @@ def on_pty(args, env=None, timeout=60):
     return p.wait(timeout=timeout), bytes(out)
 
 
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def assert_same_files(test, out, ref):
+    """Two converted datasets hold the same files, each byte for byte, but manifest.json (which
+    names the inputs, so it differs where only how they were read does)."""
+    names = sorted(os.listdir(ref))
+    test.assertEqual(sorted(os.listdir(out)), names)
+    test.assertTrue(any(n.endswith(".tar") for n in names), names)
+    for name in names:
+        if name != "manifest.json":
+            test.assertEqual(read_bytes(os.path.join(out, name)), read_bytes(os.path.join(ref, name)), name)
+
+
+class Unseekable(io.RawIOBase):
+    """A write-only stream: zipfile then writes data descriptors (flag bit 3) after members."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        return self.f.write(b)
+
+
 class TmpCase(unittest.TestCase):
     """A test case with a per-class temporary directory `cls.tmp`."""
 

@@ -7,7 +7,6 @@ command's whole process group (checked in /proc); SIGKILL mid-pipe then --resume
 command again, checks the bytes it re-reads, and gives the same dataset as one run.
 """
 import gzip
-import io
 import json
 import os
 import shlex
@@ -18,7 +17,6 @@ import tarfile
 import time
 import unittest
 import zipfile
-import zlib
 
 import numpy as np
 
@@ -40,10 +38,6 @@ def members(shard, n):
         out += [(key + ".png", noise_png(shard * 1000 + i)), (key + ".json", fx.js({"i": i, "shard": shard}))]
     return out
 
-
-def read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def proc_stat(pid):
@@ -98,7 +92,7 @@ class PipeInputs(fx.TmpCase):
             cls.src[s] = members(s, n)
             fx.write_tar(cls.path_of(f"{s}.tar"), cls.src[s])
         with open(cls.path_of("1.tar.gz"), "wb") as f:
-            f.write(gzip.compress(read_bytes(cls.path_of("1.tar")), mtime=0))
+            f.write(gzip.compress(fx.read_bytes(cls.path_of("1.tar")), mtime=0))
         # more than a batch of samples (64), for a checkpoint inside it while its command runs
         fx.write_tar(cls.path_of("big.tar"), members(5, 150))
         with open(cls.path_of("noise.bin"), "wb") as f:
@@ -130,13 +124,7 @@ class PipeInputs(fx.TmpCase):
         return self.refs[key]
 
     def assert_same_dataset(self, out, ref):
-        """Every file but manifest.json (which names the inputs) byte for byte."""
-        names = sorted(os.listdir(ref))
-        self.assertEqual(sorted(os.listdir(out)), names)
-        self.assertTrue(any(n.endswith(".tar") for n in names), names)
-        for name in names:
-            if name != "manifest.json":
-                self.assertEqual(read_bytes(os.path.join(out, name)), read_bytes(os.path.join(ref, name)), name)
+        fx.assert_same_files(self, out, ref)
 
     def manifest(self, out):
         with open(os.path.join(out, "manifest.json")) as f:
@@ -158,7 +146,7 @@ class PipeInputs(fx.TmpCase):
         # the images are the source members' bytes (--format keep), as tarfile reads them
         images = sorted(v for k, v in self.shard_members(out).items() if k.endswith(".png"))
         self.assertEqual(images, sorted(d for n, d in self.src[0] if n.endswith(".png")))
-        data = read_bytes(self.path("0.tar"))
+        data = fx.read_bytes(self.path("0.tar"))
         [entry] = self.manifest(out)["inputs"]
         # the name as given; every byte the command wrote read (its end padding too) and summed
         self.assertEqual(entry["path"], f"pipe:cat {self.q('0.tar')}")
@@ -171,7 +159,7 @@ class PipeInputs(fx.TmpCase):
         # compressed bytes through the pipe: tarmac inflates them itself
         out, _ = self.convert([f"pipe:cat {self.q('1.tar.gz')}"])
         self.assert_same_dataset(out, ref)
-        gz = read_bytes(self.path("1.tar.gz"))
+        gz = fx.read_bytes(self.path("1.tar.gz"))
         self.assertEqual(self.manifest(out)["inputs"][0]["crc32"], fx.crc_hex(gz))
 
     def test_several_pipes_in_the_order_given(self):
@@ -185,14 +173,14 @@ class PipeInputs(fx.TmpCase):
         # command names the file called x{0..1}.tar (dash, /bin/sh, expands no braces either)
         odd = self.path("x{0..1}.tar")
         with open(odd, "wb") as f:
-            f.write(read_bytes(self.path("2.tar")))
+            f.write(fx.read_bytes(self.path("2.tar")))
         out, _ = self.convert([f"pipe:cat {shlex.quote(odd)}"])
         self.assert_same_dataset(out, self.reference(["2.tar"]))
         self.assertEqual(len(self.manifest(out)["inputs"]), 1)
         # a file whose name starts with pipe: is read as a file through ./
         os.makedirs(self.path("odd"), exist_ok=True)
         with open(self.path("odd/pipe:x.tar"), "wb") as f:
-            f.write(read_bytes(self.path("2.tar")))
+            f.write(fx.read_bytes(self.path("2.tar")))
         p = subprocess.run([fx.TARMAC, "convert", "./pipe:x.tar", "-o", self.path("odd-out"), *OPTIONS],
                            cwd=self.path("odd"), capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -203,7 +191,7 @@ class PipeInputs(fx.TmpCase):
         with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
             for name, data in self.src[0]:
                 z.writestr(name, data)
-        from_stdin, _ = self.convert(["-"], stdin=read_bytes(zpath))
+        from_stdin, _ = self.convert(["-"], stdin=fx.read_bytes(zpath))
         out, _ = self.convert([f"pipe:cat {shlex.quote(zpath)}"])
         self.assert_same_dataset(out, from_stdin)
         self.assert_same_dataset(out, self.reference(["0.tar"]))
@@ -232,7 +220,7 @@ class PipeInputs(fx.TmpCase):
         out, _ = self.convert([self.path("0.tar")], "--table", command)
         self.assert_same_dataset(out, ref)
         entry = self.manifest(out)["table"]
-        self.assertEqual((entry["path"], entry["crc32"], entry["rows"]), (command, fx.crc_hex(read_bytes(table)), 6))
+        self.assertEqual((entry["path"], entry["crc32"], entry["rows"]), (command, fx.crc_hex(fx.read_bytes(table)), 6))
         p = self.tarmac("convert", self.path("0.tar"), "-o", self.path("no-table"), "--table",
                         "pipe:echo image_path; exit 5")
         self.assertEqual(p.returncode, 1, p.stderr)
@@ -342,7 +330,7 @@ class PipeInputs(fx.TmpCase):
 
     def test_resume_after_sigkill_mid_pipe(self):
         go = self.path("go-resume")
-        data = read_bytes(self.path("big.tar"))
+        data = fx.read_bytes(self.path("big.tar"))
         command = self.stalling_command("big.tar", len(data) * 2 // 3, go)
         flags = ["--group-window", "64K"]  # samples leave the window while the command still runs
         out = self.path("killed")
@@ -362,7 +350,7 @@ class PipeInputs(fx.TmpCase):
         go = self.path("go-changed")
         name = "changing.tar"
         with open(self.path(name), "wb") as f:
-            f.write(read_bytes(self.path("big.tar")))
+            f.write(fx.read_bytes(self.path("big.tar")))
         command = self.stalling_command(name, os.path.getsize(self.path(name)) * 2 // 3, go)
         out = self.path("changed")
         args, _ = self.kill_mid_pipe(command, out, ["--group-window", "64K"])

@@ -37,10 +37,6 @@ def noise_png(seed, side=64):
     return fx.png(rng.randint(0, 256, (side, side, 3), dtype=np.uint8))
 
 
-def read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
 
 def tables(rows):
     """A CSV and a JSON Lines table of `rows` (image_path, label, score, caption)."""
@@ -100,13 +96,7 @@ class RemoteTable(fx.TmpCase):
         return self.refs[kind]
 
     def assert_same_dataset(self, out, ref):
-        """Every file but manifest.json (which names the table) byte for byte."""
-        names = sorted(os.listdir(ref))
-        self.assertEqual(sorted(os.listdir(out)), names)
-        self.assertTrue(any(n.endswith(".tar") for n in names), names)
-        for name in names:
-            if name != "manifest.json":
-                self.assertEqual(read_bytes(os.path.join(out, name)), read_bytes(os.path.join(ref, name)), name)
+        fx.assert_same_files(self, out, ref)
 
     def assert_table_entry(self, out, url, kind):
         with open(os.path.join(out, "manifest.json")) as f:
@@ -172,7 +162,7 @@ class RemoteTable(fx.TmpCase):
         """Converts the images through a command that stalls after 2/3 of them (until `go`
         exists), with `table`; SIGKILLs the run once a checkpoint covers samples. Returns the
         arguments to run it again."""
-        data = read_bytes(self.tar)
+        data = fx.read_bytes(self.tar)
         at = len(data) * 2 // 3
         q = shlex.quote
         command = (f"pipe:head -c {at} {q(self.tar)}; while [ ! -e {q(go)} ]; do sleep 0.05; done; "

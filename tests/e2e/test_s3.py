@@ -87,10 +87,6 @@ class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
 
-def read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
 
 class S3Inputs(fx.TmpCase):
     @classmethod
@@ -131,14 +127,7 @@ class S3Inputs(fx.TmpCase):
         return out, p
 
     def assert_same_dataset(self, out, ref):
-        """Every file but manifest.json (which names the inputs) byte for byte."""
-        names = sorted(os.listdir(ref))
-        self.assertEqual(sorted(os.listdir(out)), names)
-        self.assertTrue(any(n.endswith(".tar") for n in names), names)
-        for name in names:
-            if name != "manifest.json":
-                with open(os.path.join(out, name), "rb") as a, open(os.path.join(ref, name), "rb") as b:
-                    self.assertEqual(a.read(), b.read(), name)
+        fx.assert_same_files(self, out, ref)
 
     def manifest_inputs(self, out):
         with open(os.path.join(out, "manifest.json")) as f:
@@ -146,7 +135,7 @@ class S3Inputs(fx.TmpCase):
 
     def test_script_serves_s3_with_ranges(self):
         # the server itself, through boto3: an object and a ranged GET of it
-        data = read_bytes(os.path.join(self.local, SHARDS[0]))
+        data = fx.read_bytes(os.path.join(self.local, SHARDS[0]))
         got = self.s3.get_object(Bucket=BUCKET, Key="data/" + SHARDS[0], Range="bytes=1000-1999")
         self.assertEqual(got["Body"].read(), data[1000:2000])
         self.assertEqual(got["ContentRange"], f"bytes 1000-1999/{len(data)}")
@@ -157,7 +146,7 @@ class S3Inputs(fx.TmpCase):
         inputs = self.manifest_inputs(out)
         self.assertEqual([i["path"] for i in inputs], [f"s3://{BUCKET}/data/{n}" for n in sorted(SHARDS)])
         for i, name in zip(inputs, sorted(SHARDS)):
-            data = read_bytes(os.path.join(self.local, name))
+            data = fx.read_bytes(os.path.join(self.local, name))
             self.assertEqual((i["size"], i["crc32"]), (len(data), "%08x" % zlib.crc32(data)))
             self.assertEqual((i["retries"], i["resumed_bytes"]), (0, 0))
 

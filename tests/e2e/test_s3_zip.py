@@ -12,7 +12,6 @@ Needs swift-proxy swift-account swift-container swift-object memcached and pytho
 (scripts/setup-deps.sh test); the S3 tests skip, saying which is missing, without them.
 """
 import http.server
-import io
 import json
 import os
 import re
@@ -39,19 +38,6 @@ TAIL = 22 + 0xFFFF  # the end record and the longest comment: the first Range GE
 DATE = (2024, 5, 6, 7, 8, 10)
 
 
-class Unseekable(io.RawIOBase):
-    """A write-only stream: zipfile then writes data descriptors (flag bit 3) after members."""
-
-    def __init__(self, f):
-        self.f = f
-
-    def writable(self):
-        return True
-
-    def write(self, b):
-        return self.f.write(b)
-
-
 def members(seed, n=24):
     out = []
     for i in range(n):
@@ -65,7 +51,7 @@ def write_zip(path, items, seekable=True, zip64=(), link=None):
     ZIP64 extra fields (force_zip64); `link` (name, target) a symbolic link that only the central
     directory marks as one (Unix mode 0120777 in its external attributes)."""
     with open(path, "wb") as raw:
-        with zipfile.ZipFile(raw if seekable else Unseekable(raw), "w") as z:
+        with zipfile.ZipFile(raw if seekable else fx.Unseekable(raw), "w") as z:
             for name, data in items:
                 info = zipfile.ZipInfo(name, DATE)
                 info.compress_type = zipfile.ZIP_STORED if name.endswith(".png") else zipfile.ZIP_DEFLATED
@@ -130,10 +116,6 @@ class HoldRanges(s3l.TcpProxy):
         pump(client, up)
 
 
-def read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
 
 class RemoteZip(fx.TmpCase):
     """Shared by the S3 and the HTTP cases: the zips, written once, and their local conversions."""
@@ -167,12 +149,12 @@ class RemoteZip(fx.TmpCase):
             if name == "descriptors.zip":
                 assert all(i.flag_bits & 8 for i in infos)
             if name == "zip64.zip":
-                raw = read_bytes(path)
+                raw = fx.read_bytes(path)
                 n, e = struct.unpack_from("<HH", raw, 26)  # the first local header's ZIP64 field
                 assert raw.rfind(b"PK\x06\x06") > 0 and (e, raw[30 + n:32 + n]) == (20, b"\x01\x00")
             if name == "big-directory.zip":
-                end = read_bytes(path).rfind(b"PK\x05\x06")
-                (cd_offset,) = struct.unpack_from("<I", read_bytes(path), end + 16)
+                end = fx.read_bytes(path).rfind(b"PK\x05\x06")
+                (cd_offset,) = struct.unpack_from("<I", fx.read_bytes(path), end + 16)
                 assert size - cd_offset > TAIL
         cls.references = {}
 
@@ -208,10 +190,10 @@ class RemoteZip(fx.TmpCase):
         self.assertEqual(sorted(os.listdir(out)), sorted(os.listdir(ref)))
         for name in os.listdir(ref):
             if name != "manifest.json":
-                self.assertEqual(read_bytes(os.path.join(out, name)), read_bytes(os.path.join(ref, name)), name)
+                self.assertEqual(fx.read_bytes(os.path.join(out, name)), fx.read_bytes(os.path.join(ref, name)), name)
         got, want = self.manifest(out), self.manifest(ref)
         for i, name in zip(got["inputs"], names):
-            data = read_bytes(self.zips[name])
+            data = fx.read_bytes(self.zips[name])
             with zipfile.ZipFile(self.zips[name]) as z:
                 count = len(z.infolist())
             self.assertEqual((i["size"], i["crc32"], i["members"]), (len(data), "%08x" % zlib.crc32(data), count))
@@ -229,7 +211,7 @@ class S3Zip(RemoteZip):
         cls.write_zips()
         for name, path in cls.zips.items():
             cls.s3.upload_file(path, BUCKET, "zips/" + name)
-        data = read_bytes(cls.zips["mixed.zip"])
+        data = fx.read_bytes(cls.zips["mixed.zip"])
         cd = data.rfind(b"PK\x05\x06")
         (cd_offset,) = struct.unpack_from("<I", data, cd + 16)
         bad = bytearray(data)
@@ -273,7 +255,7 @@ class S3Zip(RemoteZip):
         self.assert_same_dataset(out, [name])
         self.assertEqual(len(proxy.gets), 3)
         size = os.path.getsize(self.zips[name])
-        data = read_bytes(self.zips[name])
+        data = fx.read_bytes(self.zips[name])
         (cd_offset,) = struct.unpack_from("<I", data, data.rfind(b"PK\x05\x06") + 16)
         # the tail, then what lies between the central directory's start and the tail
         self.assertEqual(proxy.ranges, [size - TAIL, cd_offset])

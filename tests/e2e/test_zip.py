@@ -41,24 +41,11 @@ def sample_members(n):
     return out
 
 
-class Unseekable(io.RawIOBase):
-    """A write-only stream: zipfile then writes data descriptors (flag bit 3) after members."""
-
-    def __init__(self, f):
-        self.f = f
-
-    def writable(self):
-        return True
-
-    def write(self, b):
-        return self.f.write(b)
-
-
 def write_zip(path, members, compression=zipfile.ZIP_DEFLATED, zip64=(), stored=(), seekable=True):
     """zipfile's zip of `members`; names in `zip64` get ZIP64 extra fields (force_zip64), names in
     `stored` are stored whatever `compression` says."""
     with open(path, "wb") as raw:
-        with zipfile.ZipFile(raw if seekable else Unseekable(raw), "w", compression) as z:
+        with zipfile.ZipFile(raw if seekable else fx.Unseekable(raw), "w", compression) as z:
             for name, data in members:
                 info = zipfile.ZipInfo(name, (2023, 11, 14, 22, 13, 20))
                 info.compress_type = zipfile.ZIP_STORED if name in stored else compression
