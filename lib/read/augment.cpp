@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numbers>
 #include <string>
 
@@ -116,6 +117,129 @@ void boxes_of(const AugmentDraw& d, std::span<const int64_t> shape, bool xyxy, b
   }
 }
 
+using Mat3 = std::array<double, 9>;  // row-major
+
+Mat3 mul3(const Mat3& a, const Mat3& b) {
+  Mat3 c{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 3; ++k) c[3 * i + j] += a[3 * i + k] * b[3 * k + j];
+  return c;
+}
+
+Mat3 transpose3(const Mat3& a) {
+  return {a[0], a[3], a[6], a[1], a[4], a[7], a[2], a[5], a[8]};
+}
+
+// Rodrigues' formula: the rotation of axis-angle w (angle |w| radians about w / |w|).
+Mat3 rotation_of(const double w[3]) {
+  const double t = std::sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]);
+  if (t < 1e-300) return {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  const double x = w[0] / t, y = w[1] / t, z = w[2] / t;
+  const double c = std::cos(t), s = std::sin(t), v = 1 - c;
+  return {c + x * x * v,     x * y * v - z * s, x * z * v + y * s, y * x * v + z * s, c + y * y * v,
+          y * z * v - x * s, z * x * v - y * s, z * y * v + x * s, c + z * z * v};
+}
+
+// The axis-angle of rotation r, angle in [0, pi], through its unit quaternion (Shepperd's
+// choice of the largest component, so it holds near angle pi where the skew part vanishes).
+void axis_angle_of(const Mat3& r, double w[3]) {
+  const double tr = r[0] + r[4] + r[8];
+  double q[4];  // w, x, y, z
+  if (tr >= r[0] && tr >= r[4] && tr >= r[8]) {
+    const double s = 2 * std::sqrt(std::max(0.0, 1 + tr));
+    q[0] = s / 4, q[1] = (r[7] - r[5]) / s, q[2] = (r[2] - r[6]) / s, q[3] = (r[3] - r[1]) / s;
+  } else if (r[0] >= r[4] && r[0] >= r[8]) {
+    const double s = 2 * std::sqrt(std::max(0.0, 1 + r[0] - r[4] - r[8]));
+    q[0] = (r[7] - r[5]) / s, q[1] = s / 4, q[2] = (r[1] + r[3]) / s, q[3] = (r[2] + r[6]) / s;
+  } else if (r[4] >= r[8]) {
+    const double s = 2 * std::sqrt(std::max(0.0, 1 + r[4] - r[0] - r[8]));
+    q[0] = (r[2] - r[6]) / s, q[1] = (r[1] + r[3]) / s, q[2] = s / 4, q[3] = (r[5] + r[7]) / s;
+  } else {
+    const double s = 2 * std::sqrt(std::max(0.0, 1 + r[8] - r[0] - r[4]));
+    q[0] = (r[3] - r[1]) / s, q[1] = (r[2] + r[6]) / s, q[2] = (r[5] + r[7]) / s, q[3] = s / 4;
+  }
+  if (q[0] < 0)
+    for (double& v : q) v = -v;
+  const double n = std::sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+  const double angle = 2 * std::atan2(n, q[0]);
+  const double k = n > 1e-300 ? angle / n : 2.0 / q[0];  // small angles: w ~ 2 v
+  for (int i = 0; i < 3; ++i) w[i] = q[i + 1] * k;
+}
+
+int64_t elements(std::span<const int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+// Swaps the rows of each pair in every group of k rows of c values.
+template <class T>
+void swap_pairs(T* v, int64_t rows, int64_t k, int64_t c,
+                std::span<const std::pair<int, int>> pairs) {
+  for (int64_t g = 0; g < rows / k; ++g)
+    for (const auto& [i, j] : pairs)
+      std::swap_ranges(v + (g * k + i) * c, v + (g * k + i + 1) * c, v + (g * k + j) * c);
+}
+
+template <class T>
+void points3d_of(const Mat3& f, bool flip, std::span<const std::pair<int, int>> pairs,
+                 std::span<const int64_t> shape, T* v) {
+  const int64_t c = shape.back();
+  const int64_t rows = elements(shape) / c;
+  for (int64_t r = 0; r < rows; ++r) {
+    T* p = v + r * c;
+    const double x = double(p[0]), y = double(p[1]), z = double(p[2]);
+    for (int i = 0; i < 3; ++i) p[i] = T(f[3 * i] * x + f[3 * i + 1] * y + f[3 * i + 2] * z);
+  }
+  if (flip && shape.size() >= 2) swap_pairs(v, rows, shape[shape.size() - 2], c, pairs);
+}
+
+template <class T>
+void axis_angle_values(const Mat3& rz, bool flip, bool rotate, int64_t joints,
+                       std::span<const std::pair<int, int>> pairs, int64_t n, T* v) {
+  const int64_t rows = n / 3;
+  if (flip) {
+    swap_pairs(v, rows, joints, 3, pairs);
+    for (int64_t r = 0; r < rows; ++r) v[3 * r + 1] = -v[3 * r + 1], v[3 * r + 2] = -v[3 * r + 2];
+  }
+  if (!rotate) return;
+  for (int64_t r = 0; r < rows; r += joints) {
+    double w[3] = {double(v[3 * r]), double(v[3 * r + 1]), double(v[3 * r + 2])};
+    axis_angle_of(mul3(rz, rotation_of(w)), w);
+    for (int i = 0; i < 3; ++i) v[3 * r + i] = T(w[i]);
+  }
+}
+
+template <class T>
+void camera_values(const Mat3& k_map, const Mat3& gt, bool matrix, int64_t n, T* v) {
+  const int64_t each = matrix ? 9 : 4;
+  for (int64_t g = 0; g < n / each; ++g) {
+    T* p = v + g * each;
+    Mat3 k;
+    if (matrix)
+      for (int i = 0; i < 9; ++i) k[i] = double(p[i]);
+    else
+      k = {double(p[0]), 0, double(p[2]), 0, double(p[1]), double(p[3]), 0, 0, 1};
+    const Mat3 out = mul3(mul3(k_map, k), gt);
+    if (matrix)
+      for (int i = 0; i < 9; ++i) p[i] = T(out[i]);
+    else
+      p[0] = T(out[0]), p[1] = T(out[4]), p[2] = T(out[2]), p[3] = T(out[5]);
+  }
+}
+
+template <class F>
+void by_dtype(DType dtype, const char* what, std::span<uint8_t> value, F&& f) {
+  if (dtype == DType::F64)
+    f(reinterpret_cast<double*>(value.data()));
+  else if (dtype == DType::F32)
+    f(reinterpret_cast<float*>(value.data()));
+  else
+    throw ArgumentError(std::string("augmentation transforms F32 or F64 ") + what + ", not " +
+                        std::string(dtype_name(dtype)));
+}
+
 }  // namespace
 
 void check_augment(const Augment& a) {
@@ -133,20 +257,36 @@ void check_augment(const Augment& a) {
                          {a.ratio_max, "ratio"},
                          {a.fill, "fill"}})
     check_finite(v, name);
-  if (a.flip < 0 || a.flip > 1)
-    throw ArgumentError("augment flip is a probability, in [0, 1], not " + std::to_string(a.flip));
-  if (a.rotate < 0) throw ArgumentError("augment rotate must be >= 0 degrees");
-  if (a.scale_min <= 0 || a.scale_min > a.scale_max)
-    throw ArgumentError("augment scale must be (min, max) with 0 < min <= max");
-  if (a.translate < 0) throw ArgumentError("augment translate must be >= 0");
+  auto within = [](double v, double lo, double hi, const char* name, const char* range) {
+    if (v < lo || v > hi)
+      throw ArgumentError(std::string("augment ") + name + " must be in " + range + ", not " +
+                          std::to_string(v));
+  };
+  within(a.flip, 0, 1, "flip", "[0, 1] (a probability)");
+  within(a.rotate, 0, kMaxRotate, "rotate", "[0, 180] degrees");
+  within(a.translate, 0, kMaxTranslate, "translate", "[0, 8] (fractions of the output size)");
+  within(a.fill, 0, 255, "fill", "[0, 255]");
+  if (a.scale_min <= 0 || a.scale_min > a.scale_max || a.scale_max > kMaxScale)
+    throw ArgumentError("augment scale must be (min, max) with 0 < min <= max <= 64");
   if (a.crop && (a.crop_min <= 0 || a.crop_max > 1 || a.crop_min > a.crop_max))
     throw ArgumentError("augment crop must be (min, max) with 0 < min <= max <= 1");
-  if (a.crop && (a.ratio_min <= 0 || a.ratio_min > a.ratio_max))
-    throw ArgumentError("augment ratio must be (min, max) with 0 < min <= max");
-  for (const auto& [i, j] : a.flip_pairs)
+  if (a.crop && (a.ratio_min < kMinRatio || a.ratio_min > a.ratio_max || a.ratio_max > kMaxRatio))
+    throw ArgumentError("augment ratio must be (min, max) with 1/64 <= min <= max <= 64");
+  std::map<int, std::pair<int, int>> seen;  // index -> the pair that named it first
+  for (const auto& p : a.flip_pairs) {
+    const auto [i, j] = p;
+    const std::string pair = "(" + std::to_string(i) + ", " + std::to_string(j) + ")";
     if (i < 0 || j < 0)
-      throw ArgumentError("augment flip_pairs holds a negative index (" + std::to_string(i) + ", " +
-                          std::to_string(j) + ")");
+      throw ArgumentError("augment flip_pairs holds a negative index " + pair + " (0-based)");
+    if (i == j)
+      throw ArgumentError("augment flip_pairs pair " + pair + " pairs a point with itself");
+    for (const int v : {i, j})
+      if (const auto [at, fresh] = seen.emplace(v, p); !fresh)
+        throw ArgumentError(
+            "augment flip_pairs pair " + pair + " names index " + std::to_string(v) +
+            " again (also in (" + std::to_string(at->second.first) + ", " +
+            std::to_string(at->second.second) + ")): each point is in one pair at most");
+  }
 }
 
 double augment_uniform(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t k) {
@@ -232,6 +372,53 @@ void augment_boxes(const AugmentDraw& d, DType dtype, std::span<const int64_t> s
   else
     throw ArgumentError("augmentation transforms F32 or F64 boxes, not " +
                         std::string(dtype_name(dtype)));
+}
+
+std::array<double, 9> augment_frame(const AugmentDraw& d) {
+  const double t = d.angle * std::numbers::pi / 180;
+  const double c = std::cos(t), s = std::sin(t);
+  const double fx = d.flip ? -1 : 1;
+  // Rz * S: S negates x, Rz's xy block is the image rotation's [[c, s], [-s, c]].
+  return {c * fx, s, 0, -s * fx, c, 0, 0, 0, 1};
+}
+
+void augment_points3d(const AugmentDraw& d, const Augment& a, DType dtype,
+                      std::span<const int64_t> shape, std::span<uint8_t> value) {
+  if (shape.empty() || shape.back() < 3)
+    throw ArgumentError("a points3d field needs a last axis of at least 3 values (x, y, z)");
+  const Mat3 f = augment_frame(d);
+  by_dtype(dtype, "points3d", value,
+           [&](auto* v) { points3d_of(f, d.flip, a.flip_pairs, shape, v); });
+}
+
+void augment_axis_angle(const AugmentDraw& d, DType dtype, int64_t joints,
+                        std::span<const std::pair<int, int>> pairs, bool rotate_root,
+                        std::span<uint8_t> value) {
+  const int64_t n = int64_t(value.size() / dtype_size(dtype));
+  if (joints <= 0 || n % (3 * joints) != 0)
+    throw ArgumentError("an axis-angle value of " + std::to_string(n) +
+                        " numbers is not groups of " + std::to_string(joints) + " x 3");
+  const double t = d.angle * std::numbers::pi / 180;
+  const double c = std::cos(t), s = std::sin(t);
+  const Mat3 rz = {c, s, 0, -s, c, 0, 0, 0, 1};
+  const bool rotate = rotate_root && d.angle != 0;
+  by_dtype(dtype, "axis-angle values", value,
+           [&](auto* v) { axis_angle_values(rz, d.flip, rotate, joints, pairs, n, v); });
+}
+
+void augment_camera(const AugmentDraw& d, DType dtype, bool matrix, bool edges,
+                    std::span<uint8_t> value) {
+  const int64_t n = int64_t(value.size() / dtype_size(dtype));
+  if (n == 0 || n % (matrix ? 9 : 4) != 0)
+    throw ArgumentError("a camera value of " + std::to_string(n) + " numbers is not " +
+                        (matrix ? "[3, 3] K" : "[4] fx, fy, cx, cy"));
+  Mat3 a = {d.m[0], d.m[1], d.m[2], d.m[3], d.m[4], d.m[5], 0, 0, 1};
+  if (edges) {  // edge coordinates are centre ones + 0.5: T(0.5) A T(-0.5)
+    a[2] += 0.5 - 0.5 * (a[0] + a[1]);
+    a[5] += 0.5 - 0.5 * (a[3] + a[4]);
+  }
+  const Mat3 gt = transpose3(augment_frame(d));
+  by_dtype(dtype, "cameras", value, [&](auto* v) { camera_values(a, gt, matrix, n, v); });
 }
 
 }  // namespace tarmac

@@ -31,7 +31,16 @@ struct Augment {
   double fill = 0;  ///< the image's border value (dense maps: zero)
 };
 
-/// Throws ArgumentError naming the first bad parameter.
+/// The ranges check_augment holds every parameter to (docs/reader.md, "Augmentation"): beyond
+/// them a draw is no augmentation any model trains on, and its floats lose their precision.
+inline constexpr double kMaxRotate = 180;   ///< degrees
+inline constexpr double kMaxScale = 64;     ///< scale_max
+inline constexpr double kMaxTranslate = 8;  ///< fractions of the output size
+inline constexpr double kMinRatio = 1.0 / 64, kMaxRatio = 64;
+
+/// Throws ArgumentError naming the first bad parameter: every one finite and in its range (flip
+/// [0, 1], rotate [0, kMaxRotate], scale (0, kMaxScale], translate [0, kMaxTranslate], crop
+/// (0, 1], ratio [kMinRatio, kMaxRatio], fill [0, 255]); flip_pairs with no index twice.
 void check_augment(const Augment& a);
 
 /// Uniform draw number `k` of sample `index` in [0, 1): splitmix64's finaliser over a hash of
@@ -80,5 +89,36 @@ void augment_points(const AugmentDraw& d, const Augment& a, DType dtype,
 /// (`--box-convention edges`): a corner c maps to M (c - 0.5) + 0.5, so the box stays in edges.
 void augment_boxes(const AugmentDraw& d, DType dtype, std::span<const int64_t> shape, bool xyxy,
                    bool edges, std::span<uint8_t> value);
+
+/// The 3D map that camera-frame geometry (x right, y down, z forward) undergoes under draw d,
+/// row-major 3x3: G = Rz * S, S = diag(-1, 1, 1) after a flip (else I), Rz the rotation about
+/// the camera's z axis whose xy block is the image rotation's, [[cos, sin], [-sin, cos]] of
+/// d.angle: so that projecting G * P with the augmented camera gives the augmented 2D point
+/// (mmhuman3d's _rotate_joints_3d(-angle) convention; docs/reader.md, "Augmentation").
+std::array<double, 9> augment_frame(const AugmentDraw& d);
+
+/// Transforms one sample's value of a points3d field in place: the first three values of the
+/// last axis mapped by augment_frame(d), other columns left; after a flip the rows of each
+/// pair swapped along the joint axis, as for points. Dtype F32 or F64.
+void augment_points3d(const AugmentDraw& d, const Augment& a, DType dtype,
+                      std::span<const int64_t> shape, std::span<uint8_t> value);
+
+/// One sample's axis-angle value, [..., J, 3] or flat [3 J] (`joints` J per group; 1 for a
+/// `root` layout, every 3-vector then a root). After a flip: the joints of each pair swapped
+/// and every rotation mirrored, (x, y, z) -> (x, -y, -z) (S R S). Then, with `rotate_root`,
+/// joint 0 of each group (every vector for `root`) premultiplied by the in-plane rotation Rz
+/// (mmhuman3d's _rotate_smpl_pose). Dtype F32 or F64. A partner field's exchange (mano hands)
+/// is the caller's: it passes the partner's value here.
+void augment_axis_angle(const AugmentDraw& d, DType dtype, int64_t joints,
+                        std::span<const std::pair<int, int>> pairs, bool rotate_root,
+                        std::span<uint8_t> value);
+
+/// One sample's camera intrinsics, [..., 3, 3] K (`matrix`) or [..., 4] (fx, fy, cx, cy):
+/// K' = A K G^T, A the 3x3 of d.m (in pixel-edge coordinates with `edges`: T(0.5) A T(-0.5)),
+/// G = augment_frame(d); so K' G P projects to A (K P). Without flip and rotation, K' = A K.
+/// The [4] layout keeps K''s diagonal and last column (exact when its off-diagonal is zero:
+/// no rotation, or square pixels under an isotropic map). Dtype F32 or F64.
+void augment_camera(const AugmentDraw& d, DType dtype, bool matrix, bool edges,
+                    std::span<uint8_t> value);
 
 }  // namespace tarmac

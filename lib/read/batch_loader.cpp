@@ -8,10 +8,12 @@
 #include <opencv2/imgproc.hpp>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include "format/json_object.h"
 #include "format/manifest.h"
+#include "read/geometry.h"
 #include "transform/affine_warp.h"
 #include "transform/image_codec.h"
 #include "transform/jpeg_region.h"
@@ -22,7 +24,7 @@ namespace tarmac {
 namespace {
 
 // The fields the dataset's manifest declares as points and boxes (none without a manifest).
-format::DeclaredGeometry declared_geometry(const Dataset& ds) {
+format::DeclaredGeometry manifest_geometry(const Dataset& ds) {
   std::ifstream in(std::filesystem::path(ds.path()) / format::kManifestFile);
   if (!in) return {};
   return format::declared_geometry(format::parse_ordered(in, false));
@@ -67,7 +69,65 @@ std::pair<std::string, bool> parse_box(const std::string& spec) {
   return {spec, false};
 }
 
+// flip_pairs name points along the joint axis (the second to last) of field `name`.
+void check_pairs(const std::string& name, const char* kind, const std::vector<int64_t>& shape,
+                 const std::vector<std::pair<int, int>>& pairs) {
+  const int64_t joints = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  for (const auto& [i, j] : pairs)
+    if (std::max(i, j) >= joints)
+      throw ArgumentError("augment flip_pairs pair (" + std::to_string(i) + ", " +
+                          std::to_string(j) + ") is out of range for " + kind + " field '" + name +
+                          "' of " + std::to_string(joints) + " points");
+}
+
 }  // namespace
+
+void BatchLoader::check_geometry(const Dataset& ds, Gather& g, const FieldSpec& f) const {
+  const std::vector<int64_t>& s = f.shape;
+  const std::string where = "field '" + g.name + "' of '" + ds.path() + "'";
+  switch (g.geo.kind) {
+    case FieldGeometry::Kind::Points3d:
+      if (s.empty() || s.back() < 3)
+        throw ArgumentError("points3d " + where +
+                            " needs at least 3 values (x, y, z) on its last axis");
+      g.kind = Gather::Points3d;
+      check_pairs(g.name, "points3d", s, opt_.augment->flip_pairs);
+      break;
+    case FieldGeometry::Kind::Camera: {
+      const bool fits = g.geo.matrix ? s.size() >= 2 && s.back() == 3 && s[s.size() - 2] == 3
+                                     : !s.empty() && s.back() == 4;
+      if (!fits)
+        throw ArgumentError("camera " + where + " is " + shape_text(s) + ", not " +
+                            (g.geo.matrix ? "[3, 3] (K)" : "[4] (fx, fy, cx, cy)"));
+      g.kind = Gather::Camera;
+      break;
+    }
+    case FieldGeometry::Kind::AxisAngle: {
+      const int64_t j = g.geo.joints;
+      const bool fits = g.geo.layout == "root"
+                            ? !s.empty() && s.back() == 3
+                            : (s.size() == 1 && s[0] == 3 * j) ||
+                                  (s.size() >= 2 && s.back() == 3 && s[s.size() - 2] == j);
+      if (!fits)
+        throw ArgumentError("axis_angle " + where + " is " + shape_text(s) +
+                            ", which does not fit layout " + g.geo.layout + " (" +
+                            std::to_string(j) + " joints: [" + std::to_string(j) + ", 3] or [" +
+                            std::to_string(3 * j) + "])");
+      if (!g.geo.partner.empty()) {
+        g.partner = ds.find_field(g.geo.partner);
+        if (!g.partner || g.partner->ragged || g.partner->dtype != f.dtype ||
+            g.partner->shape != f.shape)
+          throw ArgumentError("axis_angle " + where + " names partner '" + g.geo.partner +
+                              "' (the other hand, exchanged by a flip), which is not a field of "
+                              "the same dtype and shape");
+      }
+      g.kind = Gather::AxisAngle;
+      break;
+    }
+    default:
+      break;
+  }
+}
 
 BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
     : ds_(ds), opt_(std::move(options)) {
@@ -78,7 +138,8 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
   if (opt_.width > 0 && !ds.has_images())
     throw ArgumentError("dataset '" + ds.path() + "' has no images to batch");
   std::set<std::string> points;
-  std::map<std::string, bool> boxes;  // name -> xyxy
+  std::map<std::string, std::pair<bool, bool>> boxes;  // name -> (xyxy, edges)
+  std::map<std::string, FieldGeometry> declared;
   if (opt_.augment) {
     const Augment& a = *opt_.augment;
     check_augment(a);
@@ -90,22 +151,34 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
       throw ArgumentError("dataset '" + ds.path() + "' has no images to augment");
     opt_.width = a.width;
     opt_.height = a.height;
-    // The boxes' convention is the dataset's whichever fields are named (the manifest's record).
-    const format::DeclaredGeometry declared = declared_geometry(ds);
-    box_edges_ = declared.box_edges;
+    declared = declared_geometry(ds);
+    // Boxes named here but declared nowhere take the manifest's convention (its record).
+    const bool manifest_edges = manifest_geometry(ds).box_edges;
     // Declared fields since dropped (convert --fields) are left out; fields named here must exist.
-    for (const std::string& p : opt_.points ? *opt_.points : declared.points) {
-      if (ds.find_field(p))
-        points.insert(p);
-      else if (opt_.points)
-        throw ArgumentError("points field '" + p + "' is not a field of '" + ds.path() + "'");
+    if (opt_.points) {
+      for (const std::string& p : *opt_.points)
+        if (ds.find_field(p))
+          points.insert(p);
+        else
+          throw ArgumentError("points field '" + p + "' is not a field of '" + ds.path() + "'");
+    } else {
+      for (const auto& [name, g] : declared)
+        if (g.kind == FieldGeometry::Kind::Points && ds.find_field(name)) points.insert(name);
     }
-    for (const std::string& b : opt_.boxes ? *opt_.boxes : declared.boxes) {
-      auto [name, xyxy] = parse_box(b);
-      if (ds.find_field(name))
-        boxes[name] = xyxy;
-      else if (opt_.boxes)
-        throw ArgumentError("boxes field '" + name + "' is not a field of '" + ds.path() + "'");
+    if (opt_.boxes) {
+      for (const std::string& b : *opt_.boxes) {
+        auto [name, xyxy] = parse_box(b);
+        if (!ds.find_field(name))
+          throw ArgumentError("boxes field '" + name + "' is not a field of '" + ds.path() + "'");
+        const auto it = declared.find(name);
+        const bool declared_box =
+            it != declared.end() && it->second.kind == FieldGeometry::Kind::Boxes;
+        boxes[name] = {xyxy, declared_box ? it->second.edges : manifest_edges};
+      }
+    } else {
+      for (const auto& [name, g] : declared)
+        if (g.kind == FieldGeometry::Kind::Boxes && ds.find_field(name))
+          boxes[name] = {g.xyxy, g.edges};
     }
   }
   const auto& kinds = ds.blob_kinds();
@@ -137,6 +210,15 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
       g.field = f;
       g.bytes = f->sample_bytes();
       const bool is_box = boxes.count(name) > 0;
+      const auto geo = declared.find(name);
+      const bool other = !is_box && !points.count(name) && geo != declared.end() &&
+                         (geo->second.kind == FieldGeometry::Kind::Points3d ||
+                          geo->second.kind == FieldGeometry::Kind::AxisAngle ||
+                          geo->second.kind == FieldGeometry::Kind::Camera);
+      if (other &&
+          (f->kind != FieldKind::Numeric || (f->dtype != DType::F32 && f->dtype != DType::F64)))
+        throw ArgumentError("field '" + name + "' must be F32 or F64 to be augmented, not " +
+                            std::string(dtype_name(f->dtype)));
       if (points.count(name) || is_box) {
         const size_t need = is_box ? 4 : 2;
         if (f->kind != FieldKind::Numeric || (f->dtype != DType::F32 && f->dtype != DType::F64) ||
@@ -147,15 +229,13 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
       }
       if (is_box) {
         g.kind = Gather::Boxes;
-        g.xyxy = boxes[name];
+        std::tie(g.xyxy, g.edges) = boxes[name];
       } else if (points.count(name)) {
         g.kind = Gather::Points;
-        const int64_t joints = f->shape.size() >= 2 ? f->shape[f->shape.size() - 2] : 1;
-        for (const auto& [i, j] : opt_.augment->flip_pairs)
-          if (std::max(i, j) >= joints)
-            throw ArgumentError("augment flip_pairs pair (" + std::to_string(i) + ", " +
-                                std::to_string(j) + ") is out of range for points field '" + name +
-                                "' of " + std::to_string(joints) + " points");
+        check_pairs(name, "points", f->shape, opt_.augment->flip_pairs);
+      } else if (other) {
+        g.geo = geo->second;
+        check_geometry(ds, g, *f);
       }
     }
     gathers_.push_back(std::move(g));
@@ -263,7 +343,31 @@ void BatchLoader::augment_sample(size_t j, size_t i) {
         if (g.kind == Gather::Points)
           augment_points(d, a, v.dtype, v.shape.span(), to);
         else
-          augment_boxes(d, v.dtype, v.shape.span(), g.xyxy, box_edges_, to);
+          augment_boxes(d, v.dtype, v.shape.span(), g.xyxy, g.edges, to);
+        break;
+      }
+      case Gather::Points3d:
+      case Gather::AxisAngle:
+      case Gather::Camera: {
+        if (g.field->nullable && !ds_.has_value(g.name, i)) {  // zeros, NAME.valid says none
+          std::memcpy(to.data(), ds_.value(g.name, i).bytes.data(), g.bytes);
+          break;
+        }
+        // A flip exchanges the two hands: this field takes its partner's value, mirrored.
+        const bool swap = g.kind == Gather::AxisAngle && g.partner && d.flip;
+        if (swap && g.partner->nullable && !ds_.has_value(g.partner->name, i))
+          throw DataError("dataset '" + ds_.path() + "': sample " + std::to_string(i) + " has " +
+                          g.name + " but not its partner " + g.partner->name +
+                          ", which a flip exchanges it with");
+        const TensorView v = ds_.value(swap ? g.partner->name : g.name, i);
+        std::memcpy(to.data(), v.bytes.data(), v.bytes.size());
+        if (g.kind == Gather::Points3d)
+          augment_points3d(d, a, v.dtype, v.shape.span(), to);
+        else if (g.kind == Gather::Camera)
+          augment_camera(d, v.dtype, g.geo.matrix, g.geo.edges, to);
+        else
+          augment_axis_angle(d, v.dtype, g.geo.layout == "root" ? 1 : g.geo.joints, g.geo.pairs,
+                             g.geo.rotates_root(), to);
         break;
       }
     }
@@ -309,6 +413,9 @@ TensorView BatchLoader::field_layout(size_t k) const {
     case Gather::Value:
     case Gather::Points:
     case Gather::Boxes:
+    case Gather::Points3d:
+    case Gather::AxisAngle:
+    case Gather::Camera:
       v.dtype = g.field->dtype;
       shape = g.field->shape;
       break;

@@ -17,6 +17,7 @@
 
 #include "read/augment.h"
 #include "read/dataset.h"
+#include "read/geometry.h"
 
 namespace tarmac {
 
@@ -82,14 +83,29 @@ class BatchLoader {
  private:
   /// What fields[k] is and how a sample's value of it is made.
   struct Gather {
-    enum Kind { Value, Points, Boxes, Matrix, Flip, Dense } kind = Value;
-    const FieldSpec* field = nullptr;  ///< Value, Points, Boxes
+    enum Kind {
+      Value,
+      Points,
+      Boxes,
+      Matrix,
+      Flip,
+      Dense,
+      Points3d,
+      AxisAngle,
+      Camera
+    } kind = Value;
+    const FieldSpec* field = nullptr;  ///< Value, Points, Boxes, Points3d, AxisAngle, Camera
     std::string name;
-    uint64_t bytes = 0;       ///< per sample
-    bool xyxy = false;        ///< Boxes
-    DType dtype = DType::U8;  ///< Dense: the stored dtype
-    int64_t channels = 0;     ///< Dense: 0 for (H, W), else C of (H, W, C)
+    uint64_t bytes = 0;                  ///< per sample
+    bool xyxy = false;                   ///< Boxes
+    bool edges = false;                  ///< Boxes: pixel-edge coordinates
+    FieldGeometry geo;                   ///< Points3d, AxisAngle, Camera
+    const FieldSpec* partner = nullptr;  ///< AxisAngle: the field a flip exchanges it with
+    DType dtype = DType::U8;             ///< Dense: the stored dtype
+    int64_t channels = 0;                ///< Dense: 0 for (H, W), else C of (H, W, C)
   };
+  /// Checks field f's shape against g.geo (its declared kind) and sets g.kind: ArgumentError.
+  void check_geometry(const Dataset& ds, Gather& g, const FieldSpec& f) const;
   void work();
   void do_sample(size_t j);
   void augment_sample(size_t j, size_t i);
@@ -101,7 +117,6 @@ class BatchLoader {
 
   const Dataset& ds_;
   BatchOptions opt_;
-  bool box_edges_ = false;  ///< the dataset's boxes are in pixel-edge coordinates (its manifest)
   std::vector<Gather> gathers_;
   std::vector<std::thread> threads_;
   std::mutex mu_;

@@ -24,13 +24,13 @@ def _number(name: str, v, lo: Optional[float] = None, hi: Optional[float] = None
     return v
 
 
-def _range(name: str, v, lo: float = 0.0, hi: Optional[float] = None) -> Tuple[float, float]:
+def _range(name: str, v, lo: float = 0.0, hi: Optional[float] = None, lo_open: bool = True) -> Tuple[float, float]:
     """A (min, max) pair with lo < min <= max (<= hi), else ValueError naming the argument."""
     try:
         a, b = v
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a pair (min, max), not {v!r}") from None
-    a, b = _number(name, a, lo, hi, lo_open=True), _number(name, b, lo, hi, lo_open=True)
+    a, b = _number(name, a, lo, hi, lo_open=lo_open), _number(name, b, lo, hi, lo_open=lo_open)
     if a > b:
         raise ValueError(f"{name} must be (min, max) with min <= max, not {v!r}")
     return a, b
@@ -47,13 +47,18 @@ class Augment:
     in [-translate, translate] on each axis; crop=(smin, smax) with ratio=(rmin, rmax):
     torchvision's random resized crop (area fraction, aspect ratio; 10 tries, then the centre),
     resized to size; fill: the image's border value (0..255; dense maps: 0).
+    passthrough: names of fields that look geometric (bbox*, *pose*, K, cam*, ...) but are not,
+    and come through as stored (a field so named and declared as no kind is refused otherwise).
+    Every parameter is finite and in range: flip [0, 1], rotate [0, 180], scale within (0, 64],
+    translate [0, 8], crop within (0, 1], ratio within [1/64, 64], fill [0, 255]; flip_pairs name
+    each index at most once.
     Sample i's draw is a pure function of (seed, epoch, i) given to Dataset.batch."""
 
     def __init__(self, size: Tuple[int, int], flip: float = 0.0,
                  flip_pairs: Optional[Sequence[Tuple[int, int]]] = None, rotate: float = 0.0,
                  scale: Tuple[float, float] = (1.0, 1.0), translate: float = 0.0,
                  crop: Optional[Tuple[float, float]] = None, ratio: Tuple[float, float] = (3 / 4, 4 / 3),
-                 fill: float = 0) -> None:
+                 fill: float = 0, passthrough: Optional[Sequence[str]] = None) -> None:
         try:
             h, w = size
         except (TypeError, ValueError):
@@ -63,7 +68,7 @@ class Augment:
                 raise ValueError(f"size must be (height, width) of integers in 1..32768, not {size!r}")
         self.size = (int(h), int(w))
         self.flip = _number("flip", flip, 0.0, 1.0)
-        pairs = []
+        pairs, seen = [], {}
         for p in flip_pairs or ():
             try:
                 i, j = p
@@ -72,18 +77,28 @@ class Augment:
             for v in (i, j):
                 if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < 2**31:
                     raise ValueError(f"flip_pairs holds {p!r}: indices are integers >= 0 (0-based)")
+            if i == j:
+                raise ValueError(f"flip_pairs holds {p!r}: a point paired with itself")
+            for v in (i, j):
+                if v in seen:
+                    raise ValueError(f"flip_pairs holds {p!r}, which names index {v} again (also in "
+                                     f"{seen[v]!r}): each point is in one pair at most")
+                seen[v] = p
             pairs.append((int(i), int(j)))
         self.flip_pairs = tuple(pairs)
-        self.rotate = _number("rotate", rotate, 0.0)
-        self.scale = _range("scale", scale)
-        self.translate = _number("translate", translate, 0.0)
+        self.rotate = _number("rotate", rotate, 0.0, 180.0)
+        self.scale = _range("scale", scale, 0.0, 64.0)
+        self.translate = _number("translate", translate, 0.0, 8.0)
         self.crop = None if crop is None else _range("crop", crop, 0.0, 1.0)
-        self.ratio = _range("ratio", ratio)
+        self.ratio = _range("ratio", ratio, 1 / 64, 64.0, lo_open=False)
         self.fill = _number("fill", fill, 0.0, 255.0)
+        if isinstance(passthrough, str) or not all(isinstance(n, str) for n in passthrough or ()):
+            raise ValueError(f"passthrough must be a list of field names, not {passthrough!r}")
+        self.passthrough = tuple(passthrough or ())
 
     def _key(self):
         return (self.size, self.flip, self.flip_pairs, self.rotate, self.scale, self.translate, self.crop,
-                self.ratio, self.fill)
+                self.ratio, self.fill, self.passthrough)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Augment) and self._key() == other._key()
@@ -94,7 +109,7 @@ class Augment:
     def __repr__(self) -> str:
         return (f"Augment(size={self.size}, flip={self.flip}, flip_pairs={list(self.flip_pairs)}, "
                 f"rotate={self.rotate}, scale={self.scale}, translate={self.translate}, crop={self.crop}, "
-                f"ratio={self.ratio}, fill={self.fill})")
+                f"ratio={self.ratio}, fill={self.fill}, passthrough={list(self.passthrough)})")
 
     def _c(self, points: Optional[Sequence[str]], boxes: Optional[Sequence[str]]) -> AugmentStruct:
         """The C struct; the arrays it points to are kept on it (alive while it is)."""

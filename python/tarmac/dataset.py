@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _format
+from . import _format, _geometry
 from ._library import Field, Tensor, check, load_library
 from .augment import Augment
 from .errors import DataError
@@ -443,9 +443,22 @@ class Dataset:
         dense maps named in `dense`, .npy or PNG (labels[name]: (N, H, W[, C]), the stored
         dtype, a 16-bit PNG's uint16; nearest);
         labels["__augment__"] (N, 2, 3) float64 maps stored pixels to output pixels,
-        labels["__flip__"] (N,) bool."""
+        labels["__flip__"] (N,) bool. Every other declared kind follows too (points3d, axis-angle
+        poses, cameras: docs/reader.md, "Augmentation"); a field whose name looks geometric but
+        that is declared as no kind is refused unless augment.passthrough lists it.
+
+        Strings, JSON and ragged fields named in `fields` come as lists, one value a sample (str,
+        the parsed JSON, an array; None where a nullable field has none); under an augmentation a
+        ragged points, boxes or polygons field follows it, and a ragged boxes field's boxes are
+        clipped to the canvas with labels[NAME + ".valid"] a list of bool arrays, False for a box
+        left with no area."""
         idx = np.ascontiguousarray([self._index(i) for i in indices], dtype=np.int64)
         fields = tuple(self.fixed_fields() if fields is None else fields)
+        listed = tuple(n for n in fields if n in self.fields and (self.fields[n]["ragged"] or
+                                                                 self.fields[n]["kind"] != _format.NUMERIC))
+        if augment is not None and isinstance(augment, Augment):
+            _geometry.check_undeclared(self, fields, augment.passthrough, tuple(points or ()) + tuple(boxes or ()))
+        fields = tuple(n for n in fields if n not in listed)  # those the native loader stacks
         if augment is not None and not isinstance(augment, Augment):
             raise ValueError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
         if augment is None and (dense or points is not None or boxes is not None):
@@ -507,7 +520,33 @@ class Dataset:
         for name in fields:  # a nullable field's zeros are told apart by its mask
             if self.fields.get(name, {}).get("nullable"):
                 labels[name + ".valid"] = self._tensor(name + ".valid").astype(bool)[idx]
+        if listed:
+            self._listed(labels, idx, listed, augment, points, boxes, (w, h))
         return (images if self.blob_kinds else None), labels
+
+    def _listed(self, labels, idx, names, augment, points, boxes, size):
+        """The string, JSON and ragged fields `names` of samples idx into labels, as lists; under
+        an augmentation a ragged points, boxes or polygons field follows labels["__augment__"]."""
+        kinds = _geometry.declared(self) if augment is not None else {}
+        given_boxes = {b.split(":", 1)[0]: b for b in boxes or ()}
+        for name in names:
+            geometry = kinds.get(name)
+            kind = (geometry or {}).get("kind")
+            if points is not None and (name in points or kind == "points"):
+                geometry = {"kind": "points"} if name in points else None
+            if boxes is not None and (name in given_boxes or kind == "boxes"):
+                spec = given_boxes.get(name)
+                geometry = None if spec is None else {
+                    "kind": "boxes", "box_format": "xyxy" if spec.endswith(":xyxy") else "xywh",
+                    "convention": (geometry or {}).get("convention", "centers")}
+            values, valid = _geometry.ragged_values(
+                self, name, idx.tolist(), geometry, labels.get("__augment__") if augment is not None else None,
+                labels.get("__flip__"), augment.flip_pairs if augment is not None else (), size)
+            labels[name] = values
+            if valid is not None:
+                labels[name + ".valid"] = valid
+            elif self.fields[name]["nullable"]:
+                labels[name + ".valid"] = self._tensor(name + ".valid").astype(bool)[idx]
 
     def indices(self, rank: int = 0, world: int = 1, seed: int = 0, epoch: int = 0, shuffle: bool = True,
                 drop_last: bool = False) -> np.ndarray:

@@ -77,6 +77,10 @@ class TarmacDataset(torch.utils.data.Dataset):
         self.columns = list(ds.derived if columns is None else columns)
         for name in self.columns:  # a missing or stale column fails here, not mid-epoch
             ds.derived_value(name, 0) if len(ds) else None
+        if augment is not None and decode and ds.blob_kinds:
+            # An empty batch checks the augment against the fields (flip_pairs in range, declared
+            # kinds' shapes, undeclared geometric names) before any batch, decoding nothing.
+            ds.batch([], fields=self.fields, augment=augment, dense=self.dense, threads=1, channels=channels)
         self._ds, self._pid = None, None
 
     def set_epoch(self, epoch):
@@ -111,8 +115,12 @@ class TarmacDataset(torch.utils.data.Dataset):
         for name in self.fields:
             # Copies one sample's value (bytes) so the tensor owns writable memory for collate.
             # A nullable field: its stored value (zeros where none) and NAME.valid, so that
-            # samples still collate.
-            out[name] = _label_tensor(np.array(ds._stored_value(name, i)))
+            # samples still collate. A string is a str, JSON its parsed value, a ragged field
+            # its slice as a tensor (None where a nullable one has none): collate lists them.
+            if _listed(ds, name):
+                out[name] = _list_value(ds.value(name, i))
+            else:
+                out[name] = _label_tensor(np.array(ds._stored_value(name, i)))
             if ds.fields.get(name, {}).get("nullable"):
                 out[name + ".valid"] = torch.tensor(ds.value(name, i) is not None)
         for name in self.columns:
@@ -144,13 +152,15 @@ class TarmacDataset(torch.utils.data.Dataset):
                                  channels=self.channels, **extra)
             out["image"] = images.permute(0, 3, 1, 2) if self.chw else images
         else:
-            labels = {name: np.stack([np.asarray(ds._stored_value(name, i)) for i in idx]) if idx else np.empty(0)
+            labels = {name: [ds.value(name, i) for i in idx] if _listed(ds, name) else
+                      np.stack([np.asarray(ds._stored_value(name, i)) for i in idx]) if idx else np.empty(0)
                       for name in self.fields}
             for name in self.fields:
                 if ds.fields.get(name, {}).get("nullable"):
                     labels[name + ".valid"] = np.array([ds.value(name, i) is not None for i in idx], dtype=bool)
-        for name in labels:
-            out[name] = _label_tensor(labels[name])
+        for name in labels:  # strings, JSON and ragged fields (and ragged boxes' .valid) are lists
+            v = labels[name]
+            out[name] = [_list_value(x) for x in v] if isinstance(v, list) else _label_tensor(v)
         for name in self.columns:
             outputs = [ds.derived_value(name, i) for i in idx]
             if len({o.shape for o in outputs}) > 1:
@@ -171,10 +181,26 @@ _WIDEN = {np.dtype(np.uint16): np.int32, np.dtype(np.uint32): np.int64}
 
 def _label_tensor(array):
     """A label array as a tensor; unsigned types torch lacks widened (U16 to int32, U32 to int64:
-    a 16-bit depth map's values are kept)."""
+    a 16-bit depth map's values are kept), and U64 (a --dedup __phash__) its bits reinterpreted
+    as int64, as torch users keep hashes: values >= 2^63 read negative, `.view(np.uint64)` of
+    the tensor's numpy gives them back, and equality (what a hash is for) is kept."""
     if array.dtype in _WIDEN:
         array = array.astype(_WIDEN[array.dtype])
+    elif array.dtype == np.uint64:
+        array = np.ascontiguousarray(array).view(np.int64)
     return torch.from_numpy(array)
+
+
+def _listed(ds, name):
+    """A string, JSON or ragged field: one value per sample, batched as a list."""
+    f = ds.fields.get(name)
+    return f is not None and (f["ragged"] or f["kind"] != _format.NUMERIC)
+
+
+def _list_value(v):
+    """One sample's value of a listed field: a ragged slice (read-only, zero-copy) as a tensor
+    of its own; str, parsed JSON and None as they are."""
+    return _label_tensor(np.array(v)) if isinstance(v, np.ndarray) else v
 
 
 def _column_tensor(ds, name, array):
@@ -251,19 +277,26 @@ class MixedDataset(torch.utils.data.Dataset):
             fields = list(dict.fromkeys(f for k, d in enumerate(given)
                                         for f in (opened[k].fixed_fields() if d is None else d.fields)))
         self.fields = list(fields)
+        # Strings, JSON and ragged fields: a list per batch, None where a dataset has no value.
+        self._listed = {name for name in self.fields if any(_listed(ds, name) for ds in opened)}
         for name in self.fields:
-            if not any(name in f for f in fixed):
-                raise ValueError(f"fields: '{name}' is not a fixed-shape field of any of the datasets")
+            if not any(name in f for f in fixed) and name not in self._listed:
+                raise ValueError(f"fields: '{name}' is not a field of any of the datasets")
             for k, ds in enumerate(opened):
-                if name in ds.fields and name not in fixed[k]:
-                    raise ValueError(f"fields: '{name}' is ragged (or a string) in {names[k]} and fixed-shape in "
-                                     "another dataset; it cannot be batched across them")
+                if name in self._listed and name in fixed[k]:
+                    raise ValueError(f"fields: '{name}' is ragged (or a string) in one dataset and fixed-shape in "
+                                     f"{names[k]}; it cannot be batched across them")
                 if given[k] is not None and name in fixed[k] and name not in own[k]:
                     raise ValueError(f"fields: {names[k]} has '{name}' but its TarmacDataset leaves it out (its "
                                      "fields=); it would read as absent")
-        self._has = [{name for name in self.fields if name in own[k]} for k in range(len(opened))]
+        self._has = [{name for name in self.fields if name in own[k] or (
+            name in self._listed and name in opened[k].fields and (given[k] is None or name in given[k].fields))}
+            for k in range(len(opened))]
         self._template, self._nullable = {}, {}
         for name in self.fields:
+            if name in self._listed:
+                self._nullable[name] = False  # None in the list marks a missing value
+                continue
             kinds = {}
             for k, ds in enumerate(opened):
                 if name in self._has[k]:
@@ -383,6 +416,11 @@ class MixedDataset(torch.utils.data.Dataset):
                 out[name] = sample[name]
         for name in self.fields:
             has = name in self._has[k]
+            if name in self._listed:
+                out[name] = sample[name] if has else None
+                if has and name + ".valid" in sample:
+                    out[name + ".valid"] = sample[name + ".valid"]
+                continue
             out[name] = sample[name] if has else self._zeros(name)
             if self._nullable[name]:
                 out[name + ".valid"] = sample.get(name + ".valid", torch.tensor(has))
@@ -412,6 +450,16 @@ class MixedDataset(torch.utils.data.Dataset):
                 first = batches[0][name]
                 out[name] = _place(first.new_empty((n,) + first.shape[1:]), places, [b[name] for b in batches])
         for name in self.fields:
+            if name in self._listed:  # lists: each part's values at its positions
+                for key in (name, name + ".valid"):
+                    if key == name or any(key in b for b in batches):
+                        values = [None] * n
+                        for (_, pos), b in zip(parts, batches):
+                            part = b.get(key, [None] * len(pos))
+                            for p, v in zip(pos.tolist(), part.tolist() if torch.is_tensor(part) else part):
+                                values[p] = v
+                        out[key] = values
+                continue
             out[name] = _place(self._zeros(name, n), places, [b.get(name) for b in batches])
             if self._nullable[name]:
                 valid = [b.get(name + ".valid", torch.full((len(pos),), name in self._has[k]))

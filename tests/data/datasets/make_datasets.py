@@ -306,12 +306,13 @@ def sealed_manifest(manifest):
 
 
 def write_dataset(out, samples, *, shard_size, blob_kinds, options, command_line, input_name,
-                  extra_meta=None, archives=None):
+                  extra_meta=None, archives=None, geometry=None):
     """Writes the dataset `out` of `samples`: dicts with "key", "blobs" (a list of (member
     extension, bytes, width, height), one per blob kind, the image first), "labels" (a list of
     (field, source, kind, dtype, value)), "inputs" (the members of the input archive the
     manifest describes: (extension, bytes)) and optionally "ignored" (extension, reason) of the
-    input members a conversion ignores. Returns {file name: bytes} of what it wrote."""
+    input members a conversion ignores. `geometry`: {field: geometry object} added to those
+    fields' schema entries. Returns {file name: bytes} of what it wrote."""
     files, shard_names = {}, []
     blob_cols = [{c: [] for c in ("shard", "offset", "size", "crc32", "width", "height")}
                  for _ in blob_kinds]
@@ -353,6 +354,8 @@ def write_dataset(out, samples, *, shard_size, blob_kinds, options, command_line
 
     n = len(samples)
     schema, tensors = columns.schema_and_tensors()
+    for name, g in (geometry or {}).items():  # the declared kinds (format.md: "geometry")
+        schema[name]["geometry"] = g
     tensors["__key__.values"] = ("U8", np.frombuffer(b"".join(keys), np.uint8))
     tensors["__key__.offsets"] = ("I64", np.cumsum([0] + [len(k) for k in keys]).astype(np.int64))
     if blob_kinds:
