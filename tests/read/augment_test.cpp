@@ -162,6 +162,40 @@ TEST_CASE("bad augment parameters are refused, naming the parameter") {
   CHECK_THROWS_WITH(check_augment(b), Catch::Contains("translate"));
 }
 
+TEST_CASE("Augment rotate=1e308 is refused: every parameter finite and in its documented range") {
+  Augment a;
+  a.width = a.height = 8;
+  const auto refused = [&](auto set, const char* name) {
+    Augment b = a;
+    set(b);
+    CHECK_THROWS_WITH(check_augment(b), Catch::Contains(name));
+  };
+  refused([](Augment& b) { b.rotate = 1e308; }, "rotate");
+  refused([](Augment& b) { b.rotate = INFINITY; }, "rotate");
+  refused([](Augment& b) { b.rotate = 180.5; }, "rotate");
+  refused([](Augment& b) { b.scale_max = 1e308; }, "scale");
+  refused([](Augment& b) { b.translate = 1e308; }, "translate");
+  refused([](Augment& b) { b.fill = 256; }, "fill");
+  refused([](Augment& b) { b.crop = true, b.ratio_max = 1e308; }, "ratio");
+  refused([](Augment& b) { b.crop = true, b.ratio_min = 1e-308; }, "ratio");
+  Augment edge = a;
+  edge.rotate = kMaxRotate;
+  edge.scale_max = kMaxScale;
+  edge.translate = kMaxTranslate;
+  check_augment(edge);
+}
+
+TEST_CASE("flip_pairs naming an index twice are refused, naming the pair") {
+  Augment a;
+  a.width = a.height = 8;
+  a.flip_pairs = {{1, 2}, {2, 3}};
+  CHECK_THROWS_WITH(check_augment(a), Catch::Contains("(2, 3)") && Catch::Contains("(1, 2)"));
+  a.flip_pairs = {{4, 4}};
+  CHECK_THROWS_WITH(check_augment(a), Catch::Contains("(4, 4)"));
+  a.flip_pairs = {{1, 2}, {3, 4}};
+  check_augment(a);
+}
+
 TEST_CASE("an augmented batch is the stored image warped once, the same on any thread count") {
   const Dataset ds(fixture_dataset());
   Augment a;
