@@ -29,7 +29,14 @@ def looks_geometric(name: str) -> bool:
 def declared(ds) -> Dict[str, Dict[str, Any]]:
     """{field: geometry object} for `ds`: the schema's "geometry" keys, then the manifest's
     --points ({"kind": "points"}) and --boxes ({"kind": "boxes", "box_format", "convention"})
-    for fields without one."""
+    for fields without one. Read once per opened Dataset (kept on it)."""
+    cached = getattr(ds, "_declared", None)
+    if cached is None:
+        cached = ds._declared = _read_declared(ds)
+    return cached
+
+
+def _read_declared(ds) -> Dict[str, Dict[str, Any]]:
     out: Dict[str, Dict[str, Any]] = {}
     try:
         schema = json.loads(ds.metadata.get("schema", "{}"))

@@ -131,6 +131,7 @@ class Dataset:
         self._loaders = {}
         self._loader_pid = os.getpid()
         self._getters = None
+        self._declared = None  # the fields' geometric kinds (_geometry.declared), read on first use
 
     def _sample_getters(self):
         """[(name, getter(i))] for ds[i], built once: whole-column views sliced with numpy, so a
