@@ -66,6 +66,7 @@ GEOMETRY = {
     "smplx.right_hand_pose": {"kind": "axis_angle", "layout": "mano-right", "joints": 15, "pairs": [],
                               "partner": "smplx.left_hand_pose"},
     "boxes": {"kind": "boxes", "box_format": "xywh", "convention": "centers"},
+    "segmentation": {"kind": "polygons"},
 }
 
 
@@ -105,6 +106,8 @@ def sample(k):
         "boxes": boxes[: 1 + k % 3],
         "txt": f"a caption of sample {k}",
         "meta": {"gender": ["female", "male", "neutral"][k % 3], "k": k},
+        "segmentation": ("json", [[1.0 + k, 2.0, 30.5, 4.0, 20.0, 40.0], [50.0, 5.0, 60.0, 5.0, 60.0, 15.0, 50.0, 15.0]]
+                         [: 1 + k % 2]),
         "__phash__": np.uint64((0xF0E1D2C3B4A59687 + k * 0x1000000000000001) % 2**64),
     }
 
@@ -125,8 +128,9 @@ def write(out, n=N, geometry=None, extra=None, drop=()):
         for name, v in lab.items():
             if isinstance(v, str):
                 labels.append((name, "json", "string", "U8", np.frombuffer(v.encode(), np.uint8)))
-            elif isinstance(v, dict):
-                labels.append((name, "json", "json", "U8", np.frombuffer(json.dumps(v).encode(), np.uint8)))
+            elif isinstance(v, (dict, tuple)):
+                text = json.dumps(v[1] if isinstance(v, tuple) else v).encode()
+                labels.append((name, "json", "json", "U8", np.frombuffer(text, np.uint8)))
             elif isinstance(v, np.uint64):
                 labels.append((name, "dedup", "numeric", "U64", v))
             else:
@@ -173,7 +177,7 @@ def load_mmhuman3d():
 
 
 ALL = list(GEOMETRY) + ["txt", "meta"]
-FIXED = [f for f in GEOMETRY if f != "boxes"]
+FIXED = [f for f in GEOMETRY if f not in ("boxes", "segmentation")]
 
 
 class Geometry(unittest.TestCase):
@@ -343,6 +347,24 @@ class Geometry(unittest.TestCase):
                 saw_invalid |= not ok
                 np.testing.assert_allclose(got[r], [lo[0], lo[1], hi[0] - lo[0], hi[1] - lo[1]], atol=1e-9)
         self.assertTrue(saw_invalid, "a box pushed off the canvas was expected")
+
+    def test_polygons_follow_the_map(self):
+        for i in range(N):
+            m = self.out["__augment__"][i]
+            want = [(np.asarray(p).reshape(-1, 2) @ m[:, :2].T + m[:, 2]).reshape(-1)
+                    for p in sample(i)["segmentation"][1]]
+            got = self.out["segmentation"][i]
+            self.assertEqual(len(got), len(want))
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, atol=1e-9)
+
+    def test_polygon_of_odd_length_is_a_bad_sample(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            extra = lambda k: {"segmentation": ("json", [[1.0, 2.0, 3.0]] if k == 1 else [[1.0, 2.0]])}  # noqa
+            path = write(os.path.join(tmp, "odd"), n=2, extra=extra)
+            with tarmac.Dataset(path) as ds:
+                with self.assertRaisesRegex(tarmac.DataError, r"sample 1 field 'segmentation'.*3 coordinates"):
+                    ds.batch([0, 1], fields=["segmentation"], augment=tarmac.Augment((H, W), flip=1.0))
 
     def test_strings_in_batches(self):
         _, out = self.ds.batch(range(4), fields=["txt", "meta", "kp2d"])
