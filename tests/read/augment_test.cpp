@@ -185,6 +185,49 @@ TEST_CASE("Augment rotate=1e308 is refused: every parameter finite and in its do
   check_augment(edge);
 }
 
+template <class T>
+bool close(const std::vector<T>& a, const std::vector<T>& b) {  // cos(90 degrees) is 6e-17
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::abs(double(a[i]) - double(b[i])) > 1e-6) return false;
+  return true;
+}
+
+TEST_CASE("3D labels follow a flip and a rotation: points3d, axis-angle, camera") {
+  AugmentDraw d;
+  d.flip = true;
+  d.angle = 90;  // Rz's xy block [[0, 1], [-1, 0]]; G = Rz S maps (x, y, z) to (y, x, z)
+  // M: a flip of a 10-pixel-wide output then the rotation, as the 2D points see it.
+  d.m = {0, 1, 0, 1, 0, 0};
+  Augment a;
+  a.flip_pairs = {{0, 1}};
+  std::vector<double> p3{1, 2, 3, 9, 4, 5, 6, 8};  // two points of x, y, z, confidence
+  const int64_t shape[] = {2, 4};
+  augment_points3d(d, a, DType::F64, shape, bytes_of(p3));
+  // Each point (x, y, z) -> (y, x, z) by G, then the pair swapped; confidence kept.
+  CHECK(close(p3, {5, 4, 6, 8, 2, 1, 3, 9}));
+  // A root about z by 0.5 rad: mirrored (x, -y, -z) then premultiplied by Rz: about z, by
+  // -0.5 - 90 degrees (Rz is -90 degrees about z in the right-handed sense).
+  std::vector<double> root{0, 0, 0.5};
+  augment_axis_angle(d, DType::F64, 1, {}, true, bytes_of(root));
+  const double want = -(0.5 + std::numbers::pi / 2);
+  CHECK(std::abs(root[0]) < 1e-12);
+  CHECK(std::abs(root[1]) < 1e-12);
+  CHECK(std::abs(root[2] - want) < 1e-12);
+  // Body joints: permuted and mirrored, never rotated.
+  std::vector<float> body{1, 2, 3, 4, 5, 6};
+  const std::pair<int, int> swap[] = {{0, 1}};
+  augment_axis_angle(d, DType::F32, 2, swap, false, bytes_of(body));
+  CHECK(close(body, {4, -5, -6, 1, -2, -3}));
+  // Camera: K' = A K G^T; the principal point moves by M, focal lengths stay positive.
+  std::vector<double> k{50, 0, 3, 0, 40, 2, 0, 0, 1};
+  augment_camera(d, DType::F64, true, false, bytes_of(k));
+  CHECK(close(k, {40, 0, 2, 0, 50, 3, 0, 0, 1}));
+  std::vector<double> k4{50, 50, 3, 2};
+  augment_camera(d, DType::F64, false, false, bytes_of(k4));
+  CHECK(close(k4, {50, 50, 2, 3}));
+}
+
 TEST_CASE("flip_pairs naming an index twice are refused, naming the pair") {
   Augment a;
   a.width = a.height = 8;
