@@ -124,6 +124,12 @@ void BatchLoader::check_geometry(const Dataset& ds, Gather& g, const FieldSpec& 
       g.kind = Gather::AxisAngle;
       break;
     }
+    case FieldGeometry::Kind::Polygons:  // a fixed count of vertices: x0, y0, x1, y1, ...
+      if (s.empty() || f.sample_bytes() / dtype_size(f.dtype) % 2 != 0)
+        throw ArgumentError("polygons " + where + " is " + shape_text(s) +
+                            ": an odd number of coordinates (x0, y0, x1, y1, ...)");
+      g.kind = Gather::Polygons;
+      break;
     default:
       break;
   }
@@ -214,7 +220,8 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
       const bool other = !is_box && !points.count(name) && geo != declared.end() &&
                          (geo->second.kind == FieldGeometry::Kind::Points3d ||
                           geo->second.kind == FieldGeometry::Kind::AxisAngle ||
-                          geo->second.kind == FieldGeometry::Kind::Camera);
+                          geo->second.kind == FieldGeometry::Kind::Camera ||
+                          geo->second.kind == FieldGeometry::Kind::Polygons);
       if (other &&
           (f->kind != FieldKind::Numeric || (f->dtype != DType::F32 && f->dtype != DType::F64)))
         throw ArgumentError("field '" + name + "' must be F32 or F64 to be augmented, not " +
@@ -346,6 +353,15 @@ void BatchLoader::augment_sample(size_t j, size_t i) {
           augment_boxes(d, v.dtype, v.shape.span(), g.xyxy, g.edges, to);
         break;
       }
+      case Gather::Polygons: {
+        const TensorView v = ds_.value(g.name, i);
+        std::memcpy(to.data(), v.bytes.data(), v.bytes.size());
+        if (g.field->nullable && !ds_.has_value(g.name, i)) break;
+        // Every vertex mapped as a point; vertex order (and so orientation) as stored.
+        const int64_t vertex[] = {int64_t(v.bytes.size() / dtype_size(v.dtype) / 2), 2};
+        augment_points(d, Augment{}, v.dtype, vertex, to);
+        break;
+      }
       case Gather::Points3d:
       case Gather::AxisAngle:
       case Gather::Camera: {
@@ -416,6 +432,7 @@ TensorView BatchLoader::field_layout(size_t k) const {
     case Gather::Points3d:
     case Gather::AxisAngle:
     case Gather::Camera:
+    case Gather::Polygons:
       v.dtype = g.field->dtype;
       shape = g.field->shape;
       break;

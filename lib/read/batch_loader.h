@@ -83,23 +83,14 @@ class BatchLoader {
  private:
   /// What fields[k] is and how a sample's value of it is made.
   struct Gather {
-    enum Kind {
-      Value,
-      Points,
-      Boxes,
-      Matrix,
-      Flip,
-      Dense,
-      Points3d,
-      AxisAngle,
-      Camera
-    } kind = Value;
-    const FieldSpec* field = nullptr;  ///< Value, Points, Boxes, Points3d, AxisAngle, Camera
+    enum Kind { Value, Points, Boxes, Matrix, Flip, Dense, Points3d, AxisAngle, Camera, Polygons };
+    Kind kind = Value;
+    const FieldSpec* field = nullptr;  ///< every kind but Matrix, Flip, Dense
     std::string name;
     uint64_t bytes = 0;                  ///< per sample
     bool xyxy = false;                   ///< Boxes
     bool edges = false;                  ///< Boxes: pixel-edge coordinates
-    FieldGeometry geo;                   ///< Points3d, AxisAngle, Camera
+    FieldGeometry geo;                   ///< Points3d, AxisAngle, Camera, Polygons
     const FieldSpec* partner = nullptr;  ///< AxisAngle: the field a flip exchanges it with
     DType dtype = DType::U8;             ///< Dense: the stored dtype
     int64_t channels = 0;                ///< Dense: 0 for (H, W), else C of (H, W, C)

@@ -67,6 +67,7 @@ GEOMETRY = {
                               "partner": "smplx.left_hand_pose"},
     "boxes": {"kind": "boxes", "box_format": "xywh", "convention": "centers"},
     "segmentation": {"kind": "polygons"},
+    "poly": {"kind": "polygons"},  # a fixed-shape one: 4 vertices a sample
 }
 
 
@@ -104,6 +105,7 @@ def sample(k):
         "smplx.left_hand_pose": rng.uniform(-1, 1, (15, 3)),
         "smplx.right_hand_pose": rng.uniform(-1, 1, (15, 3)),
         "boxes": boxes[: 1 + k % 3],
+        "poly": np.array([3.0 + k, 4.0, 40.0, 4.5, 41.0, 30.0, 2.0, 29.0]),
         "txt": f"a caption of sample {k}",
         "meta": {"gender": ["female", "male", "neutral"][k % 3], "k": k},
         "segmentation": ("json", [[1.0 + k, 2.0, 30.5, 4.0, 20.0, 40.0], [50.0, 5.0, 60.0, 5.0, 60.0, 15.0, 50.0, 15.0]]
@@ -357,6 +359,8 @@ class Geometry(unittest.TestCase):
             self.assertEqual(len(got), len(want))
             for g, w in zip(got, want):
                 np.testing.assert_allclose(g, w, atol=1e-9)
+            poly = self.src("poly", i).reshape(-1, 2) @ m[:, :2].T + m[:, 2]
+            np.testing.assert_allclose(self.out["poly"][i], poly.reshape(-1), atol=1e-9)
 
     def test_polygon_of_odd_length_is_a_bad_sample(self):
         with tempfile.TemporaryDirectory() as tmp:
