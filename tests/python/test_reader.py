@@ -111,8 +111,12 @@ class ReaderTest(unittest.TestCase):
         self.assertEqual(set(labels), {"id", "vec", "cls", "__affine__"})
         np.testing.assert_array_equal(labels["vec"], self.cols["vec"][idx])
         np.testing.assert_array_equal(labels["__affine__"], self.cols["__affine__"][idx])
-        with self.assertRaises(tarmac.TarmacError):
-            self.ds.batch([0], fields=["pts"])
+        # A ragged field comes as a list of its samples' slices (#38: strings and ragged fields in batches).
+        _, ragged = self.ds.batch([2, 0], fields=["pts", "name"])
+        self.assertEqual(len(ragged["pts"]), 2)
+        for got, i in zip(ragged["pts"], (2, 0)):
+            np.testing.assert_array_equal(got, self.ds.value("pts", i))
+        self.assertEqual(ragged["name"], [self.ds.value("name", 2), self.ds.value("name", 0)])
         with self.assertRaises(tarmac.TarmacError):
             self.ds.batch([0, 1], size=(16, 16))
         small, _ = self.ds.batch([0, 1], size=(16, 16), resize=True, fields=[])
