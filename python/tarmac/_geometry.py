@@ -11,6 +11,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import _format
 from .errors import DataError
 
 # Names that look geometric (the last dotted component, case-insensitive): a field so named but
@@ -46,7 +47,7 @@ def _read_declared(ds) -> Dict[str, Dict[str, Any]]:
         if isinstance(entry, dict) and isinstance(entry.get("geometry"), dict):
             out[name] = entry["geometry"]
     try:
-        with open(os.path.join(ds.path, "manifest.json"), encoding="utf-8") as f:
+        with open(os.path.join(ds.path, _format.MANIFEST), encoding="utf-8") as f:
             options = json.load(f).get("output_options", {})
     except (OSError, ValueError, AttributeError):
         options = {}
