@@ -402,6 +402,16 @@ class Geometry(unittest.TestCase):
                                             "a caption of sample 2", "a caption of sample 1"])
             self.assertEqual([m and m["k"] for m in batch["meta"]], [0, None, None, 1])
             self.assertEqual(mixed[N + 1]["txt"], "a caption of sample 1")
+            aug = tarmac.Augment((H, W), translate=0.3)
+            mixed = tt.MixedDataset([self.path, other], fields=["txt", "boxes", "kp2d"], augment=aug, seed=4)
+            batch = mixed[[N, 1]]
+            self.assertEqual(batch["txt"], ["a caption of sample 0", "a caption of sample 1"])
+            self.assertEqual([len(b) for b in batch["boxes"]], [1, 2])
+            self.assertEqual([len(v) for v in batch["boxes.valid"]], [1, 2])
+            self.assertFalse(bool(batch["boxes.valid"][1][1]))  # sample 1's second box lies off the canvas
+            one = mixed[1]
+            self.assertEqual(one["boxes"].shape, (2, 4))
+            torch.testing.assert_close(one["boxes"], batch["boxes"][1])
 
     # ------------------------------------------------------------------ refused input
 
