@@ -78,6 +78,11 @@ FieldGeometry parse_one(const std::string& field, const json& g) {
       f.joints = j;
     }
     if (f.joints == 0) throw bad("has layout pairs without 'joints'");
+    // A flip permutes the joints by these pairs: a skeleton's layout without them would be
+    // mirrored unpermuted, silently wrong. root and the MANO hands have none.
+    const bool needs_pairs = f.layout != "root" && !f.layout.starts_with("mano");
+    if (needs_pairs && !g.contains("pairs"))
+      throw bad("has layout " + f.layout + " without its 'pairs' (the joints a flip swaps)");
     if (g.contains("pairs")) {
       if (!g["pairs"].is_array()) throw bad("has 'pairs' that is not a list of [a, b]");
       std::set<int64_t> seen;

@@ -436,6 +436,10 @@ class Geometry(unittest.TestCase):
             path = write(os.path.join(tmp, "bad"), n=2, geometry=geo)
             with tarmac.Dataset(path) as ds, self.assertRaisesRegex(tarmac.TarmacError, r"'pose'.*\[2,3\].*twice"):
                 ds.batch([0], fields=["pose"], augment=tarmac.Augment((H, W), flip=1.0))
+            geo["pose"] = {"kind": "axis_angle", "layout": "smpl", "joints": 24}  # no pairs: unpermuted
+            path = write(os.path.join(tmp, "nopairs"), n=2, geometry=geo)
+            with tarmac.Dataset(path) as ds, self.assertRaisesRegex(tarmac.TarmacError, r"'pose'.*without its 'pairs'"):
+                ds.batch([0], fields=["pose"], augment=tarmac.Augment((H, W), flip=1.0))
 
     def test_undeclared_geometric_field_refused_unless_passthrough(self):
         with tempfile.TemporaryDirectory() as tmp:
