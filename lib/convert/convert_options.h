@@ -185,8 +185,27 @@ void check_channels_format(const TransformOptions& t);
 /// Refuses (UsageError) a part count of 0 or a part index not below it.
 void check_part(const PartOptions& p);
 
+/// The longest side `f` can store: JPEG 65500, WebP 16383, PNG 1000000 (what libpng reads by
+/// default), raw INT32_MAX.
+int64_t output_side_limit(OutputFormat f);
+
+/// 1 for ChannelMode::One, else 3 (the most a stored image has).
+int output_channels(ChannelMode c);
+
+/// Refuses (UsageError, naming the flags, the numbers and the fix) a run whose outputs, as
+/// --size, --resize and --bucket-* decide them, would be over --max-pixels or over the longest
+/// side --format can store: before anything is read or written (docs/cli.md, "Limits").
+void check_output_bound(const ConvertOptions& o);
+
+/// Refuses (SampleError, BadImage) one output image of `width` x `height` over the longest side
+/// of t.format or over `max_pixels`: the sizes the flags do not decide alone (--resize shorter
+/// or none, a box crop), checked per sample before the output is allocated.
+void check_output_size(int64_t width, int64_t height, const TransformOptions& t,
+                       uint64_t max_pixels);
+
 /// Refuses (UsageError, naming the options and the fix) options that cannot go together, or
-/// a part that does not exist (check_part). convert() calls it before it reads anything.
+/// a part that does not exist (check_part), or sizes over their bounds (check_output_bound).
+/// convert() calls it before it reads anything.
 void check_convert_options(const ConvertOptions& o);
 
 }  // namespace tarmac

@@ -456,6 +456,9 @@ void ImageSource::render(std::vector<SampleField>& fields, ProcessedSample& out,
   ctx.member = &image_.name;
   ctx.parse_code = ErrorCode::BadImage;
   const Geometry g = compute_geometry(o.transform.geometry, src_w_, src_h_, field_box);
+  // Before the output is allocated: the sizes --resize shorter/none and box crops leave to the
+  // source (the flags' own bound was checked before the run, check_output_bound).
+  check_output_size(g.out_width, g.out_height, o.transform, o.limits.max_pixels);
   out.affine = g.m;
   // A .npy label of the image's height and width is most likely a dense map (depth, a mask)
   // that --dense would have warped with the image; as a label it stays as it was.

@@ -1,17 +1,21 @@
 """The deterministic per-epoch order of samples and its share per rank (docs/reader.md,
-"Deterministic distributed order"), and batches of one image size for bucketed datasets."""
+"Deterministic distributed order"), batches of one image size for bucketed datasets, and
+permutations computed item by item (a keyed bijection, for samplers that draw a few items of a
+large dataset)."""
 from __future__ import annotations
 
 import ctypes
+import operator
 from typing import List
 
 import numpy as np
 
 from . import _format
 from ._library import check, load_library
+from .errors import ArgumentError
 from .dataset import Dataset
 
-__all__ = ["indices", "bucket_batches"]
+__all__ = ["indices", "bucket_batches", "permutation"]
 
 
 def indices(n: int, rank: int = 0, world: int = 1, seed: int = 0, epoch: int = 0, shuffle: bool = True,
@@ -65,3 +69,74 @@ def bucket_batches(dataset: Dataset, batch_size: int, rank: int = 0, world: int 
     batches = [batches[int(i)] for i in perm]
     per_rank = len(batches) // world if drop_last else -(-len(batches) // world)
     return [batches[(rank + k * world) % len(batches)] for k in range(per_rank)]
+
+
+_U64 = np.uint64
+_ROUNDS = 6
+
+
+def _mix(z):
+    """splitmix64's step on state z (a uint64 array, or a numpy uint64): add 0x9E3779B97F4A7C15,
+    then its finaliser. In place where z is an array."""
+    z = z + _U64(0x9E3779B97F4A7C15)
+    z ^= z >> _U64(30)
+    z *= _U64(0xBF58476D1CE4E5B9)
+    z ^= z >> _U64(27)
+    z *= _U64(0x94D049BB133111EB)
+    z ^= z >> _U64(31)
+    return z
+
+
+def permutation(n: int, seed: int, epoch, positions) -> np.ndarray:
+    """Items `positions` of a permutation of [0, n) keyed by (seed, epoch), computed item by
+    item: the cost is O(len(positions)) in time and memory, whatever n (docs/reader.md,
+    "Permutations item by item"). `epoch` is an integer >= 0 or an array of them, one per
+    position. Returns int64 in the shape of `positions`.
+
+    A Feistel network over [0, 2^b), b = max(2, bits of n - 1), L of floor(b/2) bits and R of
+    the rest, 6 rounds, walked until it falls below n (cycle walking: a bijection of [0, 2^b)
+    restricted to [0, n) by following each value's cycle; fewer than 2 steps on average since
+    2^b < 2n). Round r maps (L, R) to (R, L XOR (mix(key_r XOR R) mod 2^bits(L))), key_r =
+    mix(key + r), key = mix(mix(seed) XOR epoch), mix splitmix64's step, all modulo 2^64. A pure
+    function of its arguments, the same on every machine."""
+    n = operator.index(n)
+    if n < 1:
+        raise ArgumentError(f"permutation: n must be >= 1, not {n}")
+    pos = np.asarray(positions)
+    if pos.size and (pos.dtype.kind not in "iu" or int(pos.min()) < 0 or int(pos.max()) >= n):
+        raise ArgumentError(f"permutation: positions must be integers in [0, {n})")
+    ep = np.asarray(epoch)
+    if ep.dtype.kind not in "iu" or (ep.size and int(ep.min()) < 0):
+        raise ArgumentError(f"permutation: epoch must be an integer >= 0, not {epoch!r}")
+    if n == 1 or not pos.size:
+        return np.zeros(pos.shape, dtype=np.int64)
+    # The round keys of each distinct epoch (one, mostly: then they are scalars).
+    epochs, which = np.unique(np.broadcast_to(ep, pos.shape).astype(_U64), return_inverse=True)
+    key = _mix(_mix(np.full(epochs.shape, seed & (2**64 - 1), dtype=_U64)) ^ epochs)
+    keys = [_mix(key + _U64(r)) for r in range(_ROUNDS)]
+    keys = [k[0] for k in keys] if len(epochs) == 1 else [k[which.reshape(pos.shape)] for k in keys]
+    bits = max(2, (n - 1).bit_length())
+    x = pos.astype(_U64)
+    todo = np.ones(x.shape, dtype=bool)  # cycle walking: the step again where the value is >= n
+    ks = keys
+    while True:
+        y = x if todo.all() else x[todo]
+        left = bits // 2  # bits of L; R has the rest
+        for k in ks:
+            right = bits - left
+            low = y & _U64((1 << right) - 1)
+            f = _mix(k ^ low)
+            f &= _U64((1 << left) - 1)
+            f ^= y >> _U64(right)
+            low <<= _U64(left)
+            low |= f
+            y, left = low, right
+        if todo.all():
+            x = y
+        else:
+            x[todo] = y
+        walk = x >= _U64(n)
+        if not walk.any():
+            return x.astype(np.int64)
+        todo = walk
+        ks = [k if np.ndim(k) == 0 else k[todo] for k in keys]

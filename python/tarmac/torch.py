@@ -20,10 +20,12 @@ batch_size; the dataset then returns the batch already stacked.
         ds, batch_size=None, num_workers=8, pin_memory=True,
         sampler=torch.utils.data.BatchSampler(sampler, batch_size=64, drop_last=False))
 """
+import collections.abc
 import copy
 import fractions
 import logging
 import math
+import numbers
 import operator
 import os
 
@@ -548,27 +550,58 @@ class _Resumable:
     def _identity(self):
         return {"seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last, "size": self._size()}
 
+    def _total(self):
+        """How many items an epoch's order holds (the same every epoch)."""
+        return len(self._order())
+
     def state_dict(self, consumed=None):
         """{"epoch", "position", "world", "seed", "shuffle", "drop_last", "size"}. `consumed`: how
         many of this rank's items of the epoch the training loop has consumed (samples for
         DistributedSampler, batches for BucketBatchSampler: its steps); by default how many the
-        iterator has yielded, which runs ahead of training when a DataLoader prefetches."""
-        consumed = self._yielded if consumed is None else int(consumed)
-        if consumed < 0:
-            raise ValueError(f"consumed must be >= 0, not {consumed}")
-        position = min(self._start + consumed * self.world, len(self._order()))
+        iterator has yielded, which runs ahead of training when a DataLoader prefetches. A count
+        that is not an integer, or more than this rank's items of the epoch (len(self)), is an
+        ArgumentError: rounding or clamping it would save a position the training never reached."""
+        if consumed is None:
+            consumed = self._yielded
+        else:
+            consumed = _count("state_dict: consumed", consumed)
+            share = self._share_len(self._total())
+            if consumed > share:
+                raise tarmac.ArgumentError(
+                    f"state_dict: consumed={consumed} is more than this rank's {share} {self._unit} of epoch "
+                    f"{self.epoch} (from position {self._start}, {self.world} rank(s)); pass the number of this "
+                    f"rank's {self._unit} the training loop consumed in this epoch")
+        position = min(self._start + consumed * self.world, self._total())
         return dict(self._identity(), epoch=self.epoch, position=position, world=self.world)
 
     def load_state_dict(self, state):
         """Goes on from `state` (another world size allowed): the epoch's items before its
-        position are not yielded again. Refuses a state of another dataset size or order."""
+        position are not yielded again. Refuses (tarmac.ArgumentError, a ValueError) a state of
+        another dataset size or order, and one whose epoch, position or world is not an integer,
+        negative, a world below 1 or a position past the epoch's end."""
+        if not isinstance(state, collections.abc.Mapping):
+            raise tarmac.ArgumentError(f"load_state_dict: a state is a dict (from state_dict()), not "
+                                       f"{type(state).__name__}")
         mine = self._identity()
         for key, value in mine.items():
             if state.get(key) != value:
-                raise ValueError(f"cannot resume from this sampler state: its {key} is {state.get(key)!r}, this "
-                                 f"sampler's is {value!r} (a state of another dataset or another order)")
-        self.epoch = int(state["epoch"])
-        self._start, self._start_epoch = int(state["position"]), self.epoch
+                raise tarmac.ArgumentError(
+                    f"cannot resume from this sampler state: its {key} is {state.get(key)!r}, this "
+                    f"sampler's is {value!r} (a state of another dataset or another order)")
+        for key in ("epoch", "position", "world"):
+            if key not in state:
+                raise tarmac.ArgumentError(f"cannot resume from this sampler state: it has no {key!r}")
+        epoch = _count("load_state_dict: the state's epoch", state["epoch"])
+        position = _count("load_state_dict: the state's position", state["position"])
+        world = _count("load_state_dict: the state's world", state["world"])
+        if world < 1:
+            raise tarmac.ArgumentError(f"load_state_dict: the state's world is {world}; a world size is >= 1")
+        total = self._total()
+        if position > total:
+            raise tarmac.ArgumentError(f"load_state_dict: the state's position is {position}, past the end of "
+                                       f"the epoch's {total} {self._unit}")
+        self.epoch = epoch
+        self._start, self._start_epoch = position, self.epoch
 
     def _mine(self):
         order = self._order()
@@ -598,6 +631,9 @@ class DistributedSampler(_Resumable, torch.utils.data.Sampler):
         self._init_state()
 
     def _size(self):
+        return self.n
+
+    def _total(self):
         return self.n
 
     def _order(self):
@@ -686,7 +722,7 @@ class MixSampler(_Resumable, torch.utils.data.Sampler):
             samples_per_epoch = sum(self.sizes)
         if isinstance(samples_per_epoch, bool) or not isinstance(samples_per_epoch, (int, np.integer)) \
                 or samples_per_epoch <= 0:
-            raise ValueError(f"samples_per_epoch must be an integer > 0, not {samples_per_epoch!r}")
+            raise tarmac.ArgumentError(f"samples_per_epoch must be an integer > 0, not {samples_per_epoch!r}")
         self.samples_per_epoch = int(samples_per_epoch)
         self._counts = _largest_remainder(self.weights, self.samples_per_epoch)
         self.rank, self.world = _rank_world(rank, world)
@@ -701,20 +737,24 @@ class MixSampler(_Resumable, torch.utils.data.Sampler):
     def _size(self):
         return list(self.sizes)
 
+    def _total(self):
+        return self.samples_per_epoch
+
     def _identity(self):
         return dict(super()._identity(), weights=list(self.weights), samples_per_epoch=self.samples_per_epoch)
 
     def _draws(self, k):
         """Dataset k's samples of this epoch (indices within it): items epoch × c ... of its endless
-        sequence of permutations (permutation j: tarmac.indices over its size, epoch j, its own seed)."""
+        sequence of permutations (permutation j: tarmac.sampling.permutation over its size, epoch j,
+        its own seed), each item computed alone: O(c) whatever the dataset's size."""
         n, c = self.sizes[k], self._counts[k]
-        begin, end = self.epoch * c, (self.epoch + 1) * c
+        q, r = divmod(self.epoch * c, n)  # Python ints: epoch × c may pass int64
+        at = r + np.arange(c, dtype=np.int64)
+        j, i = q + at // n, at % n
+        if not self.shuffle:
+            return i
         seed = (self.seed & (2**64 - 1)) ^ (0x6D6978 << 40) ^ k  # "mix": a stream per dataset
-        parts = []
-        for j in range(begin // n, -(-end // n)):
-            perm = tarmac.indices(n, 0, 1, seed, j, True) if self.shuffle else np.arange(n, dtype=np.int64)
-            parts.append(perm[max(begin - j * n, 0):min(end - j * n, n)])
-        return np.concatenate(parts)
+        return tarmac.sampling.permutation(n, seed, j, i)
 
     def _order(self):
         # Computed once per epoch: the DataLoader asks for len() and iter() each epoch.
@@ -772,21 +812,45 @@ def _sizes(sizes):
     return sizes
 
 
-def _weights(weights, sizes, names):
-    """The weights as floats: one per dataset, finite, >= 0, not all zero, zero for an empty dataset."""
+def _count(what, value):
+    """`value` as an int >= 0: an integer (not a bool, not a float such as 2.5 or 2.0), or an
+    ArgumentError naming `what` and the value."""
+    if isinstance(value, (bool, np.bool_)):
+        raise tarmac.ArgumentError(f"{what} must be an integer >= 0, not {value!r}")
     try:
-        weights = [float(w) for w in weights]
-    except (TypeError, ValueError):
-        raise ValueError(f"weights must be a list of numbers, not {weights!r}") from None
+        value = operator.index(value)
+    except TypeError:
+        raise tarmac.ArgumentError(f"{what} must be an integer >= 0, not {value!r}") from None
+    if value < 0:
+        raise tarmac.ArgumentError(f"{what} must be an integer >= 0, not {value}")
+    return value
+
+
+def _weights(weights, sizes, names):
+    """The weights as floats: one per dataset in the datasets' order, finite, >= 0, not all zero,
+    zero for an empty dataset. A dict or set is a TypeError: iterating it gives its keys (or an
+    arbitrary order), which would be taken as the weights."""
+    if isinstance(weights, (collections.abc.Mapping, collections.abc.Set, str, bytes)):
+        raise TypeError(f"weights must be a list with one number per dataset, in the datasets' order, not a "
+                        f"{type(weights).__name__} ({weights!r}); for weights by path, give "
+                        f"[weights[p] for p in mixed.paths]")
+    try:
+        weights = list(weights)
+    except TypeError:
+        raise TypeError(f"weights must be a list of numbers, one per dataset, not {weights!r}") from None
+    for w in weights:
+        if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Real):
+            raise TypeError(f"weights must be numbers, one per dataset; {w!r} is a {type(w).__name__}")
+    weights = [float(w) for w in weights]
     if len(weights) != len(sizes):
-        raise ValueError(f"weights: {len(weights)} given for {len(sizes)} datasets")
+        raise tarmac.ArgumentError(f"weights: {len(weights)} given for {len(sizes)} datasets")
     for name, n, w in zip(names, sizes, weights):
         if not math.isfinite(w) or w < 0:
-            raise ValueError(f"weights: {w} for {name}; a weight is a finite number >= 0")
+            raise tarmac.ArgumentError(f"weights: {w} for {name}; a weight is a finite number >= 0")
         if w > 0 and n == 0:
-            raise ValueError(f"weights: {w} for {name}, which is empty; give it weight 0")
+            raise tarmac.ArgumentError(f"weights: {w} for {name}, which is empty; give it weight 0")
     if not any(weights):
-        raise ValueError("weights: all zero; at least one dataset needs a weight > 0")
+        raise tarmac.ArgumentError("weights: all zero; at least one dataset needs a weight > 0")
     return weights
 
 

@@ -560,3 +560,53 @@ TEST_CASE("convert flags: rules between options are the library's, each a UsageE
   CHECK_NOTHROW(check_convert_options(named));
   CHECK(library_refusal("--table t.csv --crop center --size 64 --channels 1") == "(accepted)");
 }
+
+TEST_CASE("convert flags: the output size is bounded before the run (#35 item 12)") {
+  // 65535^2 x 3 B = 12.0 GiB a thread, over --max-pixels' 2^28 x 3 B = 768 MiB.
+  CHECK(library_refusal("--size 65535 --crop center --threads 16") ==
+        "--size 65535 with --crop center needs 12.0 GiB per thread for the output image "
+        "(65535x65535x3), 192.0 GiB with 16 threads, over the bound of 768.0 MiB (--max-pixels "
+        "268435456 x 3 channels: an output image is bounded as a decoded one is); choose a "
+        "smaller --size, or raise --max-pixels");
+  CHECK(library_refusal("--size 65535x1 --crop center --threads 1") ==
+        "--size 65535x1 with --crop center: JPEG images are at most 65500 pixels a side, and "
+        "every output is 65535x1; use --format png or a smaller --size");
+  CHECK(library_refusal("--size 65535x1 --crop center --format webp") ==
+        "--size 65535x1 with --crop center: WebP images are at most 16383 pixels a side, and "
+        "every output is 65535x1; use --format png or a smaller --size");
+  CHECK(library_refusal("--size 65535x1 --crop center --format png") == "(accepted)");
+  CHECK(library_refusal("--size 65500x1 --crop center") == "(accepted)");
+  CHECK(library_refusal("--size 16383x2 --resize exact --format webp") == "(accepted)");
+  // Exactly at --max-pixels is allowed; one more pixel side is not. Each resize mode's bound.
+  CHECK(library_refusal("--size 16384 --crop center") == "(accepted)");
+  CHECK(library_refusal("--size 64 --crop center --max-pixels 4096") == "(accepted)");
+  CHECK(library_refusal("--size 65 --crop center --max-pixels 4096 --threads 1")
+            .starts_with("--size 65 with --crop center needs 12.4 KiB per thread"));
+  CHECK(library_refusal("--size 65 --resize longer --max-pixels 4096")
+            .starts_with("--size 65 with --resize longer needs"));
+  CHECK(library_refusal("--size 65 --max-pixels 4096")
+            .starts_with("--size 65 with --resize shorter needs"));
+  CHECK(library_refusal("--size 100x41 --resize fit --max-pixels 4096")
+            .starts_with("--size 100x41 with --resize fit needs"));
+  CHECK(library_refusal("--size 65 --crop center --max-pixels 4096 --channels 1 --threads 1")
+            .starts_with("--size 65 with --crop center needs 4.1 KiB per thread for the output "
+                         "image (65x65x1), over the bound of 4.0 KiB"));
+  CHECK(library_refusal("--resize bucket --size 8192 --format webp") ==
+        "--size 8192 with --resize bucket (--bucket-step 64, --bucket-max-ratio 4; its largest "
+        "bucket 8192x8192): WebP images are at most 16383 pixels a side, and an output may be "
+        "4096x16384; use --format jpg or png, or a smaller --size");
+  CHECK(library_refusal("--resize bucket --size 8192") == "(accepted)");
+  // What the flags do not decide is checked per sample (check_output_size).
+  CHECK(library_refusal("--crop box:0,0,100000,100000 --max-pixels 4096") == "(accepted)");
+  TransformOptions t;
+  CHECK_NOTHROW(check_output_size(64, 64, t, 4096));
+  CHECK_THROWS_MATCHES(check_output_size(65, 64, t, 4096), SampleError,
+                       Catch::Matchers::Message("the output image would be 65x64 = 4160 pixels, "
+                                                "over --max-pixels 4096"));
+  t.format = OutputFormat::Webp;
+  CHECK_THROWS_MATCHES(check_output_size(16384, 1, t, 1u << 28), SampleError,
+                       Catch::Matchers::Message("the output image would be 16384x1: WebP images "
+                                                "are at most 16383 pixels a side (--format)"));
+  t.format = OutputFormat::Keep;
+  CHECK_NOTHROW(check_output_size(100000, 100000, t, 4096));
+}

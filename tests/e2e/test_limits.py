@@ -22,6 +22,9 @@ import time
 import unittest
 import zipfile
 
+import cv2
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixtures as fx  # noqa: E402
 
@@ -223,6 +226,116 @@ class LimitsTest(fx.TmpCase):
                            "--size", "16", "--max-outputs-per-sample", "500", "-q")
         self.assertEqual(len(ds.keys), 500)
 
+
+
+# Address space for a run that must be refused before it allocates: if the bound ever stopped
+# holding, the run fails to allocate (and the test with it) instead of taking the machine's memory.
+def _limit_memory():
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+class OutputSizeTest(fx.TmpCase):
+    """Issue #35 item 12: --size, --resize bucket, --max-pixels and --format bound the output
+    image before the run starts (docs/cli.md, "Limits"); what the flags leave to the source
+    (--resize shorter) is bounded per sample."""
+
+    @classmethod
+    def build(cls):
+        cls.rgb = fx.smooth_rgb(64, 48, seed=4)
+        cls.tar = fx.write_tar(cls.tmp + "/one.tar", [("s/000.png", fx.png(cls.rgb))])
+
+    def refused(self, *flags, threads="2"):
+        out = self.path("refused-%d" % time.monotonic_ns())
+        p = subprocess.run([fx.TARMAC, "convert", self.tar, "-o", out, "--threads", threads, *flags],
+                           capture_output=True, timeout=60, preexec_fn=_limit_memory)
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(p.returncode, 2, err)  # a usage error
+        self.assertFalse(os.path.exists(out) and os.listdir(out), err)  # before any output
+        return err
+
+    def image(self, ds, i=0):
+        return cv2.imdecode(np.frombuffer(ds.blob(i), np.uint8), cv2.IMREAD_UNCHANGED)
+
+    def test_huge_size_refused_before_work(self):
+        # The bug: 12.9 GB per thread for the warp output, OOM-killed after a minute.
+        err = self.refused("--size", "65535", "--crop", "center")
+        for s in ("--size 65535 with --crop center", "12.0 GiB per thread for the output image (65535x65535x3)",
+                  "24.0 GiB with 2 threads", "over the bound of 768.0 MiB (--max-pixels 268435456 x 3 channels",
+                  "choose a smaller --size", "raise --max-pixels"):
+            self.assertIn(s, err)
+        # --resize shorter: every output is at least NxN; --channels 1: one byte a pixel.
+        err = self.refused("--size", "20000", "--channels", "1", "--format", "png")
+        self.assertIn("--size 20000 with --resize shorter needs 381.5 MiB per thread for the output image "
+                      "(20000x20000x1)", err)
+        self.assertIn("over the bound of 256.0 MiB", err)
+
+    def test_max_pixels_bounds_the_output_exactly(self):
+        # At the bound the run converts (the output checked against OpenCV's resize of the same
+        # crop); one pixel side more is refused, naming both flags and the numbers.
+        _, ds = fx.convert(self, [self.tar], "--size", "64", "--crop", "center", "--max-pixels", "4096",
+                           "--format", "png", "-q")
+        got = self.image(ds)
+        self.assertEqual(got.shape, (64, 64, 3))
+        err = self.refused("--size", "65", "--crop", "center", "--max-pixels", "4096")
+        self.assertIn("--size 65 with --crop center needs 12.4 KiB per thread for the output image (65x65x3)", err)
+        self.assertIn("--max-pixels 4096", err)
+        err = self.refused("--size", "100x41", "--resize", "fit", "--max-pixels", "4096")
+        self.assertIn("--size 100x41 with --resize fit", err)
+        _, ds = fx.convert(self, [self.tar], "--size", "100x40", "--resize", "fit", "--max-pixels", "4096", "-q")
+        self.assertEqual(self.image(ds).shape, (40, 53, 3))
+
+    def test_jpeg_side_limit_names_flag(self):
+        # The bug: --size 65535x1 failed at the first sample with OpenCV's "Maximum supported
+        # image dimension is 65500", naming no flag.
+        err = self.refused("--size", "65535x1", "--crop", "center")
+        self.assertIn("--size 65535x1 with --crop center: JPEG images are at most 65500 pixels a side, "
+                      "and every output is 65535x1; use --format png or a smaller --size", err)
+        _, ds = fx.convert(self, [self.tar], "--size", "65500x1", "--crop", "center", "-q")
+        self.assertEqual(self.image(ds).shape, (1, 65500, 3))
+        _, ds = fx.convert(self, [self.tar], "--size", "65535x1", "--crop", "center", "--format", "png", "-q")
+        self.assertEqual(self.image(ds).shape, (1, 65535, 3))
+
+    def test_webp_side_limit_names_flag(self):
+        err = self.refused("--size", "1x16384", "--resize", "exact", "--format", "webp")
+        self.assertIn("--size 1x16384 (--resize exact): WebP images are at most 16383 pixels a side", err)
+        self.assertIn("use --format jpg or png", err)
+        _, ds = fx.convert(self, [self.tar], "--size", "1x16383", "--resize", "exact", "--format", "webp", "-q")
+        self.assertEqual(self.image(ds).shape[:2], (16383, 1))
+
+    def test_the_largest_bucket_is_bounded(self):
+        # --size 8192 holds a 16384x4096 bucket (ratio 4): over WebP's side, within JPEG's.
+        err = self.refused("--resize", "bucket", "--size", "8192", "--format", "webp")
+        self.assertIn("--size 8192 with --resize bucket (--bucket-step 64, --bucket-max-ratio 4; its largest "
+                      "bucket 8192x8192): WebP images are at most 16383 pixels a side, and an output may be "
+                      "4096x16384", err)
+        err = self.refused("--resize", "bucket", "--size", "20000")
+        self.assertIn("its largest bucket", err)
+        self.assertIn("over the bound of 768.0 MiB (--max-pixels 268435456", err)
+        err = self.refused("--resize", "bucket", "--size", "64", "--bucket-step", "16", "--max-pixels", "4000")
+        self.assertIn("(64x64x3)", err)
+        _, ds = fx.convert(self, [self.tar], "--resize", "bucket", "--size", "64", "--bucket-step", "16",
+                           "--max-pixels", "4096", "-q")
+        self.assertEqual(self.image(ds).shape, (48, 80, 3))  # the 4:3 source's bucket: 80x48
+
+    def test_an_output_over_max_pixels_from_the_source_is_a_bad_sample(self):
+        # --resize shorter --size 60 of a 64x48 source: 80x60 = 4800 pixels; the flags alone
+        # promise only 60x60 = 3600 (the longer side follows the source), so the output is
+        # checked per sample, before it is made.
+        _, ds = fx.convert(self, [self.tar], "--size", "60", "--max-pixels", "4800", "-q")
+        self.assertEqual(self.image(ds).shape, (60, 80, 3))
+        out = self.path("shorter-%d" % time.monotonic_ns())
+        p = fx.run(["convert", self.tar, "-o", out, "--size", "60", "--max-pixels", "4799", "-q"])
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("the output image would be 80x60 = 4800 pixels, over --max-pixels 4799", err)
+        self.assertIn("s/000", err)
+        self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+        _, ds = fx.convert(self, [self.tar], "--size", "60", "--max-pixels", "4799", "--on-error", "skip",
+                           "--allow-empty", "-q")
+        (skipped,) = ds.manifest["skipped"]
+        self.assertEqual((skipped["sample"], skipped["code"]), ("s/000", "bad_image"))
+        self.assertIn("--max-pixels 4799", skipped["reason"])
 
 if __name__ == "__main__":
     unittest.main()

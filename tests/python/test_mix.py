@@ -174,6 +174,99 @@ class MixSamplerTest(unittest.TestCase):
             tt.MixedDataset([])
         self.assertIn("datasets", str(e.exception))
 
+    def test_weights_as_a_dict_is_a_type_error_not_its_keys(self):
+        # The bug: iterating a dict gives its keys, so {0: 0.9, 1: 0.1} mixed with weights 0, 1.
+        for weights in ({0: 0.9, 1: 0.1}, {"a/": 0.9, "b/": 0.1}, {0.9, 0.1}):
+            with self.assertRaises(TypeError, msg=weights) as e:
+                tt.MixSampler([10, 5], weights, 6, rank=0, world=1)
+            self.assertIn("weights", str(e.exception))
+            self.assertIn("one number per dataset", str(e.exception))
+        for weights in (["0.9", "0.1"], [True, False]):
+            with self.assertRaises(TypeError, msg=weights):
+                tt.MixSampler([10, 5], weights, 6, rank=0, world=1)
+        self.assertEqual(tt.MixSampler([10, 5], np.array([0.9, 0.1]), 10, rank=0, world=1).counts(), [9, 1])
+
+    def test_mix_sampler_costs_the_epoch_not_the_datasets(self):
+        # The bug: every epoch built a permutation of each whole dataset (N = 1e8: 22-47 s, 1.5 GB;
+        # N = 1e9: 16 GB). Now each draw is computed alone: two datasets of 10^9 samples, 1000 a
+        # epoch, cost the 1000 (the bounds are generous: the draws take milliseconds and < 1 MB).
+        import resource
+        import time
+        import tracemalloc
+        n = 10**9
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        tracemalloc.start()
+        t0 = time.monotonic()
+        s = tt.MixSampler([n, n], [1, 3], samples_per_epoch=1000, rank=0, world=1, seed=7)
+        epochs = []
+        for epoch in (0, 1, 10**6):
+            s.set_epoch(epoch)
+            epochs.append(list(s))
+        elapsed = time.monotonic() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
+        self.assertLess(elapsed, 1.0)
+        self.assertLess(peak, 100 << 20)
+        self.assertLess(rss, 100 << 20)
+        for order in epochs:
+            self.assertEqual(len(order), 1000)
+            local = per_dataset(order, [n, n])
+            self.assertEqual([len(d) for d in local], [250, 750])
+            for d in local:
+                self.assertTrue(all(0 <= i < n for i in d))
+        # Without replacement across epochs: epochs 0 and 1 draw 2 x 750 distinct samples of dataset 1.
+        drawn = per_dataset(epochs[0], [n, n])[1] + per_dataset(epochs[1], [n, n])[1]
+        self.assertEqual(len(set(drawn)), 1500)
+        # Far epochs too: items 10^6 x 750 ... of dataset 1's sequence, the permutation it falls in.
+        expected = tarmac.sampling.permutation(n, 7 ^ (0x6D6978 << 40) ^ 1, (10**6 * 750) // n,
+                                               np.arange(750) + (10**6 * 750) % n)
+        self.assertEqual(sorted(per_dataset(epochs[2], [n, n])[1]), sorted(expected.tolist()))
+
+
+class PermutationTest(unittest.TestCase):
+    """tarmac.sampling.permutation: a keyed bijection of [0, n), item by item."""
+
+    def test_it_is_a_permutation(self):
+        for n in (1, 2, 3, 4, 5, 7, 8, 9, 10, 31, 32, 33, 100, 1000, 1023, 1024, 1025, 4097, 65537):
+            for seed, epoch in ((0, 0), (3, 1), (2**64 - 1, 12345)):
+                p = tarmac.sampling.permutation(n, seed, epoch, np.arange(n))
+                self.assertEqual(p.dtype, np.int64)
+                self.assertEqual(sorted(p.tolist()), list(range(n)), (n, seed, epoch))
+
+    def test_seeds_and_epochs_differ_and_calls_agree(self):
+        n = 1000
+        a = tarmac.sampling.permutation(n, 3, 0, np.arange(n))
+        np.testing.assert_array_equal(a, tarmac.sampling.permutation(n, 3, 0, np.arange(n)))
+        self.assertFalse(np.array_equal(a, tarmac.sampling.permutation(n, 3, 1, np.arange(n))))
+        self.assertFalse(np.array_equal(a, tarmac.sampling.permutation(n, 4, 0, np.arange(n))))
+        self.assertFalse(np.array_equal(a, np.arange(n)))
+        # Item by item: any positions, in any order, give the same items as the whole.
+        at = np.array([999, 0, 17, 17, 500])
+        np.testing.assert_array_equal(tarmac.sampling.permutation(n, 3, 0, at), a[at])
+        # An epoch per position: each as its own epoch's permutation.
+        epochs = np.array([0, 1, 0, 2, 1])
+        got = tarmac.sampling.permutation(n, 3, epochs, at)
+        for e, p, g in zip(epochs, at, got):
+            self.assertEqual(g, tarmac.sampling.permutation(n, 3, int(e), np.arange(n))[p])
+
+    def test_a_huge_n_costs_the_items_asked_for(self):
+        import tracemalloc
+        tracemalloc.start()
+        p = tarmac.sampling.permutation(10**9, 5, 2, np.arange(10**4))
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        self.assertLess(peak, 100 << 20)
+        self.assertEqual(len(set(p.tolist())), 10**4)
+        self.assertTrue(((p >= 0) & (p < 10**9)).all())
+        p = tarmac.sampling.permutation(2**62 + 3, 1, 0, np.arange(100))
+        self.assertEqual(len(set(p.tolist())), 100)
+
+    def test_bad_arguments(self):
+        for args in ((0, 0, 0, [0]), (5, 0, 0, [5]), (5, 0, 0, [-1]), (5, 0, -1, [0]), (5, 0, 0, [0.5])):
+            with self.assertRaises(tarmac.ArgumentError, msg=args):
+                tarmac.sampling.permutation(*args)
+
 
 def image_seed(name, k):
     return 1000 * sum(map(ord, name)) + k

@@ -91,6 +91,72 @@ class DistributedSamplerStateTest(unittest.TestCase):
                 other.load_state_dict(state)
             self.assertIn(word, str(e.exception))
 
+    def test_state_dict_consumed_beyond_the_epoch_or_not_an_integer_raises(self):
+        # The bug: consumed=1000 of a 120-sample epoch saved position 120 (the epoch's end), and
+        # consumed=2.5 became 2; both saved a position the training never reached.
+        s = tt.DistributedSampler(120, rank=0, world=1, seed=3)
+        for consumed in (1000, 121, 2.5, 2.0, -1, "3", True):
+            with self.assertRaises(tt.tarmac.ArgumentError, msg=consumed) as e:
+                s.state_dict(consumed=consumed)
+            self.assertIn("consumed", str(e.exception))
+        self.assertIn("120", self.raised(lambda: s.state_dict(consumed=1000)))
+        self.assertEqual(s.state_dict(consumed=120)["position"], 120)
+        self.assertEqual(s.state_dict(consumed=2)["position"], 2)
+        # Four ranks: each has 30 (ceil(118 / 4) = 30 with padding); 30 is the end, 31 is past it.
+        r = tt.DistributedSampler(118, rank=1, world=4, seed=3)
+        self.assertEqual(r.state_dict(consumed=30)["position"], 118)
+        with self.assertRaises(ValueError):
+            r.state_dict(consumed=31)
+        # From a resumed position, this rank's share is what is left.
+        r.load_state_dict(dict(r.state_dict(consumed=10)))
+        self.assertEqual(len(r), 20)
+        with self.assertRaises(ValueError):
+            r.state_dict(consumed=21)
+
+    def raised(self, f):
+        with self.assertRaises(ValueError) as e:
+            f()
+        return str(e.exception)
+
+    def test_load_state_dict_refuses_negative_or_non_integer_positions_epochs_and_worlds(self):
+        # The bug: a state with position -4, epoch -1 or world -2 was taken as it was.
+        s = tt.DistributedSampler(40, rank=0, world=2, seed=3)
+        good = s.state_dict(consumed=5)
+        for key, value in (("position", -4), ("epoch", -1), ("world", -2), ("world", 0), ("position", 2.5),
+                           ("epoch", 1.0), ("world", "2"), ("position", None), ("epoch", True),
+                           ("position", 41)):
+            bad = dict(good, **{key: value})
+            t = tt.DistributedSampler(40, rank=0, world=3, seed=3)
+            with self.assertRaises(tt.tarmac.ArgumentError, msg=(key, value)) as e:
+                t.load_state_dict(bad)
+            self.assertIsInstance(e.exception, ValueError)
+            self.assertIn(key, str(e.exception))
+            self.assertIn(repr(value) if not isinstance(value, int) or isinstance(value, bool) else str(value),
+                          str(e.exception))
+            self.assertEqual((t.epoch, t._start), (0, 0))  # nothing taken from a refused state
+        for key in ("position", "epoch", "world"):
+            t = tt.DistributedSampler(40, rank=0, world=3, seed=3)
+            with self.assertRaises(ValueError) as e:
+                t.load_state_dict({k: v for k, v in good.items() if k != key})
+            self.assertIn(key, str(e.exception))
+        with self.assertRaises(ValueError):
+            tt.DistributedSampler(40, rank=0, world=3, seed=3).load_state_dict([("epoch", 0)])
+        # The state as saved, on another world size, is taken (resuming on another number of ranks).
+        t = tt.DistributedSampler(40, rank=2, world=3, seed=3)
+        t.load_state_dict(good)
+        self.assertEqual((t.epoch, t._start, len(t)), (0, 10, 10))
+
+    def test_mix_sampler_state_is_checked_alike(self):
+        s = tt.MixSampler([30, 20], [1, 1], samples_per_epoch=12, rank=0, world=2, seed=1)
+        with self.assertRaises(ValueError):
+            s.state_dict(consumed=7)
+        self.assertEqual(s.state_dict(consumed=6)["position"], 12)
+        state = s.state_dict(consumed=3)
+        for key, value in (("position", 13), ("position", -1), ("epoch", -3), ("world", 0)):
+            with self.assertRaises(tt.tarmac.ArgumentError, msg=(key, value)):
+                tt.MixSampler([30, 20], [1, 1], samples_per_epoch=12, rank=0, world=3,
+                              seed=1).load_state_dict(dict(state, **{key: value}))
+
 
 @unittest.skipIf(tt is None, "torch is not installed")
 class BucketBatchSamplerStateTest(unittest.TestCase):
