@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <vector>
@@ -40,6 +42,132 @@ uint32_t crc_telling(std::span<const uint8_t> bytes,
     if (advanced) advanced(k);
   }
   return crc;
+}
+
+// The columns of `dir` that have parts (NAME.parts/) and no merged file, sorted by name.
+std::vector<std::string> unmerged_columns(const fs::path& dir) {
+  std::vector<std::string> out;
+  const fs::path columns = dir / format::kColumnsDir;
+  std::error_code ec;
+  if (!fs::is_directory(columns, ec)) return out;
+  for (fs::directory_iterator it(columns, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name;
+    if (format::column_entry(it->path().filename().string(), &name) == format::ColumnEntry::Parts &&
+        !fs::exists(dir / format::column_file(name), ec))
+      out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// What one part record says about its share, read here (not through lib/columns) so that verify
+// stays a reader of the format independent of the code that merges.
+struct PartShare {
+  uint64_t rank = 0, world = 0, begin = 0, end = 0, done = 0;
+  bool complete = false;
+  std::string labels_crc32;
+};
+
+std::optional<PartShare> read_share(const fs::path& record, std::string& why) {
+  try {
+    std::ifstream in(record, std::ios::binary);
+    if (!in) {
+      why = "cannot be read";
+      return std::nullopt;
+    }
+    const nlohmann::json j = nlohmann::json::parse(in);
+    PartShare s;
+    s.rank = j.at("rank").get<uint64_t>();
+    s.world = j.at("world").get<uint64_t>();
+    s.begin = j.at("begin").get<uint64_t>();
+    s.end = j.at("end").get<uint64_t>();
+    s.done = j.at("done").get<uint64_t>();
+    s.complete = j.at("complete").get<bool>();
+    s.labels_crc32 = j.at("dataset").at("labels_crc32").get<std::string>();
+    if (s.world == 0 || s.rank >= s.world || s.end < s.begin) {
+      why = "says rank " + std::to_string(s.rank) + " of " + std::to_string(s.world);
+      return std::nullopt;
+    }
+    return s;
+  } catch (const std::exception& e) {
+    why = std::string("is not a part record: ") + e.what();
+    return std::nullopt;
+  }
+}
+
+// "1, 3..5": rank numbers as runs.
+std::string ranks_text(const std::vector<uint64_t>& ranks) {
+  std::string out;
+  for (size_t k = 0; k < ranks.size();) {
+    size_t e = k;
+    while (e + 1 < ranks.size() && ranks[e + 1] == ranks[e] + 1) ++e;
+    out += (out.empty() ? "" : ", ") + std::to_string(ranks[k]) +
+           (e > k ? ".." + std::to_string(ranks[e]) : "");
+    k = e + 1;
+  }
+  return out;
+}
+
+// A column with parts and no merged file is not part of the dataset yet: the readers cannot
+// read it, and a rank that never ran leaves its samples without output (issue #35 item 7).
+void check_unmerged(const fs::path& dir, const std::string& name, const std::string& labels_crc32,
+                    uint64_t n, std::vector<Problem>& problems) {
+  const std::string where = format::column_parts_dir(name);
+  std::vector<PartShare> shares;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir / where, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string f = it->path().filename().string();
+    if (f.rfind("part-", 0) != 0 || f.size() < 5 || f.compare(f.size() - 5, 5, ".json") != 0)
+      continue;
+    std::string why;
+    if (auto s = read_share(it->path(), why))
+      shares.push_back(*s);
+    else
+      problems.push_back({where + "/" + f, "", why});
+  }
+  const std::string fix = "`tarmac column merge " + dir.string() + " " + name + "`";
+  uint64_t world = 0;
+  for (const PartShare& s : shares) world = std::max(world, s.world);
+  uint64_t held = 0;
+  std::vector<uint64_t> complete, missing;
+  std::string unfinished;
+  bool other_version = false;
+  for (uint64_t r = 0; r < world; ++r) {
+    const auto it = std::find_if(shares.begin(), shares.end(), [&](const PartShare& s) {
+      return s.world == world && s.rank == r;
+    });
+    if (it == shares.end()) {
+      missing.push_back(r);
+      continue;
+    }
+    if (it->labels_crc32 != labels_crc32) other_version = true;
+    const uint64_t share = it->end - it->begin;
+    held += it->complete ? share : std::min(it->done, share);
+    if (it->complete)
+      complete.push_back(r);
+    else
+      unfinished += "; rank " + std::to_string(r) + " unfinished at " +
+                    std::to_string(std::min(it->done, share)) + " of " + std::to_string(share);
+  }
+  std::string what;
+  if (world == 0)
+    what = "column '" + name + "' has a parts folder and no part record: remove it with `tarmac " +
+           "column rm " + dir.string() + " " + name + "`";
+  else if (other_version)
+    what = "column '" + name + "' is not merged, and its parts were computed from another " +
+           "version of the dataset: remove it with `tarmac column rm " + dir.string() + " " + name +
+           "` and derive it again";
+  else if (missing.empty() && unfinished.empty())
+    what = "column '" + name + "' is not merged: its " + std::to_string(world) +
+           " ranks hold all " + std::to_string(n) + " samples; merge them with " + fix;
+  else
+    what = "column '" + name + "' holds " + std::to_string(held) + " of " + std::to_string(n) +
+           " samples (" + (complete.empty() ? "no rank" : "rank " + ranks_text(complete)) + " of " +
+           std::to_string(world) + " complete" +
+           (missing.empty() ? "" : "; ranks " + ranks_text(missing) + " missing") + unfinished +
+           "): run derive for the " + (missing.empty() ? "unfinished" : "missing") +
+           " ranks, then " + fix;
+  problems.push_back({where, "", what});
 }
 
 // The column files in `dir`/columns, sorted; others there (a merge's leftovers) in `partial`.
@@ -190,6 +318,9 @@ uint64_t check_columns(const fs::path& dir, const std::string& labels_crc32, uin
                "merge it again from its parts, or remove it with `tarmac column rm`"});
     check_column(path, name, labels_crc32, num_samples, problems, bytes_read, advanced);
   }
+  for (const std::string& name : unmerged_columns(dir))
+    if (!recorded || !recorded->count(name))  // a recorded one is reported missing below
+      check_unmerged(dir, name, labels_crc32, num_samples, problems);
   if (recorded)
     for (const auto& [name, r] : *recorded)
       if (!present.count(name))

@@ -2,7 +2,8 @@
 // `tarmac verify` on derived columns (docs/format.md 9): every DIR/columns/NAME.safetensors is
 // a valid column file of this dataset (its annotation file's CRC-32 and sample count), holds
 // exactly one output per sample whose offsets agree with its shape, and every byte matches the
-// CRC-32s recorded at merge. Parts not yet merged are work in progress, not problems.
+// CRC-32s recorded at merge. A column with parts and no merged file is a problem too: it is
+// not part of the dataset yet (the readers cannot read it; a rank may never have run).
 #include <cstdint>
 #include <filesystem>
 #include <functional>

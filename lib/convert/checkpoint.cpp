@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/crc32.h"
 #include "common/error.h"
 #include "common/version.h"
 #include "convert/table_input.h"
@@ -282,7 +283,7 @@ json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& in
       fp["table"]["crc32"] = table->crc32;
     }
   }
-  if (!o.dedup.against.empty()) fp["dedup_against"] = o.dedup.against;
+  // "dedup_against" is added by plan_run once each reference is verified (dedup_references).
   return fp;
 }
 
@@ -315,6 +316,40 @@ namespace {
 std::string o_table_path(const json& fp) {
   return fp.contains("table") ? fp["table"].value("path", "") : "";
 }
+
+// The first option (output_options) `now` gives otherwise than `then`; empty when none.
+std::string options_diff(const json& then, const json& now) {
+  // --on-error fail -> skip may change: the run stopped at a bad sample goes on past it (the
+  // samples before it are the same either way: under fail, none was skipped).
+  auto allowed = [&](const std::string& k, const json& v) {
+    return k == "--on-error" && then.contains(k) && then[k] == "fail" && v == "skip";
+  };
+  for (const auto& [k, v] : now.items())
+    if (!allowed(k, v) && (!then.contains(k) || then[k] != v))
+      return "option " + k + " was " + (then.contains(k) ? then[k].dump() : "not given") +
+             ", now " + v.dump();
+  for (const auto& [k, v] : then.items())
+    if (!now.contains(k)) return "option " + k + " was " + v.dump() + ", now not given";
+  return "";
+}
+
+// How the --dedup-against references of two fingerprints differ: another list of directories,
+// or one replaced or changed in place (its annotation file's CRC-32).
+std::string dedup_against_diff(const json& then, const json& now) {
+  auto paths = [](const json& refs) {
+    std::string out;
+    for (const auto& r : refs) out += (out.empty() ? "'" : ", '") + r.value("path", "") + "'";
+    return out.empty() ? std::string("none") : out;
+  };
+  if (then.size() == now.size())
+    for (size_t i = 0; i < now.size(); ++i)
+      if (then[i].value("path", "") == now[i].value("path", "") && then[i] != now[i])
+        return "--dedup-against " + now[i].value("path", "") +
+               " changed since the interrupted run: its annotation file's CRC-32 was " +
+               then[i].value("labels_crc32", "?") + ", now " + now[i].value("labels_crc32", "?") +
+               " (the samples kept so far were compared with the old dataset)";
+  return "the --dedup-against datasets were " + paths(then) + ", now " + paths(now);
+}
 }  // namespace
 
 // Refuses to resume a run whose options or inputs differ from the interrupted one's, naming
@@ -336,6 +371,9 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging,
            (now["table"].contains("crc32")
                 ? std::string("(its size or CRC-32 differ) as the interrupted run's")
                 : std::string("file (size or modification time) as the interrupted run's"));
+  } else if (then.value("dedup_against", json()) != now.value("dedup_against", json())) {
+    diff = dedup_against_diff(then.value("dedup_against", json::array()),
+                              now.value("dedup_against", json::array()));
   } else if (then.at("inputs").size() != now.at("inputs").size()) {
     diff = "the number of inputs differs";
   } else {
@@ -343,21 +381,7 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging,
       if (then["inputs"][i] != now["inputs"][i])
         diff = "input '" + now["inputs"][i].at("path").get<std::string>() +
                "' is not the same file (path, size or modification time) as before";
-    // --on-error fail -> skip may change: the run stopped at a bad sample goes on past it (the
-    // samples before it are the same either way: under fail, none was skipped).
-    auto allowed = [&](const std::string& k, const json& v) {
-      return k == "--on-error" && then["options"].contains(k) && then["options"][k] == "fail" &&
-             v == "skip";
-    };
-    for (const auto& [k, v] : now.at("options").items())
-      if (diff.empty() && !allowed(k, v) &&
-          (!then["options"].contains(k) || then["options"][k] != v))
-        diff = "option " + k + " was " +
-               (then["options"].contains(k) ? then["options"][k].dump() : "not given") + ", now " +
-               v.dump();
-    for (const auto& [k, v] : then.at("options").items())
-      if (diff.empty() && !now["options"].contains(k))
-        diff = "option " + k + " was " + v.dump() + ", now not given";
+    if (diff.empty()) diff = options_diff(then.at("options"), now.at("options"));
   }
   if (!diff.empty())
     throw FatalError("cannot resume the interrupted run in '" + staging.parent_path().string() +
@@ -387,6 +411,53 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging,
         n == kShardListFile || n.ends_with(".tmp"))
       fs::remove(e.path(), ec);
   }
+}
+
+void check_complete_resumable(const fs::path& out, const json& now, const Table* table) {
+  const auto refuse = [&](const std::string& why) {
+    return FatalError("cannot resume: '" + out.string() +
+                      "' holds a complete dataset, but not this run's: " + why +
+                      ". Resume with the inputs and options that made it, or run without "
+                      "--resume (with --overwrite to replace it)");
+  };
+  std::optional<Manifest> m;
+  try {
+    m = read_manifest(out);
+  } catch (const ParseError& e) {
+    throw refuse(std::string("its ") + kManifestFile + " cannot be read (" + e.what() + ")");
+  }
+  if (!m) throw refuse(std::string("it has no ") + kManifestFile + " to compare with");
+  if (m->merged_from)
+    throw refuse("it was made by `tarmac merge`, not by one convert (run `tarmac verify` on it)");
+  std::string diff;
+  const json then_part =
+      m->part ? json::array({m->part->index, m->part->count}) : json::array({now.at("part")[0], 1});
+  if (!m->output_options) {
+    diff = std::string("its ") + kManifestFile + " records no output options";
+  } else if (then_part != now.at("part")) {
+    diff = "--shard differs (the dataset is part " + then_part[0].dump() + "/" +
+           then_part[1].dump() + ")";
+  } else if (m->inputs.size() != now.at("inputs").size()) {
+    diff = "it was made from " + std::to_string(m->inputs.size()) + " input(s), this run has " +
+           std::to_string(now.at("inputs").size());
+  } else {
+    for (size_t i = 0; i < m->inputs.size() && diff.empty(); ++i) {
+      const std::string was = m->inputs[i].is_object() ? m->inputs[i].value("path", "") : "";
+      const std::string is = now["inputs"][i].at("path").get<std::string>();
+      if (was != is)
+        diff = "input " + std::to_string(i + 1) + " was '" + was + "', now '" + is + "'";
+    }
+    const std::string was_table = m->table ? m->table->value("path", "") : "";
+    const std::string is_table = o_table_path(now);
+    if (diff.empty() && was_table != is_table)
+      diff = "the table was '" + was_table + "', now '" + is_table + "'";
+    else if (diff.empty() && table && m->table &&
+             m->table->value("crc32", "") != crc32_hex(table->crc32))
+      diff = "the table '" + is_table + "' is not the one it was made from (CRC-32 " +
+             m->table->value("crc32", "") + " then, " + crc32_hex(table->crc32) + " now)";
+    if (diff.empty()) diff = options_diff(*m->output_options, now.at("options"));
+  }
+  if (!diff.empty()) throw refuse(diff);
 }
 
 }  // namespace tarmac

@@ -70,4 +70,12 @@ void check_resumable(const nlohmann::ordered_json& checkpoint, const nlohmann::o
                      const std::filesystem::path& staging,
                      const std::vector<std::string>& uploaded = {});
 
+/// --resume over a complete dataset in `out`: it is this run's result only if its manifest
+/// records the same output options, part, inputs (their paths, in order) and table (`table`,
+/// the one read: by its CRC-32) as `now` (run_fingerprint) holds. Refuses (FatalError) the
+/// first difference, as check_resumable refuses a changed input; a dataset without a readable
+/// manifest is refused too (nothing to compare).
+void check_complete_resumable(const std::filesystem::path& out, const nlohmann::ordered_json& now,
+                              const Table* table = nullptr);
+
 }  // namespace tarmac

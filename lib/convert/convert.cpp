@@ -25,6 +25,7 @@
 #include "common/version.h"
 #include "convert/checkpoint.h"
 #include "convert/dataset_writer.h"
+#include "convert/dedup_index.h"
 #include "convert/pipeline.h"
 #include "convert/remote_output.h"
 #include "convert/run_manifest.h"
@@ -327,6 +328,10 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
   }
   plan.fingerprint =
       run_fingerprint(o, plan.part_inputs, plan.table ? &plan.table->table() : nullptr);
+  // Each reference verified now, before the output is touched (--overwrite), and recorded by
+  // its annotation file's CRC-32, so that a --resume refuses a reference replaced since.
+  if (!o.dedup.against.empty())
+    plan.fingerprint["dedup_against"] = dedup_references(o.dedup.against, o.output);
   return plan;
 }
 
@@ -342,7 +347,10 @@ OpenOutput open_output(const ConvertOptions& o, const RunPlan& plan, const fs::p
   open.exclude = output_inside_inputs(o, notes);
   result.notes = notes;
   open.prepared = prepare_output(o, out, staging);
-  if (open.prepared.complete) return open;
+  if (open.prepared.complete) {  // reused as this run's result only once compared with it
+    check_complete_resumable(out, plan.fingerprint, plan.table ? &plan.table->table() : nullptr);
+    return open;
+  }
   const auto& cp = open.prepared.checkpoint;
   std::vector<std::string> uploaded;  // closed shards already on the server
   if (!destination.empty()) {

@@ -96,6 +96,9 @@ struct ConvertResult {
   /// --dedup: samples left out as duplicates by content (in the ignored list, code
   /// duplicate_content).
   uint64_t duplicate_content_samples = 0;
+  /// The first of them this run left out, as "sample 'KEY': REASON" (for the message of a run
+  /// that kept no sample); empty when none.
+  std::string first_duplicate_content;
   uint64_t shards = 0;
   uint64_t image_bytes = 0;
   uint64_t annotation_bytes = 0;

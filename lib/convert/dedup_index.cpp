@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "format/names.h"
 #include "read/dataset.h"
+#include "write/manifest_file.h"
 
 namespace tarmac {
 namespace {
@@ -81,10 +82,34 @@ std::optional<std::pair<uint32_t, int>> NearIndex::nearest(uint64_t hash) const 
   return std::pair{best, best_d};
 }
 
+nlohmann::ordered_json dedup_references(const std::vector<std::string>& against,
+                                        const std::string& output) {
+  namespace fs = std::filesystem;
+  auto json = nlohmann::ordered_json::array();
+  std::error_code ec;
+  fs::path out = fs::weakly_canonical(output, ec);
+  if (out.filename().empty()) out = out.parent_path();
+  for (const auto& dir : against) {
+    std::error_code ec2;
+    fs::path ref = fs::weakly_canonical(dir, ec2);
+    if (ref.filename().empty()) ref = ref.parent_path();
+    if (!ec && !ec2 && ref == out)
+      throw UsageError("--dedup-against '" + dir + "' is the output directory itself: the run " +
+                       "would compare its samples with the dataset it replaces (--overwrite " +
+                       "removes it, --resume finds it half written). Convert into another " +
+                       "directory (-o), then deduplicate against '" + dir + "'");
+    json.push_back(
+        {{"path", dir}, {"labels_crc32", verified_labels_crc32(dir, "--dedup-against")}});
+  }
+  return json;
+}
+
 DedupIndex::DedupIndex(bool near, int max_distance, const std::vector<std::string>& against,
-                       const std::filesystem::path& file, std::optional<uint64_t> resume_size)
+                       const std::filesystem::path& file, std::optional<uint64_t> resume_size,
+                       const std::vector<std::string>& against_crc32)
     : near_(near), near_index_(near ? max_distance : 0) {
-  for (const auto& dir : against) add_dataset(dir);
+  for (size_t i = 0; i < against.size(); ++i)
+    add_dataset(against[i], i < against_crc32.size() ? against_crc32[i] : "");
   if (!resume_size) {
     file_.open(file.string());
     return;
@@ -112,13 +137,22 @@ DedupIndex::DedupIndex(bool near, int max_distance, const std::vector<std::strin
   file_.reopen_at(file.string(), *resume_size);
 }
 
-void DedupIndex::add_dataset(const std::string& dir) {
+void DedupIndex::add_dataset(const std::string& dir, const std::string& expected_crc32) {
   std::optional<Dataset> opened;
   try {
     opened.emplace(dir);
   } catch (const std::exception& e) {
     throw FatalError("--dedup-against '" + dir + "': " + e.what());
   }
+  // Verified once it is open (the map is what is read): the dataset the run's fingerprint
+  // recorded when it began, still intact.
+  const std::string crc = verified_labels_crc32(dir, "--dedup-against");
+  if (!expected_crc32.empty() && crc != expected_crc32)
+    throw FatalError("--dedup-against '" + dir + "' changed since this run began (or since the " +
+                     "interrupted run it resumes): its annotation file's CRC-32 was " +
+                     expected_crc32 + ", now " + crc +
+                     "; its samples would be compared with two datasets. Run again without " +
+                     "--resume (--overwrite), against the dataset you mean");
   const Dataset& other = *opened;
   const FieldSpec* f = other.find_field(format::kPhashField);
   if (!f || f->dtype != DType::U64 || !f->shape.empty() || f->ragged)

@@ -7,6 +7,7 @@
 // that a resumed run (--resume) finds them again.
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -58,14 +59,25 @@ struct DedupMatch {
   bool same_pixels = false;  ///< found by the pixel digest (exact mode)
 };
 
+/// The --dedup-against references of a run, each verified (verified_labels_crc32) before the
+/// output is touched, as the run's fingerprint records them ({"path", "labels_crc32"}), so that
+/// a --resume finds a replaced reference. A reference that is the output directory itself is
+/// refused (UsageError): --overwrite would replace the dataset the run compares against.
+nlohmann::ordered_json dedup_references(const std::vector<std::string>& against,
+                                        const std::string& output);
+
 class DedupIndex {
  public:
   /// `near`: --dedup near (else exact) with `max_distance`; `against`: the --dedup-against
   /// directories, whose samples are loaded first (their `__phash__` column). Keeps its file at
   /// `file`: new, or (resume: the size a checkpoint recorded) the interrupted run's, whose
-  /// samples it reads back. Throws FatalError (naming a directory without `__phash__`).
+  /// samples it reads back. Each directory of `against` is verified before it is read
+  /// (verified_labels_crc32) and, given `against_crc32` (the run's fingerprint, one per
+  /// directory), must still be that dataset. Throws FatalError (naming a directory without
+  /// `__phash__`, damaged, or changed).
   DedupIndex(bool near, int max_distance, const std::vector<std::string>& against,
-             const std::filesystem::path& file, std::optional<uint64_t> resume_size);
+             const std::filesystem::path& file, std::optional<uint64_t> resume_size,
+             const std::vector<std::string>& against_crc32 = {});
   /// One sample of another dataset, as --dedup-against loads them (before any add()).
   void add_other(const std::string& dir, std::string key, uint64_t phash);
   /// The sample `hash` duplicates: exact, the same pixels as a kept one, else one of
@@ -82,7 +94,7 @@ class DedupIndex {
   struct DigestHash {
     size_t operator()(const PixelDigest& d) const { return static_cast<size_t>(d[0]); }
   };
-  void add_dataset(const std::string& dir);
+  void add_dataset(const std::string& dir, const std::string& expected_crc32);
   void remember(std::string key, const ContentHash& hash);
 
   bool near_;

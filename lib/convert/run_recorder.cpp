@@ -42,9 +42,14 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
                          "' has no --dedup index; run again with --overwrite");
       dedup_mark = resume->at("dedup").get<uint64_t>();
     }
-    dedup_ =
-        std::make_unique<DedupIndex>(o.dedup.mode == DedupOptions::Mode::Near, o.dedup.distance,
-                                     o.dedup.against, staging_ / "dedup.index", dedup_mark);
+    // The references as the fingerprint recorded them when the run (or the one it resumes,
+    // whose fingerprint check_resumable found equal) began.
+    std::vector<std::string> against_crc32;
+    for (const auto& r : fingerprint_.value("dedup_against", json::array()))
+      against_crc32.push_back(r.value("labels_crc32", ""));
+    dedup_ = std::make_unique<DedupIndex>(o.dedup.mode == DedupOptions::Mode::Near,
+                                          o.dedup.distance, o.dedup.against,
+                                          staging_ / "dedup.index", dedup_mark, against_crc32);
   }
   if (!resume) return;
   entries_done_ = resume->at("entries").get<uint64_t>();
@@ -186,6 +191,8 @@ bool RunRecorder::drop_duplicate(const std::string& input_path, ProcessedSample&
     j["duplicate_of"] = m->key;
     if (!m->dataset.empty()) j["duplicate_of_dataset"] = m->dataset;
     j["distance"] = m->distance;
+    if (result_.first_duplicate_content.empty())
+      result_.first_duplicate_content = "sample '" + s.key + "': " + j["reason"].get<std::string>();
     ignored_.add(j);
     ++result_.duplicate_content_samples;
     return true;

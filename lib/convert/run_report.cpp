@@ -62,6 +62,21 @@ std::string empty_run_reason(const ConvertResult& r, uint64_t members, const Con
   } else if (r.duplicates > 0) {
     why = "every sample was left out as a duplicate (--on-duplicate " +
           std::string(on_duplicate_name(o.members.on_duplicate)) + ")";
+  } else if (r.duplicate_content_samples > 0) {
+    // Within one run the first copy is kept: every sample gone means they duplicate the
+    // --dedup-against datasets (or, resumed, the samples the interrupted run kept).
+    std::string refs;
+    for (const auto& d : o.dedup.against) refs += (refs.empty() ? "'" : ", '") + d + "'";
+    why =
+        "all " + std::to_string(r.duplicate_content_samples) +
+        " sample(s) were left out as content duplicates (--dedup " +
+        (o.dedup.mode == DedupOptions::Mode::Exact ? std::string("exact")
+                                                   : "near:" + std::to_string(o.dedup.distance)) +
+        ") of " +
+        (refs.empty() ? std::string("samples kept before") : "samples of --dedup-against " + refs);
+    if (!r.first_duplicate_content.empty())
+      why += " (the first: " + r.first_duplicate_content + ")";
+    why += ": the input holds no sample the output does not already have";
   } else if (members == 0) {
     why = "the input holds no member (an empty archive, directory or standard input)";
   } else if (o.part.count > 1) {

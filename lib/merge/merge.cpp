@@ -138,6 +138,9 @@ std::vector<std::unique_ptr<Part>> open_parts(const std::vector<std::string>& pa
     std::error_code ec;
     if (!fs::exists(fs::path(path) / kLabelsFile, ec))
       throw FatalError("part '" + path + "' is not a tarmac dataset: no " + kLabelsFile);
+    // What is merged is verified first: a damaged annotation file would otherwise be copied
+    // into the merge, whose new labels_crc32 would then vouch for it (docs/reliability.md).
+    verified_labels_crc32(path, "part");
     if (!p->a.open(path, true, problems) || !problems.empty()) {
       const auto& pr = problems.front();
       throw FatalError("part '" + path + "' is not a valid dataset: " + pr.file + ": " +

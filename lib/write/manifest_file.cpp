@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "common/crc32.h"
@@ -33,6 +35,44 @@ uint32_t file_crc32(const std::string& path) {
     at += n;
   }
   ::close(fd);
+  return crc;
+}
+
+std::string verified_labels_crc32(const std::filesystem::path& dir, const std::string& what) {
+  const std::string where = what + " '" + dir.string() + "'";
+  const std::string fix = " (run 'tarmac verify " + dir.string() + "')";
+  const std::filesystem::path labels = dir / format::kLabelsFile;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(labels, ec))
+    throw FatalError(where + " holds no dataset (no " + format::kLabelsFile + ")");
+  std::optional<format::Manifest> m;
+  const std::filesystem::path manifest = dir / format::kManifestFile;
+  if (std::filesystem::exists(manifest, ec)) {
+    std::ifstream in(manifest, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in) throw FatalError(where + ": cannot read " + manifest.string() + fix);
+    const std::string text = ss.str();
+    const format::ManifestSeal seal = format::check_seal(text);
+    if (seal.state != format::ManifestSeal::State::Good)
+      throw FatalError(where + ": " + manifest.string() + " " +
+                       (seal.state == format::ManifestSeal::State::Wrong
+                            ? "was changed after it was written (its CRC-32 is " + seal.computed +
+                                  ", its manifest_crc32 seal says " + seal.said + ")"
+                            : std::string("has no well-formed manifest_crc32 seal")) +
+                       "; nothing of it was used" + fix);
+    try {
+      m = format::parse_manifest(text);
+    } catch (const ParseError& e) {
+      throw FatalError(where + ": " + manifest.string() + ": " + e.what() + fix);
+    }
+  }
+  const std::string crc = crc32_hex(file_crc32(labels.string()));
+  if (m && m->labels_crc32.value_or(crc) != crc)
+    throw FatalError(where + ": " + labels.string() + " is not the file its manifest records " +
+                     "(its CRC-32 is " + crc + ", the manifest's labels_crc32 says " +
+                     *m->labels_crc32 + "): it was damaged or replaced; nothing of it was used" +
+                     fix);
   return crc;
 }
 

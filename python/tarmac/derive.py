@@ -126,14 +126,7 @@ def _labels_crc32(path):
             return crc
     except (OSError, ValueError, AttributeError):
         pass
-    crc = 0
-    with open(os.path.join(path, _format.LABELS), "rb") as f:
-        while True:
-            block = f.read(1 << 24)
-            if not block:
-                break
-            crc = zlib.crc32(block, crc)
-    return "%08x" % crc
+    return _file_crc32(os.path.join(path, _format.LABELS))
 
 
 def _fsync_dir(path):
@@ -377,6 +370,7 @@ def run(path: Union[str, os.PathLike], name: str, fn: Union[Callable[[Dict[str, 
             raise DeriveError(f"--fields: '{f}' is not a field of the dataset (it has: {', '.join(known) or 'none'})")
     n = len(ds)
     begin, end = r * n // w, (r + 1) * n // w
+    old = _OldColumn(os.fspath(reuse), name) if reuse is not None else None  # verified before anything is written
     parts_dir = _format.parts_dir(path, name)
     os.makedirs(parts_dir, exist_ok=True)
     record = {"format": _format.PART_FORMAT, "column": name, "rank": r, "world": w, "begin": begin, "end": end,
@@ -384,7 +378,6 @@ def run(path: Union[str, os.PathLike], name: str, fn: Union[Callable[[Dict[str, 
               "tool": f"tarmac {tarmac.__version__} (python)", "batch_size": batch_size, "fields": fields,
               "fn_version": str(fn_version or ""), "digest": _format.DIGEST_SCHEME, "reused": 0,
               "chunks": [], "done": 0, "complete": False}
-    old = _OldColumn(os.fspath(reuse), name) if reuse is not None else None
     torch = _torch()  # before the part exists: a signal from then on is a checkpoint, not a kill
     with _Stop() as stop:
         return _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields,
@@ -608,6 +601,7 @@ class _OldColumn:
                 raise DeriveError(f"--reuse {spec}: {self.file}'s digests are '{meta.get('digest')}', this derive "
                                   f"computes '{_format.DIGEST_SCHEME}': derive without --reuse")
             mm = np.memmap(self.file, dtype=np.uint8, mode="r")
+            _check_reused_column(spec, where, self.file, header, meta, mm, start)
 
             def tensor(key, np_dtype):
                 b, e = header[key]["data_offsets"]
@@ -629,6 +623,55 @@ class _OldColumn:
 
     def output(self, row: int) -> np.ndarray:
         return self.values[self.offsets[row]:self.offsets[row + 1]].reshape(tuple(self.shapes[row]))
+
+
+def _file_crc32(path: str) -> str:
+    crc = 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(1 << 24)
+            if not block:
+                break
+            crc = zlib.crc32(block, crc)
+    return "%08x" % crc
+
+
+def _check_reused_column(spec, where, file, header, meta, mm, start) -> None:
+    """Whatever is reused is verified first (docs/reliability.md): the old column's tensors against
+    the CRC-32s its metadata states, and the column against its dataset (the annotation file's
+    CRC-32, the manifest's labels_crc32), as `tarmac verify OLD_DIR` checks them. A damaged old
+    column is refused rather than recomputed: it says the old dataset needs attention, and the
+    user chooses (derive without --reuse, or repair OLD_DIR)."""
+    fix = f"check it with `tarmac verify {where}`, or derive without --reuse"
+    sums = [("values", "values_crc32"), ("offsets", "offsets_crc32"), ("shapes", "shapes_crc32"),
+            (_format.DIGEST, "digest_crc32")]
+    for key, said_key in sums:
+        said = meta.get(said_key)
+        if not isinstance(said, str):
+            raise DeriveError(f"--reuse {spec}: {file} states no {said_key}: it is not a column tarmac merged; {fix}")
+        b, e = header[key]["data_offsets"]
+        crc = "%08x" % zlib.crc32(mm[start + b:start + e])
+        if crc != said:
+            raise DeriveError(f"--reuse {spec}: column '{meta.get('column', '?')}' in {file} is damaged: the CRC-32 "
+                              f"of its '{key}' tensor is {crc}, its {said_key} says {said}; nothing was reused "
+                              f"({fix})")
+    labels = os.path.join(where, _format.LABELS)
+    actual = _file_crc32(labels)
+    recorded = None
+    try:
+        with open(os.path.join(where, _format.MANIFEST)) as f:
+            recorded = json.load(f).get("labels_crc32")
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, AttributeError) as e:
+        raise DeriveError(f"--reuse {spec}: cannot read {os.path.join(where, _format.MANIFEST)} ({e}); {fix}") from e
+    if recorded is not None and recorded != actual:
+        raise DeriveError(f"--reuse {spec}: {labels} is damaged: its CRC-32 is {actual}, the manifest's labels_crc32 "
+                          f"says {recorded}; nothing was reused ({fix})")
+    if meta.get("labels_crc32") != actual:
+        raise DeriveError(f"--reuse {spec}: column '{meta.get('column', '?')}' in {file} was computed from another "
+                          f"version of '{where}' (annotation file CRC-32 {meta.get('labels_crc32')}, now {actual}); "
+                          f"nothing was reused ({fix})")
 
 
 def _write_reused(part, parts_dir, record, old, idx, rows, digests, stop, log):

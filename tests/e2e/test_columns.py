@@ -285,6 +285,42 @@ class ColumnTest(fx.TmpCase):
         self.assertEqual(ls.returncode, 1)
         self.assertIn("another version of the dataset", ls.stdout.decode())
 
+    def test_verify_fails_half_derived_column(self):
+        """Issue #35 item 7: verify said OK on a dataset whose column 'latent' held rank 0 of 2
+        only (unmerged, half the samples without an output). It fails, naming the column, the
+        samples held (counted here from the share rule of format.md 8) and the missing rank;
+        then an unfinished rank; then both ranks complete but not merged; merged, it passes."""
+        out, ds = self.dataset("half-derived")
+        n = len(ds.keys)
+        outs = self.outputs(ds, ragged=False)
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+        write_part(out, "latent", 0, 2, outs, n=n)
+        b, e = share(n, 0, 2)
+        v = fx.run(["verify", out])
+        text = v.stdout.decode() + v.stderr.decode()
+        self.assertEqual(v.returncode, 1, text)
+        self.assertIn("column 'latent' holds %d of %d samples (rank 0 of 2 complete; ranks 1 missing)" % (e - b, n),
+                      text)
+        self.assertIn("run derive for the missing ranks, then `tarmac column merge %s latent`" % out, text)
+        self.assertIn("columns/latent.parts", text)
+        # Rank 1 stopped after 3 samples (its record says so).
+        b1, e1 = share(n, 1, 2)
+        write_part(out, "latent", 1, 2, outs, n=n, complete=False, skip=range(b1 + 3, e1))
+        v = fx.run(["verify", out])
+        text = v.stdout.decode() + v.stderr.decode()
+        self.assertEqual(v.returncode, 1, text)
+        self.assertIn("holds %d of %d samples" % (e - b + 3, n), text)
+        self.assertIn("rank 1 unfinished at 3 of %d" % (e1 - b1), text)
+        # Both complete, not merged: still not part of the dataset.
+        write_part(out, "latent", 1, 2, outs, n=n)
+        v = fx.run(["verify", out])
+        text = v.stdout.decode() + v.stderr.decode()
+        self.assertEqual(v.returncode, 1, text)
+        self.assertIn("column 'latent' is not merged: its 2 ranks hold all %d samples" % n, text)
+        self.merge(out, "latent")
+        v = fx.run(["verify", out])
+        self.assertEqual(v.returncode, 0, v.stdout.decode() + v.stderr.decode())
+
     def test_verify_notices_a_column_deleted_replaced_or_copied_in(self):
         """#25 item 11: the manifest records each merged column (size, CRC-32s), so that
         verify notices its file deleted, replaced by another, or copied in unrecorded."""

@@ -13,11 +13,13 @@ samples as one run; --dedup-against drops what another dataset holds.
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import unittest
+import zlib
 
 import cv2
 import numpy as np
@@ -394,6 +396,137 @@ class DedupTest(fx.TmpCase):
         self.assertIn(plain, err)
         self.assertIn("__phash__", err)
         self.assertIn("convert it with --dedup", err)
+
+    def reference(self, name, items):
+        """A dataset converted with --dedup near from `items`; returns its path."""
+        out = self.path(name)
+        fx.convert(self, [write_corpus(self.path(name + ".tar"), items)], "--dedup", "near", out=out)
+        return out
+
+    def test_damaged_reference_refused(self):
+        """Issue #35 item 6: a reference whose labels fail verify was used (nothing dropped, exit
+        0). Its annotation file's CRC-32 is computed here with zlib against the manifest's
+        labels_crc32; a damaged one, and a manifest whose seal fails, are refused before the
+        output exists."""
+        distinct = [it for it in self.items if it[3] == "distinct"]
+        good = self.reference("ref-good", distinct[:8])
+        new_in = write_corpus(self.path("new-vs-damaged.tar"), distinct[:10])
+        for what in ("labels", "manifest"):
+            with self.subTest(what=what):
+                ref = self.path("ref-damaged-" + what)
+                shutil.copytree(good, ref)
+                if what == "labels":
+                    labels = os.path.join(ref, "labels.safetensors")
+                    fx.flip_bit(labels, 3)  # in the last tensor's bytes
+                    with open(labels, "rb") as f:
+                        crc = "%08x" % zlib.crc32(f.read())
+                    with open(os.path.join(ref, "manifest.json")) as f:
+                        self.assertNotEqual(crc, json.load(f)["labels_crc32"])
+                    words = [labels, crc, "nothing of it was used"]
+                else:
+                    path = os.path.join(ref, "manifest.json")
+                    with open(path) as f:
+                        text = f.read()
+                    with open(path, "w") as f:
+                        f.write(text.replace('"samples": 8', '"samples": 9', 1))
+                    words = [path, "manifest_crc32"]
+                self.assertNotEqual(fx.run(["verify", ref]).returncode, 0)
+                out = self.path("vs-damaged-" + what)
+                p, _ = fx.convert(self, [new_in], "--dedup", "near", "--dedup-against", ref, expect=1, out=out)
+                err = p.stderr.decode()
+                for w in words:
+                    self.assertIn(w, err)
+                self.assertIn("--dedup-against '%s'" % ref, err)
+                self.assertFalse(os.path.exists(out), err)
+        # The intact one drops the 8 it holds.
+        _, ds = fx.convert(self, [new_in], "--dedup", "near", "--dedup-against", good)
+        self.assertEqual(ds.keys, [k for k, *_ in distinct[8:10]])
+
+    def test_reference_replaced_before_resume_refused(self):
+        """Issue #35 item 6: the reference replaced between a kill and --resume gave decisions
+        against two datasets, exit 0. The checkpoint records the reference by its annotation
+        file's CRC-32 (computed here with zlib for the message); the resume is refused and keeps
+        the checkpoint; with the first reference back, it goes on and equals an uninterrupted
+        run."""
+        distinct = [it for it in self.items if it[3] == "distinct"]
+        first = self.reference("ref-first", distinct[:6])
+        second = self.reference("ref-second", distinct[6:12])
+        ref = self.path("ref-now")
+        shutil.copytree(first, ref)
+        archives = [self.archive] + [
+            write_corpus(self.path("replaced%d.tar" % r), [("r%d/%s" % (r, k),) + tuple(rest) for k, *rest in self.items])
+            for r in range(1, 4)]
+        flags = ["--dedup", "near", "--dedup-against", ref, "-j", "1"]
+        one = self.path("replaced-one")
+        fx.convert(self, archives, *flags, out=one)
+        out = self.path("replaced-killed")
+        code, cp = fx.kill_at_checkpoint(["convert", *archives, "-o", out, *flags], out, entries=20)
+        self.assertEqual(code, -signal.SIGKILL, "finished before the kill")
+        crc = {}
+        for name, d in (("first", first), ("second", second)):
+            with open(os.path.join(d, "labels.safetensors"), "rb") as f:
+                crc[name] = "%08x" % zlib.crc32(f.read())
+        self.assertEqual(cp["run"]["dedup_against"], [{"path": ref, "labels_crc32": crc["first"]}])
+        shutil.rmtree(ref)
+        shutil.copytree(second, ref)
+        p = fx.run(["convert", *archives, "-o", out, *flags, "--resume"])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        err = p.stderr.decode()
+        self.assertIn("--dedup-against %s changed since the interrupted run" % ref, err)
+        self.assertIn(crc["first"], err)
+        self.assertIn(crc["second"], err)
+        self.assertTrue(os.path.exists(os.path.join(out, ".tarmac-partial", "checkpoint.json")))
+        self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+        shutil.rmtree(ref)
+        shutil.copytree(first, ref)
+        p = fx.run(["convert", *archives, "-o", out, *flags, "--resume"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        a, b = fx.Dataset(one), fx.Dataset(out)
+        self.assertEqual(b.keys, a.keys)
+        self.assertEqual(ignored_duplicates(b), ignored_duplicates(a))
+        for d in (one, out):
+            v = fx.run(["verify", d])
+            self.assertEqual(v.returncode, 0, v.stdout.decode() + v.stderr.decode())
+
+    def test_every_sample_a_content_duplicate_says_so(self):
+        """Issue #35 item 17: a run whose every sample duplicates the reference said "none of the
+        input's N member(s) made a sample"; it says they were all content duplicates, of which
+        dataset, under which flag."""
+        distinct = [it for it in self.items if it[3] == "distinct"]
+        ref = self.reference("ref-all", distinct[:5])
+        again = write_corpus(self.path("all-again.tar"), distinct[:5])
+        p, _ = fx.convert(self, [again], "--dedup", "near", "--dedup-against", ref, expect=1)
+        err = p.stderr.decode()
+        self.assertIn("all 5 sample(s) were left out as content duplicates (--dedup near:", err)
+        self.assertIn("of samples of --dedup-against '%s'" % ref, err)
+        self.assertIn("sample '%s'" % distinct[0][0], err)
+        self.assertNotIn("made a sample", err)
+
+    def test_dedup_against_self_overwrite_refused(self):
+        """Issue #35 item 17: `--dedup-against OUT -o OUT --overwrite` said "'OUT' holds no
+        dataset" while it was intact (--overwrite had set it aside before it was read). The
+        output itself as the reference is refused before anything is touched; every byte of the
+        dataset is still there (compared with a copy made here) and verifies."""
+        distinct = [it for it in self.items if it[3] == "distinct"]
+        ref = self.reference("ref-self", distinct[:5])
+        copy = self.path("ref-self-copy")
+        shutil.copytree(ref, copy)
+        new_in = write_corpus(self.path("self-new.tar"), distinct[:8])
+        for spelling in (ref, ref + "/", os.path.join(ref, ".")):
+            with self.subTest(spelling=spelling):
+                p = fx.run(["convert", new_in, "-o", ref, "--overwrite", "--dedup", "near", "--dedup-against",
+                            spelling])
+                self.assertEqual(p.returncode, 2, p.stderr)
+                err = p.stderr.decode()
+                self.assertIn("is the output directory itself", err)
+                self.assertNotIn("holds no dataset", err)
+        self.assertEqual(sorted(os.listdir(ref)), sorted(os.listdir(copy)))
+        for name in os.listdir(copy):
+            if os.path.isfile(os.path.join(copy, name)):
+                with open(os.path.join(ref, name), "rb") as f, open(os.path.join(copy, name), "rb") as g:
+                    self.assertEqual(f.read(), g.read(), name)
+        v = fx.run(["verify", ref])
+        self.assertEqual(v.returncode, 0, v.stdout.decode() + v.stderr.decode())
 
     def test_bad_flags_are_usage_errors(self):
         for flags, words in [(["--dedup", "near", "--no-images"], ["--dedup", "--no-images"]),

@@ -365,6 +365,58 @@ class ResumeTest(fx.TmpCase):
         self.assertIn("nothing to resume", p.stderr.decode())
         self.assertEqual(os.stat(os.path.join(out, "labels.safetensors")).st_mtime_ns, before)
 
+    def test_resume_complete_dataset_other_inputs_refused(self):
+        """Issue #35 item 8: --resume over a complete dataset made from other inputs said "nothing
+        to resume" and exited 0, as if that dataset were this run's result. The oracle is the
+        manifest's own record of its inputs, read here."""
+        out = self.path("complete-other-inputs")
+        shutil.copytree(self.ref, out)
+        other = self.path("other-input.tar")
+        shutil.copy(self.archive, other)
+        self.assertEqual([i["path"] for i in self.manifest(out)["inputs"]], [self.archive])
+        args = self.args(out, "--resume")
+        args[args.index(self.archive)] = other
+        p = fx.run(args)
+        self.assertEqual(p.returncode, 1, p.stderr.decode(errors="replace"))
+        err = p.stderr.decode()
+        self.assertIn("cannot resume", err)
+        self.assertIn("not this run's", err)
+        self.assertIn(other, err)
+        self.assertNotIn("nothing to resume", err)
+        # Two inputs where it had one.
+        p = fx.run(self.args(out, "--resume") + [self.archive])
+        self.assertEqual(p.returncode, 1, p.stderr.decode(errors="replace"))
+        self.assertIn("input(s)", p.stderr.decode())
+        # Nothing was touched: the dataset is the reference's, and verifies.
+        self.assert_same_as_ref(out)
+        v = fx.run(["verify", out])
+        self.assertEqual(v.returncode, 0, v.stderr.decode(errors="replace"))
+
+    def test_resume_complete_dataset_other_options_refused(self):
+        """Issue #35 item 8, options: the manifest records the output options (--size 48); a
+        --resume with --size 64 over it is refused naming the option, not "nothing to resume"."""
+        out = self.path("complete-other-options")
+        shutil.copytree(self.ref, out)
+        self.assertEqual(self.manifest(out)["output_options"]["--size"], [48, 48])
+        args = self.args(out, "--resume")
+        args[args.index("48")] = "64"
+        p = fx.run(args)
+        self.assertEqual(p.returncode, 1, p.stderr.decode(errors="replace"))
+        err = p.stderr.decode()
+        self.assertIn("cannot resume", err)
+        self.assertIn("--size", err)
+        self.assertIn("[64,64]", err)
+        # What does not change the output may differ (-j), and the same run is still "nothing
+        # to resume".
+        args = self.args(out, "--resume")
+        args[args.index("-j") + 1] = "1"
+        p = fx.run(args)
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        self.assertIn("nothing to resume", p.stderr.decode())
+        self.assert_same_as_ref(out)
+        v = fx.run(["verify", out])
+        self.assertEqual(v.returncode, 0, v.stderr.decode(errors="replace"))
+
     def test_resume_from_stdin_is_refused(self):
         with open(self.archive, "rb") as f:
             data = f.read()

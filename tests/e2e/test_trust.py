@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 import unittest
+import zlib
 
 import fixtures as fx
 
@@ -171,6 +172,54 @@ class MergeTest(fx.TmpCase):
         self.assertEqual(p.returncode, 1, p.stderr.decode())
         self.assertIn("bytes", p.stderr.decode())
         self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+
+    def test_a_part_with_damaged_labels_refused(self):
+        """Issue #35, invariant 2 for merge: a part whose annotation file is not the one its
+        manifest records (one byte flipped in its last tensor's values) was merged, exit 0, and
+        the merge's new labels_crc32 vouched for the damaged labels. The CRC-32 is computed here
+        with zlib."""
+        part = self.path("damaged-labels")
+        shutil.copytree(self.parts[1], part)
+        labels = os.path.join(part, "labels.safetensors")
+        fx.flip_bit(labels, 1)
+        with open(labels, "rb") as f:
+            crc = "%08x" % zlib.crc32(f.read())
+        with open(os.path.join(part, "manifest.json")) as f:
+            self.assertNotEqual(crc, json.load(f)["labels_crc32"])
+        self.assertEqual(fx.run(["verify", part]).returncode, 1)
+        out = self.path("m-damaged-labels")
+        p = fx.run(["merge", self.parts[0], part, "-o", out])
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        err = p.stderr.decode()
+        self.assertIn("part '%s'" % part, err)
+        self.assertIn(crc, err)
+        self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+
+    def test_a_part_whose_manifest_seal_fails_refused(self):
+        """A part whose manifest.json was edited after it was written (its seal fails: verify
+        reports it) is refused, naming the part and the seal."""
+        part = self.path("resealed")
+        shutil.copytree(self.parts[1], part)
+        path = os.path.join(part, "manifest.json")
+        with open(path) as f:
+            text = f.read()
+        m = json.loads(text)
+        shard = m["shards"][0]
+        with open(path, "w") as f:  # a shard's CRC-32 changed by hand, the seal left as it was
+            f.write(text.replace('"%s"' % shard["crc32"], '"%08x"' % (int(shard["crc32"], 16) ^ 1), 1))
+        self.assertEqual(fx.run(["verify", part]).returncode, 1)
+        out = self.path("m-resealed")
+        p = fx.run(["merge", self.parts[0], part, "-o", out])
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        err = p.stderr.decode()
+        self.assertIn("part '%s'" % part, err)
+        self.assertIn("manifest_crc32", err)
+        self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+        # The intact parts merge, and the merge verifies.
+        good = self.path("m-intact")
+        self.assertEqual(fx.run(["merge", *self.parts, "-o", good]).returncode, 0)
+        v = fx.run(["verify", good])
+        self.assertEqual(v.returncode, 0, v.stdout.decode() + v.stderr.decode())
 
     def dead_merge(self, name, manifest_out):
         """The state a merge killed while publishing leaves (publish moves the shards, the

@@ -221,6 +221,54 @@ class DeriveReuseTest(unittest.TestCase):
         self.assertIn("is not merged", err)
         self.assertIn("tarmac column merge", err)
 
+    def test_reuse_of_damaged_column_refused(self):
+        """Issue #35 item 5: --reuse copied OLD's outputs without checking them, so a byte flipped in
+        OLD's column values (which `tarmac verify OLD` reports) reached NEW's column, which verify
+        then passed. The oracle is the CRC-32 computed here with zlib over the tensor's bytes."""
+        self.derived(self.v1, "tocheck")
+        old_dir = os.path.join(self.tmp, "damaged-values")
+        shutil.copytree(self.v1, old_dir)
+        path = os.path.join(old_dir, "columns", "tocheck.safetensors")
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + n])
+        b, e = header["values"]["data_offsets"]
+        at = 8 + n + b + (e - b) // 2
+        data[at] ^= 0x10
+        with open(path, "wb") as f:
+            f.write(data)
+        crc = "%08x" % zlib.crc32(bytes(data[8 + n + b:8 + n + e]))
+        self.assertNotEqual(crc, header["__metadata__"]["values_crc32"])
+        self.assertNotEqual(fx.run(["verify", old_dir]).returncode, 0)
+
+        err, called = self.derive(self.v2, "--name", "fromdamaged", "--reuse", old_dir + ":tocheck", expect=1)
+        self.assertIn("column 'tocheck'", err)
+        self.assertIn(path, err)
+        self.assertIn(crc, err)
+        self.assertIn("'values' tensor", err)
+        self.assertEqual(called, [])
+        self.assertFalse(os.path.exists(os.path.join(self.v2, "columns", "fromdamaged.parts")), err)
+        p = fx.run(["verify", self.v2])
+        self.assertEqual(p.returncode, 0, p.stdout.decode() + p.stderr.decode())
+
+    def test_reuse_from_damaged_dataset_refused(self):
+        """Item 5, the dataset half: OLD's annotation file no longer the one its manifest (and the
+        column) records is refused; nothing is reused from a dataset verify fails."""
+        self.derived(self.v1, "labelcheck")
+        old_dir = os.path.join(self.tmp, "damaged-labels")
+        shutil.copytree(self.v1, old_dir)
+        labels = os.path.join(old_dir, "labels.safetensors")
+        fx.flip_bit(labels, 1)
+        with open(labels, "rb") as f:
+            crc = "%08x" % zlib.crc32(f.read())
+        with open(os.path.join(old_dir, "manifest.json")) as f:
+            self.assertNotEqual(crc, json.load(f)["labels_crc32"])
+        err, called = self.derive(self.v2, "--name", "fromdamaged2", "--reuse", old_dir + ":labelcheck", expect=1)
+        self.assertIn(labels, err)
+        self.assertIn(crc, err)
+        self.assertEqual(called, [])
+
 
 def st_bytes(tensors, metadata):
     """A safetensors file of [(name, array)] (F64 or I64), written here rather than by the package."""
