@@ -270,8 +270,10 @@ void checksum_file(const std::string& path, InputInfo& info) {
 
 int close_cb(struct archive*, void* client) {
   auto* src = static_cast<FdSource*>(client);
-  if (src->owned && src->fd >= 0) ::close(src->fd);
-  src->fd = -1;
+  if (src->owned && src->fd >= 0) {
+    ::close(src->fd);
+    src->fd = -1;  // standard input stays open: it is read to its end after the archive
+  }
   return ARCHIVE_OK;
 }
 
