@@ -307,7 +307,8 @@ std::string normalise(const std::string& name) {
 // Why the archive libarchive read to its end (ARCHIVE_EOF) lacks its end, or "": a tar must end
 // with its two 512-byte zero blocks (libarchive takes the end of the bytes, or one zero block,
 // for it); a zip read as a stream (without its central directory first) is read to its end,
-// which must be its end-of-central-directory record; an input with no byte is no archive.
+// which must be its end-of-central-directory record. (An input with no byte holds no member:
+// the run then converts nothing from it, refused unless --allow-empty.)
 std::string missing_end(struct archive* a, FdSource& src, const std::string& last) {
   const InputInfo& info = *src.info;
   const auto read = [&] {
@@ -318,9 +319,6 @@ std::string missing_end(struct archive* a, FdSource& src, const std::string& las
   const int format = archive_format(a) & ARCHIVE_FORMAT_BASE_MASK;
   const auto after = last.empty() ? std::string("before its first member")
                                   : "after member '" + printable(last) + "'";
-  if (format == ARCHIVE_FORMAT_EMPTY)
-    return "truncated: the input is empty (0 bytes), no archive (an interrupted download or "
-           "copy?)";
   if (format == ARCHIVE_FORMAT_TAR) {
     const la_int64_t at = archive_read_header_position(a);
     if (archive_filter_bytes(a, 0) - at >= 1024) return "";
