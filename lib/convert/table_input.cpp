@@ -26,7 +26,10 @@ std::vector<uint8_t> download_table(const std::string& path, uint64_t limit,
     const remote::Response head = remote::head_object(target, config);
     if (head.status < 300 && head.content_length && *head.content_length > limit)
       throw FatalError(over_limit(path, *head.content_length, limit));
-    return remote::download_to_memory(target, config, limit, stop);
+    // the GET must give the HEAD's size: a shorter table would be a dataset with rows missing
+    return remote::download_to_memory(
+        target, config, limit, stop,
+        head.status < 300 ? head.content_length : std::optional<uint64_t>());
   } catch (const remote::RemoteError& e) {
     throw remote::RemoteError(std::string("--table: ") + e.what(), e.http_status());
   }

@@ -61,12 +61,14 @@ Downloaded download_to_file(const Target& target, const RemoteConfig& config,
 }
 
 std::vector<uint8_t> download_to_memory(const Target& target, const RemoteConfig& config,
-                                        uint64_t limit, const StopRequest* stop) {
+                                        uint64_t limit, const StopRequest* stop,
+                                        std::optional<uint64_t> declared) {
   const auto over = [&](const std::string& size) {
     return RemoteError("cannot read '" + target.name + "': it holds " + size +
                        ", over the limit of " + format_bytes(limit));
   };
   HttpStream in(target, config, stop);
+  if (declared) in.expect_size(*declared);
   std::vector<uint8_t> out;
   std::vector<uint8_t> buf(kChunk);
   for (size_t n; (n = in.read(buf.data(), buf.size())) > 0;) {

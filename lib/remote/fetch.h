@@ -24,9 +24,11 @@ Downloaded download_to_file(const Target& target, const RemoteConfig& config,
                             const std::string& path, const StopRequest* stop = nullptr);
 
 /// The whole object in memory, retried and resumed as HttpStream is. Throws RemoteError for the
-/// object, or as soon as it is known to hold more than `limit` bytes (naming both sizes).
+/// object, or as soon as it is known to hold more than `limit` bytes (naming both sizes), or
+/// when it holds other than `declared` bytes (its HEAD's size, if known).
 std::vector<uint8_t> download_to_memory(const Target& target, const RemoteConfig& config,
-                                        uint64_t limit, const StopRequest* stop = nullptr);
+                                        uint64_t limit, const StopRequest* stop = nullptr,
+                                        std::optional<uint64_t> declared = std::nullopt);
 
 /// Bytes [offset, offset + size) of `target` by one Range GET; RemoteError when the server
 /// answers with other bytes or fewer.

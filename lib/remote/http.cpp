@@ -344,7 +344,9 @@ struct HttpStream::State {
 
   std::string etag;
   std::optional<uint64_t> total;
-  int failures = 0;  // in a row, with no byte received between them
+  std::optional<uint64_t> declared;  // expect_size()
+  std::string refused;               // why on_body refused the answer (check_status)
+  int failures = 0;                  // in a row, with no byte received between them
   TransferCounts counts;
 
   void start();
@@ -372,6 +374,7 @@ void HttpStream::State::start() {
   status = 0;
   skip = 0;
   error_body.clear();
+  refused.clear();
   attempt_pos = pos;
   curl_multi_add_handle(multi, easy);
 }
@@ -390,17 +393,25 @@ void HttpStream::State::check_status() {
   if (checked) return;
   checked = true;
   curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+  std::optional<uint64_t> says;  // the object's size by this answer
   if (status == 200) {
     ok = true;
     skip = pos;  // a resume the server answered from the start
-    if (!total && h.content_length) total = h.content_length;
+    says = h.content_length;
   } else if (status == 206) {
     ok = true;
     if (h.range_start != pos)
       throw RemoteError("cannot read '" + target.name + "': asked for the bytes from " +
                         std::to_string(pos) + ", the server answered others: try again");
-    if (!total && h.range_total) total = h.range_total;
+    says = h.range_total;
   }
+  if (ok && declared && says && *says != *declared)
+    throw RemoteError("cannot read '" + target.name + "': its GET answers " +
+                      std::to_string(*says) + " byte(s), its listing or HEAD said " +
+                      std::to_string(*declared) +
+                      ": the object changed while it was read (or the server is inconsistent); "
+                      "run again");
+  if (ok && !total && says) total = says;
   if (ok && etag.empty()) etag = h.etag;
 }
 
@@ -409,9 +420,10 @@ size_t HttpStream::State::on_body(char* data, size_t size, size_t count, void* u
   size_t n = size * count;
   try {
     s->check_status();
-  } catch (const RemoteError&) {
+  } catch (const RemoteError& e) {
     s->ok = false;
     s->error_body = "";
+    s->refused = e.what();
     return 0;
   }
   if (!s->ok) {
@@ -452,6 +464,12 @@ void HttpStream::State::complete(CURLcode rc) {
       return;
     }
     finish_handle();
+    if (declared && pos != *declared)  // an answer that said no size (chunked, or none)
+      throw RemoteError("cannot read '" + target.name + "': the server ended the object at byte " +
+                        std::to_string(pos) + ", its listing or HEAD said " +
+                        std::to_string(*declared) +
+                        " byte(s): the object changed while it was read, or the transfer was "
+                        "cut; run again");
     done = true;
     return;
   }
@@ -465,10 +483,12 @@ void HttpStream::State::complete(CURLcode rc) {
     fail_or_retry(line, config.retry.max_attempts);
     return;
   }
-  if (rc == CURLE_WRITE_ERROR) {  // check_status refused the answer's range
+  if (rc == CURLE_WRITE_ERROR) {  // check_status refused the answer
     finish_handle();
-    throw RemoteError("cannot read '" + target.name +
-                      "': the server answered a range other than the one asked for: try again");
+    throw RemoteError(!refused.empty() ? refused
+                                       : "cannot read '" + target.name +
+                                             "': the server answered a range other than the one "
+                                             "asked for: try again");
   }
   const std::string line = transport_line(target, rc, detail, failures + 1, config);
   if (!retryable_curl(rc)) {
@@ -530,6 +550,11 @@ size_t HttpStream::read(uint8_t* out, size_t size) {
     curl_easy_pause(s.easy, CURLPAUSE_CONT);
   }
   return n;
+}
+
+void HttpStream::expect_size(uint64_t size) {
+  s_->declared = size;
+  s_->total = size;
 }
 
 std::optional<uint64_t> HttpStream::size() const {

@@ -70,7 +70,11 @@ class HttpStream {
   /// Up to `size` next bytes into `out`; 0 at the object's end. Throws RemoteError when the
   /// object cannot be read on (after the retries), or when a stop was requested.
   size_t read(uint8_t* out, size_t size);
-  /// The object's size, once the first response said it.
+  /// The size the object's listing or HEAD declared: an answer that says another, or a body
+  /// that ends short of it, is a RemoteError (the object changed, or the transfer was cut)
+  /// rather than the end of the object. Call before the first read().
+  void expect_size(uint64_t size);
+  /// The object's size, once the first response (or expect_size()) said it.
   std::optional<uint64_t> size() const;
   const TransferCounts& counts() const;
   const std::string& name() const;

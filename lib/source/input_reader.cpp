@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <string_view>
 #include <utility>
 
 #include "common/bytes.h"
@@ -60,9 +61,40 @@ struct FdSource {
   uint32_t check_crc = 0;
   std::optional<ReadExpectation>* expected = nullptr;
   bool changed = false;
+  // The input's last bytes as read (at most a zip's end record and comment): a zip read as a
+  // stream must end with its end-of-central-directory record.
+  std::vector<uint8_t> tail;
+  bool seekable = false;  // libarchive was given seek_cb (its zip reader reads the directory)
 };
 
 namespace {
+
+constexpr size_t kZipEndRecord = 22;       // the end-of-central-directory record, no comment
+constexpr size_t kZipMaxComment = 0xffff;  // its comment's length is 16 bits
+constexpr size_t kTailBytes = kZipEndRecord + kZipMaxComment;
+
+void keep_tail(std::vector<uint8_t>& tail, const uint8_t* p, size_t n) {
+  if (n >= kTailBytes) {
+    tail.assign(p + n - kTailBytes, p + n);
+    return;
+  }
+  if (tail.size() + n > kTailBytes)
+    tail.erase(tail.begin(), tail.begin() + static_cast<ptrdiff_t>(tail.size() + n - kTailBytes));
+  tail.insert(tail.end(), p, p + n);
+}
+
+// True when `tail`, the last bytes of a zip, ends with its end-of-central-directory record (a
+// cut anywhere before that, in a member or in the directory, leaves it out).
+bool ends_with_zip_end(const std::vector<uint8_t>& tail) {
+  if (tail.size() < kZipEndRecord) return false;
+  for (size_t at = tail.size() - kZipEndRecord + 1; at-- > 0;) {
+    const uint8_t* p = tail.data() + at;
+    if (p[0] == 'P' && p[1] == 'K' && p[2] == 5 && p[3] == 6 &&
+        at + kZipEndRecord + (p[20] | (p[21] << 8)) <= tail.size())
+      return true;
+  }
+  return false;
+}
 
 // The next bytes of the input into src->buffer from `at`, checksummed and counted; -1 on error.
 ssize_t read_raw(FdSource* src, size_t at = 0) {
@@ -113,6 +145,7 @@ ssize_t read_raw(FdSource* src, size_t at = 0) {
     src->expected->reset();
   }
   src->info->crc32 = crc32_update(src->info->crc32, into, static_cast<size_t>(n));
+  if (!src->seekable) keep_tail(src->tail, into, static_cast<size_t>(n));
   src->info->bytes_read += static_cast<uint64_t>(n);
   src->total->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
   return n;
@@ -237,8 +270,10 @@ void checksum_file(const std::string& path, InputInfo& info) {
 
 int close_cb(struct archive*, void* client) {
   auto* src = static_cast<FdSource*>(client);
-  if (src->owned && src->fd >= 0) ::close(src->fd);
-  src->fd = -1;
+  if (src->owned && src->fd >= 0) {
+    ::close(src->fd);
+    src->fd = -1;  // standard input stays open: it is read to its end after the archive
+  }
   return ARCHIVE_OK;
 }
 
@@ -248,9 +283,60 @@ std::string archive_error(struct archive* a) {
   return s ? s : "unknown error";
 }
 
-std::string normalise(std::string name) {
-  while (name.rfind("./", 0) == 0) name.erase(0, 2);
-  return name;
+// A member name with its "." segments and repeated slashes taken out ("./d/./x.jpg" and
+// "d//x.jpg" are "d/x.jpg"), so that names extracting to one path are one key. A leading '/'
+// and ".." segments are kept, for admit() to refuse.
+std::string normalise(const std::string& name) {
+  std::string out;
+  out.reserve(name.size());
+  if (!name.empty() && name.front() == '/') out = "/";
+  size_t start = 0;
+  while (start < name.size()) {
+    size_t end = name.find('/', start);
+    if (end == std::string::npos) end = name.size();
+    const std::string_view part(name.data() + start, end - start);
+    if (!part.empty() && part != ".") {
+      if (!out.empty() && out.back() != '/') out += '/';
+      out += part;
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+// Why the archive libarchive read to its end (ARCHIVE_EOF) lacks its end, or "": a tar must end
+// with its two 512-byte zero blocks (libarchive takes the end of the bytes, or one zero block,
+// for it); a zip read as a stream (without its central directory first) is read to its end,
+// which must be its end-of-central-directory record. (An input with no byte holds no member:
+// the run then converts nothing from it, refused unless --allow-empty.)
+std::string missing_end(struct archive* a, FdSource& src, const std::string& last) {
+  const InputInfo& info = *src.info;
+  const auto read = [&] {
+    std::string s = "; " + std::to_string(info.bytes_read) + " byte(s) read";
+    if (info.size > info.bytes_read) s += " of its " + std::to_string(info.size);
+    return s;
+  };
+  const int format = archive_format(a) & ARCHIVE_FORMAT_BASE_MASK;
+  const auto after = last.empty() ? std::string("before its first member")
+                                  : "after member '" + printable(last) + "'";
+  if (format == ARCHIVE_FORMAT_TAR) {
+    const la_int64_t at = archive_read_header_position(a);
+    if (archive_filter_bytes(a, 0) - at >= 1024) return "";
+    return "truncated: the tar ends " + after + " at byte " + std::to_string(at) +
+           " without its end-of-archive blocks (an interrupted download or copy?)" + read();
+  }
+  if (format == ARCHIVE_FORMAT_ZIP && !src.seekable && archive_filter_count(a) == 1 && !src.gzip) {
+    while (true) {
+      const ssize_t n = read_raw(&src);
+      if (n < 0) return "the zip cannot be read to its end";  // fail() adds the read error
+      if (n == 0) break;
+    }
+    if (ends_with_zip_end(src.tail)) return "";
+    return "truncated: the zip ends " + after +
+           " without its central directory's end record (an interrupted download or copy?)" +
+           read();
+  }
+  return "";
 }
 
 // A name that is not UTF-8 (in a tar, a zip or a folder) leaves its member out; the notice holds
@@ -388,6 +474,7 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
           std::make_shared<const remote::RemoteConfig>(remote::RemoteConfig::from_environment());
     src.stream = std::make_unique<remote::HttpStream>(
         remote::target_for(info.path, *options_.remote), *options_.remote, options_.stop);
+    if (info.size > 0) src.stream->expect_size(info.size);
   } else if (is_pipe(info.path)) {
     src.pipe = std::make_unique<PipeStream>(info.path, options_.stop);
   } else {
@@ -430,9 +517,10 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
   const bool remote_zip = src.stream && peek_remote(src) && *src.peeked >= 4 &&
                           starts_zip(src.buffer.data(), static_cast<size_t>(*src.peeked));
   if (!remote_zip || !read_remote_zip(index, cb, src, where)) read_entries(index, cb, src, where);
-  // A pipe is read to its end, past the archive's (its zero blocks, padding), so that the
-  // command's exit status says whether it wrote all it meant to.
-  if (src.pipe && info.error.empty()) {
+  // A stream is read to its end, past the archive's (its zero blocks, padding): a pipe's
+  // command's exit status then says whether it wrote all it meant to, and a remote object's
+  // length is checked against the size its listing or HEAD declared.
+  if ((src.pipe || src.stream || info.path == "-") && info.error.empty()) {
     ssize_t n;
     while ((n = read_raw(&src)) > 0) {
     }
@@ -460,8 +548,10 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
   // Seeking lets the zip reader use the central directory (the only reliable record of
   // symlinks and sizes); stdin, pipes and gzip (decompressed in read_cb) are read as streams.
   struct stat st {};
-  if (src.owned && ::fstat(src.fd, &st) == 0 && S_ISREG(st.st_mode) && !file_starts_gzip(src.fd))
+  if (src.owned && ::fstat(src.fd, &st) == 0 && S_ISREG(st.st_mode) && !file_starts_gzip(src.fd)) {
     archive_read_set_seek_callback(a.get(), seek_cb);
+    src.seekable = true;
+  }
   if (archive_read_open(a.get(), &src, nullptr, read_cb, close_cb) != ARCHIVE_OK) {
     if (src.changed) refuse_changed(index);
     // A read or gzip error while libarchive looked at the first blocks says more than its own.
@@ -492,15 +582,23 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
 
   archive_entry* entry = nullptr;
   std::vector<uint8_t> chunk(1 << 16);
+  std::string last;  // the last member's name, for a message about the archive's end
   while (true) {
     int r = archive_read_next_header(a.get(), &entry);
-    if (r == ARCHIVE_EOF) break;
+    if (r == ARCHIVE_EOF) {
+      // libarchive ends a tar where its bytes end, also right after a member: what a cut copy
+      // or download leaves. Its end, and a streamed zip's, is checked here.
+      const std::string why = missing_end(a.get(), src, last);
+      if (!why.empty()) fail(why);
+      break;
+    }
     if (r == ARCHIVE_FATAL || r == ARCHIVE_RETRY) {
       fail("archive is truncated or corrupt: " + archive_error(a.get()));
       return;
     }
     const char* raw_name = archive_entry_pathname(entry);
     std::string name = normalise(raw_name ? raw_name : "");
+    last = name;
     ++info.members;
     const auto type = archive_entry_filetype(entry);
     if (type == AE_IFDIR) continue;  // directories carry no sample data
@@ -778,7 +876,16 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
       it.disable_recursion_pending();
       continue;
     }
-    if (e.is_regular_file()) files.push_back(e.path());
+    if (e.is_regular_file()) {
+      files.push_back(e.path());
+    } else if (!e.is_directory()) {
+      // a FIFO, socket or device: listed as a tar's is, never left out unsaid
+      std::string name = fs::relative(e.path(), root).generic_string();
+      if (!is_valid_utf8(name))
+        cb.on_notice(bad_name_notice(index, name));
+      else
+        cb.on_notice({index, name, "not a regular file", false, ErrorCode::NotRegularFile});
+    }
   }
   if (ec) throw FatalError("cannot list directory '" + info.path + "': " + ec.message());
   std::sort(files.begin(), files.end());
