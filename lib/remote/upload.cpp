@@ -172,7 +172,7 @@ static std::string write_advice(const S3Client& c, const std::string& name, long
     return "the server refused the credentials: " + creds;
   if (code == "AccessDenied" || status == 403 || status == 401)
     return "access denied: the credentials may lack write access to bucket '" + bucket +
-           "' (s3:PutObject, s3:GetObject, s3:DeleteObject): " + creds;
+           "' (s3:PutObject, s3:GetObject, s3:DeleteObject, s3:ListBucket): " + creds;
   if (code == "EntityTooSmall")
     return "the server refused a part under its minimum size: raise --multipart-size";
   if (retryable_status(status, code)) return "the server kept failing: try again later (--resume)";
