@@ -179,6 +179,40 @@ class LocalForeignFiles(Inputs):
         self.assertEqual(fx.run(["verify", out]).returncode, 0)
 
 
+    def killed_run(self, name):
+        out = self.path(name)
+        rc, cp = fx.kill_at_checkpoint(["convert", *self.inputs, "-o", out, *OPTIONS], out, entries=25)
+        if rc == 0 or cp is None:
+            self.skipTest("the run ended before the kill")  # pragma: no cover
+        return out, cp
+
+    def test_resume_keeps_foreign_shard_named_file(self):
+        for foreign in ({"shard-000099.tar": b"the user's"}, {"labels.safetensors": b"the user's"},
+                        {"manifest.json": b"{}"}):
+            with self.subTest(foreign=sorted(foreign)):
+                out, cp = self.killed_run("resume-foreign-%s" % sorted(foreign)[0])
+                place(out, foreign)
+                before = tree(out)
+                p = fx.run(["convert", *self.inputs, "-o", out, *OPTIONS, "--resume"])
+                self.assertEqual(p.returncode, 1, p.stderr.decode())
+                self.assertIn("no dataset there lists as its own", p.stderr.decode())
+                self.assertEqual(tree(out), before)
+                os.remove(os.path.join(out, sorted(foreign)[0]))  # moved away: it goes on
+                p = fx.run(["convert", *self.inputs, "-o", out, *OPTIONS, "--resume"])
+                self.assertEqual(p.returncode, 0, p.stderr.decode())
+                self.assert_dataset(tree(out), out)
+
+    def test_killed_run_leftovers_keep_user_files(self):
+        # a file named as a shard of the killed run's checkpoint, still in its staging folder
+        # (never published): the user's, not removed with the killed run's leftovers
+        out, cp = self.killed_run("leftovers")
+        name = cp["writer"]["shards"][0]
+        place(out, {name: b"the user's"})
+        p = fx.run(["convert", *self.inputs, "-o", out, *OPTIONS, "--overwrite"])
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        self.assertEqual(fx.read_bytes(os.path.join(out, name)), b"the user's")
+
+
 class S3ForeignObjects(Inputs):
     @classmethod
     def build(cls):
