@@ -114,6 +114,33 @@ void refuse_inputs_inside_output(const ConvertOptions& o) {
   }
 }
 
+void refuse_inputs_inside_remote_output(const ConvertOptions& o, const std::string& destination) {
+  const remote::S3Location out = remote::parse_s3(destination);
+  std::string out_prefix = out.key;  // "" for the whole bucket
+  if (!out_prefix.empty() && !out_prefix.ends_with('/')) out_prefix += '/';
+  std::vector<std::string> inputs = o.source.inputs;
+  if (!o.table.path.empty()) inputs.push_back(o.table.path);
+  for (const auto& in : inputs) {
+    if (!remote::is_s3(in)) continue;
+    for (const auto& name : remote::expand_braces(in)) {
+      const remote::S3Location loc = remote::parse_s3(name);
+      if (loc.bucket != out.bucket) continue;
+      const bool listed = loc.key.empty() || loc.key.ends_with('/');
+      if (loc.key.starts_with(out_prefix))
+        throw FatalError("input '" + in + "' is inside the output prefix '" + destination +
+                         "': writing the dataset there could replace it. Choose an output "
+                         "prefix that holds no input (e.g. -o s3://" +
+                         out.bucket + "/converted/)");
+      if (listed && out_prefix.starts_with(loc.key))
+        throw FatalError("the output prefix '" + destination + "' is inside the input prefix '" +
+                         in +
+                         "': its listing would read the dataset being written there as input. "
+                         "Choose an output prefix outside every input prefix (beside it, or in "
+                         "another bucket)");
+    }
+  }
+}
+
 // Gets the output directory ready. Returns the checkpoint to resume from (--resume, when an
 // interrupted run left one), with every file the checkpoint names back in the staging
 // directory; says when --resume finds a finished dataset and nothing to do, and which files
@@ -129,13 +156,24 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
     if (o.run.resume && fs::exists(staging / kCheckpointFile, ec) &&
         (!has_labels || o.run.overwrite)) {
       json cp = load_checkpoint(staging / kCheckpointFile);
+      std::vector<std::string> names = cp.at("writer").at("shards").get<std::vector<std::string>>();
+      // What the run may have published (its checkpoint's shards, then its manifest) and the
+      // old dataset --overwrite replaces are its own; a file named so besides is the user's,
+      // put there since the kill: refused, as a new run refuses it.
+      std::vector<std::string> owned = names;
+      // (the manifest and shard list go out after every shard)
+      if (std::none_of(names.begin(), names.end(),
+                       [&](const std::string& n) { return fs::exists(staging / n, ec); }))
+        owned.insert(owned.end(), {kManifestFile, kShardListFile});
+      if (has_labels)
+        for (auto& n : dataset_files(out)) owned.push_back(std::move(n));
+      refuse_foreign_files(out, owned);
       // Killed while publishing: the shards already moved out go back in (publish() removes
       // an old dataset's shards before it moves any new one, so these are the run's own).
-      std::vector<std::string> names = cp.at("writer").at("shards").get<std::vector<std::string>>();
       for (const auto& n : names)
         if (!fs::exists(staging / n, ec) && fs::exists(out / n, ec))
           atomic_rename((out / n).string(), (staging / n).string());
-      if (!has_labels) {
+      if (!has_labels) {  // the run's own: refuse_foreign_files let them by
         fs::remove(out / kManifestFile, ec);
         fs::remove(out / kShardListFile, ec);
       } else {
@@ -145,6 +183,14 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
       return r;
     }
     if (o.run.resume && has_labels) {
+      // The annotation file is published last, after every shard left staging: with a shard
+      // of the checkpoint still there, it is not the interrupted run's.
+      if (fs::is_regular_file(staging / kCheckpointFile, ec)) {
+        const json cp = load_checkpoint(staging / kCheckpointFile);
+        for (const auto& n : cp.at("writer").at("shards"))
+          if (n.is_string() && fs::exists(staging / n.get<std::string>(), ec))
+            refuse_foreign_files(out, {});
+      }
       r.complete = true;
       return r;
     }
@@ -162,11 +208,17 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
     // checkpoints, then writes the manifest, then publishes) and the manifest: those are its
     // files too (format.md); nothing is removed by its name's pattern.
     if (fs::exists(staging, ec) && !has_labels) {
+      // A shard it published was moved out of staging by rename: one still in staging, or
+      // of another size than the checkpoint's, is not the run's (a user's file named so).
       if (fs::is_regular_file(staging / kCheckpointFile, ec)) try {
           const json cp = load_checkpoint(staging / kCheckpointFile);  // outlives the loop
-          for (const auto& n : cp.at("writer").at("shards"))
-            if (n.is_string() && is_shard_name(n.get<std::string>()))
-              fs::remove(out / n.get<std::string>(), ec);
+          const json& w = cp.at("writer");
+          const auto names = w.at("shards").get<std::vector<std::string>>();
+          const auto sizes = w.at("shard_sizes").get<std::vector<uint64_t>>();
+          for (size_t i = 0; i < names.size() && i < sizes.size(); ++i)
+            if (is_shard_name(names[i]) && !fs::exists(staging / names[i], ec) &&
+                fs::file_size(out / names[i], ec) == sizes[i] && !ec)
+              fs::remove(out / names[i], ec);
         } catch (const std::exception&) {  // unreadable: its manifest still says
         }
       discard_unfinished_publish(out, staging);

@@ -36,6 +36,12 @@ PreparedOutput prepare_output(const ConvertOptions& o, const std::filesystem::pa
 /// the dataset written there could replace it.
 void refuse_inputs_inside_output(const ConvertOptions& o);
 
+/// -o s3://: an s3:// input (an object, or a prefix listed) or --table inside the output
+/// prefix `destination`, or a listed input prefix that holds the output prefix, is refused
+/// (FatalError naming both) before anything is listed, written or deleted: the run would
+/// read, replace or delete its own input.
+void refuse_inputs_inside_remote_output(const ConvertOptions& o, const std::string& destination);
+
 /// The samples converted up to the checkpoint in `staging`; nullopt when there is none or it
 /// cannot be read.
 std::optional<uint64_t> checkpoint_samples(const std::filesystem::path& staging);

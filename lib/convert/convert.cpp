@@ -346,6 +346,10 @@ OpenOutput open_output(const ConvertOptions& o, const RunPlan& plan, const fs::p
   std::vector<std::string> notes;  // the output exists now: the check is exact
   open.exclude = output_inside_inputs(o, notes);
   result.notes = notes;
+  // What an interrupted run of this checkpoint folder sent: read before prepare_output clears
+  // the folder (--overwrite), so that those objects stay tarmac's to replace.
+  const std::vector<std::string> recorded =
+      destination.empty() ? std::vector<std::string>{} : recorded_objects(staging, destination);
   open.prepared = prepare_output(o, out, staging);
   if (open.prepared.complete) {  // reused as this run's result only once compared with it
     check_complete_resumable(out, plan.fingerprint, plan.table ? &plan.table->table() : nullptr);
@@ -356,7 +360,7 @@ OpenOutput open_output(const ConvertOptions& o, const RunPlan& plan, const fs::p
   if (!destination.empty()) {
     try {
       remote = std::make_unique<RemoteOutput>(o, destination, staging);
-      if (remote->begin()) {  // --resume of a run killed after its manifest went up
+      if (remote->begin(recorded)) {  // --resume of a run killed after its manifest went up
         remote.reset();
         std::error_code ec;
         fs::remove_all(staging, ec);
@@ -685,6 +689,7 @@ ConvertResult convert(const ConvertOptions& options) {
   }
   const fs::path out(o.output);
   const fs::path staging = out / kStagingDir;
+  if (!destination.empty()) refuse_inputs_inside_remote_output(o, destination);
   const RunPlan plan = plan_run(o, staging);
 
   // -o s3://: the checkpoint folder goes once it holds nothing (after the lock file).

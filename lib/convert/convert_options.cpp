@@ -7,6 +7,7 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
+#include "remote/url.h"
 #include "source/pipe_stream.h"
 
 namespace tarmac {
@@ -196,6 +197,16 @@ void check_part(const PartOptions& p) {
 }
 
 void check_convert_options(const ConvertOptions& o) {
+  // Every s3:// name checked before anything is listed, read or written (parse_s3 refuses
+  // empty, '.' and '..' parts): a usage error, for the input, the table and the output alike.
+  std::vector<std::string> names = o.source.inputs;
+  names.push_back(o.table.path);
+  names.push_back(o.output);
+  for (const auto& name : names) try {
+      if (remote::is_s3(name)) remote::parse_s3(name);
+    } catch (const ParseError& e) {
+      throw UsageError(e.what());
+    }
   const TransformOptions& t = o.transform;
   if (t.format == OutputFormat::Keep &&
       (t.geometry.crop != CropMode::None || t.geometry.resize != ResizeMode::None))

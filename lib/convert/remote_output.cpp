@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "format/manifest.h"
 #include "format/names.h"
 #include "format/shard_list.h"
+#include "remote/inputs.h"
 #include "write/file_util.h"
 
 namespace tarmac {
@@ -79,6 +81,27 @@ std::string remote_checkpoint_dir(const std::string& output, const std::string& 
       .string();
 }
 
+std::vector<std::string> recorded_objects(const fs::path& staging, const std::string& destination) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  if (!fs::is_regular_file(staging / kUploadRecordFile, ec)) return names;
+  try {
+    const json r = json::parse(read_text(staging / kUploadRecordFile));
+    // A record of another prefix (a --checkpoint-dir used for two) owns nothing here.
+    if (r.value("destination", "") != remote::parse_s3_prefix(destination).url("")) return names;
+    for (const auto& [name, v] : r.at("uploaded").items()) names.push_back(name);
+    for (const auto& n : r.value("finishing", json::array())) names.push_back(n.get<std::string>());
+    // Shards a checkpoint covers may be sent (or half-recorded) when the run is killed.
+    if (fs::is_regular_file(staging / kCheckpointFile, ec)) {
+      const json cp = json::parse(read_text(staging / kCheckpointFile));
+      for (const auto& n : cp.at("writer").at("shards")) names.push_back(n.get<std::string>());
+    }
+  } catch (const std::exception&) {  // unreadable: it names nothing, so nothing is replaced
+    names.clear();
+  }
+  return names;
+}
+
 RemoteOutput::RemoteOutput(const ConvertOptions& o, const std::string& destination,
                            fs::path staging)
     : o_(o), dest_(remote::parse_s3_prefix(destination)), staging_(std::move(staging)) {
@@ -124,8 +147,10 @@ RemoteOutput::~RemoteOutput() {
 void RemoteOutput::save_record() {
   json up = json::object();
   for (const auto& [name, v] : uploaded_) up[name] = {{"size", v.first}, {"crc32", v.second}};
-  write_file_atomic((staging_ / kUploadRecordFile).string(),
-                    json{{"run", run_id_}, {"uploaded", up}}.dump());
+  json r{{"run", run_id_}, {"destination", dest_.url("")}, {"uploaded", up}};
+  // Named before they are sent: a kill during their PUTs leaves objects this record owns.
+  if (finishing_) r["finishing"] = {kLabelsFile, kShardListFile, kManifestFile};
+  write_file_atomic((staging_ / kUploadRecordFile).string(), r.dump());
 }
 
 void RemoteOutput::record_uploaded(const std::string& name, uint64_t size,
@@ -135,7 +160,7 @@ void RemoteOutput::record_uploaded(const std::string& name, uint64_t size,
   save_record();
 }
 
-bool RemoteOutput::begin() {
+bool RemoteOutput::begin(const std::vector<std::string>& recorded) {
   const std::string lock_url = dest_.url(kRemoteLockObject);
   std::string command;
   for (const auto& a : o_.provenance.command_line) command += (command.empty() ? "" : " ") + a;
@@ -196,30 +221,82 @@ bool RemoteOutput::begin() {
   }
   locked_ = true;
   const std::string manifest_url = dest_.url(kManifestFile);
-  if (!client_->head(manifest_url).exists) return false;
-  // Only this run's finish uploads a manifest while it holds the lock (--overwrite removes the
-  // old one first): on --resume, one found is this run's, complete.
-  if (o_.run.resume) return true;
-  if (!o_.run.overwrite)
-    throw FatalError("'" + dest_.url("") + "' holds a dataset (" + manifest_url +
-                     "): choose another prefix, or pass --overwrite to replace it (the objects "
-                     "its manifest lists are removed first)");
-  // The old dataset's objects, by its own manifest, never by pattern; the manifest first, so
-  // that from here on the prefix does not look complete.
-  const auto text = client_->get(manifest_url);
-  std::vector<std::string> names{kLabelsFile, kShardListFile};
-  try {
-    if (text)
-      for (auto& n : manifest_shard_names(parse_manifest(*text))) names.push_back(std::move(n));
-  } catch (const ParseError& e) {
-    throw FatalError("--overwrite: the dataset at '" + dest_.url("") + "' has a manifest tarmac " +
-                     "cannot read (" + e.what() +
-                     "), so it cannot tell which objects are its own and removes none; remove "
-                     "the old dataset yourself, or choose another prefix");
+  const bool has_manifest = client_->head(manifest_url).exists;
+  const bool finishing =
+      std::find(recorded.begin(), recorded.end(), kManifestFile) != recorded.end();
+  if (has_manifest) {
+    // Only this run's finish uploads a manifest while it holds the lock (--overwrite removes
+    // the old one first): on --resume, one found is this run's, complete, if its record says
+    // it had begun its last uploads (or there is no interrupted run: nothing to do); else it
+    // is not tarmac's, refused below.
+    if (o_.run.resume && (!resumed_ || finishing)) return true;
+    if (!o_.run.overwrite)
+      throw FatalError("'" + dest_.url("") + "' holds a dataset (" + manifest_url +
+                       "): choose another prefix, or pass --overwrite to replace it (the "
+                       "objects its manifest lists are removed first)");
   }
-  client_->remove(manifest_url);
-  for (const auto& n : names) client_->remove(dest_.url(n));
+  // What tarmac owns under the prefix: the old dataset's objects by its own manifest, and
+  // those an interrupted run of this checkpoint folder recorded; never anything by pattern.
+  std::set<std::string> owned(recorded.begin(), recorded.end());
+  for (const auto& [name, v] : uploaded_) owned.insert(name);
+  std::vector<std::string> old_dataset;
+  if (has_manifest && !o_.run.resume) {
+    const auto text = client_->get(manifest_url);
+    old_dataset = {kManifestFile, kLabelsFile, kShardListFile};
+    try {
+      if (text)
+        for (auto& n : manifest_shard_names(parse_manifest(*text)))
+          old_dataset.push_back(std::move(n));
+    } catch (const ParseError& e) {
+      throw FatalError("--overwrite: the dataset at '" + dest_.url("") +
+                       "' has a manifest tarmac cannot read (" + e.what() +
+                       "), so it cannot tell which objects are its own and removes none; "
+                       "remove the old dataset yourself, or choose another prefix");
+    }
+    owned.insert(old_dataset.begin(), old_dataset.end());
+  }
+  refuse_foreign_objects(owned);
+  if (!o_.run.overwrite || resumed_) return false;  // a resumed run keeps what it sent
+  // The manifest first, so that from here on the prefix does not look complete; then the rest
+  // of the old dataset, and what an interrupted run had sent (shards a shorter new run would
+  // not replace).
+  if (has_manifest) client_->remove(manifest_url);
+  for (const auto& n : owned)
+    if (n != kManifestFile) client_->remove(dest_.url(n));
   return false;
+}
+
+void RemoteOutput::refuse_foreign_objects(const std::set<std::string>& owned) {
+  std::vector<std::string> foreign, colliding;
+  for (const auto& [url, size] : remote::list_objects(dest_.url(""), client_->config())) {
+    const std::string name = url.substr(dest_.url("").size());
+    if (name == kRemoteLockObject || owned.contains(name)) continue;
+    foreign.push_back(url);
+    // A name the new dataset may be written under: refused whatever the flags, as a local
+    // output's file named so is.
+    if (is_shard_name(name) || name == kLabelsFile || name == kManifestFile ||
+        name == kShardListFile)
+      colliding.push_back(url);
+  }
+  auto some = [](const std::vector<std::string>& urls) {
+    std::string s;
+    for (size_t i = 0; i < urls.size() && i < 5; ++i) s += (i ? ", " : "") + urls[i];
+    if (urls.size() > 5) s += " and " + std::to_string(urls.size() - 5) + " more";
+    return s;
+  };
+  // A plain run writes only where nothing is (an interrupted run's own objects aside), as a
+  // plain local run needs an empty directory; --resume goes on where its run left objects.
+  if (!foreign.empty() && !o_.run.overwrite && !o_.run.resume)
+    throw FatalError("'" + dest_.url("") + "' holds " + std::to_string(foreign.size()) +
+                     " object(s) tarmac did not write (no dataset's manifest, checkpoint or "
+                     "upload record names them): " +
+                     some(foreign) +
+                     ". Choose another prefix, or pass --overwrite to write the dataset beside "
+                     "them (it replaces or removes only an old dataset's own objects)");
+  if (!colliding.empty())
+    throw FatalError("'" + dest_.url("") + "' holds " + some(colliding) +
+                     ", which no dataset there lists as its own; --overwrite replaces only an "
+                     "old dataset's objects. Move it away (aws s3 mv), or choose another prefix");
 }
 
 std::vector<std::string> RemoteOutput::check_uploaded(const json& w) {
@@ -315,6 +392,11 @@ void RemoteOutput::publish(const DatasetWriter& writer, const std::function<void
     ++queued_;
   }
   uploader_->drain(wait_tick);
+  {
+    std::lock_guard lock(mu_);
+    finishing_ = true;
+    save_record();
+  }
   // The last files, in order: the manifest, which says the dataset is complete, last of all.
   for (const char* name : {kLabelsFile, kShardListFile, kManifestFile}) {
     const fs::path path = staging_ / name;

@@ -24,6 +24,12 @@ inline constexpr const char* kRemoteLockObject = ".tarmac-lock";
 /// The record of the uploads confirmed, in the staging directory (with the run's id).
 inline constexpr const char* kUploadRecordFile = "uploads.json";
 
+/// The objects under `destination` that the staging folder's upload record (and the
+/// checkpoint beside it) says an interrupted run wrote or was writing; empty when there is no
+/// record, it is unreadable, or it is another prefix's.
+std::vector<std::string> recorded_objects(const std::filesystem::path& staging,
+                                          const std::string& destination);
+
 class RemoteOutput {
  public:
   /// For the destination `o.output` (s3://), staging in `staging` (which exists). Throws
@@ -38,8 +44,12 @@ class RemoteOutput {
   /// Before anything is written: takes the lock object; refuses a prefix that holds a dataset
   /// (its manifest.json) unless --overwrite (which removes that dataset's objects, as its
   /// manifest lists them, manifest first) or --resume (the dataset is then this run's, finished:
-  /// returns true, nothing to do). Throws FatalError or RemoteError (one line).
-  bool begin();
+  /// returns true, nothing to do). An object under the prefix that neither the old manifest
+  /// nor `recorded` (recorded_objects(), read before the staging folder was cleared) names is
+  /// the user's: refused without --overwrite or --resume, never replaced or removed, and
+  /// refused even then when a dataset file may be written under its name. Throws FatalError or
+  /// RemoteError (one line).
+  bool begin(const std::vector<std::string>& recorded);
 
   /// --resume: the closed shards of the checkpoint `writer` (its "writer" object) already on
   /// the server, checked by HEAD (size and CRC-32): recorded as uploaded, their local copies
@@ -69,6 +79,7 @@ class RemoteOutput {
   /// True when `name` was uploaded (recorded) with this size and CRC-32.
   bool already_sent(const std::string& name, uint64_t size, const std::string& crc32);
   void save_record();
+  void refuse_foreign_objects(const std::set<std::string>& owned);
 
   const ConvertOptions& o_;
   remote::S3Prefix dest_;
@@ -78,7 +89,8 @@ class RemoteOutput {
   std::string run_id_;
   bool locked_ = false;
   bool resumed_ = false;
-  size_t queued_ = 0;  // shards handed to the uploader (or found uploaded)
+  bool finishing_ = false;  // the last uploads (labels, shard list, manifest) begun
+  size_t queued_ = 0;       // shards handed to the uploader (or found uploaded)
   mutable std::mutex mu_;
   std::map<std::string, std::pair<uint64_t, std::string>> uploaded_;  // name: size, crc32
   std::set<std::string> keep_local_;  // shards no checkpoint covers closed: kept after upload

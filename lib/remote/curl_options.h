@@ -10,8 +10,8 @@
 
 namespace tarmac::remote {
 
-/// The URL, no signals (threads), HTTP and HTTPS only, tarmac's user agent, the connect and
-/// stall timeouts of `config.retry`, and `config.ca_bundle` when one is set.
+/// The URL (its path sent as is), no signals (threads), HTTP and HTTPS only, tarmac's user agent,
+/// the connect and stall timeouts of `config.retry`, and `config.ca_bundle` when one is set.
 void set_transfer_options(CURL* h, const RemoteConfig& config, const std::string& url);
 
 /// What to do about a transfer that failed on the server's certificate (not trusted, or a CA

@@ -20,6 +20,9 @@ namespace tarmac::remote {
 
 void set_transfer_options(CURL* h, const RemoteConfig& config, const std::string& url) {
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  // The path as named: libcurl would otherwise remove '.' and '..' segments, sending the
+  // request for another object than the one named (parse_s3 refuses them in s3:// names).
+  curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(h, CURLOPT_USERAGENT, (std::string("tarmac/") + kVersion).c_str());

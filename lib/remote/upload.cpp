@@ -36,11 +36,6 @@ std::string xml_value(const std::string& body, const std::string& tag) {
   return body.substr(b + open.size(), e - b - open.size());
 }
 
-std::string strip_slashes(std::string s) {
-  while (!s.empty() && s.back() == '/') s.pop_back();
-  return s;
-}
-
 }  // namespace
 
 struct S3Client::Request {
@@ -61,6 +56,14 @@ S3Client::Request make_request(std::string method, std::string name, std::string
   r.name = std::move(name);
   r.query = std::move(query);
   return r;
+}
+
+// The Content-Type an object is stored with (and served with, to a browser or a CDN), by its
+// name: without one, the object took the multipart creation's application/xml.
+std::string content_type(std::string_view url) {
+  if (url.ends_with(".tar")) return "Content-Type: application/x-tar";
+  if (url.ends_with(".json")) return "Content-Type: application/json";
+  return "Content-Type: application/octet-stream";  // labels.safetensors, the lock object
 }
 }  // namespace
 
@@ -137,10 +140,7 @@ std::string S3Prefix::url(std::string_view name) const {
 S3Prefix parse_s3_prefix(const std::string& url) {
   const S3Location loc = parse_s3(url);
   S3Prefix p{loc.bucket, loc.key};
-  if (!p.prefix.empty() && p.prefix.back() != '/') p.prefix += '/';
-  if (p.prefix.find("//") != std::string::npos || p.prefix.starts_with("/"))
-    throw ParseError("'" + url + "': the prefix holds an empty folder name ('//'): write " +
-                     "s3://" + p.bucket + "/" + strip_slashes(p.prefix) + "/");
+  if (!p.prefix.empty() && p.prefix.back() != '/') p.prefix += '/';  // parse_s3 refused "//"
   return p;
 }
 
@@ -172,7 +172,7 @@ static std::string write_advice(const S3Client& c, const std::string& name, long
     return "the server refused the credentials: " + creds;
   if (code == "AccessDenied" || status == 403 || status == 401)
     return "access denied: the credentials may lack write access to bucket '" + bucket +
-           "' (s3:PutObject, s3:GetObject, s3:DeleteObject): " + creds;
+           "' (s3:PutObject, s3:GetObject, s3:DeleteObject, s3:ListBucket): " + creds;
   if (code == "EntityTooSmall")
     return "the server refused a part under its minimum size: raise --multipart-size";
   if (retryable_status(status, code)) return "the server kept failing: try again later (--resume)";
@@ -210,7 +210,11 @@ S3Client::Response S3Client::send(const Request& r) {
                     (has_body ? "UNSIGNED-PAYLOAD" : kEmptySha256));
     if (!config_.session_token.empty())
       extra.push_back("x-amz-security-token: " + config_.session_token);
-    if (r.method == "POST") extra.emplace_back("Content-Type: application/xml");
+    // A POST's body is XML, but CreateMultipartUpload names the object's own type.
+    if (r.method == "POST" && std::none_of(extra.begin(), extra.end(), [](const std::string& h) {
+          return h.starts_with("Content-Type:");
+        }))
+      extra.emplace_back("Content-Type: application/xml");
     for (const auto& e : extra) headers = curl_slist_append(headers, e.c_str());
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     Request sized = r;
@@ -325,6 +329,7 @@ std::optional<std::string> S3Client::get(const std::string& url, size_t limit) {
 void S3Client::put(const std::string& url, std::string_view data, const std::string& crc32) {
   Request r = make_request("PUT", url);
   r.body = data;
+  r.headers.push_back(content_type(url));
   if (!crc32.empty()) r.headers.push_back(std::string("x-amz-meta-") + kCrcMetadata + ": " + crc32);
   const Response resp = send(r);
   if (resp.status >= 300) fail(r, resp);
@@ -333,6 +338,7 @@ void S3Client::put(const std::string& url, std::string_view data, const std::str
 S3Client::Created S3Client::create_if_absent(const std::string& url, std::string_view data) {
   Request r = make_request("PUT", url);
   r.body = data;
+  r.headers.push_back(content_type(url));
   r.headers.emplace_back("If-None-Match: *");
   const Response resp = send(r);
   if (resp.status < 300) return Created::Yes;
@@ -366,6 +372,7 @@ void S3Client::put_file(const std::string& url, const std::string& path, const s
     Request r = make_request("PUT", url);
     r.fd = fd;
     r.length = size;
+    r.headers.push_back(content_type(url));
     if (!crc32.empty()) r.headers.push_back(meta);
     const Response resp = send(r);
     if (resp.status >= 300) fail(r, resp);
@@ -376,6 +383,7 @@ void S3Client::put_file(const std::string& url, const std::string& path, const s
   // Parts of part_size (more when the file would need over kMaxParts).
   const uint64_t psize = std::max(part_size, (size + kMaxParts - 1) / kMaxParts);
   Request create = make_request("POST", url, "uploads=");
+  create.headers.push_back(content_type(url));
   if (!crc32.empty()) create.headers.push_back(meta);
   const Response created = send(create);
   if (created.status >= 300) fail(create, created);

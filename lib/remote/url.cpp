@@ -1,5 +1,6 @@
 #include "remote/url.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -93,6 +94,33 @@ S3Location parse_s3(const std::string& url) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_'))
       throw ParseError("'" + url + "': bucket name '" + loc.bucket +
                        "' holds a character S3 bucket names cannot have");
+  // S3 takes a key as written, but URL handling on the way (libcurl, proxies, a reader's
+  // os.path) would drop '.' and '..' or merge '//', reaching another object than the one
+  // named: every s3:// name tarmac reads or writes is refused here, in one place, as `tarmac
+  // ls` refuses it. The one empty part allowed is the last: "PREFIX/" names a prefix.
+  std::vector<std::string> parts;
+  bool odd = false;
+  for (size_t b = 0; b < loc.key.size();) {
+    const size_t e = std::min(loc.key.find('/', b), loc.key.size());
+    const std::string part = loc.key.substr(b, e - b);
+    if (part.empty() || part == "." || part == "..") odd = true;
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+    } else if (!part.empty() && part != ".") {
+      parts.push_back(part);
+    }
+    b = e + 1;
+  }
+  if (odd) {
+    std::string fixed = "s3://" + loc.bucket + "/";
+    for (size_t i = 0; i < parts.size(); ++i) fixed += (i ? "/" : "") + parts[i];
+    if (!parts.empty() && loc.key.back() == '/') fixed += '/';
+    throw ParseError("'" + url +
+                     "' has an empty, '.' or '..' part in its key: S3 keys are taken as "
+                     "written, so tarmac does not guess which object is meant; name it "
+                     "without them (e.g. " +
+                     fixed + ")");
+  }
   return loc;
 }
 

@@ -44,8 +44,16 @@ void discard_unfinished_publish(const fs::path& out, const fs::path& staging) {
       for (auto& name : manifest_shard_names(*m)) published.push_back(std::move(name));
   } catch (const ParseError&) {  // not one a run wrote: none of its names is acted on
   }
-  if (fs::exists(staging / kManifestFile, ec) || fs::exists(out / kManifestFile, ec))
-    for (const auto& name : published) fs::remove(out / name, ec);
+  // Each is moved out of staging by rename: a name still in staging was not published, and
+  // the file of that name in `out` is not the run's (a user's, put there since). A manifest in
+  // `out` while staging still holds shards was not moved there by the run either.
+  bool staged_shards = false;
+  for (const auto& e : fs::directory_iterator(staging, ec))
+    staged_shards = staged_shards || format::is_shard_name(e.path().filename().string());
+  if (fs::exists(staging / kManifestFile, ec) ||
+      (fs::exists(out / kManifestFile, ec) && !staged_shards))
+    for (const auto& name : published)
+      if (!fs::exists(staging / name, ec)) fs::remove(out / name, ec);
   fs::remove_all(staging, ec);
 }
 

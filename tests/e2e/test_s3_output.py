@@ -452,12 +452,17 @@ class S3Outputs(fx.TmpCase):
         self.s3.put_object(Bucket=BUCKET, Key=prefix + "shard-999999.tar", Body=b"not listed")
         self.assert_one_line_error(prefix, "holds a dataset", "--overwrite", complete=True)
         self.assertEqual(self.keys(prefix), sorted(old + ["notes.txt", "shard-999999.tar"]), "untouched")
+        # a shard-named object the old manifest does not list is the user's: refused even with
+        # --overwrite (as a local output's file named so), none of the prefix touched
+        self.assert_one_line_error(prefix, "shard-999999.tar", "no dataset there lists as its own",
+                                   flags=["--overwrite"], complete=True)
+        self.assertEqual(self.keys(prefix), sorted(old + ["notes.txt", "shard-999999.tar"]), "untouched")
+        self.s3.delete_object(Bucket=BUCKET, Key=prefix + "shard-999999.tar")
         self.convert(prefix, "--overwrite")
         # the old dataset's extra shards went (its manifest listed them); what it did not list stays
         self.assertGreater(len(old), len(os.listdir(self.reference)))
-        self.assertEqual(self.keys(prefix), sorted(os.listdir(self.reference) + ["notes.txt", "shard-999999.tar"]))
+        self.assertEqual(self.keys(prefix), sorted(os.listdir(self.reference) + ["notes.txt"]))
         self.s3.delete_object(Bucket=BUCKET, Key=prefix + "notes.txt")
-        self.s3.delete_object(Bucket=BUCKET, Key=prefix + "shard-999999.tar")
         self.assert_same_as_reference(prefix)
         # --resume of a finished dataset: nothing to do
         p = self.tarmac("convert", *self.inputs, "-o", f"s3://{BUCKET}/{prefix}", *OPTIONS, "--resume")

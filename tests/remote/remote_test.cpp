@@ -51,6 +51,32 @@ TEST_CASE("s3 names: bucket, key, path-style URL", "[remote]") {
   CHECK(uri_encode("a/b~c_d.e-f\xc3\xa9", true) == "a%2Fb~c_d.e-f%C3%A9");
 }
 
+TEST_CASE("s3 names with empty, '.' or '..' parts are refused, the advice accepted", "[remote]") {
+  CHECK(parse_s3("s3://b/p/").key == "p/");
+  CHECK(parse_s3("s3://b/").key.empty());
+  CHECK(parse_s3("s3://b/a..b/.x/x.").key == "a..b/.x/x.");
+  for (const char* bad : {"s3://b/p3/../p3b", "s3://b//p", "s3://b/p//", "s3://b/./p", "s3://b/p/.",
+                          "s3://b/p/..", "s3://b/a//b/c.tar"}) {
+    CAPTURE(bad);
+    std::string advice;
+    try {
+      parse_s3(bad);
+    } catch (const tarmac::ParseError& e) {
+      const std::string what = e.what();
+      const auto at = what.find("(e.g. ");
+      REQUIRE(at != std::string::npos);
+      advice = what.substr(at + 6, what.size() - at - 7);
+    }
+    REQUIRE(!advice.empty());
+    CHECK_NOTHROW(parse_s3(advice));
+  }
+  try {
+    parse_s3("s3://b//p");
+  } catch (const tarmac::ParseError& e) {
+    CHECK(std::string(e.what()).find("(e.g. s3://b/p)") != std::string::npos);
+  }
+}
+
 TEST_CASE("a ListObjectsV2 answer: keys decoded, sizes, continuation", "[remote]") {
   const std::string xml =
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult "
