@@ -1,6 +1,8 @@
 #pragma once
 // A request to stop a long run early (SIGINT/SIGTERM, or a library caller), set from a signal
-// handler and polled by the run: lock-free atomics only, so async-signal-safe to set.
+// handler and polled by the run: lock-free atomics only, so async-signal-safe to set. (The
+// busy marks, for the watchdog's message, take a lock: the run's threads set them, never a
+// handler.)
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -27,7 +29,7 @@ struct StopRequest {
   /// Describes what a thread is busy with, only when asked (the watchdog's message), so that
   /// marking it costs a lock, not a string.
   using Describe = std::string (*)(const void* what);
-  /// Marks the calling thread busy with `what` (alive until end_busy()) until end_busy().
+  /// Marks the calling thread busy with `what`, which must stay alive until its end_busy().
   void begin_busy(const void* what, Describe describe) const {
     const std::lock_guard lk(busy_mu_);
     busy_[std::this_thread::get_id()] = {what, describe};
