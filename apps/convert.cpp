@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -200,6 +201,10 @@ Runner setup_convert(CLI::App& app, const GlobalFlags& g) {
       display.finish(false);
       spdlog::error("{}", e.what());
       return error_exit_code(e);
+    } catch (const std::bad_alloc&) {  // before it started (the table, the scans)
+      display.finish(false);
+      spdlog::error("{}", out_of_memory_text(progress.phase.load()));
+      return kDataError;
     }
     display.finish(!r.already_complete);
     for (const auto& n : r.notes) spdlog::info("{}", n);

@@ -199,6 +199,7 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   o.table.options.image_column = f.table_image;
   o.table.options.list_columns = f.table_columns;
   o.table.prefix = f.table_prefix;
+  o.table.options.max_bytes = bytes_flag("--max-table-size", f.max_table_size);
   o.labels.instances = f.instances;
   o.labels.instance_fields = f.instance_fields;
   if (o.table.path.empty() && (!f.table_image.empty() || !f.table_columns.empty() ||
@@ -449,6 +450,12 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
   app.add_option("--table-prefix", f.table_prefix,
                  "Put in front of every path the table names (COCO: train2017/)")
       ->group(tab);
+  app.add_option("--max-table-size", f.max_table_size,
+                 "Refuse a larger --table (a file, an object or a pipe: command's output, held "
+                 "whole in memory while read)")
+      ->group(tab)
+      ->check(bytes_value())
+      ->default_str("16G");
   app.add_option("--instances", f.instances,
                  "One output per entry along this label field's first axis (persons in a "
                  "frame); keys KEY/K, a sample with none is counted and listed")

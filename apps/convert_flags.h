@@ -43,6 +43,7 @@ struct ConvertFlags {
   std::vector<std::string> keep_fields, drop_fields, require_fields;
   // Tables and instances.
   std::string table, table_format = "auto", table_image, table_prefix;
+  std::string max_table_size = "16G";
   std::vector<std::string> table_columns;
   std::string instances;
   std::vector<std::string> instance_fields;

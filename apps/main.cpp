@@ -3,8 +3,10 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <map>
+#include <new>
 #include <string>
 
 #include "apps/commands.h"
@@ -46,6 +48,9 @@ const Command kCommands[] = {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  // A write past `ulimit -f` then fails with EFBIG, which the writers report naming the file
+  // and the limit (and keep the checkpoint), instead of SIGXFSZ killing tarmac without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "tarmac converts raw training data (tar archives of images with per-sample label files)\n"
       "into training-ready data, once: pre-cropped images in plain tar shards and every label\n"
@@ -93,6 +98,12 @@ int main(int argc, char** argv) try {
     // memory, a filesystem error outside the library's checks): a message, not an abort.
     try {
       code = run();
+    } catch (const std::bad_alloc&) {  // convert names its phase itself; the others, the command
+      spdlog::error(
+          "out of memory while running 'tarmac {}' (std::bad_alloc): free memory, or lower the "
+          "flags that bound it (docs/cli.md)",
+          sub->get_name());
+      code = tarmac::cli::kDataError;
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
       code = tarmac::cli::kDataError;

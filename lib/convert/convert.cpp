@@ -246,6 +246,14 @@ const char* phase_text(ConvertProgress::Phase phase) {
   return "";
 }
 
+std::string out_of_memory_text(ConvertProgress::Phase phase) {
+  return std::string("out of memory while ") + phase_text(phase) +
+         " (std::bad_alloc): a run's memory is bounded per thread by --threads, "
+         "--max-member-size, --max-pixels and --max-label-size, and as a whole by "
+         "--group-window and --max-table-size (docs/cli.md, Memory bounds): lower them, or free "
+         "memory";
+}
+
 namespace {
 
 // What the run reads and how, settled before the output directory is touched.
@@ -256,6 +264,9 @@ struct RunPlan {
   std::optional<TablePlan> table;
   std::string table_metadata;  // the annotation file's `table` entry (JSON object text)
   json fingerprint;            // what a --resume must find unchanged
+  // A run that reads its inputs twice (a pre-pass, then the conversion): each pipe: command's
+  // first output, which every later run of it must repeat byte for byte. Null otherwise.
+  std::shared_ptr<PipeRuns> pipe_runs;
 };
 
 // The output directory, locked and ready for this run.
@@ -287,12 +298,15 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
   }
   refuse_inputs_inside_output(o);
   plan.split = select_part(o, &plan.part_inputs);
+  if (o.labels.classes_from_dirs || o.members.on_duplicate == OnDuplicate::Last)
+    plan.pipe_runs = std::make_shared<PipeRuns>();
   if (o.run.resume &&
       std::find(plan.part_inputs.begin(), plan.part_inputs.end(), "-") != plan.part_inputs.end())
     throw UsageError("--resume cannot be used with standard input (-): it cannot be read again");
   if (o.labels.classes_from_dirs && o.labels.classes.empty()) {
     std::vector<std::string> notes;  // said once the output exists (open_output)
     InputReaderOptions ro;
+    ro.pipe_runs = plan.pipe_runs;
     ro.max_member_size = o.limits.max_member_size;
     ro.skip_errors = o.run.skip_errors;
     ro.exclude = output_inside_inputs(o, notes);
@@ -429,16 +443,23 @@ FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const Ope
   PipelineThreads pool(pipe);
   pool.start([&feed] { feed.run(); });
 
-  for (int i = 0; i < threads; ++i) pool.start([&] { run_worker(pipe, work_fn, worker_stats); });
+  for (int i = 0; i < threads; ++i)
+    pool.start([&] { run_worker(pipe, work_fn, worker_stats, o.run.stop); });
 
   std::optional<Clock::time_point> stop_t0;
+  // When the writer last got an item: a drain in which none comes for kStopIdleSeconds waits
+  // on a sample a worker is still converting (a 20000x20000 PNG may take ten seconds to
+  // encode), which the stop does not wait for: it is converted again on --resume.
+  Clock::time_point last_item = Clock::now();
   auto poll_stop = [&] {
     if (!o.run.stop || !o.run.stop->requested()) return;
     if (!stop_t0) {
       stop_t0 = Clock::now();
       pipe.stop_input();
     }
-    if (o.run.stop->urgent() || seconds_since(*stop_t0) > kStopDrainSeconds) pipe.cancel();
+    if (o.run.stop->urgent() || seconds_since(*stop_t0) > kStopDrainSeconds ||
+        seconds_since(std::max(*stop_t0, last_item)) > kStopIdleSeconds)
+      pipe.cancel();
   };
   std::exception_ptr writer_failure;
   const auto writer_t0 = Clock::now();
@@ -448,6 +469,7 @@ FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const Ope
       report();
       if (remote) remote->check();  // a failed upload stops the run
     })) {
+      last_item = Clock::now();
       for (Entry& entry : item->entries)
         if (!entry.replay) recorder.handle(entry);
       report();
@@ -460,7 +482,8 @@ FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const Ope
   }
   if (stop_t0 && !writer_failure) {
     o.run.stop->checkpointing.store(true);
-    recorder.write_checkpoint();  // before waiting for the reader, which may be mid-read
+    recorder.write_checkpoint();           // before waiting for the reader, which may be mid-read
+    o.run.stop->checkpointed.store(true);  // a worker deep in an encode is not waited for long
     o.run.stop->checkpointing.store(false);
     pipe.cancel();
     pool.join();
@@ -658,8 +681,19 @@ void publish_remote(const ConvertOptions& o, RemoteOutput& remote, const Dataset
   } catch (const InputChanged& e) {
     // Refused before anything new was written: the checkpoint stays for --overwrite to discard.
     throw FatalError(e.what());
+  } catch (const remote::TransferStopped& e) {
+    // An upload a stop request abandoned, reached by a path that did not see the request
+    // first: the stop, exit 128+signal (cancel() without a signal stays a failure).
+    const int sig = o.run.stop ? o.run.stop->signal.load() : 0;
+    if (sig > 0)
+      throw ConvertStopped("stopped by " + signal_name(sig), sig, keep_resumable(o, staging));
+    throw ConvertStopped(e.what(), 0, keep_resumable(o, staging));
   } catch (const BadSampleError& e) {
     throw ConvertStopped(e.what(), 0, keep_resumable(o, staging), /*bad_sample=*/true);
+  } catch (const std::bad_alloc&) {
+    throw ConvertStopped(out_of_memory_text(o.run.progress ? o.run.progress->phase.load()
+                                                           : ConvertProgress::Phase::Converting),
+                         0, keep_resumable(o, staging));
   } catch (const std::exception& e) {
     throw ConvertStopped(e.what(), 0, keep_resumable(o, staging));
   }
@@ -716,6 +750,7 @@ ConvertResult convert(const ConvertOptions& options) {
   const std::optional<json>& cp = open.prepared.checkpoint;
   try {
     InputReaderOptions ro;
+    ro.pipe_runs = plan.pipe_runs;
     ro.max_member_size = o.limits.max_member_size;
     ro.skip_errors = o.run.skip_errors;
     ro.exclude = open.exclude;

@@ -18,6 +18,9 @@ namespace tarmac {
 
 /// The longest a graceful stop spends finishing the samples in flight before it drops them.
 inline constexpr double kStopDrainSeconds = 5;
+/// A stop's drain ends once no sample has been written for this long (a worker inside a long
+/// encode): what is left in flight is converted again by --resume.
+inline constexpr double kStopIdleSeconds = 1;
 
 /// Thrown by convert() when a run ends before it finishes: by an error (signal() 0; what() is
 /// the error's message) or by a stop request (signal() its number). kept_samples(): the
@@ -164,6 +167,10 @@ struct ConvertProgress {
 /// What a phase does, for a progress line: "converting", "finding the class folders
 /// (--classes-from-dirs)", ...
 const char* phase_text(ConvertProgress::Phase phase);
+
+/// The one line for a run out of memory (std::bad_alloc) in `phase`: what it was doing, and
+/// the flags that bound a run's memory (docs/cli.md, Memory bounds).
+std::string out_of_memory_text(ConvertProgress::Phase phase);
 
 /// How --shard I/N splits the input: with at least N inputs, part I gets the contiguous
 /// block of inputs [I*M/N, (I+1)*M/N) (so parts merged in order keep the single run's

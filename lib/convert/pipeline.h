@@ -4,6 +4,7 @@
 // release from the group window. Knows nothing of what a sample's work is (SampleWork), so it
 // is tested with a fake one.
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -18,9 +19,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/bytes.h"
+#include "common/printable.h"
+#include "common/stop.h"
 #include "convert/sample_processor.h"
 #include "source/input_reader.h"
 #include "source/sample_grouper.h"
+#include "transform/image_codec.h"
 
 namespace tarmac {
 
@@ -294,10 +299,41 @@ struct WorkerStats {
   std::atomic<uint64_t> ahead_taken{0};
 };
 
+/// "the conversion of sample 'KEY' (a 20000x20000 PNG, 1.2 MiB)": what a worker busy with the
+/// RawSample `raw` points to is doing, for the stop watchdog's message (StopRequest::Describe).
+inline std::string describe_sample_work(const void* raw) {
+  const auto& r = *static_cast<const RawSample*>(raw);
+  std::string text = "the conversion of sample '" + printable(r.key) + "'";
+  for (const Member& m : r.members) {
+    try {
+      const ImageHeader h = probe_image(m.data);
+      if (h.width <= 0 || h.height <= 0) continue;
+      std::string format = image_format_extension(h.format);
+      for (char& c : format) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      return text + " (a " + std::to_string(h.width) + "x" + std::to_string(h.height) + " " +
+             format + ", " + format_bytes(m.data.size()) + ")";
+    } catch (const std::exception&) {  // no image, or packed (a zip member): not described
+    }
+  }
+  return text;
+}
+
 /// A transform worker: takes items (and, when idle, jobs ahead) until the pipeline ends, runs
 /// `work` on every sample to convert, and hands the items on in order. What `work` throws
-/// stops the run (kept in `stats`, the pipeline cancelled), never std::terminate.
-inline void run_worker(Pipeline& pipe, const SampleWork& work, WorkerStats& stats) {
+/// stops the run (kept in `stats`, the pipeline cancelled), never std::terminate. `stop`, if
+/// given, is told which sample the worker converts (StopRequest::begin_busy): a stop cannot
+/// interrupt an encode, and the watchdog that ends it names what it cut short.
+inline void run_worker(Pipeline& pipe, const SampleWork& sample_work, WorkerStats& stats,
+                       const StopRequest* stop = nullptr) {
+  const SampleWork marked = [&](const RawSample& raw) {
+    stop->begin_busy(&raw, describe_sample_work);
+    struct End {
+      const StopRequest* stop;
+      ~End() { stop->end_busy(); }
+    } end{stop};
+    return sample_work(raw);
+  };
+  const SampleWork& work = stop ? marked : sample_work;
   const auto t0 = Clock::now();
   try {
     while (auto w = pipe.take()) {

@@ -1,9 +1,11 @@
 #include "convert/table_input.h"
 
+#include <new>
 #include <vector>
 
 #include "common/bytes.h"
 #include "common/error.h"
+#include "common/printable.h"
 #include "remote/fetch.h"
 #include "remote/http.h"
 #include "remote/url.h"
@@ -14,7 +16,15 @@ namespace {
 
 std::string over_limit(const std::string& path, uint64_t size, uint64_t limit) {
   return "table " + path + ": " + format_bytes(size) + ", over the limit of " +
-         format_bytes(limit) + " for a table";
+         format_bytes(limit) + " for a table (--max-table-size raises it)";
+}
+
+// A table held whole in memory that memory did not hold (the bound is larger than the
+// machine's memory, or an address-space limit is lower): the table, how far it got, the bound.
+[[noreturn]] void out_of_memory(const std::string& path, uint64_t read, uint64_t limit) {
+  throw FatalError("out of memory reading table '" + printable(path) + "' into memory after " +
+                   format_bytes(read) + " (its bound, --max-table-size, is " + format_bytes(limit) +
+                   "): lower --max-table-size to refuse it sooner, or free memory");
 }
 
 std::vector<uint8_t> download_table(const std::string& path, uint64_t limit,
@@ -27,9 +37,13 @@ std::vector<uint8_t> download_table(const std::string& path, uint64_t limit,
     if (head.status < 300 && head.content_length && *head.content_length > limit)
       throw FatalError(over_limit(path, *head.content_length, limit));
     // the GET must give the HEAD's size: a shorter table would be a dataset with rows missing
-    return remote::download_to_memory(
-        target, config, limit, stop,
-        head.status < 300 ? head.content_length : std::optional<uint64_t>());
+    try {
+      return remote::download_to_memory(
+          target, config, limit, stop,
+          head.status < 300 ? head.content_length : std::optional<uint64_t>());
+    } catch (const std::bad_alloc&) {
+      out_of_memory(path, head.content_length.value_or(0), limit);
+    }
   } catch (const remote::RemoteError& e) {
     throw remote::RemoteError(std::string("--table: ") + e.what(), e.http_status());
   }
@@ -41,8 +55,17 @@ std::vector<uint8_t> run_table_command(const std::string& path, uint64_t limit,
   std::vector<uint8_t> out;
   std::vector<uint8_t> buf(1 << 20);
   for (size_t n; (n = in.read(buf.data(), buf.size())) > 0;) {
-    if (out.size() + n > limit) throw FatalError(over_limit(path, out.size() + n, limit));
-    out.insert(out.end(), buf.data(), buf.data() + n);
+    // An endless command (pipe:yes) stops here, its group killed as `in` goes.
+    if (out.size() + n > limit)
+      throw FatalError("table '" + printable(path) + "': the command's output passed " +
+                       format_bytes(limit) +
+                       ", the limit for a table (--max-table-size raises it), and was cut off "
+                       "there; check that the command ends");
+    try {
+      out.insert(out.end(), buf.data(), buf.data() + n);
+    } catch (const std::bad_alloc&) {
+      out_of_memory(path, out.size(), limit);
+    }
   }
   return out;
 }

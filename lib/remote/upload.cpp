@@ -197,7 +197,7 @@ S3Client::Response S3Client::send(const Request& r) {
   if (!r.query.empty()) url += "?" + r.query;
   const bool has_body = r.method == "PUT" || r.method == "POST";
   for (int failures = 0;;) {
-    if (stopping()) throw RemoteError("cannot write '" + r.name + "': stopped");
+    if (stopping()) throw TransferStopped(r.name);
     Response resp;
     Transfer t{&r, &resp, 0, this};
     CURL* h = curl_easy_init();
@@ -245,7 +245,7 @@ S3Client::Response S3Client::send(const Request& r) {
     curl_easy_cleanup(h);
     curl_slist_free_all(headers);
     if (rc == CURLE_ABORTED_BY_CALLBACK || (rc != CURLE_OK && stopping()))
-      throw RemoteError("cannot write '" + r.name + "': stopped");
+      throw TransferStopped(r.name);
     if (rc == CURLE_WRITE_ERROR)
       throw RemoteError("cannot write '" + r.name + "': the answer is larger than " +
                         std::to_string(r.body_limit) + " bytes");
@@ -282,7 +282,7 @@ S3Client::Response S3Client::send(const Request& r) {
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::duration<double>(std::min(wait, config_.retry.max_backoff_s));
     while (std::chrono::steady_clock::now() < until) {
-      if (stopping()) throw RemoteError("cannot write '" + r.name + "': stopped");
+      if (stopping()) throw TransferStopped(r.name);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
@@ -491,6 +491,9 @@ bool ObjectUploader::push(Job job, const std::function<bool()>& keep_waiting) {
     lock.lock();
     if (!go_on) return false;
   }
+  // The upload thread saw the stop first (its transfer abandoned): the caller stops as well,
+  // the file left for --resume; reporting it as a failed write would exit 1, not 128+signal.
+  if (failure_ && client_.stopping()) return false;
   if (failure_) std::rethrow_exception(failure_);
   queue_.push_back(std::move(job));
   cv_.notify_all();

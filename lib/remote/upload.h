@@ -62,11 +62,19 @@ struct UploadCounts {
   std::atomic<uint64_t> skipped{0};    ///< already complete on the server (a resumed run)
 };
 
+/// A request abandoned because a stop was requested (or cancel() called): the run's stop, not a
+/// write error, whichever thread saw the request first (the caller reports the signal).
+class TransferStopped : public RemoteError {
+ public:
+  explicit TransferStopped(const std::string& name)
+      : RemoteError("cannot write '" + name + "': stopped") {}
+};
+
 /// The requests. Safe to use from several threads at once (each request its own handle).
 class S3Client {
  public:
   /// `stop` (may be null) is polled in every wait: a transfer in flight is abandoned within a
-  /// fraction of a second of a stop request, with RemoteError "stopped".
+  /// fraction of a second of a stop request, with TransferStopped.
   S3Client(RemoteConfig config, const StopRequest* stop);
 
   const RemoteConfig& config() const { return config_; }
@@ -86,7 +94,7 @@ class S3Client {
                 uint64_t part_size);
   /// DELETE; a missing object is fine. Throws RemoteError.
   void remove(const std::string& url);
-  /// Abandons every request in flight and to come (RemoteError "stopped"): for a run that
+  /// Abandons every request in flight and to come (TransferStopped): for a run that
   /// failed elsewhere.
   void cancel() { cancelled_.store(true); }
   /// True once a stop was requested or cancel() called.
@@ -130,7 +138,8 @@ class ObjectUploader {
   ObjectUploader& operator=(const ObjectUploader&) = delete;
 
   /// Queues a file; blocks while `max_pending` wait, asking `keep_waiting` every 100 ms: false
-  /// gives up (returns false, nothing queued). Rethrows the upload thread's failure, if any.
+  /// gives up (returns false, nothing queued), as does an upload a stop abandoned (the caller
+  /// stops: no write failed). Rethrows the upload thread's failure otherwise.
   bool push(Job job, const std::function<bool()>& keep_waiting);
   /// Waits until every queued file is uploaded, calling `wait_tick` as push() does; rethrows
   /// the upload thread's failure.

@@ -529,6 +529,8 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
       if (!options_.skip_errors) throw FatalError(src.read_error);
       info.error = src.read_error;
     }
+    if (info.error.empty() && options_.pipe_runs)
+      options_.pipe_runs->check(info.path, info.bytes_read, info.crc32);
   }
   if (src.stream) {
     info.retries = src.stream->counts().retries + src.range_retries;

@@ -21,6 +21,7 @@
 #include "common/stop.h"
 #include "remote/remote_config.h"
 #include "source/member.h"
+#include "source/pipe_stream.h"
 #include "source/zip_directory.h"
 
 namespace tarmac {
@@ -86,6 +87,9 @@ struct InputReaderOptions {
   /// Polled while a remote read or a pipe: command waits (network, backoff, a command's output);
   /// the read then fails (a command's process group killed).
   const StopRequest* stop = nullptr;
+  /// Shared by the readers of one run that reads its inputs twice: each pipe: input read to
+  /// its end is checked against its first read (PipeOutputChanged, whatever skip_errors says).
+  std::shared_ptr<PipeRuns> pipe_runs;
 };
 
 struct InputCallbacks {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/crc32.h"
 #include "common/error.h"
 #include "common/printable.h"
 
@@ -98,6 +99,21 @@ std::string pipe_command(std::string_view name) {
   return command;
 }
 
+void PipeRuns::check(const std::string& name, uint64_t size, uint32_t crc) {
+  std::lock_guard lk(mu_);
+  const auto [it, first] = first_.try_emplace(name, size, crc);
+  if (first || it->second == std::pair(size, crc)) return;
+  const auto [was_size, was_crc] = it->second;
+  std::string sizes;
+  if (was_size != size)
+    sizes = ", " + std::to_string(was_size) + " then " + std::to_string(size) + " bytes";
+  throw PipeOutputChanged(printable(name) + " gave other bytes on its second run (CRC-32 " +
+                          crc32_hex(was_crc) + " then " + crc32_hex(crc) + sizes +
+                          "): tarmac reads a pipe: input twice for --on-duplicate last / "
+                          "--classes-from-dirs; make the command deterministic or write its "
+                          "output to a file");
+}
+
 PipeStream::PipeStream(std::string name, const StopRequest* stop)
     : name_(std::move(name)), stop_(stop) {
   const std::string command = pipe_command(name_);
@@ -127,7 +143,8 @@ PipeStream::PipeStream(std::string name, const StopRequest* stop)
     if (::getppid() != parent) ::_exit(127);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
-    for (const int sig : {SIGPIPE, SIGINT, SIGTERM, SIGQUIT}) ::sigaction(sig, &dfl, nullptr);
+    for (const int sig : {SIGPIPE, SIGINT, SIGTERM, SIGQUIT, SIGXFSZ})
+      ::sigaction(sig, &dfl, nullptr);
     sigset_t none;
     ::sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);

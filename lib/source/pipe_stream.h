@@ -7,8 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "common/stop.h"
 
@@ -20,6 +23,28 @@ bool is_pipe(std::string_view name);
 /// The command of a "pipe:COMMAND" name. Throws UsageError when it names none ("pipe:", or only
 /// spaces after it), saying how to write one.
 std::string pipe_command(std::string_view name);
+
+/// A command whose output differs between two reads of one run.
+class PipeOutputChanged : public FatalError {
+ public:
+  using FatalError::FatalError;
+};
+
+/// What each pipe: command gave the first time a run read it to its end (size and CRC-32 of
+/// its whole output), so that the run's later reads of it can be compared: --on-duplicate last
+/// and --classes-from-dirs read every input twice (a pre-pass of names, then the conversion),
+/// and a command run twice may print other bytes (a listing that changed, a counter), which
+/// would keep keys or number classes by bytes the conversion never read. Thread-safe.
+class PipeRuns {
+ public:
+  /// Records the first read of `name` to its end; throws PipeOutputChanged, naming the command
+  /// and both CRC-32s, for a later read whose bytes differ.
+  void check(const std::string& name, uint64_t size, uint32_t crc);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::pair<uint64_t, uint32_t>> first_;
+};
 
 /// A command's standard output, read front to back. Single-threaded.
 class PipeStream {

@@ -34,7 +34,8 @@ std::vector<uint8_t> read_table_file(const std::string& path, uint64_t max_bytes
   if (size < 0) throw FatalError("table " + path + ": cannot tell its size");
   if (static_cast<uint64_t>(size) > max_bytes)
     throw FatalError("table " + path + ": " + format_bytes(static_cast<uint64_t>(size)) +
-                     ", over the limit of " + format_bytes(max_bytes) + " for a table");
+                     ", over the limit of " + format_bytes(max_bytes) +
+                     " for a table (--max-table-size raises it)");
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
   in.seekg(0);
   if (!bytes.empty() && !in.read(reinterpret_cast<char*>(bytes.data()), size))

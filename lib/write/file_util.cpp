@@ -1,6 +1,7 @@
 #include "write/file_util.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -19,6 +20,15 @@ std::string io_error_reason(int err, std::optional<uint64_t> free_bytes) {
   constexpr uint64_t kFull = 1 << 20;
   if (err == ENOSPC) return "no space left on device";
   if (err == EDQUOT) return "no space left on device for this user (disk quota exceeded)";
+  if (err == EFBIG) {
+    // SIGXFSZ is ignored (main), so a write past RLIMIT_FSIZE fails here instead of killing
+    // tarmac without a word; the checkpoint is kept as for a full disk.
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+      return "file size limit (ulimit -f) of " + std::to_string(lim.rlim_cur) +
+             " bytes reached; resume with --resume after raising it";
+    return "file too large for its file system (EFBIG); resume with --resume on another one";
+  }
   if (err == EIO && free_bytes && *free_bytes < kFull)
     return "no space left on device (the file system, " + std::to_string(*free_bytes) +
            " bytes free, reported an input/output error)";

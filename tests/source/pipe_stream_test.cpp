@@ -259,3 +259,52 @@ TEST_CASE("a pipe's read positions are those of the same bytes in a file (resume
   CHECK(marks("pipe:dd if=" + tar + " bs=4096 2>/dev/null") == from_file);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a pipe: command read twice must give the same bytes, whatever skip_errors says",
+          "[pipe]") {
+  // --on-duplicate last and --classes-from-dirs read every input twice: a command whose second
+  // output differs would keep keys or number classes by bytes the conversion never read.
+  char dir[] = "/tmp/tarmac_pipe_test_XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string counter = std::string(dir) + "/n";
+  // An empty tar (two zero blocks) the first time, four the next: other bytes, both valid.
+  const std::string input = "pipe:n=$(cat " + counter + " 2>/dev/null || echo 0); echo 1 > " +
+                            counter + "; head -c $((1024 + n * 1024)) /dev/zero";
+  for (const bool skip : {false, true}) {
+    std::filesystem::remove(counter);
+    tarmac::InputReaderOptions options;
+    options.skip_errors = skip;
+    options.pipe_runs = std::make_shared<tarmac::PipeRuns>();
+    tarmac::InputCallbacks cb;
+    cb.on_member = [](uint32_t, tarmac::Member&&) {};
+    cb.on_notice = [](tarmac::MemberNotice&&) {};
+    cb.on_input_end = [](uint32_t) {};
+    tarmac::InputReader first({input}, options);
+    first.run_names_only(cb);
+    tarmac::InputReader second({input}, options);
+    try {
+      second.run(cb);
+      FAIL("the second read was not compared");
+    } catch (const tarmac::PipeOutputChanged& e) {
+      // zlib's CRC-32 of 1024 and 2048 zero bytes
+      CHECK(std::string(e.what()) ==
+            input +
+                " gave other bytes on its second run (CRC-32 efb5af2e then f1e8ba9e, 1024 then "
+                "2048 bytes): tarmac reads a pipe: input twice for --on-duplicate last / "
+                "--classes-from-dirs; make the command deterministic or write its output to a "
+                "file");
+    }
+  }
+  // The same bytes twice: no error.
+  tarmac::InputReaderOptions options;
+  options.pipe_runs = std::make_shared<tarmac::PipeRuns>();
+  tarmac::InputCallbacks cb;
+  cb.on_member = [](uint32_t, tarmac::Member&&) {};
+  cb.on_notice = [](tarmac::MemberNotice&&) {};
+  cb.on_input_end = [](uint32_t) {};
+  for (int i = 0; i < 2; ++i) {
+    tarmac::InputReader reader({"pipe:head -c 1024 /dev/zero"}, options);
+    CHECK_NOTHROW(reader.run(cb));
+  }
+  std::filesystem::remove_all(dir);
+}
