@@ -192,6 +192,19 @@ std::vector<FieldSpec> Schema::specs() const {
   for (const auto& s : fields_) {
     FieldSpec f{s.name, s.kind, s.dtype, s.shape, s.ragged, s.source, s.nullable()};
     if (f.ragged && !f.shape.empty()) f.shape[0] = -1;
+    for (const auto& [name, g] : geometry_) {
+      if (name != f.name) continue;
+      f.geometry = g;
+      if (g.kind == GeometryKind::Camera)
+        f.geometry->layout = f.shape == std::vector<int64_t>{4} ? "fxfycxcy" : "K";
+      int64_t elements = 1;
+      for (int64_t d : f.shape) elements *= d;
+      if (g.kind == GeometryKind::AxisAngle && g.joints == 0) {
+        int64_t joints = f.ragged ? 1 : elements / 3;  // at least every pair's joints
+        for (const auto& [a, b] : g.pairs) joints = std::max<int64_t>(joints, std::max(a, b) + 1);
+        f.geometry->joints = joints;
+      }
+    }
     out.push_back(std::move(f));
   }
   return out;
