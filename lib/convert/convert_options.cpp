@@ -206,6 +206,33 @@ CameraField parse_camera_field(const std::string& text) {
   return c;
 }
 
+void check_table_geometry(const Table& table, const TransformOptions& t) {
+  for (const TableColumn& c : table.columns) {
+    if (!c.uniform) continue;  // rows of their own shapes: each is checked as it comes
+    int64_t n = 1;
+    for (int64_t d : c.row_shape) n *= d;
+    const std::string where = "--table " + table.path + ": column '" + c.name +
+                              "' has rows of shape " + shape_text(c.row_shape);
+    for (const auto& a : t.axis_angle) {
+      if (a.name != c.name) continue;
+      const bool fits = !c.row_shape.empty() && n % 3 == 0 &&
+                        (c.row_shape.back() == 3 || c.row_shape.back() == n) &&
+                        (a.joints == 0 || n == 3 * a.joints);
+      if (!fits)
+        throw UsageError(where + ", which --axis-angle " + c.name + ":" + a.layout +
+                         " cannot take: it needs [..., 3] or a flat [3 * joints]" +
+                         (a.joints > 0 ? ", " + std::to_string(3 * a.joints) + " values (" +
+                                             std::to_string(a.joints) + " joints)"
+                                       : std::string()));
+    }
+    for (const auto& cam : t.cameras)
+      if (cam.name == c.name && c.row_shape != std::vector<int64_t>{3, 3} &&
+          c.row_shape != std::vector<int64_t>{4})
+        throw UsageError(where + ", which --camera " + c.name +
+                         " cannot take: it needs [3, 3] (K) or [4] (fx, fy, cx, cy)");
+  }
+}
+
 std::vector<std::pair<std::string, FieldGeometry>> declared_kinds(const TransformOptions& t) {
   std::vector<std::pair<std::string, FieldGeometry>> out;
   for (const auto& n : t.points) out.push_back({n, {.kind = GeometryKind::Points}});

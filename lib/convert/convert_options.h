@@ -218,6 +218,11 @@ AxisAngleField parse_axis_angle_field(const std::string& text);
 /// Parses a --camera value, NAME[:centers|edges]. Throws UsageError naming the value.
 CameraField parse_camera_field(const std::string& text);
 
+/// Refuses (UsageError naming the table, the column and its shape) an --axis-angle or --camera
+/// column of `table` whose rows all have a shape the declaration cannot take: the table shows
+/// it before any sample is converted (per-sample values are checked as they come).
+void check_table_geometry(const Table& table, const TransformOptions& t);
+
 /// The geometric kinds the options declare, by field name (the schema's `geometry`).
 std::vector<std::pair<std::string, FieldGeometry>> declared_kinds(const TransformOptions& t);
 

@@ -356,6 +356,24 @@ class GeometryKindsTest(fx.TmpCase):
         self.refuse([img, lab], "--camera", "p:pixels", expect=2, says=["'pixels'"])
         self.refuse([img, lab], "--points", "p", "--points3d", "p", expect=2, says=["--points and --points3d"])
 
+    def test_table_columns_that_cannot_fit_are_usage_errors(self):
+        """A table shows its columns' shapes before any sample: refused then, naming the column."""
+        root = self.path("table-root")
+        os.makedirs(os.path.join(root, "a"))
+        with open(os.path.join(root, "a", "0.png"), "wb") as f:
+            f.write(fx.png(self.src))
+        npz = self.path("poses.npz")
+        np.savez(npz, image_path=np.array(["a/0.png"]), pose=np.zeros((1, 60)), K=np.zeros((1, 2, 2)))
+        for flags, says in [(["--axis-angle", "pose:smpl-body"], ["column 'pose'", "[60]", "69 values"]),
+                            (["--camera", "K"], ["column 'K'", "[2, 2]", "[3, 3]"])]:
+            out = self.path("table-out-%d" % len(os.listdir(self.tmp)))
+            p = fx.run(["convert", root, "--table", npz, "-o", out, "--size", "32", *flags])
+            err = p.stderr.decode()
+            self.assertEqual(p.returncode, 2, err)
+            for w in says:
+                self.assertIn(w, err)
+            self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+
 
 if __name__ == "__main__":
     unittest.main()
