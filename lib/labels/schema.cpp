@@ -140,8 +140,13 @@ void Schema::observe(const std::vector<SampleField>& fields) {
             // Only empty arrays before: this value fixes the shape (they stay empty rows).
             s.shape = v.shape;
             s.shape[0] = 0;
-          } else if (json_source && v.shape == std::vector<int64_t>{0} && s.ragged) {
-            // [] in a typed ragged field: an empty row.
+          } else if (json_source && v.shape == std::vector<int64_t>{0} && !s.shape.empty()) {
+            // [] in a typed field of rows: an empty row (a ragged list of no boxes or points;
+            // before #38 it made the field JSON text when it came after a non-empty one).
+            if (!s.ragged) {
+              s.ragged = true;
+              s.total_first_axis = static_cast<uint64_t>(s.shape[0]) * s.present;
+            }
           } else if (json_source) {
             to_json_text(s, /*mixed=*/true);
             ++s.present;

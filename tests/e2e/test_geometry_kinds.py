@@ -200,7 +200,10 @@ class GeometryKindsTest(fx.TmpCase):
 
     def test_ragged_boxes_and_points_follow_element_by_element(self):
         """A sample with no boxes or points (an empty list) was refused before #38."""
-        self.assertTrue(self.ds.schema["dets"]["ragged"])
+        # An empty list after a non-empty one made the field JSON text before #38.
+        for name in ("dets", "keypoints"):
+            self.assertEqual(self.ds.schema[name]["kind"], "numeric", name)
+            self.assertTrue(self.ds.schema[name]["ragged"], name)
         for i, lab in enumerate(self.labels):
             m = self.ds.affine(i).reshape(2, 3)
             got = np.asarray(self.value("dets", i), np.float64).reshape(-1, 4)
