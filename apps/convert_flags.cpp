@@ -188,6 +188,15 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   else
     throw CLI::ValidationError("--channels", "'" + f.channels + "': use 3, 1 or keep");
   for (const auto& b : f.boxes) o.transform.boxes.push_back(parse_box_field(b));
+  o.transform.points3d = f.points3d;
+  o.transform.polygons = f.polygons;
+  o.transform.masks = f.masks;
+  try {
+    for (const auto& a : f.axis_angle) o.transform.axis_angle.push_back(parse_axis_angle_field(a));
+    for (const auto& c : f.camera) o.transform.cameras.push_back(parse_camera_field(c));
+  } catch (const UsageError& e) {
+    throw CLI::ValidationError(e.what());
+  }
   o.members.no_images = f.no_images;
   o.labels.classes_from_dirs = f.classes_from_dirs;
   o.table.path = f.table;
@@ -282,6 +291,12 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       "  # HMR crops: person box from each sample's JSON, 1.2x, square, 224 px; keypoints follow\n"
       "  tarmac convert raw/part-*.tar.gz -o out/ --crop field:bbox_xywh --crop-scale 1.2 \\\n"
       "      --square --size 224 --points keypoints2d --boxes bbox_xywh --quality 95\n"
+      "  # ... with 3D joints, SMPL pose and camera declared, so that a reader's flip moves them\n"
+      "      --points3d keypoints3d --axis-angle smpl.global_orient smpl.body_pose:smpl-body \\\n"
+      "      --camera K\n"
+      "  # COCO person crops, each with its own mask (polygons or RLE), 256 px\n"
+      "  tarmac convert train2017/ -o out/ --table instances_train2017.json --crop field:bbox \\\n"
+      "      --crop-scale 1.25 --square --size 256 --boxes bbox --masks segmentation\n"
       "  # depth pairs: centre crop, depth maps follow by nearest neighbour, 16 bits kept\n"
       "  tarmac convert depth.tar -o out/ --crop center --size 480 --dense depth.png --format png\n"
       "  # captioned photos into aspect-ratio buckets of ~1024x1024 pixels (sides /64)\n"
@@ -374,6 +389,37 @@ void add_convert_flags(CLI::App& app, ConvertFlags& f) {
       ->group(tr);
   app.add_option("--boxes", f.boxes,
                  "Label fields of boxes [..., 4] to transform: NAME or NAME:xyxy")
+      ->group(tr);
+  app.add_option("--points3d", f.points3d,
+                 "Label fields of camera-frame 3D points [..., >=3] (x right, y down, z forward, "
+                 "as mmhuman3d's keypoints3d): stored as they are (a crop or resize does not "
+                 "move the camera), recorded so that a reader's flip and rotation move them")
+      ->group(tr);
+  app.add_option("--axis-angle", f.axis_angle,
+                 "Label fields of rotations as axis-angle [..., 3] or flat [3*J]: NAME[:LAYOUT], "
+                 "LAYOUT root (default; one global orientation), smpl (24 joints), smpl-body "
+                 "(23, SMPL's body_pose), smplx-body (21, SMPL-X's body_pose), mano-left and "
+                 "mano-right (15 each; give both hands), or pairs:A-B,C-D,... (0-based joints a "
+                 "flip swaps). Stored as they are; e.g. --axis-angle smpl.global_orient "
+                 "smpl.body_pose:smpl-body")
+      ->group(tr);
+  app.add_option("--camera", f.camera,
+                 "Label fields of intrinsics, [3,3] K or [4] (fx, fy, cx, cy), moved exactly "
+                 "with every crop and resize (K' = A K, A the sample's __affine__): "
+                 "NAME[:centers|edges]; centers (default): OpenCV's principal point, the top-left "
+                 "pixel's centre is (0, 0); edges: COLMAP's, it is (0.5, 0.5)")
+      ->group(tr);
+  app.add_option("--polygons", f.polygons,
+                 "Label fields of COCO segmentation polygons (lists of x0,y0,x1,y1,...; any "
+                 "number per sample): every vertex moved as --points are")
+      ->group(tr);
+  app.add_option("--masks", f.masks,
+                 "Label fields of COCO segmentation (polygons, or RLE: {\"counts\", \"size\"}, "
+                 "compressed or not) rasterised in the source image and stored as a 0/1 PNG "
+                 "mask per output sample, warped with the image by nearest neighbour (blob "
+                 "__NAME__, member KEY.NAME.png); the field itself is then left out (kept, "
+                 "transformed, when --polygons names it too). With --instances: each instance's "
+                 "own mask")
       ->group(tr);
   app.add_option(
          "--dense", f.dense,

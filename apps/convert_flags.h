@@ -30,6 +30,7 @@ struct ConvertFlags {
   int bucket_step = 64;
   double bucket_max_ratio = 4.0;
   std::vector<std::string> points, boxes, dense;
+  std::vector<std::string> points3d, axis_angle, camera, polygons, masks;  ///< as given
   double pad_value = 0;
   std::string format = "jpg";
   int quality = 95;

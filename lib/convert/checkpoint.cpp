@@ -296,6 +296,30 @@ json output_options(const ConvertOptions& o) {
       {"--shard-size", o.limits.shard_size},
       {"--on-error", o.run.skip_errors ? "skip" : "fail"},
       {"--on-duplicate", on_duplicate_name(o.members.on_duplicate)}};
+  // The geometric kinds of #38, only when given (as --dedup below).
+  const TransformOptions& t = o.transform;
+  if (!t.points3d.empty()) j["--points3d"] = t.points3d;
+  if (!t.axis_angle.empty()) {
+    json a = json::array();
+    for (const auto& f : t.axis_angle) {
+      std::string layout = f.layout;
+      if (f.layout == "pairs") {
+        layout += ":";
+        for (size_t i = 0; i < f.pairs.size(); ++i)
+          layout += (i ? "," : "") + std::to_string(f.pairs[i].first) + "-" +
+                    std::to_string(f.pairs[i].second);
+      }
+      a.push_back(f.name + ":" + layout);
+    }
+    j["--axis-angle"] = a;
+  }
+  if (!t.cameras.empty()) {
+    json c = json::array();
+    for (const auto& f : t.cameras) c.push_back(f.name + (f.edges ? ":edges" : ":centers"));
+    j["--camera"] = c;
+  }
+  if (!t.polygons.empty()) j["--polygons"] = t.polygons;
+  if (!t.masks.empty()) j["--masks"] = t.masks;
   // Only when given, so that the options of a run without it read as before.
   if (o.dedup.enabled())
     j["--dedup"] = o.dedup.mode == DedupOptions::Mode::Exact

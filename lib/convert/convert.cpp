@@ -338,6 +338,7 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
     }();
     plan.table_metadata =
         json{{"format", table_format_name(table.format)}, {"metadata", table.metadata}}.dump();
+    check_table_geometry(table, o.transform);
     plan.table.emplace(std::move(table), o.table.prefix, o.members.dense);
   }
   plan.fingerprint =

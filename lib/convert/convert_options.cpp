@@ -8,6 +8,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "remote/url.h"
+#include "format/names.h"
 #include "source/pipe_stream.h"
 
 namespace tarmac {
@@ -98,6 +99,63 @@ OutputBound output_bound(const GeometryOptions& g) {
   b.pixels = b.width * b.height;
   if (g.resize != ResizeMode::Bucket) b.side_width = b.width, b.side_height = b.height;
   return b;
+}
+
+// A whole decimal joint index ("12"), refused otherwise: std::stoi("1x") is 1.
+int joint_index(const std::string& text, const std::string& value) {
+  constexpr int kMaxJoint = 1 << 16;
+  if (text.empty() || text.size() > 6 ||
+      text.find_first_not_of("0123456789") != std::string::npos || std::stoi(text) >= kMaxJoint)
+    throw UsageError("--axis-angle " + value + ": '" + text +
+                     "' is not a joint index (a whole number from 0, below " +
+                     std::to_string(kMaxJoint) + ")");
+  return std::stoi(text);
+}
+
+// --points/--boxes/--points3d/--axis-angle/--camera/--polygons/--masks: each field one kind,
+// once; a hand's pose with the other hand's; masks from images.
+void check_geometric_kinds(const ConvertOptions& o) {
+  const TransformOptions& t = o.transform;
+  std::vector<std::pair<std::string, std::string>> seen;  // field, flag
+  auto add = [&](const std::string& name, const char* flag) {
+    if (name.empty()) throw UsageError(std::string(flag) + " needs a field name");
+    for (const auto& [n, f] : seen)
+      if (n == name)
+        throw UsageError("field '" + name + "' is declared by both " + f + " and " + flag +
+                         ": a field has one geometric kind; declare it once");
+    seen.emplace_back(name, flag);
+  };
+  for (const auto& n : t.points) add(n, "--points");
+  for (const auto& b : t.boxes) add(b.first, "--boxes");
+  for (const auto& n : t.points3d) add(n, "--points3d");
+  for (const auto& a : t.axis_angle) add(a.name, "--axis-angle");
+  for (const auto& c : t.cameras) add(c.name, "--camera");
+  for (const auto& n : t.polygons) add(n, "--polygons");
+  for (size_t i = 0; i < t.masks.size(); ++i) {
+    if (t.masks[i].empty()) throw UsageError("--masks needs a field name");
+    if (std::find(t.masks.begin(), t.masks.begin() + static_cast<std::ptrdiff_t>(i), t.masks[i]) !=
+        t.masks.begin() + static_cast<std::ptrdiff_t>(i))
+      throw UsageError("--masks " + t.masks[i] + " is given twice");
+    const std::string kind = "__" + t.masks[i] + "__";
+    for (const auto& d : o.members.dense)
+      if (format::dense_blob_kind(d) == kind)
+        throw UsageError("--masks " + t.masks[i] + " would store its masks as blob kind " + kind +
+                         ", which --dense " + d + " stores already; rename one of them");
+  }
+  if (!t.masks.empty() && o.members.no_images)
+    throw UsageError(
+        "--masks rasterises masks in each sample's image; it cannot be combined "
+        "with --no-images");
+  int left = 0, right = 0;
+  for (const auto& a : t.axis_angle) {
+    left += a.layout == "mano-left";
+    right += a.layout == "mano-right";
+  }
+  if (left > 1 || right > 1 || left != right)
+    throw UsageError(
+        "--axis-angle NAME:mano-left and NAME:mano-right come as one pair (a flip exchanges the "
+        "two hands' fields): give each once, the left hand's field and the right hand's; got " +
+        std::to_string(left) + " mano-left and " + std::to_string(right) + " mano-right");
 }
 
 }  // namespace
@@ -250,8 +308,127 @@ void check_convert_options(const ConvertOptions& o) {
         "or --dedup near[:D]");
   for (const auto& in : o.source.inputs)
     if (is_pipe(in)) pipe_command(in);  // UsageError for a pipe: naming no command
+  check_geometric_kinds(o);
   check_part(o.part);
   check_output_bound(o);
+}
+
+AxisAngleField parse_axis_angle_field(const std::string& text) {
+  AxisAngleField a;
+  const size_t colon = text.find(':');
+  a.name = text.substr(0, colon);
+  if (a.name.empty()) throw UsageError("--axis-angle '" + text + "' needs a field name");
+  if (colon == std::string::npos) return a;  // root
+  const std::string layout = text.substr(colon + 1);
+  if (layout.starts_with("pairs:")) {
+    a.layout = "pairs";
+    a.joints = 0;  // as many as each value holds
+    const std::string list = layout.substr(6);
+    if (list.empty())
+      throw UsageError("--axis-angle " + text + ": pairs: needs joint pairs, as pairs:1-2,4-5");
+    std::vector<int> used;
+    size_t at = 0;
+    while (at <= list.size()) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      const std::string pair = list.substr(at, comma - at);
+      const size_t dash = pair.find('-');
+      if (dash == std::string::npos)
+        throw UsageError("--axis-angle " + text + ": '" + pair +
+                         "' is not a pair of joint indices A-B (0-based)");
+      const int x = joint_index(pair.substr(0, dash), text);
+      const int y = joint_index(pair.substr(dash + 1), text);
+      for (int j : {x, y})
+        if (std::find(used.begin(), used.end(), j) != used.end() || x == y)
+          throw UsageError("--axis-angle " + text + ": pair " + pair + " names joint " +
+                           std::to_string(j) +
+                           " a second time; each joint is in at most one pair (a flip swaps "
+                           "the two joints of a pair)");
+      used.push_back(x);
+      used.push_back(y);
+      a.pairs.emplace_back(x, y);
+      at = comma + 1;
+    }
+    return a;
+  }
+  const auto known = axis_angle_layout(layout);
+  if (!known)
+    throw UsageError("--axis-angle " + text + ": unknown layout '" + layout +
+                     "'; use root, smpl, smpl-body, smplx-body, mano-left, mano-right or "
+                     "pairs:A-B,C-D,...");
+  a.layout = layout;
+  a.joints = known->joints;
+  a.pairs = known->pairs;
+  return a;
+}
+
+CameraField parse_camera_field(const std::string& text) {
+  CameraField c;
+  const size_t colon = text.find(':');
+  c.name = text.substr(0, colon);
+  if (c.name.empty()) throw UsageError("--camera '" + text + "' needs a field name");
+  if (colon == std::string::npos) return c;
+  const std::string convention = text.substr(colon + 1);
+  if (convention == "edges")
+    c.edges = true;
+  else if (convention != "centers" && convention != "centres")
+    throw UsageError("--camera " + text + ": '" + convention +
+                     "' is not a convention; use centers (OpenCV's: the top-left pixel's centre "
+                     "is (0, 0)) or edges (COLMAP's: it is (0.5, 0.5))");
+  return c;
+}
+
+void check_table_geometry(const Table& table, const TransformOptions& t) {
+  for (const TableColumn& c : table.columns) {
+    if (!c.uniform) continue;  // rows of their own shapes: each is checked as it comes
+    int64_t n = 1;
+    for (int64_t d : c.row_shape) n *= d;
+    const std::string where = "--table " + table.path + ": column '" + c.name +
+                              "' has rows of shape " + shape_text(c.row_shape);
+    for (const auto& a : t.axis_angle) {
+      if (a.name != c.name) continue;
+      const bool fits = !c.row_shape.empty() && n % 3 == 0 &&
+                        (c.row_shape.back() == 3 || c.row_shape.back() == n) &&
+                        (a.joints == 0 || n == 3 * a.joints);
+      if (!fits)
+        throw UsageError(where + ", which --axis-angle " + c.name + ":" + a.layout +
+                         " cannot take: it needs [..., 3] or a flat [3 * joints]" +
+                         (a.joints > 0 ? ", " + std::to_string(3 * a.joints) + " values (" +
+                                             std::to_string(a.joints) + " joints)"
+                                       : std::string()));
+    }
+    for (const auto& cam : t.cameras)
+      if (cam.name == c.name && c.row_shape != std::vector<int64_t>{3, 3} &&
+          c.row_shape != std::vector<int64_t>{4})
+        throw UsageError(where + ", which --camera " + c.name +
+                         " cannot take: it needs [3, 3] (K) or [4] (fx, fy, cx, cy)");
+  }
+}
+
+std::vector<std::pair<std::string, FieldGeometry>> declared_kinds(const TransformOptions& t) {
+  std::vector<std::pair<std::string, FieldGeometry>> out;
+  for (const auto& n : t.points) out.push_back({n, {.kind = GeometryKind::Points}});
+  for (const auto& [n, xyxy] : t.boxes)
+    out.push_back({n,
+                   {.kind = GeometryKind::Boxes,
+                    .xyxy = xyxy,
+                    .edges = t.geometry.box_convention == BoxConvention::Edges}});
+  for (const auto& n : t.points3d) out.push_back({n, {.kind = GeometryKind::Points3d}});
+  for (const auto& a : t.axis_angle) {
+    FieldGeometry g{
+        .kind = GeometryKind::AxisAngle, .layout = a.layout, .joints = a.joints, .pairs = a.pairs};
+    const std::string other = a.layout == "mano-left"    ? "mano-right"
+                              : a.layout == "mano-right" ? "mano-left"
+                                                         : "";
+    if (!other.empty())
+      for (const auto& b : t.axis_angle)
+        if (b.layout == other) g.partner = b.name;
+    out.push_back({a.name, std::move(g)});
+  }
+  // The layout (K or fxfycxcy) is the column's shape's: Schema::specs() fills it in.
+  for (const auto& c : t.cameras)
+    out.push_back({c.name, {.kind = GeometryKind::Camera, .edges = c.edges}});
+  for (const auto& n : t.polygons) out.push_back({n, {.kind = GeometryKind::Polygons}});
+  return out;
 }
 
 }  // namespace tarmac

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/stop.h"
+#include "format/field_geometry.h"
 #include "source/sample_grouper.h"
 #include "table/table.h"
 #include "transform/geometry.h"
@@ -76,6 +77,22 @@ struct TableInput {
   std::string prefix;  ///< put in front of every path the table names (--table-prefix)
 };
 
+/// An --axis-angle field: rotations as axis-angle vectors, `joints` of them per value (0:
+/// as many as the value holds, a `pairs:` layout), and the 0-based joints a flip swaps.
+struct AxisAngleField {
+  std::string name;
+  std::string layout = "root";  ///< format/field_geometry.h's names, or "pairs"
+  int64_t joints = 1;
+  std::vector<std::pair<int, int>> pairs;
+};
+
+/// A --camera field: intrinsics [3, 3] K or [4] (fx, fy, cx, cy); `edges`: its principal
+/// point is in pixel-edge coordinates (COLMAP's) rather than pixel centres (OpenCV's).
+struct CameraField {
+  std::string name;
+  bool edges = false;
+};
+
 /// What is done to each image and the labels that follow its geometry.
 struct TransformOptions {
   GeometryOptions geometry;
@@ -83,6 +100,15 @@ struct TransformOptions {
   bool crop_field_xyxy = false;
   std::vector<std::string> points;
   std::vector<std::pair<std::string, bool>> boxes;  ///< field, xyxy
+  /// Geometric labels declared so that readers move them (docs/format.md, "Geometric kinds"):
+  /// 3D points and axis-angle poses are stored as they are, cameras' intrinsics and polygons'
+  /// vertices follow the image; each --masks field (COCO segmentation) is rasterised in the
+  /// source image and stored warped, as dense map `__NAME__`, in its place.
+  std::vector<std::string> points3d;
+  std::vector<AxisAngleField> axis_angle;
+  std::vector<CameraField> cameras;
+  std::vector<std::string> polygons;
+  std::vector<std::string> masks;
   double pad_value = 0;
   OutputFormat format = OutputFormat::Jpeg;
   int quality = 95;
@@ -202,6 +228,21 @@ void check_output_bound(const ConvertOptions& o);
 /// or none, a box crop), checked per sample before the output is allocated.
 void check_output_size(int64_t width, int64_t height, const TransformOptions& t,
                        uint64_t max_pixels);
+
+/// Parses an --axis-angle value, NAME[:LAYOUT] (LAYOUT: root, the default; smpl, smpl-body,
+/// smplx-body, mano-left, mano-right; pairs:A-B,C-D,...). Throws UsageError naming the value.
+AxisAngleField parse_axis_angle_field(const std::string& text);
+
+/// Parses a --camera value, NAME[:centers|edges]. Throws UsageError naming the value.
+CameraField parse_camera_field(const std::string& text);
+
+/// Refuses (UsageError naming the table, the column and its shape) an --axis-angle or --camera
+/// column of `table` whose rows all have a shape the declaration cannot take: the table shows
+/// it before any sample is converted (per-sample values are checked as they come).
+void check_table_geometry(const Table& table, const TransformOptions& t);
+
+/// The geometric kinds the options declare, by field name (the schema's `geometry`).
+std::vector<std::pair<std::string, FieldGeometry>> declared_kinds(const TransformOptions& t);
 
 /// Refuses (UsageError, naming the options and the fix) options that cannot go together, or
 /// a part that does not exist (check_part), or sizes over their bounds (check_output_bound).

@@ -79,13 +79,14 @@ struct DatasetWriter::BlobColumns {
 DatasetWriter::DatasetWriter(const ConvertOptions& o, fs::path staging, const json* resume)
     : o_(o),
       staging_(std::move(staging)),
-      schema_(o.labels.ragged),
+      schema_(o.labels.ragged, declared_kinds(o.transform)),
       store_(open_store(staging_, resume)),
       keys_(&store_->add(kKeyColumn)),
       affine_(o.members.no_images ? nullptr : &store_->add(kAffineColumn)) {
   if (!o.members.no_images) {
     blobs_.emplace_back(kImageBlob, *store_);
     for (const auto& d : o.members.dense) blobs_.emplace_back(dense_blob_kind(d), *store_);
+    for (const auto& m : o.transform.masks) blobs_.emplace_back("__" + m + "__", *store_);
   }
   if (!resume) return;
   schema_.restore(resume->at("schema").get<std::string>());
@@ -196,6 +197,11 @@ fs::path DatasetWriter::finish(const std::string& tool, const std::string& table
     for (const auto& d : o_.members.dense)
       lm.blobs.emplace_back(dense_blob_kind(d),
                             is_npy_dense(d) ? StoredEncoding::Npy : StoredEncoding::Source);
+    // --masks: 0/1 PNGs, always re-encoded.
+    for (const auto& m : o_.transform.masks) {
+      lm.blobs.emplace_back("__" + m + "__", StoredEncoding::Png);
+      lm.mask_blobs.push_back("__" + m + "__");
+    }
   }
   const std::map<std::string, std::string> meta = layout_metadata(lm);
   fs::path path = staging_ / kLabelsFile;

@@ -162,6 +162,17 @@ void RunRecorder::store(const std::string& input_path, ProcessedSample& s) {
         "with the image; if it is a dense map, pass --dense " +
         source + " to warp it with the image (it is then stored beside it in the shards)");
   }
+  for (const auto& [field, flag] : s.undeclared_geometry) {
+    if (std::find(geometry_warned_.begin(), geometry_warned_.end(), field) !=
+        geometry_warned_.end())
+      continue;
+    geometry_warned_.push_back(field);
+    result_.field_warnings.push_back(
+        "field '" + field + "' (as in sample '" + s.key +
+        "') looks geometric but is stored as it was, not moved with the cropped or resized "
+        "image; if it is in image coordinates, declare it with " +
+        flag + " " + field + " (docs/cli.md, \"Geometric labels\")");
+  }
   std::string error = s.error;
   ErrorCode code = s.error_code;
   if (error.empty()) {

@@ -69,6 +69,7 @@ class RunRecorder {
   bool mark_from_run_ = false;
   nlohmann::ordered_json resume_read_;
   std::vector<std::string> image_sized_warned_;  // fields warned of (image_sized_labels)
+  std::vector<std::string> geometry_warned_;     // fields warned of (undeclared_geometry)
   Clock::time_point last_checkpoint_ = Clock::now();
   std::function<void()> on_checkpoint_;
 };

@@ -35,7 +35,7 @@ struct ProcessedSample {
   ErrorCode error_code = ErrorCode::None;
   std::vector<SampleField> fields;
   Blob image;
-  std::vector<Blob> dense;  ///< in the order of ConvertOptions::dense
+  std::vector<Blob> dense;  ///< in the order of ConvertOptions::dense, then its --masks
   Affine affine{1, 0, 0, 0, 1, 0};
   /// --dedup: the hashes of the source image's decoded pixels, before any crop or resize.
   std::optional<ContentHash> content;
@@ -43,6 +43,9 @@ struct ProcessedSample {
   /// Label fields (name, source extension) from .npy members of the image's height and width,
   /// kept as labels while the image was cropped or resized: likely dense maps without --dense.
   std::vector<std::pair<std::string, std::string>> image_sized_labels;
+  /// Label fields (name, the flag that would declare them) whose names are common names of
+  /// geometric labels, kept untransformed while the image was cropped or resized.
+  std::vector<std::pair<std::string, std::string>> undeclared_geometry;
   /// Further outputs made from the same source (table rows sharing an image, instances), in
   /// order, after this one.
   std::vector<ProcessedSample> more;

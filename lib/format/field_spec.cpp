@@ -48,6 +48,7 @@ nlohmann::ordered_json schema_json(std::span<const FieldSpec> fields) {
                                 {"ragged", f.ragged},
                                 {"source", f.source}};
     if (f.nullable) e["nullable"] = true;  // absent: false (files before nullable fields)
+    if (f.geometry) e["geometry"] = geometry_json(*f.geometry);
     format::append_new_key(j, f.name, std::move(e));
   }
   return j;
@@ -110,6 +111,13 @@ std::vector<FieldSpec> schema_from_json(std::string_view text) {
     if (e.contains("nullable")) {
       if (!e["nullable"].is_boolean()) throw bad("has a 'nullable' that is not true or false");
       f.nullable = e["nullable"].get<bool>();
+    }
+    if (e.contains("geometry")) {
+      try {
+        f.geometry = geometry_from_json(e["geometry"]);
+      } catch (const ParseError& g) {
+        throw bad(std::string("has a 'geometry' that ") + g.what());
+      }
     }
     if (f.kind != FieldKind::Numeric && (f.dtype != DType::U8 || !f.ragged))
       throw bad("is of kind " + std::string(kind_name(f.kind)) + " but not ragged U8");

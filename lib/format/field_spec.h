@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "format/field_geometry.h"
 
 namespace tarmac {
 
@@ -32,6 +33,9 @@ struct FieldSpec {
   /// Some samples have no value (JSON null, or the field absent): the column has a NAME.valid
   /// mask, and those samples hold zeros (fixed) or nothing (ragged) in the values.
   bool nullable = false;
+  /// Its geometric kind, when the conversion declared one (`geometry`; absent in files written
+  /// before it, and for fields that are not geometric).
+  std::optional<FieldGeometry> geometry = std::nullopt;
 
   /// Bytes of one sample's value; 0 when ragged.
   uint64_t sample_bytes() const;

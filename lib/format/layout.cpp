@@ -1,5 +1,6 @@
 #include "format/layout.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -66,6 +67,7 @@ class LayoutReader {
     read_encodings(l);
     read_classes(l);
     read_table(l);
+    read_blob_geometry(l);
     if (l.has_images()) l.affine = need(kAffineColumn, DType::F64, {n, 2, 3});
 
     bool schema_read = false;
@@ -157,6 +159,31 @@ class LayoutReader {
     l.table = it->second;
   }
 
+  // The optional `blob_geometry` entry: blob kinds of `blobs` -> {"kind": ...}; kinds other
+  // than "mask" are a later version's and ignored.
+  void read_blob_geometry(DatasetLayout& l) {
+    auto it = h_.metadata.find(kMetaBlobGeometry);
+    if (it == h_.metadata.end()) return;
+    const json j = json::parse(it->second, nullptr, false);
+    if (!j.is_object()) {
+      problem("metadata entry 'blob_geometry' is not a JSON object");
+      return;
+    }
+    for (const BlobLayout& b : l.blobs) {
+      const auto e = j.find(b.kind);
+      if (e == j.end()) continue;
+      if (!e->is_object() || !e->contains("kind") || !(*e)["kind"].is_string()) {
+        problem("blob_geometry of '" + b.kind + "' is not an object with a 'kind' string");
+        continue;
+      }
+      if ((*e)["kind"] == "mask") l.mask_blobs.push_back(b.kind);
+    }
+    for (const auto& [kind, v] : j.items())
+      if (std::none_of(l.blobs.begin(), l.blobs.end(),
+                       [&](const BlobLayout& b) { return b.kind == kind; }))
+        problem("blob_geometry names blob kind '" + kind + "', which 'blobs' does not list");
+  }
+
   void read_encodings(DatasetLayout& l) {
     auto it = h_.metadata.find(kMetaBlobEncodings);
     if (it == h_.metadata.end()) return;  // written before the entry existed
@@ -237,6 +264,11 @@ std::map<std::string, std::string> layout_metadata(const LayoutMetadata& m) {
   if (all_known) meta[kMetaBlobEncodings] = encodings.dump();
   if (m.classes) meta[kMetaClasses] = json(*m.classes).dump();
   if (m.table) meta[kMetaTable] = *m.table;
+  if (!m.mask_blobs.empty()) {
+    json g = json::object();
+    for (const auto& kind : m.mask_blobs) g[kind] = {{"kind", "mask"}};
+    meta[kMetaBlobGeometry] = g.dump();
+  }
   return meta;
 }
 

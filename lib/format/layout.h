@@ -51,6 +51,8 @@ struct DatasetLayout {
   std::optional<std::vector<std::string>> classes;
   /// The `table` metadata (convert --table): JSON object text; nullopt when the file has none.
   std::optional<std::string> table;
+  /// The blob kinds `blob_geometry` marks as masks (convert --masks), in `blobs` order.
+  std::vector<std::string> mask_blobs;
 
   bool has_images() const { return !blobs.empty(); }
   const FieldLayout* find_field(std::string_view name) const;
@@ -70,6 +72,8 @@ struct LayoutMetadata {
   /// What an annotation table said beyond its rows (convert --table): a JSON object
   /// {"format": ..., "metadata": {...}} (COCO's categories and skeleton), as the `table` entry.
   std::optional<std::string> table;
+  /// Blob kinds holding masks (convert --masks), written as the `blob_geometry` entry.
+  std::vector<std::string> mask_blobs;
 };
 std::map<std::string, std::string> layout_metadata(const LayoutMetadata& m);
 

@@ -375,6 +375,11 @@ DeclaredGeometry declared_geometry(const nlohmann::ordered_json& manifest) {
   };
   strings("--points", out.points);
   strings("--boxes", out.boxes);
+  strings("--points3d", out.points3d);
+  strings("--axis-angle", out.axis_angle);
+  strings("--camera", out.cameras);
+  strings("--polygons", out.polygons);
+  strings("--masks", out.masks);
   const auto convention = oo.find("--box-convention");
   out.box_edges = convention != oo.end() && *convention == "edges";
   return out;

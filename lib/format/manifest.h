@@ -164,6 +164,9 @@ struct DeclaredGeometry {
   /// The boxes are in pixel-edge coordinates (`--box-convention edges`, recorded as such);
   /// false: pixel centres, as `centers` and every dataset written before the flag.
   bool box_edges = false;
+  /// The kinds of #38, as recorded: --points3d and --polygons names, --axis-angle as
+  /// "NAME:LAYOUT", --camera as "NAME:centers|edges", --masks names.
+  std::vector<std::string> points3d, axis_angle, cameras, polygons, masks;
 };
 
 /// The fields `manifest` declares as points and boxes; none where it records none (a manifest

@@ -35,6 +35,8 @@ inline constexpr const char* kMetaClasses = "classes";
 /// JSON object {"format", "metadata"}: what an annotation table said beyond its rows (convert
 /// --table: COCO's categories with keypoint names and skeleton, HumanData's 0-d members).
 inline constexpr const char* kMetaTable = "table";
+/// JSON object: blob kind -> its geometric kind ({"kind": "mask"}: convert --masks); optional.
+inline constexpr const char* kMetaBlobGeometry = "blob_geometry";
 /// The label column of the class ids that kMetaClasses names (I64 scalar per sample).
 inline constexpr const char* kClassField = "cls";
 /// The label column of the table row (convert --table) or the instance index (--instances) an

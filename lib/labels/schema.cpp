@@ -140,8 +140,13 @@ void Schema::observe(const std::vector<SampleField>& fields) {
             // Only empty arrays before: this value fixes the shape (they stay empty rows).
             s.shape = v.shape;
             s.shape[0] = 0;
-          } else if (json_source && v.shape == std::vector<int64_t>{0} && s.ragged) {
-            // [] in a typed ragged field: an empty row.
+          } else if (json_source && v.shape == std::vector<int64_t>{0} && !s.shape.empty()) {
+            // [] in a typed field of rows: an empty row (a ragged list of no boxes or points;
+            // before #38 it made the field JSON text when it came after a non-empty one).
+            if (!s.ragged) {
+              s.ragged = true;
+              s.total_first_axis = static_cast<uint64_t>(s.shape[0]) * s.present;
+            }
           } else if (json_source) {
             to_json_text(s, /*mixed=*/true);
             ++s.present;
@@ -192,6 +197,19 @@ std::vector<FieldSpec> Schema::specs() const {
   for (const auto& s : fields_) {
     FieldSpec f{s.name, s.kind, s.dtype, s.shape, s.ragged, s.source, s.nullable()};
     if (f.ragged && !f.shape.empty()) f.shape[0] = -1;
+    for (const auto& [name, g] : geometry_) {
+      if (name != f.name) continue;
+      f.geometry = g;
+      if (g.kind == GeometryKind::Camera)
+        f.geometry->layout = f.shape == std::vector<int64_t>{4} ? "fxfycxcy" : "K";
+      int64_t elements = 1;
+      for (int64_t d : f.shape) elements *= d;
+      if (g.kind == GeometryKind::AxisAngle && g.joints == 0) {
+        int64_t joints = f.ragged ? 1 : elements / 3;  // at least every pair's joints
+        for (const auto& [a, b] : g.pairs) joints = std::max<int64_t>(joints, std::max(a, b) + 1);
+        f.geometry->joints = joints;
+      }
+    }
     out.push_back(std::move(f));
   }
   return out;

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "labels/field_value.h"
@@ -51,8 +52,11 @@ struct FieldSchema {
 
 class Schema {
  public:
-  explicit Schema(std::set<std::string> declared_ragged)
-      : declared_ragged_(std::move(declared_ragged)) {}
+  /// `geometry`: the fields the conversion declares a geometric kind of (--points, --camera,
+  /// ...), recorded in their schema entries by specs().
+  explicit Schema(std::set<std::string> declared_ragged,
+                  std::vector<std::pair<std::string, FieldGeometry>> geometry = {})
+      : declared_ragged_(std::move(declared_ragged)), geometry_(std::move(geometry)) {}
 
   /// Checks one sample's fields against the schema and widens it (new fields, missing ones,
   /// promotions, the JSON fallback). Throws SampleError naming the member, the field and both
@@ -65,7 +69,9 @@ class Schema {
   /// The position in fields() of the field named `name`, which observe() has seen.
   size_t index(const std::string& name) const { return index_.at(name); }
   uint64_t samples() const { return samples_; }
-  /// The schema as the format describes it (ragged first axes as -1).
+  /// The schema as the format describes it (ragged first axes as -1), with each declared
+  /// field's geometry: a camera's layout is its shape's ("K" for [3, 3], "fxfycxcy" for [4]),
+  /// a `pairs:` pose's joint count its values' (elements / 3).
   std::vector<FieldSpec> specs() const;
 
   /// Its whole state as JSON text, for a conversion checkpoint, and back (convert --resume).
@@ -75,6 +81,7 @@ class Schema {
 
  private:
   std::set<std::string> declared_ragged_;
+  std::vector<std::pair<std::string, FieldGeometry>> geometry_;
   std::vector<FieldSchema> fields_;
   std::unordered_map<std::string, size_t> index_;  // name -> position in fields_
   uint64_t samples_ = 0;

@@ -719,6 +719,7 @@ std::map<std::string, std::string> write_merged_labels(const MergeOptions& o, co
     if (p->a.layout().table != lm.table) lm.table.reset();
   for (size_t k = 0; k < kinds.size(); ++k)
     lm.blobs.emplace_back(kinds[k], merged_encoding(parts, k));
+  lm.mask_blobs = set.all[0]->a.layout().mask_blobs;  // the parts' options are the same
   std::map<std::string, std::string> meta = layout_metadata(lm);
   const fs::path labels = staging / kLabelsFile;
   throw_if_stopped(o.stop);

@@ -71,3 +71,42 @@ TEST_CASE("kinds by name; the ragged-by-source rule; shape text") {
   CHECK(kind_name(FieldKind::Json) == "json");
   CHECK(shape_text({2, 0, 5}) == "[2, 0, 5]");
 }
+
+TEST_CASE("schema JSON: a field's geometry is written and read back; unknown kinds are ignored") {
+  std::vector<FieldSpec> fields = {
+      {"K", FieldKind::Numeric, DType::F64, {3, 3}, false, "json"},
+      {"pose", FieldKind::Numeric, DType::F64, {69}, false, "json"},
+      {"dets", FieldKind::Numeric, DType::F64, {-1, 4}, true, "json"},
+  };
+  fields[0].geometry = FieldGeometry{.kind = GeometryKind::Camera, .edges = true, .layout = "K"};
+  fields[1].geometry = FieldGeometry{.kind = GeometryKind::AxisAngle,
+                                     .layout = "smpl-body",
+                                     .joints = 23,
+                                     .pairs = axis_angle_layout("smpl-body")->pairs};
+  fields[2].geometry = FieldGeometry{.kind = GeometryKind::Boxes, .xyxy = true};
+  const std::string text = schema_to_json(fields);
+  CHECK_THAT(text, Contains(R"("geometry":{"kind":"camera","convention":"edges","layout":"K"})"));
+  CHECK_THAT(text, Contains(R"("layout":"smpl-body","joints":23,"pairs":[[0,1],[3,4],[6,7],)"
+                            R"([9,10],[12,13],[15,16],[17,18],[19,20],[21,22]]})"));
+  CHECK_THAT(text, Contains(R"({"kind":"boxes","box_format":"xyxy","convention":"centers"})"));
+  CHECK(schema_from_json(text) == fields);
+  CHECK_FALSE(schema_from_json(R"({"a":{"kind":"numeric","dtype":"F32","shape":[2],"ragged":false,)"
+                               R"("geometry":{"kind":"quaternion"}}})")[0]
+                  .geometry.has_value());
+  CHECK_THROWS_WITH(schema_from_json(R"({"a":{"kind":"numeric","dtype":"F32","shape":[2],)"
+                                     R"("ragged":false,"geometry":{"kind":"axis_angle",)"
+                                     R"("layout":"pairs","joints":3,"pairs":[[0,1],[1,2]]}}})"),
+                    Contains("field 'a' has a 'geometry' that names a joint in two pairs"));
+}
+
+TEST_CASE("axis-angle layouts: SMPL's pairs, shifted for body_pose and cut for SMPL-X's") {
+  CHECK(axis_angle_layout("smpl")->joints == 24);
+  CHECK(axis_angle_layout("smpl")->pairs.front() == std::pair<int, int>{1, 2});
+  CHECK(axis_angle_layout("smpl")->pairs.back() == std::pair<int, int>{22, 23});
+  CHECK(axis_angle_layout("smplx-body")->joints == 21);
+  CHECK(axis_angle_layout("smplx-body")->pairs.size() == 8);
+  CHECK(axis_angle_layout("smplx-body")->pairs.back() == std::pair<int, int>{19, 20});
+  CHECK(axis_angle_layout("root")->pairs.empty());
+  CHECK(axis_angle_layout("mano-left")->joints == 15);
+  CHECK_FALSE(axis_angle_layout("pairs"));
+}

@@ -263,6 +263,20 @@ TEST_CASE("Schema: an empty array types nothing until a non-empty value comes") 
   CHECK(field(t, "pts").dtype == DType::I64);
 }
 
+// Issue #38: a sample with no boxes ([]) after one with boxes ([1, 4]) made the whole field
+// JSON text (with a mixed-types warning), so --boxes fields of detection data lost their dtype.
+TEST_CASE("Schema: an empty list after a list of rows is an empty row of a ragged field") {
+  Schema s({});
+  s.observe({numeric("dets", DType::F64, {1, 4})});
+  s.observe({numeric("dets", DType::F64, {0})});
+  s.observe({numeric("dets", DType::F64, {3, 4})});
+  CHECK(field(s, "dets").kind == Kind::Numeric);
+  CHECK(field(s, "dets").ragged);
+  CHECK_FALSE(field(s, "dets").mixed);
+  CHECK(field(s, "dets").shape[1] == 4);
+  CHECK(field(s, "dets").total_first_axis == 4);
+}
+
 // Issue #25, item 7: `cat --labels` printed "tags": <discarded>. The field was JSON text from its
 // first value on, so the [] after it was not rendered as "[]": its record (no bytes) went into
 // the column as it was, an empty text that is no JSON.
