@@ -7,8 +7,8 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
-#include "remote/url.h"
 #include "format/names.h"
+#include "remote/url.h"
 #include "source/pipe_stream.h"
 
 namespace tarmac {

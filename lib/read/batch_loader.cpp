@@ -86,14 +86,14 @@ void BatchLoader::check_geometry(const Dataset& ds, Gather& g, const FieldSpec& 
   const std::vector<int64_t>& s = f.shape;
   const std::string where = "field '" + g.name + "' of '" + ds.path() + "'";
   switch (g.geo.kind) {
-    case FieldGeometry::Kind::Points3d:
+    case AugmentGeometry::Kind::Points3d:
       if (s.empty() || s.back() < 3)
         throw ArgumentError("points3d " + where +
                             " needs at least 3 values (x, y, z) on its last axis");
       g.kind = Gather::Points3d;
       check_pairs(g.name, "points3d", s, opt_.augment->flip_pairs);
       break;
-    case FieldGeometry::Kind::Camera: {
+    case AugmentGeometry::Kind::Camera: {
       const bool fits = g.geo.matrix ? s.size() >= 2 && s.back() == 3 && s[s.size() - 2] == 3
                                      : !s.empty() && s.back() == 4;
       if (!fits)
@@ -102,7 +102,7 @@ void BatchLoader::check_geometry(const Dataset& ds, Gather& g, const FieldSpec& 
       g.kind = Gather::Camera;
       break;
     }
-    case FieldGeometry::Kind::AxisAngle: {
+    case AugmentGeometry::Kind::AxisAngle: {
       const int64_t j = g.geo.joints;
       const bool fits = g.geo.layout == "root"
                             ? !s.empty() && s.back() == 3
@@ -124,7 +124,7 @@ void BatchLoader::check_geometry(const Dataset& ds, Gather& g, const FieldSpec& 
       g.kind = Gather::AxisAngle;
       break;
     }
-    case FieldGeometry::Kind::Polygons:  // a fixed count of vertices: x0, y0, x1, y1, ...
+    case AugmentGeometry::Kind::Polygons:  // a fixed count of vertices: x0, y0, x1, y1, ...
       if (s.empty() || f.sample_bytes() / dtype_size(f.dtype) % 2 != 0)
         throw ArgumentError("polygons " + where + " is " + shape_text(s) +
                             ": an odd number of coordinates (x0, y0, x1, y1, ...)");
@@ -145,7 +145,7 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
     throw ArgumentError("dataset '" + ds.path() + "' has no images to batch");
   std::set<std::string> points;
   std::map<std::string, std::pair<bool, bool>> boxes;  // name -> (xyxy, edges)
-  std::map<std::string, FieldGeometry> declared;
+  std::map<std::string, AugmentGeometry> declared;
   if (opt_.augment) {
     const Augment& a = *opt_.augment;
     check_augment(a);
@@ -169,7 +169,7 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
           throw ArgumentError("points field '" + p + "' is not a field of '" + ds.path() + "'");
     } else {
       for (const auto& [name, g] : declared)
-        if (g.kind == FieldGeometry::Kind::Points && ds.find_field(name)) points.insert(name);
+        if (g.kind == AugmentGeometry::Kind::Points && ds.find_field(name)) points.insert(name);
     }
     if (opt_.boxes) {
       for (const std::string& b : *opt_.boxes) {
@@ -178,12 +178,12 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
           throw ArgumentError("boxes field '" + name + "' is not a field of '" + ds.path() + "'");
         const auto it = declared.find(name);
         const bool declared_box =
-            it != declared.end() && it->second.kind == FieldGeometry::Kind::Boxes;
+            it != declared.end() && it->second.kind == AugmentGeometry::Kind::Boxes;
         boxes[name] = {xyxy, declared_box ? it->second.edges : manifest_edges};
       }
     } else {
       for (const auto& [name, g] : declared)
-        if (g.kind == FieldGeometry::Kind::Boxes && ds.find_field(name))
+        if (g.kind == AugmentGeometry::Kind::Boxes && ds.find_field(name))
           boxes[name] = {g.xyxy, g.edges};
     }
   }
@@ -218,10 +218,10 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
       const bool is_box = boxes.count(name) > 0;
       const auto geo = declared.find(name);
       const bool other = !is_box && !points.count(name) && geo != declared.end() &&
-                         (geo->second.kind == FieldGeometry::Kind::Points3d ||
-                          geo->second.kind == FieldGeometry::Kind::AxisAngle ||
-                          geo->second.kind == FieldGeometry::Kind::Camera ||
-                          geo->second.kind == FieldGeometry::Kind::Polygons);
+                         (geo->second.kind == AugmentGeometry::Kind::Points3d ||
+                          geo->second.kind == AugmentGeometry::Kind::AxisAngle ||
+                          geo->second.kind == AugmentGeometry::Kind::Camera ||
+                          geo->second.kind == AugmentGeometry::Kind::Polygons);
       if (other &&
           (f->kind != FieldKind::Numeric || (f->dtype != DType::F32 && f->dtype != DType::F64)))
         throw ArgumentError("field '" + name + "' must be F32 or F64 to be augmented, not " +

@@ -90,7 +90,7 @@ class BatchLoader {
     uint64_t bytes = 0;                  ///< per sample
     bool xyxy = false;                   ///< Boxes
     bool edges = false;                  ///< Boxes: pixel-edge coordinates
-    FieldGeometry geo;                   ///< Points3d, AxisAngle, Camera, Polygons
+    AugmentGeometry geo;                 ///< Points3d, AxisAngle, Camera, Polygons
     const FieldSpec* partner = nullptr;  ///< AxisAngle: the field a flip exchanges it with
     DType dtype = DType::U8;             ///< Dense: the stored dtype
     int64_t channels = 0;                ///< Dense: 0 for (H, W), else C of (H, W, C)

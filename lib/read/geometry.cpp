@@ -23,7 +23,7 @@ const std::map<std::string, int64_t>& layout_joints() {
   return j;
 }
 
-FieldGeometry parse_one(const std::string& field, const json& g) {
+AugmentGeometry parse_one(const std::string& field, const json& g) {
   auto bad = [&](const std::string& why) {
     return ParseError("schema field '" + field + "' has a geometry " + g.dump() + " that " + why);
   };
@@ -35,31 +35,31 @@ FieldGeometry parse_one(const std::string& field, const json& g) {
   if (!g.is_object() || !g.contains("kind") || !g["kind"].is_string())
     throw bad("is not an object with a text 'kind'");
   const std::string kind = g["kind"].get<std::string>();
-  FieldGeometry f;
+  AugmentGeometry f;
   if (kind == "points") {
-    f.kind = FieldGeometry::Kind::Points;
+    f.kind = AugmentGeometry::Kind::Points;
   } else if (kind == "boxes") {
-    f.kind = FieldGeometry::Kind::Boxes;
+    f.kind = AugmentGeometry::Kind::Boxes;
     const std::string format = text("box_format", "xywh"), conv = text("convention", "centers");
     if (format != "xywh" && format != "xyxy") throw bad("has a box_format not xywh or xyxy");
     if (conv != "centers" && conv != "edges") throw bad("has a convention not centers or edges");
     f.xyxy = format == "xyxy";
     f.edges = conv == "edges";
   } else if (kind == "points3d") {
-    f.kind = FieldGeometry::Kind::Points3d;
+    f.kind = AugmentGeometry::Kind::Points3d;
   } else if (kind == "camera") {
-    f.kind = FieldGeometry::Kind::Camera;
+    f.kind = AugmentGeometry::Kind::Camera;
     const std::string conv = text("convention", "centers"), layout = text("layout", "K");
     if (conv != "centers" && conv != "edges") throw bad("has a convention not centers or edges");
     if (layout != "K" && layout != "fxfycxcy") throw bad("has a layout not K or fxfycxcy");
     f.edges = conv == "edges";
     f.matrix = layout == "K";
   } else if (kind == "polygons") {
-    f.kind = FieldGeometry::Kind::Polygons;
+    f.kind = AugmentGeometry::Kind::Polygons;
   } else if (kind == "mask") {
-    f.kind = FieldGeometry::Kind::Mask;
+    f.kind = AugmentGeometry::Kind::Mask;
   } else if (kind == "axis_angle") {
-    f.kind = FieldGeometry::Kind::AxisAngle;
+    f.kind = AugmentGeometry::Kind::AxisAngle;
     f.layout = text("layout", "");
     const auto known = layout_joints().find(f.layout);
     if (known == layout_joints().end())
@@ -110,8 +110,8 @@ FieldGeometry parse_one(const std::string& field, const json& g) {
 
 }  // namespace
 
-std::map<std::string, FieldGeometry> declared_geometry(const Dataset& ds) {
-  std::map<std::string, FieldGeometry> out;
+std::map<std::string, AugmentGeometry> declared_geometry(const Dataset& ds) {
+  std::map<std::string, AugmentGeometry> out;
   const auto& meta = ds.metadata();
   if (const auto it = meta.find(format::kMetaSchema); it != meta.end()) {
     // The reader parsed and checked this text at open; here only the geometry keys are read.
@@ -124,7 +124,7 @@ std::map<std::string, FieldGeometry> declared_geometry(const Dataset& ds) {
   std::ifstream in(std::filesystem::path(ds.path()) / format::kManifestFile);
   if (!in) return out;
   const format::DeclaredGeometry old = format::declared_geometry(format::parse_ordered(in, false));
-  for (const std::string& p : old.points) out.try_emplace(p, FieldGeometry{});
+  for (const std::string& p : old.points) out.try_emplace(p, AugmentGeometry{});
   for (const std::string& spec : old.boxes) {
     std::string name = spec;
     bool xyxy = false;
@@ -133,8 +133,8 @@ std::map<std::string, FieldGeometry> declared_geometry(const Dataset& ds) {
         name = spec.substr(0, spec.size() - 5);
         xyxy = suffix[3] == 'x';
       }
-    FieldGeometry b;
-    b.kind = FieldGeometry::Kind::Boxes;
+    AugmentGeometry b;
+    b.kind = AugmentGeometry::Kind::Boxes;
     b.xyxy = xyxy;
     b.edges = old.box_edges;
     out.try_emplace(name, b);

@@ -13,7 +13,9 @@
 
 namespace tarmac {
 
-struct FieldGeometry {
+/// One field's geometry as the augmentation reads it. A second parse of the schema key beside
+/// format/field_geometry.h (written in parallel); to be made one (#36).
+struct AugmentGeometry {
   enum class Kind { Points, Boxes, Points3d, AxisAngle, Camera, Polygons, Mask };
   Kind kind = Kind::Points;
   bool xyxy = false;   ///< boxes: x0, y0, x1, y1 (else x, y, w, h)
@@ -31,6 +33,6 @@ struct FieldGeometry {
 /// fields without one the manifest's --points and --boxes (with its --box-convention). Throws
 /// ParseError naming the field for a geometry object the reader cannot follow (an unknown
 /// kind or layout, pairs naming a joint twice or out of range).
-std::map<std::string, FieldGeometry> declared_geometry(const Dataset& ds);
+std::map<std::string, AugmentGeometry> declared_geometry(const Dataset& ds);
 
 }  // namespace tarmac
