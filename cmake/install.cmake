@@ -28,8 +28,8 @@ set_target_properties(tarmac_reader PROPERTIES EXPORT_NAME reader)
 set_target_properties(tarmac_c PROPERTIES EXPORT_NAME c)
 install(TARGETS tarmac_reader tarmac_c EXPORT tarmacTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-foreach(header read/dataset.h read/derived_column.h read/augment.h read/batch_loader.h read/partition.h read/c_api.h common/dtype.h
-               common/error.h format/field_spec.h format/names.h)
+foreach(header read/dataset.h read/derived_column.h read/augment.h read/batch_loader.h read/partition.h read/c_api.h read/geometry.h common/dtype.h
+               common/error.h format/field_spec.h format/field_geometry.h format/names.h)
   get_filename_component(dir ${header} DIRECTORY)
   install(FILES lib/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tarmac/${dir})
 endforeach()

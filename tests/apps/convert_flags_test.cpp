@@ -410,7 +410,7 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
       R"("--square":"true","--size":"32","--resample":"area","--bucket-step":"64",)"
       R"("--bucket-max-ratio":"4","--points":"kp","--boxes":"bbox",)"
       R"("--pad-value":"0","--format":"png","--channels":"3","--quality":"95","--key-rule":"first-dot",)"
-      R"("--image":"jpg jpeg png webp bmp tif tiff","--table-format":"auto",)"
+      R"("--image":"jpg jpeg png webp bmp tif tiff","--table-format":"auto","--max-table-size":"16G",)"
       R"("--max-pixels":"268435456",)"
       R"("--max-member-size":"1G","--max-label-size":"16M","--max-outputs-per-sample":"10000",)"
       R"("--group-window":"64M","--shard-size":"64K",)"
@@ -431,7 +431,7 @@ TEST_CASE("convert flags: options_json, the command line's view of the options")
       R"("--resample":"area","--bucket-step":"64",)"
       R"("--bucket-max-ratio":"4","--pad-value":"0","--format":"jpg","--channels":"3","--quality":"95",)"
       R"("--key-rule":"last-dot","--image":[".jpg","png"],"--no-images":"true","--ragged":["a","b"],)"
-      R"("--table-format":"auto","--max-pixels":"268435456","--max-member-size":"1G",)"
+      R"("--table-format":"auto","--max-table-size":"16G","--max-pixels":"268435456","--max-member-size":"1G",)"
       R"("--max-label-size":"16M","--max-outputs-per-sample":"10000","--group-window":"1M",)"
       R"("--shard-size":"1G","--shard":"1/2","--on-error":"skip","--on-duplicate":"first",)"
       R"("threads":3})");

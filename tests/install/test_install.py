@@ -25,8 +25,8 @@ import fixtures as fx  # noqa: E402
 
 BUILD = os.path.realpath(os.environ.get("TARMAC_BUILD_DIR") or os.path.join(ROOT, "build"))
 PLUGIN = "libtarmac_opencv_codecs.so"
-HEADERS = ["read/dataset.h", "read/augment.h", "read/batch_loader.h", "read/partition.h", "read/c_api.h", "common/dtype.h",
-           "common/error.h", "format/field_spec.h", "format/names.h"]
+HEADERS = ["read/dataset.h", "read/augment.h", "read/batch_loader.h", "read/partition.h", "read/c_api.h", "read/geometry.h", "common/dtype.h",
+           "common/error.h", "format/field_spec.h", "format/field_geometry.h", "format/names.h"]
 
 
 def clean_env(**extra):
