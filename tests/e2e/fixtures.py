@@ -26,6 +26,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TARMAC = os.environ.get("TARMAC") or os.path.join(HERE, "..", "..", "build-e2e", "apps", "tarmac")
 
 
+def asan_build():
+    """True when the tarmac under test is built with AddressSanitizer (scripts/ci-sanitize.sh):
+    its shadow memory needs terabytes of address space, so a test's RLIMIT_AS cannot apply."""
+    try:
+        out = subprocess.run(["ldd", TARMAC], capture_output=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return b"libasan" in out
+
+
 # ---------------------------------------------------------------- images
 
 def smooth_rgb(w, h, seed=0):
