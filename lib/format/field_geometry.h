@@ -29,9 +29,9 @@ struct FieldGeometry {
   /// AxisAngle: "root", "smpl", "smpl-body", "smplx-body", "mano-left", "mano-right" or
   /// "pairs"; Camera: "K" ([3, 3]) or "fxfycxcy" ([4]).
   std::string layout{};
-  int64_t joints = 0;                      ///< AxisAngle: joints per value
+  int64_t joints = 0;                        ///< AxisAngle: joints per value
   std::vector<std::pair<int, int>> pairs{};  ///< AxisAngle: 0-based joints a flip swaps
-  std::string partner{};                   ///< AxisAngle mano-*: the other hand's field
+  std::string partner{};                     ///< AxisAngle mano-*: the other hand's field
 
   bool operator==(const FieldGeometry&) const = default;
 };

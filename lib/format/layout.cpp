@@ -178,10 +178,12 @@ class LayoutReader {
       }
       if ((*e)["kind"] == "mask") l.mask_blobs.push_back(b.kind);
     }
-    for (const auto& [kind, v] : j.items())
+    for (const auto& item : j.items()) {
+      const std::string& kind = item.key();
       if (std::none_of(l.blobs.begin(), l.blobs.end(),
                        [&](const BlobLayout& b) { return b.kind == kind; }))
         problem("blob_geometry names blob kind '" + kind + "', which 'blobs' does not list");
+    }
   }
 
   void read_encodings(DatasetLayout& l) {

@@ -308,7 +308,6 @@ std::vector<uint8_t> fortran_to_c(const std::vector<uint8_t>& src,
   return out;
 }
 
-
 // One element of a 'U' or 'S' array as UTF-8, trailing NULs stripped as NumPy does.
 std::string element_text(const Descr& d, const uint8_t* p) {
   std::string out;

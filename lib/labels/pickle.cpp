@@ -807,7 +807,6 @@ class Unpickler {
   uint64_t out_bytes_ = 0;
 };
 
-
 }  // namespace
 
 uint64_t PickleValue::num_elements() const {

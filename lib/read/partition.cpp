@@ -10,7 +10,7 @@ uint64_t partition_size(uint64_t n, const PartitionOptions& o) {
   if (o.world == 0) throw ArgumentError("world size must be at least 1");
   if (o.rank >= o.world)
     throw ArgumentError("rank " + std::to_string(o.rank) + " is not below world size " +
-                                std::to_string(o.world));
+                        std::to_string(o.world));
   return o.drop_last ? n / o.world : n / o.world + (n % o.world != 0);
 }
 
