@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "common/crc32.h"
@@ -489,16 +490,20 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging,
   }
 }
 
-void check_complete_resumable(const fs::path& out, const json& now, const Table* table) {
+namespace {
+// What check_complete_resumable compares, `m` read (or not) from the dataset at `where`.
+void check_complete_manifest(const std::string& where,
+                             const std::function<std::optional<Manifest>()>& read_it,
+                             const json& now, const Table* table) {
   const auto refuse = [&](const std::string& why) {
-    return FatalError("cannot resume: '" + out.string() +
+    return FatalError("cannot resume: '" + where +
                       "' holds a complete dataset, but not this run's: " + why +
                       ". Resume with the inputs and options that made it, or run without "
                       "--resume (with --overwrite to replace it)");
   };
   std::optional<Manifest> m;
   try {
-    m = read_manifest(out);
+    m = read_it();
   } catch (const ParseError& e) {
     throw refuse(std::string("its ") + kManifestFile + " cannot be read (" + e.what() + ")");
   }
@@ -532,8 +537,37 @@ void check_complete_resumable(const fs::path& out, const json& now, const Table*
       diff = "the table '" + is_table + "' is not the one it was made from (CRC-32 " +
              m->table->value("crc32", "") + " then, " + crc32_hex(table->crc32) + " now)";
     if (diff.empty()) diff = options_diff(*m->output_options, now.at("options"));
+    // The references its samples were compared with (a manifest written before they were
+    // recorded holds none: compared as none).
+    const json was_refs = m->dedup_against.value_or(json::array());
+    const json is_refs = now.value("dedup_against", json::array());
+    if (diff.empty() && was_refs != is_refs) diff = dedup_against_diff(was_refs, is_refs);
   }
   if (!diff.empty()) throw refuse(diff);
+}
+}  // namespace
+
+void check_complete_resumable(const fs::path& out, const json& now, const Table* table) {
+  check_complete_manifest(
+      out.string(), [&] { return read_manifest(out); }, now, table);
+}
+
+void check_complete_resumable(const std::string& where,
+                              const std::optional<std::string>& manifest_text, const json& now,
+                              const Table* table) {
+  check_complete_manifest(
+      where,
+      [&]() -> std::optional<Manifest> {
+        if (!manifest_text) return std::nullopt;
+        const ManifestSeal seal = check_seal(*manifest_text);
+        if (seal.state != ManifestSeal::State::Good)
+          throw ParseError(seal.state == ManifestSeal::State::Wrong
+                               ? "it was changed after it was written: its CRC-32 is " +
+                                     seal.computed + ", its seal says " + seal.said
+                               : std::string("it has no well-formed manifest_crc32 seal"));
+        return parse_manifest(*manifest_text);
+      },
+      now, table);
 }
 
 }  // namespace tarmac

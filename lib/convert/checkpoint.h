@@ -84,4 +84,10 @@ void check_resumable(const nlohmann::ordered_json& checkpoint, const nlohmann::o
 void check_complete_resumable(const std::filesystem::path& out, const nlohmann::ordered_json& now,
                               const Table* table = nullptr);
 
+/// The same comparison for a complete dataset elsewhere (-o s3://): `where` names it in the
+/// message, `manifest_text` is its manifest.json as read (nullopt: it has none).
+void check_complete_resumable(const std::string& where,
+                              const std::optional<std::string>& manifest_text,
+                              const nlohmann::ordered_json& now, const Table* table = nullptr);
+
 }  // namespace tarmac

@@ -376,6 +376,9 @@ OpenOutput open_output(const ConvertOptions& o, const RunPlan& plan, const fs::p
     try {
       remote = std::make_unique<RemoteOutput>(o, destination, staging);
       if (remote->begin(recorded)) {  // --resume of a run killed after its manifest went up
+        // This run's result only once compared with it, as a local complete dataset is.
+        check_complete_resumable(destination, remote->manifest_text(), plan.fingerprint,
+                                 plan.table ? &plan.table->table() : nullptr);
         remote.reset();
         std::error_code ec;
         fs::remove_all(staging, ec);
@@ -607,15 +610,17 @@ fs::path finish_labels(const RunPlan& plan, DatasetWriter& writer, ConvertResult
 void write_manifest(const ConvertOptions& o, const RunPlan& plan, const OpenOutput& open,
                     const InputReader& reader, const DatasetWriter& writer, const fs::path& staging,
                     const fs::path& labels, RunRecorder::Lists lists, const ConvertResult& result) {
-  ManifestRecord rec{o,
-                     plan.split,
-                     reader.inputs(),
-                     open.prepared.checkpoint ? std::optional(open.resume_entries) : std::nullopt,
-                     result,
-                     writer,
-                     staging,
-                     labels,
-                     plan.table ? &*plan.table : nullptr};
+  ManifestRecord rec{
+      o,
+      plan.split,
+      reader.inputs(),
+      open.prepared.checkpoint ? std::optional(open.resume_entries) : std::nullopt,
+      result,
+      writer,
+      staging,
+      labels,
+      plan.table ? &*plan.table : nullptr,
+      plan.fingerprint.contains("dedup_against") ? &plan.fingerprint["dedup_against"] : nullptr};
   format::Manifest manifest = run_manifest(rec, std::move(lists.skipped), std::move(lists.ignored),
                                            std::move(lists.duplicates));
   if (!writer.shard_names().empty()) {

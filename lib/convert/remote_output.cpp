@@ -266,6 +266,10 @@ bool RemoteOutput::begin(const std::vector<std::string>& recorded) {
   return false;
 }
 
+std::optional<std::string> RemoteOutput::manifest_text() {
+  return client_->get(dest_.url(kManifestFile), size_t{1} << 30);
+}
+
 void RemoteOutput::refuse_foreign_objects(const std::set<std::string>& owned) {
   std::vector<std::string> foreign, colliding;
   for (const auto& [url, size] : remote::list_objects(dest_.url(""), client_->config())) {

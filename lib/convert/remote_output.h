@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -56,6 +57,10 @@ class RemoteOutput {
   /// deleted. Returns their names (check_resumable does not look for their local files).
   /// Throws FatalError when an upload recorded is no longer on the server as it was sent.
   std::vector<std::string> check_uploaded(const nlohmann::ordered_json& writer);
+
+  /// The destination's manifest.json as it is on the server (at most 1 GiB); nullopt when
+  /// there is none. For the comparison of a --resume that begin() found complete.
+  std::optional<std::string> manifest_text();
 
   /// Starts the background uploads, of the shards `writer` closes from now on (and of those a
   /// resumed checkpoint left local).

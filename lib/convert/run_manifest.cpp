@@ -35,6 +35,7 @@ format::Manifest run_manifest(const ManifestRecord& r, json skipped, json ignore
     m.inputs.push_back(std::move(j));
   }
   if (r.table) m.table = r.table->manifest_entry();
+  if (r.dedup_against) m.dedup_against = *r.dedup_against;
   if (r.resumed_entries)
     m.resumed = format::ManifestResumed{*r.resumed_entries, res.resumed_samples};
   if (r.split != PartSplit::None)

@@ -27,6 +27,8 @@ struct ManifestRecord {
   const std::filesystem::path& staging;     ///< where the shards are
   const std::filesystem::path& labels;      ///< the annotation file written
   const TablePlan* table = nullptr;         ///< convert --table: the table's plan
+  /// --dedup-against: the references as verified (run_fingerprint's "dedup_against").
+  const nlohmann::ordered_json* dedup_against = nullptr;
 };
 
 /// The manifest of the run (write it with format::sealed_manifest_text), its counts those of

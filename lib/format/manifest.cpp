@@ -194,6 +194,7 @@ json to_json(const Manifest& m) {
   if (m.merged_from) j["merged_from"] = *m.merged_from;
   j["inputs"] = m.inputs;
   if (m.table) j["table"] = *m.table;
+  if (m.dedup_against) j["dedup_against"] = *m.dedup_against;
   if (m.resumed) j["resumed"] = {{"entries", m.resumed->entries}, {"samples", m.resumed->samples}};
   if (m.part) j["part"] = part_json(*m.part);
   if (m.counts) j["counts"] = counts_json(*m.counts);
@@ -272,6 +273,8 @@ Manifest parse_manifest(std::string_view text) {
     } else if (key == "table") {
       object_at(v, key);
       m.table = std::move(v);
+    } else if (key == "dedup_against") {
+      m.dedup_against = objects_at(std::move(v), key);
     } else if (key == "resumed") {
       object_at(v, key);
       m.resumed = ManifestResumed{count_at(required(v, key, "entries"), "resumed.entries"),

@@ -94,6 +94,8 @@ struct Manifest {
   std::optional<json> merged_from;     ///< an array: merge's parts
   json inputs = json::array();         ///< objects: path, size, crc32, members, error
   std::optional<json> table;           ///< an object: convert --table's provenance
+  /// An array: convert --dedup-against's references (path, labels_crc32), verified when read.
+  std::optional<json> dedup_against;
   std::optional<ManifestResumed> resumed;
   std::optional<ManifestPart> part;
   std::optional<ManifestCounts> counts;

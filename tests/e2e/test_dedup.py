@@ -487,6 +487,29 @@ class DedupTest(fx.TmpCase):
         for d in (one, out):
             v = fx.run(["verify", d])
             self.assertEqual(v.returncode, 0, v.stdout.decode() + v.stderr.decode())
+        # The complete dataset's manifest records the reference too: a --resume over it with
+        # the reference replaced is not "nothing to resume" (it would have dropped other
+        # samples), and the dataset is left as it was.
+        self.assertEqual(b.manifest["dedup_against"], [{"path": ref, "labels_crc32": crc["first"]}])
+        shutil.rmtree(ref)
+        shutil.copytree(second, ref)
+        before = os.stat(os.path.join(out, "labels.safetensors")).st_mtime_ns
+        p = fx.run(["convert", *archives, "-o", out, *flags, "--resume"])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        err = p.stderr.decode()
+        self.assertIn("holds a complete dataset, but not this run's", err)
+        self.assertIn(crc["second"], err)
+        self.assertNotIn("nothing to resume", err)
+        self.assertEqual(os.stat(os.path.join(out, "labels.safetensors")).st_mtime_ns, before)
+        # With no reference at all, neither.
+        p = fx.run(["convert", *archives, "-o", out, "--dedup", "near", "-j", "1", "--resume"])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("--dedup-against", p.stderr.decode())
+        shutil.rmtree(ref)
+        shutil.copytree(first, ref)
+        p = fx.run(["convert", *archives, "-o", out, *flags, "--resume"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("nothing to resume", p.stderr.decode())
 
     def test_every_sample_a_content_duplicate_says_so(self):
         """Issue #35 item 17: a run whose every sample duplicates the reference said "none of the
