@@ -16,7 +16,6 @@ transforms.py functions run beside ours when the file is given (never committed)
 
 Without MMHUMAN3D_TRANSFORMS (CI has no network) those cases skip. Run with /usr/bin/python3;
 needs TARMAC_LIB and PYTHONPATH=python/."""
-import ast
 import json
 import math
 import os
@@ -32,6 +31,7 @@ import make_datasets as mk  # noqa: E402  (the independent writer)
 
 import tarmac  # noqa: E402
 from draw_oracle import uniform  # noqa: E402
+from mmhuman3d_oracle import load_mmhuman3d  # noqa: E402
 
 try:
     import torch
@@ -155,27 +155,6 @@ def draw(aug, i, seed=0, epoch=0):
 
 def a3(m):
     return np.vstack([m, [0, 0, 1.0]])
-
-
-def load_mmhuman3d():
-    """mmhuman3d's transform functions from the file MMHUMAN3D_TRANSFORMS names (its module imports
-    mmcv and mmhuman3d, which the functions do not use: they are taken from its source alone), or
-    None."""
-    path = os.environ.get("MMHUMAN3D_TRANSFORMS")
-    if not path or not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    names = {"_construct_rotation_matrix", "_flip_smpl_pose", "_flip_smplx_pose", "_flip_axis_angle",
-             "_flip_hand_pose", "_flip_keypoints", "_rotate_joints_3d", "_rotate_smpl_pose"}
-    module = ast.Module(body=[n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names],
-                        type_ignores=[])
-    scope = {"np": np, "cv2": cv2, "math": math}
-    exec(compile(module, path, "exec"), scope)  # noqa: S102  (another project's code, the oracle)
-    missing = names - set(scope)
-    if missing:
-        raise AssertionError(f"{path} lacks {sorted(missing)}")
-    return scope
 
 
 ALL = list(GEOMETRY) + ["txt", "meta"]
