@@ -44,6 +44,8 @@ CI=(
   # sanitizers and fuzzing (scripts/ci-sanitize.sh, scripts/ci-fuzz.sh): clang with libFuzzer,
   # llvm-symbolizer for readable stacks
   clang-14 libclang-rt-14-dev llvm-14
+  # scripts/check-format.sh, CI's first check
+  clang-format-14
   # tests/python's torch tests (they skip without it)
   python3-torch python3-torchvision
   # tests/bench keeps compiling (built whenever Google Benchmark is there)
