@@ -120,6 +120,9 @@ std::optional<FieldGeometry> geometry_from_json(const nlohmann::json& j) {
           joints->get<int64_t>() > kMaxJoints)
         throw ParseError("has no 'joints' from 1 to " + std::to_string(kMaxJoints));
       g.joints = joints->get<int64_t>();
+      if (const auto fixed = axis_angle_layout(g.layout); fixed && fixed->joints != g.joints)
+        throw ParseError("says " + std::to_string(g.joints) + " joints where layout " + g.layout +
+                         " has " + std::to_string(fixed->joints));
       const auto pairs = j.find("pairs");
       if (pairs == j.end() || !pairs->is_array()) throw ParseError("has no 'pairs' array");
       std::vector<bool> seen(static_cast<size_t>(g.joints), false);
@@ -140,6 +143,9 @@ std::optional<FieldGeometry> geometry_from_json(const nlohmann::json& j) {
         if (!partner->is_string()) throw ParseError("has a 'partner' that is not a string");
         g.partner = partner->get<std::string>();
       }
+      // A flip exchanges the two hands: a hand without the other's field cannot follow it.
+      if (g.layout.starts_with("mano") && g.partner.empty())
+        throw ParseError("has a mano layout without the other hand's field ('partner')");
       break;
     }
     default:

@@ -23,13 +23,6 @@
 namespace tarmac {
 namespace {
 
-// The fields the dataset's manifest declares as points and boxes (none without a manifest).
-format::DeclaredGeometry manifest_geometry(const Dataset& ds) {
-  std::ifstream in(std::filesystem::path(ds.path()) / format::kManifestFile);
-  if (!in) return {};
-  return format::declared_geometry(format::parse_ordered(in, false));
-}
-
 // A dense map as a batch takes it: a .npy map's array in place, a PNG (or other image) map
 // decoded with its channels and bit depth; channels 0 for a 2-d map.
 struct DenseMap {
@@ -146,6 +139,7 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
   std::set<std::string> points;
   std::map<std::string, std::pair<bool, bool>> boxes;  // name -> (xyxy, edges)
   std::map<std::string, AugmentGeometry> declared;
+  std::map<std::string, std::string> unknown;  // fields of a geometric kind not known here
   if (opt_.augment) {
     const Augment& a = *opt_.augment;
     check_augment(a);
@@ -157,9 +151,11 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
       throw ArgumentError("dataset '" + ds.path() + "' has no images to augment");
     opt_.width = a.width;
     opt_.height = a.height;
-    declared = declared_geometry(ds);
+    DeclaredFields read = declared_geometry(ds);
+    declared = std::move(read.fields);
+    unknown = std::move(read.unknown);
     // Boxes named here but declared nowhere take the manifest's convention (its record).
-    const bool manifest_edges = manifest_geometry(ds).box_edges;
+    const bool manifest_edges = read.manifest_box_edges;
     // Declared fields since dropped (convert --fields) are left out; fields named here must exist.
     if (opt_.points) {
       for (const std::string& p : *opt_.points)
@@ -215,6 +211,11 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
                             "' is ragged; only fixed-shape fields can be batched");
       g.field = f;
       g.bytes = f->sample_bytes();
+      if (const auto u = unknown.find(name); u != unknown.end())
+        throw ArgumentError("field '" + name + "' declares a geometry " + u->second +
+                            " of a kind this tarmac cannot move with the image (points, boxes, "
+                            "points3d, axis_angle, camera, polygons): leave it out of fields= "
+                            "to augment, or read it with the tarmac that wrote the dataset");
       const bool is_box = boxes.count(name) > 0;
       const auto geo = declared.find(name);
       const bool other = !is_box && !points.count(name) && geo != declared.end() &&

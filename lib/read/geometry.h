@@ -13,10 +13,10 @@
 
 namespace tarmac {
 
-/// One field's geometry as the augmentation reads it. A second parse of the schema key beside
-/// format/field_geometry.h (written in parallel); to be made one (#36).
+/// One field's geometry as the augmentation reads it: the schema's key as format/field_geometry.h
+/// parsed it (its one parser), or a manifest's record.
 struct AugmentGeometry {
-  enum class Kind { Points, Boxes, Points3d, AxisAngle, Camera, Polygons, Mask };
+  enum class Kind { Points, Boxes, Points3d, AxisAngle, Camera, Polygons };
   Kind kind = Kind::Points;
   bool xyxy = false;   ///< boxes: x0, y0, x1, y1 (else x, y, w, h)
   bool edges = false;  ///< boxes, camera: pixel-edge coordinates (else pixel centres)
@@ -29,10 +29,19 @@ struct AugmentGeometry {
   bool rotates_root() const { return layout == "root" || layout == "smpl"; }
 };
 
-/// Every declared field's geometry, by name: the schema's "geometry" objects, then for the
-/// fields without one the manifest's --points and --boxes (with its --box-convention). Throws
-/// ParseError naming the field for a geometry object the reader cannot follow (an unknown
-/// kind or layout, pairs naming a joint twice or out of range).
-std::map<std::string, AugmentGeometry> declared_geometry(const Dataset& ds);
+/// What a dataset declares: every field's geometry by name (the schema's "geometry" objects,
+/// then for the fields without one the manifest's --points and --boxes, with its
+/// --box-convention), and that convention itself (for boxes a batch names but nothing declares).
+struct DeclaredFields {
+  std::map<std::string, AugmentGeometry> fields;
+  bool manifest_box_edges = false;
+  /// Fields whose geometry is of a kind this version does not know (a later one's): name ->
+  /// the geometry object's JSON text. They cannot be augmented.
+  std::map<std::string, std::string> unknown;
+};
+
+/// Reads what `ds` declares. A malformed geometry object was refused when the dataset opened
+/// (format/field_spec.h), so this does not throw but for an unreadable manifest.
+DeclaredFields declared_geometry(const Dataset& ds);
 
 }  // namespace tarmac

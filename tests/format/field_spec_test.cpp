@@ -97,6 +97,15 @@ TEST_CASE("schema JSON: a field's geometry is written and read back; unknown kin
                                      R"("ragged":false,"geometry":{"kind":"axis_angle",)"
                                      R"("layout":"pairs","joints":3,"pairs":[[0,1],[1,2]]}}})"),
                     Contains("field 'a' has a 'geometry' that names a joint in two pairs"));
+  // A layout's joints are fixed; a hand follows a flip only with the other hand's field.
+  CHECK_THROWS_WITH(schema_from_json(R"({"a":{"kind":"numeric","dtype":"F32","shape":[69],)"
+                                     R"("ragged":false,"geometry":{"kind":"axis_angle",)"
+                                     R"("layout":"smpl","joints":23,"pairs":[]}}})"),
+                    Contains("says 23 joints where layout smpl has 24"));
+  CHECK_THROWS_WITH(schema_from_json(R"({"a":{"kind":"numeric","dtype":"F32","shape":[45],)"
+                                     R"("ragged":false,"geometry":{"kind":"axis_angle",)"
+                                     R"("layout":"mano-left","joints":15,"pairs":[]}}})"),
+                    Contains("without the other hand's field ('partner')"));
 }
 
 TEST_CASE("axis-angle layouts: SMPL's pairs, shifted for body_pose and cut for SMPL-X's") {

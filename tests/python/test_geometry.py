@@ -443,6 +443,21 @@ class Geometry(unittest.TestCase):
                 with self.assertRaisesRegex(ValueError, "'bbox_raw'"):
                     tt.TarmacDataset(path, fields=["bbox_raw"], augment=aug)
 
+    def test_geometry_of_an_unknown_kind_is_not_augmented(self):
+        """A later version's kind: the dataset opens and reads (the format ignores the key), but
+        an augmentation that cannot move the field refuses it rather than pass it as stored."""
+        with tempfile.TemporaryDirectory() as tmp:
+            geo = dict(GEOMETRY)
+            geo["kp2d"] = {"kind": "quaternion"}
+            path = write(os.path.join(tmp, "unknown"), n=2, geometry=geo)
+            aug = tarmac.Augment((H, W), flip=1.0)
+            with tarmac.Dataset(path) as ds:
+                with self.assertRaisesRegex(ValueError, r"'kp2d'.*quaternion"):
+                    ds.batch([0], fields=["kp2d"], augment=aug)
+                ds.batch([0], fields=["kp3d"], augment=aug)  # left out of fields=: accepted
+                _, out = ds.batch([0], fields=["kp2d"])  # no augmentation: as stored
+                np.testing.assert_array_equal(out["kp2d"][0], sample(0)["kp2d"])
+
     def test_axis_angle_of_wrong_size_refused(self):
         with tempfile.TemporaryDirectory() as tmp:
             geo = dict(GEOMETRY)
