@@ -19,26 +19,7 @@ using json = nlohmann::ordered_json;
 // schema's key, run when the dataset opened), in the augmentation's terms.
 AugmentGeometry from_format(const FieldGeometry& g) {
   AugmentGeometry f;
-  switch (g.kind) {
-    case GeometryKind::Points:
-      f.kind = AugmentGeometry::Kind::Points;
-      break;
-    case GeometryKind::Boxes:
-      f.kind = AugmentGeometry::Kind::Boxes;
-      break;
-    case GeometryKind::Points3d:
-      f.kind = AugmentGeometry::Kind::Points3d;
-      break;
-    case GeometryKind::AxisAngle:
-      f.kind = AugmentGeometry::Kind::AxisAngle;
-      break;
-    case GeometryKind::Camera:
-      f.kind = AugmentGeometry::Kind::Camera;
-      break;
-    case GeometryKind::Polygons:
-      f.kind = AugmentGeometry::Kind::Polygons;
-      break;
-  }
+  f.kind = g.kind;
   f.xyxy = g.xyxy;
   f.edges = g.edges;
   f.matrix = g.kind != GeometryKind::Camera || g.layout == "K";

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "format/field_geometry.h"
 #include "read/dataset.h"
 
 namespace tarmac {
@@ -16,7 +17,7 @@ namespace tarmac {
 /// One field's geometry as the augmentation reads it: the schema's key as format/field_geometry.h
 /// parsed it (its one parser), or a manifest's record.
 struct AugmentGeometry {
-  enum class Kind { Points, Boxes, Points3d, AxisAngle, Camera, Polygons };
+  using Kind = GeometryKind;
   Kind kind = Kind::Points;
   bool xyxy = false;   ///< boxes: x0, y0, x1, y1 (else x, y, w, h)
   bool edges = false;  ///< boxes, camera: pixel-edge coordinates (else pixel centres)
