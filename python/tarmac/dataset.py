@@ -7,7 +7,7 @@ import json
 import numbers
 import os
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -424,7 +424,9 @@ class Dataset:
               size: Optional[Tuple[int, int]] = None, resize: bool = False, threads: int = 0,
               out: Optional[np.ndarray] = None, channels: int = 3, augment: Optional[Augment] = None, seed: int = 0,
               epoch: int = 0, dense: Optional[Sequence[str]] = None, points: Optional[Sequence[str]] = None,
-              boxes: Optional[Sequence[str]] = None) -> Tuple[Optional[np.ndarray], Dict[str, np.ndarray]]:
+              boxes: Optional[Sequence[str]] = None,
+              alloc: Optional[Callable[[str, Tuple[int, ...], np.dtype], np.ndarray]] = None
+              ) -> Tuple[Optional[np.ndarray], Dict[str, np.ndarray]]:
         """Decodes `indices` into one (N, H, W, C) uint8 array and stacks fixed-shape fields.
 
         channels: 3 (RGB; grey images replicated, the default) or 1 (grey; colour images
@@ -452,7 +454,13 @@ class Dataset:
         the parsed JSON, an array; None where a nullable field has none); under an augmentation a
         ragged points, boxes or polygons field follows it, and a ragged boxes field's boxes are
         clipped to the canvas with labels[NAME + ".valid"] a list of bool arrays, False for a box
-        left with no area."""
+        left with no area.
+
+        alloc(name, shape, dtype): where the native loader writes the images ("image", unless
+        `out` is given) and each stacked array of labels (a field, "__augment__", "__flip__", a
+        dense map) instead of new arrays: a writable C-contiguous array of exactly that shape
+        and dtype (tarmac.torch.Loader hands out views of its reused buffers)."""
+        new = _new_array if alloc is None else _checked_alloc(alloc)
         idx = np.ascontiguousarray([self._index(i) for i in indices], dtype=np.int64)
         fields = tuple(self.fixed_fields() if fields is None else fields)
         listed = tuple(n for n in fields if n in self.fields and (self.fields[n]["ragged"] or
@@ -503,19 +511,22 @@ class Dataset:
         if augment is not None:
             gathered = fields + ("__augment__", "__flip__") + tuple(kinds)
         loader = self._loader(w, h, resize, threads, gathered, channels, augment, points, boxes)
-        images = out if out is not None and self.blob_kinds else np.empty((len(idx), h, w, channels), dtype=np.uint8)
+        if out is not None or not self.blob_kinds:
+            images = out if out is not None else np.empty((len(idx), h, w, channels), dtype=np.uint8)
+        else:
+            images = new("image", (len(idx), h, w, channels), np.uint8)
         labels = {}
         for name in fields:
             probe = self._stored_value(name, 0) if self._n else np.empty(0)
-            labels[name] = np.empty((len(idx),) + probe.shape, dtype=probe.dtype)
+            labels[name] = new(name, (len(idx),) + probe.shape, probe.dtype)
         outs = [labels[n] for n in fields]
         if augment is not None:
-            labels["__augment__"] = np.empty((len(idx), 2, 3), dtype=np.float64)
-            labels["__flip__"] = np.empty(len(idx), dtype=bool)
+            labels["__augment__"] = new("__augment__", (len(idx), 2, 3), np.float64)
+            labels["__flip__"] = new("__flip__", (len(idx),), bool)
             outs += [labels["__augment__"], labels["__flip__"]]
             for k, name in enumerate(dense or ()):  # the loader's dtype and shape (sample 0's map)
                 dtype, shape = loader.layout(len(fields) + 2 + k)
-                labels[name] = np.empty((len(idx),) + shape, dtype=dtype)
+                labels[name] = new(name, (len(idx),) + shape, dtype)
                 outs.append(labels[name])
         loader.run(idx, images, outs, seed, epoch)
         for name in fields:  # a nullable field's zeros are told apart by its mask
@@ -554,6 +565,22 @@ class Dataset:
         """This dataset's share for `rank` of epoch `epoch` (see tarmac.indices)."""
         from .sampling import indices  # sampling's bucket_batches takes a Dataset: no import cycle
         return indices(self._n, rank, world, seed, epoch, shuffle, drop_last)
+
+
+def _new_array(name, shape, dtype):
+    return np.empty(shape, dtype=dtype)
+
+
+def _checked_alloc(alloc):
+    """alloc (Dataset.batch's argument) wrapped to refuse an array the native loader cannot fill."""
+    def new(name, shape, dtype):
+        a = alloc(name, tuple(shape), np.dtype(dtype))
+        if (not isinstance(a, np.ndarray) or a.shape != tuple(shape) or a.dtype != np.dtype(dtype)
+                or not a.flags.c_contiguous or not a.flags.writeable):
+            raise ValueError(f"alloc('{name}') must give a writable C-contiguous {np.dtype(dtype)} array of "
+                             f"shape {tuple(shape)}, not {getattr(a, 'dtype', type(a))} {getattr(a, 'shape', '')}")
+        return a
+    return new
 
 
 def _free_loader(lib: ctypes.CDLL, ptr: ctypes.c_void_p, pid: int, handle: _Handle) -> None:

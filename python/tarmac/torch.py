@@ -36,6 +36,7 @@ import torch.utils.data
 import tarmac
 
 from . import _format
+from .loader import Loader  # noqa: F401  (tarmac.torch.Loader; the module imports this one lazily)
 
 _log = logging.getLogger("tarmac")
 
