@@ -19,7 +19,8 @@ of the Dataset object; closing only drops this object's own reference.
 Modules, by idea: _library (finding libtarmac_c.so, its C API version checked), errors
 (TarmacError, one subclass per C error code), dataset, augment, sampling (tarmac.indices,
 bucket_batches), cache_flags (--cache and --cache-size for command lines reading a dataset in
-object storage), _format (the format's names), derive (python -m tarmac.derive), torch.
+object storage), _format (the format's names), derive (python -m tarmac.derive), torch, loader
+(tarmac.torch.Loader: batches prefetched on native threads into reused buffers).
 """
 from __future__ import annotations
 

@@ -178,6 +178,10 @@ class LoaderTest(unittest.TestCase):
             with self.assertRaises(tarmac.ArgumentError) as e:
                 tt.Loader(READ12, [[0]], device="cuda")
             self.assertIn("device", str(e.exception))
+        if not torch.cuda.is_available():  # pin_memory=True asks for page-locked buffers only with CUDA
+            loader = tt.Loader(READ12, [[0, 1]], pin_memory=True)
+            self.assertFalse(loader.pin_memory)
+            self.assertEqual(next(iter(loader))["image"].shape, (2, 3, 24, 32))
         ref = tt.TarmacDataset(READ12, fields=["id"])
         with self.assertRaises(tarmac.ArgumentError) as e:
             tt.Loader(ref, [[0]], fields=["vec"])
