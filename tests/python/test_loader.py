@@ -107,6 +107,24 @@ class LoaderTest(unittest.TestCase):
                 for k, (b, idx) in enumerate(zip(tt.Loader(mixed, bs, prefetch=prefetch, threads=2), bs)):
                     same(self, b, mixed[idx], f"{kw} prefetch {prefetch} batch {k}")
 
+    def test_ds_batch_alloc_is_where_the_loader_writes_and_a_wrong_array_is_refused(self):
+        ds = tarmac.Dataset(READ12)
+        given = {}
+
+        def alloc(name, shape, dtype):
+            given[name] = np.full(shape, 77, dtype=dtype)
+            return given[name]
+
+        images, labels = ds.batch([2, 7], fields=["id", "vec"], alloc=alloc)
+        want_images, want = ds.batch([2, 7], fields=["id", "vec"])
+        self.assertIs(images, given["image"])
+        self.assertIs(labels["vec"], given["vec"])
+        np.testing.assert_array_equal(images, want_images)
+        np.testing.assert_array_equal(labels["vec"], want["vec"])
+        with self.assertRaises(ValueError) as e:
+            ds.batch([2, 7], fields=["id"], alloc=lambda name, shape, dtype: np.empty(1, dtype=dtype))
+        self.assertIn("alloc('image')", str(e.exception))
+
     def test_held_batches_are_not_overwritten(self):
         ds = tarmac.Dataset(READ12)
         bs = [[i % 12, (i * 5) % 12, (i * 7 + 3) % 12] for i in range(60)]
