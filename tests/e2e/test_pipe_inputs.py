@@ -286,7 +286,10 @@ class PipeInputs(fx.TmpCase):
                 kids = wait_for(lambda: children(proc.pid), 30)
                 self.assertEqual(len(kids), 1, kids)
                 leader = kids[0]
-                self.assertEqual(proc_stat(leader)[1], leader)  # its own process group
+                # its own process group: set by tarmac and by the child right after the fork,
+                # which this may see before either has run (under ASan it did)
+                wait_for(lambda: proc_stat(leader)[1] == leader, 10)
+                self.assertEqual(proc_stat(leader)[1], leader)
                 if command.startswith("pipe:sleep"):
                     wait_for(lambda: len(live_in_group(leader)) >= 2, 10)  # sh and its sleep
                 time.sleep(0.3)
