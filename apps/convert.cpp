@@ -21,6 +21,7 @@
 #include "convert/run_report.h"
 #include "format/names.h"
 #include "read/dataset_summary.h"
+#include "remote/url.h"
 
 namespace tarmac::cli {
 namespace {
@@ -137,15 +138,22 @@ int report_stop(const ConvertStopped& e, const ConvertOptions& o, const GlobalFl
   const std::string partial =
       (std::filesystem::path(local_output(o)) / format::kStagingDir).string();
   spdlog::error("{}", e.what());
+  // A local output may still hold the dataset an --overwrite run was to replace (replaced only
+  // when the run completes): said as such, never "no dataset" over a good one.
+  std::error_code ec;
+  const bool old_dataset =
+      !remote::is_remote(o.output) &&
+      std::filesystem::exists(std::filesystem::path(o.output) / format::kLabelsFile, ec);
+  const std::string holds =
+      old_dataset ? "'" + o.output + "' still holds the dataset that was there before this run"
+                  : "nothing in '" + o.output + "' looks like a dataset yet";
   if (!e.kept_samples()) {
-    spdlog::error("nothing was kept: '{}' holds no dataset", o.output);
+    spdlog::error("nothing was kept; {}", holds);
   } else if (*e.kept_samples() == 0 && !e.bad_sample()) {
     spdlog::error("no sample had been converted yet: run the same command again to start over");
   } else {
-    spdlog::error(
-        "{} converted sample(s) are kept in '{}' (a checkpoint); nothing in '{}' looks like a "
-        "dataset yet",
-        *e.kept_samples(), partial, o.output);
+    spdlog::error("{} converted sample(s) are kept in '{}' (a checkpoint); {}", *e.kept_samples(),
+                  partial, holds);
     if (e.bad_sample())
       spdlog::error(
           "fix the sample and run the same command with --resume, or go on past it, leaving it "

@@ -128,6 +128,28 @@ class ErrorsTest(fx.TmpCase):
         self.assertIn("corrupt or truncated", sk["reason"])
         self.assertEqual(ds.t["id"].tolist(), [0, 2])
 
+    def test_failed_overwrite_says_the_old_dataset_is_still_there(self):
+        """A failed --overwrite run leaves the dataset it was to replace in place (replaced only
+        when a run completes): the message says so, not "nothing looks like a dataset" over a
+        good one a user might then delete."""
+        out = self.path("overwritten")
+        ok = self.tar("overwrite-good.tar", good("a/0", 0) + good("a/1", 1))
+        fx.convert(self, [ok], out=out)
+        bad = self.tar("overwrite-bad.tar", good("b/0", 0) + good("b/1", 1) + [("b/2.jpg", b"not a jpeg"),
+                                                                               ("b/2.json", b"{}")])
+        p = fx.run(["convert", bad, "-o", out, "--overwrite", "--checkpoint-every", "0", "-j", "1"])
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("'%s' still holds the dataset that was there before this run" % out, err)
+        self.assertNotIn("looks like a dataset yet", err)
+        self.assertEqual(fx.Dataset(out).keys, ["a/0", "a/1"])
+        v = fx.run(["verify", out])  # intact; its one problem the interrupted run's checkpoint beside it
+        self.assertIn("1 problem(s)", v.stdout.decode() + v.stderr.decode())
+        self.assertIn("an unfinished run left its staging directory", v.stdout.decode() + v.stderr.decode())
+        # Into an empty output, the same failure says there is none.
+        p = fx.run(["convert", bad, "-o", self.path("overwritten-new"), "--checkpoint-every", "0", "-j", "1"])
+        self.assertIn("looks like a dataset yet", p.stderr.decode(errors="replace"))
+
     def test_huge_jpeg_refused_quickly(self):
         p = self.tar("huge.tar", [("big/0.jpg", huge_jpeg_header())])
         t0 = time.monotonic()
