@@ -28,11 +28,11 @@ from ._library import load_library
 from .augment import Augment
 from .cache_flags import add_cache_arguments, cache_options, parse_size
 from .dataset import Dataset
-from .errors import (ArgumentError, DataError, DatasetIOError, InternalError, LibraryVersionError, ParseError,
-                     RangeError, TarmacError)
+from .errors import (ArgumentError, DataError, DatasetIOError, FormatError, InternalError, LibraryNotFoundError,
+                     LibraryVersionError, ParseError, RangeError, TarmacError, WrongTypeError)
 from .sampling import bucket_batches, indices
 
-__all__ = ["Augment", "Dataset", "TarmacError", "ArgumentError", "RangeError", "DatasetIOError", "ParseError",
-           "DataError", "InternalError", "LibraryVersionError", "bucket_batches", "indices", "load_library",
-           "add_cache_arguments", "cache_options", "parse_size"]
+__all__ = ["Augment", "Dataset", "TarmacError", "ArgumentError", "WrongTypeError", "RangeError", "DatasetIOError",
+           "ParseError", "FormatError", "DataError", "InternalError", "LibraryVersionError", "LibraryNotFoundError",
+           "bucket_batches", "indices", "load_library", "add_cache_arguments", "cache_options", "parse_size"]
 __version__ = "0.1.0"  # the project's version (CMakeLists.txt, pyproject.toml)

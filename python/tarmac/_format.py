@@ -11,6 +11,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .errors import FormatError
+
 LABELS = "labels.safetensors"  # format.md 1
 MANIFEST = "manifest.json"      # format.md 5
 COLUMNS = "columns"             # derived columns: COLUMNS/NAME.safetensors, COLUMNS/NAME.parts/ (format.md 8, 9)
@@ -93,15 +95,15 @@ def safetensors_bytes(tensors: Sequence[Tuple[str, np.ndarray, str]], metadata: 
 
 def safetensors_header(data: bytes) -> Tuple[Dict[str, Any], int]:
     """(the header's JSON object, where the data buffer starts) of a safetensors file's first
-    bytes; ValueError when they hold no whole header."""
+    bytes; FormatError (a ValueError) when they hold no whole header."""
     if len(data) < 8:
-        raise ValueError(f"{len(data)} bytes hold no safetensors header length")
+        raise FormatError(f"{len(data)} bytes hold no safetensors header length")
     (n,) = struct.unpack_from("<Q", data, 0)
     if 8 + n > len(data):
-        raise ValueError(f"its header of {n} bytes runs past the {len(data)} bytes read")
+        raise FormatError(f"its header of {n} bytes runs past the {len(data)} bytes read")
     header = json.loads(data[8:8 + n])
     if not isinstance(header, dict):
-        raise ValueError("its header is not a JSON object")
+        raise FormatError("its header is not a JSON object")
     return header, 8 + n
 
 

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _format
-from .errors import DataError
+from .errors import ArgumentError, DataError
 
 # Names that look geometric (the last dotted component, case-insensitive): a field so named but
 # declared as no kind would be stored, then augmented, untransformed.
@@ -67,7 +67,7 @@ def _read_declared(ds) -> Dict[str, Dict[str, Any]]:
 
 def check_undeclared(ds, fields: Iterable[str], passthrough: Sequence[str],
                      named: Iterable[str]) -> None:
-    """ValueError for the first field among `fields` whose name looks geometric but which `ds`
+    """ArgumentError (a ValueError) for the first field among `fields` whose name looks geometric but which `ds`
     declares as no kind, `named` (the points= and boxes= given) does not name, and
     `passthrough` does not list."""
     kinds = declared(ds)
@@ -76,7 +76,7 @@ def check_undeclared(ds, fields: Iterable[str], passthrough: Sequence[str],
         if name in kinds or name in named or name in passthrough or name.startswith("__"):
             continue
         if looks_geometric(name):
-            raise ValueError(
+            raise ArgumentError(
                 f"augment: field '{name}' of '{ds.path}' looks geometric but was declared as no geometric "
                 f"kind, so an augmentation would leave it as stored while the image moves. Declare it at "
                 f"conversion ({_FLAGS}), leave it out of fields=, or say it is not geometric: "
@@ -175,6 +175,6 @@ def ragged_values(ds, name: str, idx: Sequence[int], geometry: Optional[Dict[str
         elif kind == "polygons":
             out.append(polygons(v, m, bad))
         else:
-            raise ValueError(f"augment: field '{name}' of '{ds.path}' is a ragged {kind} field; only fixed-shape "
-                             f"{kind} fields are augmented (leave it out of fields=)")
+            raise ArgumentError(f"augment: field '{name}' of '{ds.path}' is a ragged {kind} field; only fixed-shape "
+                                f"{kind} fields are augmented (leave it out of fields=)")
     return out, valid

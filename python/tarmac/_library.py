@@ -11,7 +11,7 @@ import sysconfig
 from typing import List, Optional
 
 from . import _format
-from .errors import LibraryVersionError, error_for_code
+from .errors import LibraryNotFoundError, LibraryVersionError, error_for_code
 
 # The TARMAC_C_API_VERSION (lib/read/c_api.h) this package declares its functions for: the
 # library's tarmac_api_version() must say the same, or the structs below may not match its own.
@@ -110,8 +110,8 @@ def _check_version(lib: ctypes.CDLL, path: str) -> None:
 
 def load_library() -> ctypes.CDLL:
     """Loads libtarmac_c.so once, checks its C API version and declares its functions; returns the
-    ctypes library. OSError when no library is found, LibraryVersionError (a TarmacError) naming a
-    library of another version."""
+    ctypes library. LibraryNotFoundError (an OSError) when no library is found, LibraryVersionError
+    naming a library of another version (both TarmacErrors)."""
     global _lib
     if _lib is not None:
         return _lib
@@ -121,8 +121,8 @@ def load_library() -> ctypes.CDLL:
         path = ctypes.util.find_library("tarmac_c")
         tried.append("the system loader (ldconfig)")
     if path is None:
-        raise OSError("libtarmac_c.so not found (install tarmac, or set TARMAC_LIB to its path); tried "
-                      + ", ".join(tried))
+        raise LibraryNotFoundError("libtarmac_c.so not found (install tarmac, or set TARMAC_LIB to its path); tried "
+                                   + ", ".join(tried))
     lib = ctypes.CDLL(path)
     _check_version(lib, os.path.abspath(path) if os.path.exists(path) else path)
     P, i64, u64, i32, sz = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_size_t

@@ -7,32 +7,33 @@ import numbers
 from typing import Any, List, Optional, Sequence, Tuple
 
 from ._library import AugmentStruct
+from .errors import ArgumentError
 
 __all__ = ["Augment"]
 
 
 def _number(name: str, v, lo: Optional[float] = None, hi: Optional[float] = None,
             lo_open: bool = False) -> float:
-    """v as a finite float in range, else ValueError naming the argument."""
+    """v as a finite float in range, else ArgumentError (a ValueError) naming the argument."""
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-        raise ValueError(f"{name} must be a finite number, not {v!r}")
+        raise ArgumentError(f"{name} must be a finite number, not {v!r}")
     v = float(v)
     if lo is not None and (v <= lo if lo_open else v < lo):
-        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo}, not {v}")
+        raise ArgumentError(f"{name} must be {'>' if lo_open else '>='} {lo}, not {v}")
     if hi is not None and v > hi:
-        raise ValueError(f"{name} must be <= {hi}, not {v}")
+        raise ArgumentError(f"{name} must be <= {hi}, not {v}")
     return v
 
 
 def _range(name: str, v, lo: float = 0.0, hi: Optional[float] = None, lo_open: bool = True) -> Tuple[float, float]:
-    """A (min, max) pair with lo < min <= max (<= hi), else ValueError naming the argument."""
+    """A (min, max) pair with lo < min <= max (<= hi), else ArgumentError (a ValueError) naming the argument."""
     try:
         a, b = v
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a pair (min, max), not {v!r}") from None
+        raise ArgumentError(f"{name} must be a pair (min, max), not {v!r}") from None
     a, b = _number(name, a, lo, hi, lo_open=lo_open), _number(name, b, lo, hi, lo_open=lo_open)
     if a > b:
-        raise ValueError(f"{name} must be (min, max) with min <= max, not {v!r}")
+        raise ArgumentError(f"{name} must be (min, max) with min <= max, not {v!r}")
     return a, b
 
 
@@ -62,10 +63,10 @@ class Augment:
         try:
             h, w = size
         except (TypeError, ValueError):
-            raise ValueError(f"size must be (height, width), not {size!r}") from None
+            raise ArgumentError(f"size must be (height, width), not {size!r}") from None
         for v in (h, w):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v <= 0 or v > 2**15:
-                raise ValueError(f"size must be (height, width) of integers in 1..32768, not {size!r}")
+                raise ArgumentError(f"size must be (height, width) of integers in 1..32768, not {size!r}")
         self.size = (int(h), int(w))
         self.flip = _number("flip", flip, 0.0, 1.0)
         pairs, seen = [], {}
@@ -73,16 +74,16 @@ class Augment:
             try:
                 i, j = p
             except (TypeError, ValueError):
-                raise ValueError(f"flip_pairs must hold pairs of point indices, not {p!r}") from None
+                raise ArgumentError(f"flip_pairs must hold pairs of point indices, not {p!r}") from None
             for v in (i, j):
                 if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < 2**31:
-                    raise ValueError(f"flip_pairs holds {p!r}: indices are integers >= 0 (0-based)")
+                    raise ArgumentError(f"flip_pairs holds {p!r}: indices are integers >= 0 (0-based)")
             if i == j:
-                raise ValueError(f"flip_pairs holds {p!r}: a point paired with itself")
+                raise ArgumentError(f"flip_pairs holds {p!r}: a point paired with itself")
             for v in (i, j):
                 if v in seen:
-                    raise ValueError(f"flip_pairs holds {p!r}, which names index {v} again (also in "
-                                     f"{seen[v]!r}): each point is in one pair at most")
+                    raise ArgumentError(f"flip_pairs holds {p!r}, which names index {v} again (also in "
+                                        f"{seen[v]!r}): each point is in one pair at most")
                 seen[v] = p
             pairs.append((int(i), int(j)))
         self.flip_pairs = tuple(pairs)
@@ -93,7 +94,7 @@ class Augment:
         self.ratio = _range("ratio", ratio, 1 / 64, 64.0, lo_open=False)
         self.fill = _number("fill", fill, 0.0, 255.0)
         if isinstance(passthrough, str) or not all(isinstance(n, str) for n in passthrough or ()):
-            raise ValueError(f"passthrough must be a list of field names, not {passthrough!r}")
+            raise ArgumentError(f"passthrough must be a list of field names, not {passthrough!r}")
         self.passthrough = tuple(passthrough or ())
 
     def _key(self):

@@ -16,6 +16,7 @@ import re
 from typing import Any, Dict, Optional
 
 from .dataset import _REMOTE
+from .errors import ArgumentError
 
 __all__ = ["parse_size", "add_cache_arguments", "cache_options"]
 
@@ -28,13 +29,13 @@ _SIZE = re.compile(r"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)([A-Za-z]*)")
 
 def parse_size(text: str, zero: bool = False) -> int:
     """'1.5G' / '512M' / '4096' -> bytes: a number and a unit K, M, G or T (powers of 1024; KiB..TiB
-    and B too), rounded down, from 1 byte (0 too where `zero`) to 1024T. Raises ValueError saying
-    what is accepted."""
+    and B too), rounded down, from 1 byte (0 too where `zero`) to 1024T. Raises ArgumentError (a
+    ValueError) saying what is accepted."""
     m = _SIZE.fullmatch(text)
     bytes_ = math.floor(float(m.group(1)) * _UNITS[m.group(2)]) if m and m.group(2) in _UNITS else -1
     if not (0 if zero else 1) <= bytes_ <= MAX_BYTES:
-        raise ValueError(f"'{text}' is not a size; accepted: a number and a unit K, M, G or T (powers of 1024; "
-                         f"e.g. 512M, 1.5G, 4096), from {'0' if zero else '1 byte'} to 1024T")
+        raise ArgumentError(f"'{text}' is not a size; accepted: a number and a unit K, M, G or T (powers of 1024; "
+                            f"e.g. 512M, 1.5G, 4096), from {'0' if zero else '1 byte'} to 1024T")
     return bytes_
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from . import _format, _geometry
 from ._library import Field, Tensor, check, load_library
 from .augment import Augment
-from .errors import DataError
+from .errors import ArgumentError, DataError, RangeError
 
 __all__ = ["Dataset"]
 
@@ -89,14 +89,14 @@ class Dataset:
         self.path = os.fspath(path)
         self.cache = None if cache is None else os.fspath(cache)
         if isinstance(cache_size, bool) or not isinstance(cache_size, numbers.Integral) or cache_size < 0:
-            raise ValueError(f"cache_size must be a number of bytes >= 0 (0: no limit), not {cache_size!r}")
+            raise ArgumentError(f"cache_size must be a number of bytes >= 0 (0: no limit), not {cache_size!r}")
         self.cache_size = int(cache_size)
         if self.path.startswith(_REMOTE) and self.cache is None:
-            raise ValueError(f"'{self.path}' is in object storage: give a local folder to keep its "
-                             f"shards in, tarmac.Dataset('{self.path}', cache='DIR')")
+            raise ArgumentError(f"'{self.path}' is in object storage: give a local folder to keep its "
+                                f"shards in, tarmac.Dataset('{self.path}', cache='DIR')")
         if self.cache is not None and not self.path.startswith(_REMOTE):
-            raise ValueError(f"cache= is for datasets in object storage (s3://, http(s)://), "
-                             f"not the local folder '{self.path}'")
+            raise ArgumentError(f"cache= is for datasets in object storage (s3://, http(s)://), "
+                                f"not the local folder '{self.path}'")
         self._open()
 
     def _open(self):
@@ -275,7 +275,7 @@ class Dataset:
     @property
     def _ptr(self) -> ctypes.c_void_p:
         if self._h is None:
-            raise ValueError("the dataset is closed")
+            raise ArgumentError("the dataset is closed")
         return self._h.ptr
 
     def _index(self, i: int) -> int:
@@ -283,7 +283,7 @@ class Dataset:
         if i < 0:
             i += self._n
         if not 0 <= i < self._n:
-            raise IndexError(f"sample index {i} out of range for {self._n} samples")
+            raise RangeError(f"sample index {i} out of range for {self._n} samples")
         return i
 
     def _tensor_array(self, t):
@@ -469,26 +469,26 @@ class Dataset:
             _geometry.check_undeclared(self, fields, augment.passthrough, tuple(points or ()) + tuple(boxes or ()))
         fields = tuple(n for n in fields if n not in listed)  # those the native loader stacks
         if augment is not None and not isinstance(augment, Augment):
-            raise ValueError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
+            raise ArgumentError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
         if augment is None and (dense or points is not None or boxes is not None):
-            raise ValueError("dense, points and boxes follow an augmentation: give augment=")
+            raise ArgumentError("dense, points and boxes follow an augmentation: give augment=")
         if augment is not None:
             if not self.blob_kinds:
-                raise ValueError(f"augment: dataset '{self.path}' has no images")
+                raise ArgumentError(f"augment: dataset '{self.path}' has no images")
             ah, aw = augment.size
             if size is not None and tuple(size) != (aw, ah):
-                raise ValueError(f"size (w, h) {tuple(size)} differs from augment.size (h, w) {augment.size}")
+                raise ArgumentError(f"size (w, h) {tuple(size)} differs from augment.size (h, w) {augment.size}")
             size = (aw, ah)
             for name, v in (("seed", seed), ("epoch", epoch)):
                 if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < 2**64:
-                    raise ValueError(f"{name} must be an integer in 0 .. 2^64 - 1, not {v!r}")
+                    raise ArgumentError(f"{name} must be an integer in 0 .. 2^64 - 1, not {v!r}")
             dense = tuple(dense or ())
             kinds = []
             for name in dense:
                 kind = name if name.startswith("__") else f"__{name}__"
                 if kind not in self.blob_kinds[1:]:
-                    raise ValueError(f"dense: '{name}' is not a dense map of '{self.path}' "
-                                     f"(it has: {', '.join(self.blob_kinds[1:]) or 'none'})")
+                    raise ArgumentError(f"dense: '{name}' is not a dense map of '{self.path}' "
+                                        f"(it has: {', '.join(self.blob_kinds[1:]) or 'none'})")
                 kinds.append(kind)
             points = None if points is None else tuple(points)
             boxes = None if boxes is None else tuple(boxes)
@@ -496,13 +496,13 @@ class Dataset:
             if (not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.ndim != 4
                     or out.shape[0] != len(idx) or out.shape[3] != channels or not out.flags.c_contiguous
                     or not out.flags.writeable):
-                raise ValueError(f"out must be a writable C-contiguous uint8 array of shape "
-                                 f"({len(idx)}, H, W, {channels}), not {getattr(out, 'dtype', type(out))} "
-                                 f"{getattr(out, 'shape', '')}")
+                raise ArgumentError(f"out must be a writable C-contiguous uint8 array of shape "
+                                    f"({len(idx)}, H, W, {channels}), not {getattr(out, 'dtype', type(out))} "
+                                    f"{getattr(out, 'shape', '')}")
             size = size or (out.shape[2], out.shape[1])
             if tuple(size) != (out.shape[2], out.shape[1]):
-                raise ValueError(f"out holds {out.shape[2]}x{out.shape[1]} images, size asks for "
-                                 f"{size[0]}x{size[1]}")
+                raise ArgumentError(f"out holds {out.shape[2]}x{out.shape[1]} images, size asks for "
+                                    f"{size[0]}x{size[1]}")
         if self.blob_kinds:
             w, h = size if size else (self.decoded_size(int(idx[0])) if len(idx) else (1, 1))
         else:
@@ -577,7 +577,7 @@ def _checked_alloc(alloc):
         a = alloc(name, tuple(shape), np.dtype(dtype))
         if (not isinstance(a, np.ndarray) or a.shape != tuple(shape) or a.dtype != np.dtype(dtype)
                 or not a.flags.c_contiguous or not a.flags.writeable):
-            raise ValueError(f"alloc('{name}') must give a writable C-contiguous {np.dtype(dtype)} array of "
+            raise ArgumentError(f"alloc('{name}') must give a writable C-contiguous {np.dtype(dtype)} array of "
                              f"shape {tuple(shape)}, not {getattr(a, 'dtype', type(a))} {getattr(a, 'shape', '')}")
         return a
     return new

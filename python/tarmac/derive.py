@@ -47,7 +47,7 @@ import numpy as np
 import tarmac
 
 from . import _format
-from .errors import TarmacError
+from .errors import FormatError, TarmacError
 
 __all__ = ["run", "main", "DeriveError", "DeriveStopped"]
 
@@ -162,7 +162,7 @@ def _chunk_index(path):
     t = header["index"]
     b, e = t["data_offsets"]
     if t["dtype"] != _format.I64 or e - b != 8 * t["shape"][0]:
-        raise ValueError("its index is not I64")
+        raise FormatError("its index is not I64")
     return np.frombuffer(data[start + b:start + e], dtype="<i8")
 
 
@@ -318,7 +318,7 @@ def _open_part(parts_dir, record, restart, log):
         path = os.path.join(parts_dir, c["file"])
         try:
             if os.path.getsize(path) != c["bytes"]:
-                raise ValueError(f"it is {os.path.getsize(path)} bytes, the record says {c['bytes']}")
+                raise FormatError(f"it is {os.path.getsize(path)} bytes, the record says {c['bytes']}")
             done.append(_chunk_index(path))
         except (OSError, ValueError, KeyError) as e:
             raise DeriveError(f"{path} is damaged or missing ({e}): run this rank again with --restart") from e

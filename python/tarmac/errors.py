@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["TarmacError", "ArgumentError", "RangeError", "DatasetIOError", "ParseError", "DataError",
-           "InternalError", "LibraryVersionError", "error_for_code"]
+__all__ = ["TarmacError", "ArgumentError", "WrongTypeError", "RangeError", "DatasetIOError", "ParseError",
+           "FormatError", "DataError", "InternalError", "LibraryVersionError", "LibraryNotFoundError",
+           "error_for_code"]
 
 # The C API's codes (c_api.h, enum TARMAC_E_*).
 TARMAC_E_INVALID = 1
@@ -43,6 +44,11 @@ class ArgumentError(TarmacError, ValueError):
         super().__init__(TARMAC_E_INVALID, message)
 
 
+class WrongTypeError(ArgumentError, TypeError):
+    """TARMAC_E_INVALID: an argument of the wrong type (a dict where a list of weights is asked);
+    a TypeError too, as Python's own type checks raise."""
+
+
 class RangeError(TarmacError, IndexError):
     """TARMAC_E_RANGE: a sample index out of range."""
 
@@ -64,6 +70,11 @@ class ParseError(TarmacError):
         super().__init__(TARMAC_E_PARSE, message)
 
 
+class FormatError(ParseError, ValueError):
+    """TARMAC_E_PARSE: a file the package reads itself (a safetensors header, a derived column's
+    chunk) is not what docs/format.md says; a ValueError too, as json's own errors are."""
+
+
 class DataError(TarmacError):
     """TARMAC_E_DATA: a sample's data is inconsistent or does not decode (in Python also text that
     is not UTF-8, a JSON value that does not parse)."""
@@ -82,6 +93,14 @@ class InternalError(TarmacError):
 class LibraryVersionError(TarmacError):
     """The libtarmac_c.so found is of another C API version than this package (a stale library
     left by an earlier installation, say); the message names its path. `.code` is None."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, message)
+
+
+class LibraryNotFoundError(TarmacError, OSError):
+    """No libtarmac_c.so where the package looks (docs/reader.md, "Installing"); the message lists
+    the places tried. An OSError too, as ctypes' own load failure is. `.code` is None."""
 
     def __init__(self, message: str) -> None:
         super().__init__(None, message)

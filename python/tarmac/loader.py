@@ -444,7 +444,7 @@ def _part_batch(worker: _Worker, k: int, indices, alloc):
     for name in spec.columns:
         outputs = [ds.derived_value(name, i) for i in idx]
         if len({o.shape for o in outputs}) > 1:
-            raise ValueError(f"derived column '{name}' has outputs of several shapes in one batch "
+            raise ArgumentError(f"derived column '{name}' has outputs of several shapes in one batch "
                              f"({sorted({o.shape for o in outputs})}): batch by bucket (BucketBatchSampler)")
         out[name] = tt._column_tensor(ds, name, np.stack(outputs) if outputs else np.empty(0))
     return out
@@ -477,7 +477,7 @@ def _mixed_batch(worker: _Worker, indices, slot: _Slot, released):
         for (k, _), images in zip(parts, nhwc):
             sizes.setdefault(tuple(images.shape[1:3]), []).append(mixed._names[k])
         if len(sizes) > 1:
-            raise ValueError("a batch of the mix holds images of several sizes: " + "; ".join(
+            raise ArgumentError("a batch of the mix holds images of several sizes: " + "; ".join(
                 f"{w}x{h} from {', '.join(where)}" for (h, w), where in sizes.items()) +
                 ": convert the datasets to one --size")
         if one:
@@ -510,7 +510,7 @@ def _mixed_batch(worker: _Worker, indices, slot: _Slot, released):
     for name in mixed.columns:
         shapes = {tuple(b[name].shape[1:]) for b in batches}
         if len(shapes) > 1:
-            raise ValueError(f"derived column '{name}' has outputs of several shapes in one batch of the mix "
+            raise ArgumentError(f"derived column '{name}' has outputs of several shapes in one batch of the mix "
                              f"({sorted(shapes)})")
         first = batches[0][name] if batches else torch.empty(0)
         out[name] = tt._place(first.new_empty((n,) + first.shape[1:]), places, [b[name] for b in batches])

@@ -47,7 +47,7 @@ def bucket_batches(dataset: Dataset, batch_size: int, rank: int = 0, world: int 
     distributed training steps in lockstep. Identical on every machine. Returns a list of
     int64 arrays."""
     if batch_size < 1 or world < 1 or not 0 <= rank < world:
-        raise ValueError("need batch_size >= 1 and 0 <= rank < world")
+        raise ArgumentError("need batch_size >= 1 and 0 <= rank < world")
     n = len(dataset)
     w = np.asarray(dataset.column(_format.IMAGE + ".width"), dtype=np.int64)
     h = np.asarray(dataset.column(_format.IMAGE + ".height"), dtype=np.int64)

@@ -36,6 +36,7 @@ import torch.utils.data
 import tarmac
 
 from . import _format
+from .errors import ArgumentError, RangeError, WrongTypeError
 from .loader import Loader  # noqa: F401  (tarmac.torch.Loader; the module imports this one lazily)
 
 _log = logging.getLogger("tarmac")
@@ -66,13 +67,13 @@ class TarmacDataset(torch.utils.data.Dataset):
         self.path = os.fspath(path)
         self.cache, self.cache_size = cache, cache_size
         if augment is not None and not isinstance(augment, tarmac.Augment):
-            raise ValueError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
+            raise ArgumentError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
         if augment is None and dense:
-            raise ValueError("dense maps are batched with an augmentation: give augment=")
+            raise ArgumentError("dense maps are batched with an augmentation: give augment=")
         self.augment, self.seed, self.epoch, self.dense = augment, int(seed), 0, list(dense or [])
         self.decode, self.chw, self.transform, self.threads = decode, chw, transform, threads
         if channels not in (1, 3):
-            raise ValueError(f"channels must be 1 or 3, not {channels!r}")
+            raise ArgumentError(f"channels must be 1 or 3, not {channels!r}")
         self.channels = channels
         ds = tarmac.Dataset(self.path, cache=cache, cache_size=cache_size)
         self._n = len(ds)
@@ -167,9 +168,9 @@ class TarmacDataset(torch.utils.data.Dataset):
         for name in self.columns:
             outputs = [ds.derived_value(name, i) for i in idx]
             if len({o.shape for o in outputs}) > 1:
-                raise ValueError(f"derived column '{name}' has outputs of several shapes in one batch "
-                                 f"({sorted({o.shape for o in outputs})}): batch by bucket "
-                                 "(BucketBatchSampler)")
+                raise ArgumentError(f"derived column '{name}' has outputs of several shapes in one batch "
+                                    f"({sorted({o.shape for o in outputs})}): batch by bucket "
+                                    "(BucketBatchSampler)")
             out[name] = _column_tensor(ds, name, np.stack(outputs) if outputs else np.empty(0))
         return self.transform(out) if self.transform and transform else out
 
@@ -238,7 +239,7 @@ class MixedDataset(torch.utils.data.Dataset):
     field, and one nullable in some dataset, has NAME.valid in every sample (True where the
     dataset has a value). The derived columns are those every dataset has (or `columns`).
     A list of indices gives the batch stacked, in that order (one ds.batch per dataset). The
-    images of all the datasets must share one size (a ValueError at construction otherwise),
+    images of all the datasets must share one size (an ArgumentError, a ValueError, at construction otherwise),
     unless `augment` (a tarmac.Augment) warps every sample to its size: then every dataset's
     samples are augmented, on the per-sample and the batched path, with "__augment__",
     "__flip__" and each dense map named in `dense` (every dataset must have it) as
@@ -250,13 +251,13 @@ class MixedDataset(torch.utils.data.Dataset):
                  channels=3, columns=None, augment=None, seed=0, dense=None):
         datasets = list(datasets)
         if not datasets:
-            raise ValueError("datasets: the list is empty; MixedDataset needs at least one dataset")
+            raise ArgumentError("datasets: the list is empty; MixedDataset needs at least one dataset")
         if augment is not None and not isinstance(augment, tarmac.Augment):
-            raise ValueError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
+            raise ArgumentError(f"augment must be a tarmac.Augment, not {type(augment).__name__}")
         if augment is None and dense:
-            raise ValueError("dense maps are batched with an augmentation: give augment=")
+            raise ArgumentError("dense maps are batched with an augmentation: give augment=")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
-            raise ValueError(f"seed must be an integer in 0 .. 2^64 - 1, not {seed!r}")
+            raise ArgumentError(f"seed must be an integer in 0 .. 2^64 - 1, not {seed!r}")
         self.augment, self.seed, self.epoch, self.dense = augment, int(seed), 0, list(dense or [])
         given = [d if isinstance(d, TarmacDataset) else None for d in datasets]
         opened = [tarmac.Dataset(d.path, cache=d.cache, cache_size=d.cache_size) if isinstance(d, TarmacDataset)
@@ -268,11 +269,11 @@ class MixedDataset(torch.utils.data.Dataset):
         names = [f"dataset {k} ({p})" for k, p in enumerate(self.paths)]
         for k, d in enumerate(given):
             if d is not None and d.transform is not None:
-                raise ValueError(f"datasets: {names[k]} is a TarmacDataset with a transform; give the transform "
-                                 "to MixedDataset, which applies it to the mixed samples")
+                raise ArgumentError(f"datasets: {names[k]} is a TarmacDataset with a transform; give the transform "
+                                    "to MixedDataset, which applies it to the mixed samples")
             if d is not None and (d.augment is not None or d.dense):
-                raise ValueError(f"datasets: {names[k]} is a TarmacDataset with an augment; give augment= (and "
-                                 "dense=) to MixedDataset, which applies it to every dataset")
+                raise ArgumentError(f"datasets: {names[k]} is a TarmacDataset with an augment; give augment= (and "
+                                    "dense=) to MixedDataset, which applies it to every dataset")
 
         fixed = [set(ds.fixed_fields()) for ds in opened]
         own = [fixed[k] if d is None else set(d.fields) for k, d in enumerate(given)]
@@ -284,14 +285,14 @@ class MixedDataset(torch.utils.data.Dataset):
         self._listed = {name for name in self.fields if any(_listed(ds, name) for ds in opened)}
         for name in self.fields:
             if not any(name in f for f in fixed) and name not in self._listed:
-                raise ValueError(f"fields: '{name}' is not a field of any of the datasets")
+                raise ArgumentError(f"fields: '{name}' is not a field of any of the datasets")
             for k, ds in enumerate(opened):
                 if name in self._listed and name in fixed[k]:
-                    raise ValueError(f"fields: '{name}' is ragged (or a string) in one dataset and fixed-shape in "
-                                     f"{names[k]}; it cannot be batched across them")
+                    raise ArgumentError(f"fields: '{name}' is ragged (or a string) in one dataset and fixed-shape in "
+                                        f"{names[k]}; it cannot be batched across them")
                 if given[k] is not None and name in fixed[k] and name not in own[k]:
-                    raise ValueError(f"fields: {names[k]} has '{name}' but its TarmacDataset leaves it out (its "
-                                     "fields=); it would read as absent")
+                    raise ArgumentError(f"fields: {names[k]} has '{name}' but its TarmacDataset leaves it out (its "
+                                        "fields=); it would read as absent")
         self._has = [{name for name in self.fields if name in own[k] or (
             name in self._listed and name in opened[k].fields and (given[k] is None or name in given[k].fields))}
             for k in range(len(opened))]
@@ -306,7 +307,7 @@ class MixedDataset(torch.utils.data.Dataset):
                     column = ds.column(name)  # [N, *shape], its dtype (N may be 0)
                     kinds.setdefault((column.shape[1:], np.dtype(column.dtype).name), []).append(names[k])
             if len(kinds) > 1:
-                raise ValueError(f"fields: '{name}' differs between the datasets: " + "; ".join(
+                raise ArgumentError(f"fields: '{name}' differs between the datasets: " + "; ".join(
                     f"{dtype} {shape} in {', '.join(where)}" for (shape, dtype), where in kinds.items()))
             self._template[name] = next(iter(kinds))
             self._nullable[name] = any(name not in has for has in self._has) or any(
@@ -326,12 +327,12 @@ class MixedDataset(torch.utils.data.Dataset):
         for k, d in enumerate(self.datasets):
             theirs = {"decode": d.decode, "chw": d.chw, "channels": d.channels}
             if any(theirs[key] != settings[key] for key in theirs) or set(d.columns) != set(self.columns):
-                raise ValueError(f"datasets: {names[k]} is a TarmacDataset with decode={d.decode}, chw={d.chw}, "
-                                 f"channels={d.channels}, columns={d.columns}; the mix has decode={decode}, "
-                                 f"chw={chw}, channels={channels}, columns={self.columns}")
+                raise ArgumentError(f"datasets: {names[k]} is a TarmacDataset with decode={d.decode}, chw={d.chw}, "
+                                    f"channels={d.channels}, columns={d.columns}; the mix has decode={decode}, "
+                                    f"chw={chw}, channels={channels}, columns={self.columns}")
         with_images = [bool(ds.blob_kinds) for ds in opened]
         if decode and any(with_images) and not all(with_images):
-            raise ValueError("datasets: some have images and some do not (" + ", ".join(
+            raise ArgumentError("datasets: some have images and some do not (" + ", ".join(
                 n for n, w in zip(names, with_images) if not w) + "); mix them with decode=False (labels only)")
         self._names = names
         if augment is not None:
@@ -341,7 +342,7 @@ class MixedDataset(torch.utils.data.Dataset):
 
     def _check_one_size(self, opened):
         """Without augment: the images of all the datasets have one size (the annotation files'
-        width and height columns), or a ValueError names each dataset's sizes."""
+        width and height columns), or an ArgumentError (a ValueError) names each dataset's sizes."""
         sizes = {}
         for k, ds in enumerate(opened):
             wh = (np.stack([ds._tensor(_format.IMAGE + ".width"), ds._tensor(_format.IMAGE + ".height")], 1)
@@ -349,10 +350,10 @@ class MixedDataset(torch.utils.data.Dataset):
             for w, h in (np.unique(wh, axis=0).tolist() if len(ds) else []):
                 sizes.setdefault((w, h), []).append(self._names[k])
         if len(sizes) > 1:
-            raise ValueError("datasets: their images have several sizes, so their samples cannot batch together: "
-                             + "; ".join(f"{w}x{h} in {', '.join(where)}" for (w, h), where in sorted(sizes.items()))
-                             + ". Give augment=tarmac.Augment(size=(H, W), ...) to warp every sample to one size, "
-                             "or convert the datasets with one --size")
+            raise ArgumentError("datasets: their images have several sizes, so their samples cannot batch together: "
+                                + "; ".join(f"{w}x{h} in {', '.join(where)}" for (w, h), where in sorted(sizes.items()))
+                                + ". Give augment=tarmac.Augment(size=(H, W), ...) to warp every sample to one size, "
+                                "or convert the datasets with one --size")
 
     def _check_augment(self, opened):
         """With augment, before any batch: each dataset takes it (flip_pairs fit its points
@@ -364,18 +365,18 @@ class MixedDataset(torch.utils.data.Dataset):
             for name in self.dense:
                 kind = name if name.startswith("__") else f"__{name}__"
                 if kind not in ds.blob_kinds[1:]:
-                    raise ValueError(f"dense: '{name}' is not a dense map of {self._names[k]} (it has: "
-                                     f"{', '.join(ds.blob_kinds[1:]) or 'none'}); every dataset of the mix needs it")
+                    raise ArgumentError(f"dense: '{name}' is not a dense map of {self._names[k]} (it has: "
+                                        f"{', '.join(ds.blob_kinds[1:]) or 'none'}); every dataset of the mix needs it")
             try:  # an empty batch: the native loader checks the augment against the fields, decodes no sample
                 _, labels = ds.batch([], fields=d.fields, augment=self.augment, dense=self.dense, threads=1,
                                      channels=d.channels)
             except tarmac.TarmacError as e:
-                raise ValueError(f"augment: {self._names[k]}: {e}") from e
+                raise ArgumentError(f"augment: {self._names[k]}: {e}") from e
             for name in self.dense if len(ds) else ():  # an empty dataset's maps have no dtype to compare
                 layouts[name].setdefault((labels[name].dtype.name, labels[name].shape[1:]), []).append(self._names[k])
         for name, kinds in layouts.items():
             if len(kinds) > 1:
-                raise ValueError(f"dense: '{name}' differs between the datasets: " + "; ".join(
+                raise ArgumentError(f"dense: '{name}' differs between the datasets: " + "; ".join(
                     f"{dtype} {shape} in {', '.join(where)}" for (dtype, shape), where in kinds.items()))
 
     def dataset_seed(self, k):
@@ -399,7 +400,7 @@ class MixedDataset(torch.utils.data.Dataset):
         glob = np.where(asked < 0, asked + len(self), asked)
         bad = (glob < 0) | (glob >= len(self))
         if bad.any():
-            raise IndexError(f"sample index {asked[bad][0]} out of range for {len(self)} samples of "
+            raise RangeError(f"sample index {asked[bad][0]} out of range for {len(self)} samples of "
                              f"{len(self.datasets)} datasets")
         which = np.searchsorted(self.offsets, glob, side="right") - 1  # an empty dataset owns no index
         return glob, which, glob - self.offsets[which]
@@ -471,8 +472,8 @@ class MixedDataset(torch.utils.data.Dataset):
         for name in self.columns:
             shapes = {tuple(b[name].shape[1:]) for b in batches}
             if len(shapes) > 1:
-                raise ValueError(f"derived column '{name}' has outputs of several shapes in one batch of the mix "
-                                 f"({sorted(shapes)})")
+                raise ArgumentError(f"derived column '{name}' has outputs of several shapes in one batch of the mix "
+                                    f"({sorted(shapes)})")
             first = batches[0][name] if batches else torch.empty(0)
             out[name] = _place(first.new_empty((n,) + first.shape[1:]), places, [b[name] for b in batches])
         return self.transform(out) if self.transform else out
@@ -485,7 +486,7 @@ class MixedDataset(torch.utils.data.Dataset):
         for (k, _), images in zip(parts, nhwc):
             sizes.setdefault(tuple(images.shape[1:3]), []).append(self._names[k])
         if len(sizes) > 1:
-            raise ValueError("a batch of the mix holds images of several sizes: " + "; ".join(
+            raise ArgumentError("a batch of the mix holds images of several sizes: " + "; ".join(
                 f"{w}x{h} from {', '.join(where)}" for (h, w), where in sizes.items()) +
                 ": convert the datasets to one --size")
         if len(parts) == 1:
@@ -807,9 +808,10 @@ def _sizes(sizes):
     try:
         sizes = [operator.index(n) for n in sizes]
     except TypeError:
-        raise ValueError(f"mixed_or_sizes must be a MixedDataset or a list of dataset sizes, not {sizes!r}") from None
+        raise ArgumentError(f"mixed_or_sizes must be a MixedDataset or a list of dataset sizes, "
+                            f"not {sizes!r}") from None
     if not sizes or any(n < 0 for n in sizes):
-        raise ValueError(f"mixed_or_sizes: need one dataset or more, each of size >= 0, not {sizes!r}")
+        raise ArgumentError(f"mixed_or_sizes: need one dataset or more, each of size >= 0, not {sizes!r}")
     return sizes
 
 
@@ -829,19 +831,19 @@ def _count(what, value):
 
 def _weights(weights, sizes, names):
     """The weights as floats: one per dataset in the datasets' order, finite, >= 0, not all zero,
-    zero for an empty dataset. A dict or set is a TypeError: iterating it gives its keys (or an
+    zero for an empty dataset. A dict or set is a WrongTypeError (a TypeError): iterating it gives its keys (or an
     arbitrary order), which would be taken as the weights."""
     if isinstance(weights, (collections.abc.Mapping, collections.abc.Set, str, bytes)):
-        raise TypeError(f"weights must be a list with one number per dataset, in the datasets' order, not a "
-                        f"{type(weights).__name__} ({weights!r}); for weights by path, give "
-                        f"[weights[p] for p in mixed.paths]")
+        raise WrongTypeError(f"weights must be a list with one number per dataset, in the datasets' order, not a "
+                             f"{type(weights).__name__} ({weights!r}); for weights by path, give "
+                             f"[weights[p] for p in mixed.paths]")
     try:
         weights = list(weights)
     except TypeError:
-        raise TypeError(f"weights must be a list of numbers, one per dataset, not {weights!r}") from None
+        raise WrongTypeError(f"weights must be a list of numbers, one per dataset, not {weights!r}") from None
     for w in weights:
         if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Real):
-            raise TypeError(f"weights must be numbers, one per dataset; {w!r} is a {type(w).__name__}")
+            raise WrongTypeError(f"weights must be numbers, one per dataset; {w!r} is a {type(w).__name__}")
     weights = [float(w) for w in weights]
     if len(weights) != len(sizes):
         raise tarmac.ArgumentError(f"weights: {len(weights)} given for {len(sizes)} datasets")
