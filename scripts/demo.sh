@@ -12,10 +12,11 @@ cmake -S . -B build -G Ninja >/dev/null
 cmake --build build -j2 --target tarmac tarmac_c
 rm -rf demo-out && mkdir -p demo-out
 /usr/bin/python3 scripts/make-sample-data.py demo-out/raw --samples 64 --archives 2 >/dev/null
-echo "== tarmac convert (person crops 224x224, keypoints and boxes follow the crop)"
+echo "== tarmac convert (person crops 224x224, keypoints and boxes follow the crop; the SMPL pose is declared, for the reader's flips)"
 build/apps/tarmac convert demo-out/raw/part-*.tar.gz -o demo-out/dataset \
   --crop field:bbox_xywh --crop-scale 1.2 --square --size 224 \
-  --points keypoints2d --boxes bbox_xywh --format jpg --quality 95
+  --points keypoints2d --boxes bbox_xywh --format jpg --quality 95 \
+  --axis-angle smpl.global_orient smpl.body_pose:smpl-body
 echo
 echo "== tarmac info"
 build/apps/tarmac info demo-out/dataset
