@@ -37,6 +37,7 @@ std::string_view error_code_name(ErrorCode c) {
       "unused_image",
       "no_instances",
       "duplicate_content",
+      "tarmac_dataset",
   };
   static_assert(std::size(kNames) == kNumErrorCodes, "one name per ErrorCode");
   const auto k = static_cast<size_t>(c);

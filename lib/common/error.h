@@ -50,8 +50,9 @@ enum class ErrorCode : uint8_t {
   UnusedImage,       ///< an image no table row names (convert --table)
   NoInstances,       ///< a sample whose --instances field has no entries: no output
   DuplicateContent,  ///< an image that duplicates a kept one by content (convert --dedup)
+  TarmacDataset,     ///< a folder of a directory input that holds a tarmac dataset: not read
 };
-inline constexpr size_t kNumErrorCodes = static_cast<size_t>(ErrorCode::DuplicateContent) + 1;
+inline constexpr size_t kNumErrorCodes = static_cast<size_t>(ErrorCode::TarmacDataset) + 1;
 
 /// The stable name: "no_image", "bad_json", "duplicate_key", ...
 std::string_view error_code_name(ErrorCode c);

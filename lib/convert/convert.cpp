@@ -36,6 +36,8 @@
 #include "convert/table_input.h"
 #include "convert/table_plan.h"
 #include "format/layout.h"
+#include "format/manifest.h"
+#include "format/names.h"
 #include "format/shard_list.h"
 #include "labels/schema.h"
 #include "remote/inputs.h"
@@ -168,6 +170,29 @@ std::vector<std::string> output_inside_inputs(const ConvertOptions& o,
   return {out.string()};
 }
 
+// A folder of a directory input that holds a dataset tarmac wrote (an earlier run's output
+// kept beside its data): never read as input, and listed as ignored (InputReaderOptions).
+std::string dataset_in_folder(const fs::path& dir) {
+  if (!format::holds_dataset(dir)) return {};
+  return std::string("a tarmac dataset (it holds ") + format::kManifestFile + " and " +
+         format::kLabelsFile + "): not read as input";
+}
+
+// An input directory that is itself a dataset tarmac wrote: refused, since its files are no
+// raw input (its manifest.json would be read as a label).
+void refuse_dataset_inputs(const ConvertOptions& o) {
+  std::error_code ec;
+  for (const auto& in : o.source.inputs) {
+    if (in == "-" || is_pipe(in) || remote::is_remote(in) || !fs::is_directory(in, ec)) continue;
+    if (format::holds_dataset(in))
+      throw FatalError("input '" + in + "' is a tarmac dataset (it holds " + format::kManifestFile +
+                       " and " + format::kLabelsFile +
+                       "), not raw data: read it with tarmac's reader, combine datasets with "
+                       "'tarmac merge', or convert the data it was made from (its " +
+                       format::kManifestFile + " lists them under \"inputs\")");
+  }
+}
+
 // The bytes a run reads from `inputs`, for progress: files' sizes, directories' walked (what
 // the reader will read from them, `exclude` left out); 0 when unknown (standard input, pipes).
 uint64_t input_bytes(const std::vector<std::string>& inputs,
@@ -193,6 +218,7 @@ uint64_t input_bytes(const std::vector<std::string>& inputs,
       if (it->is_directory(ec)) {
         for (const auto& x : exclude)
           if (fs::equivalent(it->path(), x, ec)) it.disable_recursion_pending();
+        if (format::holds_dataset(it->path())) it.disable_recursion_pending();
         continue;
       }
       if (it->is_regular_file(ec)) total += it->file_size(ec);
@@ -297,6 +323,7 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
     o.source.inputs = remote::expand_inputs(o.source.inputs, *plan.remote);
   }
   refuse_inputs_inside_output(o);
+  refuse_dataset_inputs(o);
   plan.split = select_part(o, &plan.part_inputs);
   if (o.labels.classes_from_dirs || o.members.on_duplicate == OnDuplicate::Last)
     plan.pipe_runs = std::make_shared<PipeRuns>();
@@ -310,6 +337,7 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
     ro.max_member_size = o.limits.max_member_size;
     ro.skip_errors = o.run.skip_errors;
     ro.exclude = output_inside_inputs(o, notes);
+    ro.dataset_in_folder = dataset_in_folder;
     ro.remote = plan.remote;
     ro.stop = o.run.stop;
     try {
@@ -554,6 +582,10 @@ RunRecorder::Lists collect_lists(RunRecorder& recorder, const FeedOutcome& feed,
       ++result.ignored_members;
       lists.ignored.push_back(j);
     }
+    if (n.code == ErrorCode::TarmacDataset)
+      result.notes.push_back("input '" + reader.inputs()[n.input].path +
+                             "' holds a tarmac dataset in '" + n.member +
+                             "': it is left out of the input (never read as input)");
   }
 
   for (const auto& in : reader.inputs()) {
@@ -760,6 +792,7 @@ ConvertResult convert(const ConvertOptions& options) {
     ro.max_member_size = o.limits.max_member_size;
     ro.skip_errors = o.run.skip_errors;
     ro.exclude = open.exclude;
+    ro.dataset_in_folder = dataset_in_folder;
     ro.remote = plan.remote;
     ro.stop = o.run.stop;
     InputReader reader(plan.part_inputs, ro);

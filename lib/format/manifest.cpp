@@ -339,6 +339,14 @@ std::optional<Manifest> read_manifest(const std::filesystem::path& dir) {
   return parse_manifest(text.str());
 }
 
+bool holds_dataset(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::symlink_status(dir / kLabelsFile, ec).type() ==
+             std::filesystem::file_type::regular &&
+         std::filesystem::symlink_status(dir / kManifestFile, ec).type() ==
+             std::filesystem::file_type::regular;
+}
+
 ManifestSeal check_seal(std::string_view text) {
   // Found in the text, not by a parse: the seal's digits are checked in place, and a manifest
   // of a wide table's schema is not parsed twice.

@@ -148,6 +148,10 @@ Manifest parse_manifest(std::string_view text);
 /// none or it cannot be opened. Throws ParseError when it is malformed.
 std::optional<Manifest> read_manifest(const std::filesystem::path& dir);
 
+/// True when folder `dir` holds a dataset tarmac wrote: its kLabelsFile and kManifestFile, both
+/// regular files (links not followed). What a run finds so inside a folder input is not input.
+bool holds_dataset(const std::filesystem::path& dir);
+
 /// The seal of manifest.json's `text`: whether it has one, well formed, and whether it is the
 /// CRC-32 of the text read with its digits as "00000000".
 struct ManifestSeal {

@@ -878,6 +878,17 @@ void InputReader::read_directory(uint32_t index, const InputCallbacks& cb) {
       it.disable_recursion_pending();
       continue;
     }
+    if (e.is_directory() && options_.dataset_in_folder) {
+      if (std::string why = options_.dataset_in_folder(e.path()); !why.empty()) {
+        it.disable_recursion_pending();
+        std::string name = fs::relative(e.path(), root).generic_string() + "/";
+        if (!is_valid_utf8(name))
+          cb.on_notice(bad_name_notice(index, name));
+        else
+          cb.on_notice({index, name, why, false, ErrorCode::TarmacDataset});
+        continue;
+      }
+    }
     if (e.is_regular_file()) {
       files.push_back(e.path());
     } else if (!e.is_directory()) {

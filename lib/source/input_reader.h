@@ -81,6 +81,11 @@ struct InputReaderOptions {
   bool skip_errors = false;  ///< keep going after a truncated or corrupt archive
   /// Directories not walked into when a directory input holds them (the output directory).
   std::vector<std::string> exclude;
+  /// Says whether a folder of a directory input holds a dataset tarmac wrote (the reader knows
+  /// no dataset format): such a folder is not walked into, and is listed as one ignored member
+  /// "FOLDER/" (ErrorCode::TarmacDataset) with the reason returned. Empty: not one. Unset: every
+  /// folder is read.
+  std::function<std::string(const std::filesystem::path& dir)> dataset_in_folder;
   /// Endpoint, credentials and retries for s3:// and http(s):// inputs (null: from the
   /// environment, as the AWS CLI reads it).
   std::shared_ptr<const remote::RemoteConfig> remote;

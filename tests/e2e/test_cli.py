@@ -169,6 +169,41 @@ class HabitsTest(fx.TmpCase):
         p = subprocess.run([fx.TARMAC, "convert", ".", "-o", "."], cwd=data, capture_output=True)
         self.assertNotEqual(p.returncode, 0)
 
+    def test_a_dataset_inside_the_input_folder_is_listed_not_read(self):
+        # An earlier run's output kept beside its data (written here by hand, not by tarmac:
+        # what marks it is its labels.safetensors and manifest.json), with images and labels
+        # of its own that would make samples if it were read.
+        data = self.path("data")
+        fx.write_tree(data, samples(4))
+        fx.write_tree(os.path.join(data, "v1"), samples(3, seed=7) + [
+            ("manifest.json", b'{"format": "tarmac/1"}'), ("labels.safetensors", b"\0" * 16)])
+        # A folder with only one of the two names is the user's: read as ever.
+        fx.write_tree(os.path.join(data, "notes"), [
+            ("manifest.png", fx.png(fx.smooth_rgb(12, 10))), ("manifest.json", b'{"v": 1}')])
+        out = self.path("out")
+        p = fx.run(["convert", data, "-o", out])
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 0, err)
+        self.assertIn(f"input '{data}' holds a tarmac dataset in 'v1/': it is left out", err)
+        ds = fx.Dataset(out)
+        self.assertEqual(sorted(ds.keys), ["notes/manifest"] + [f"s/{i:05d}" for i in range(4)])
+        self.assertEqual(ds.manifest["counts"]["ignored_members"], 1, ds.manifest["counts"])
+        self.assertEqual(ds.manifest["ignored"], [{
+            "input": data, "member": "v1/", "code": "tarmac_dataset",
+            "reason": "a tarmac dataset (it holds manifest.json and labels.safetensors): "
+                      "not read as input"}])
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+        # --classes-from-dirs: no class for the dataset's folder.
+        p = fx.run(["convert", data, "-o", self.path("cls"), "--classes-from-dirs"])
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(json.loads(fx.Dataset(self.path("cls")).meta["classes"]), ["notes", "s"])
+        # A dataset given as the input itself is refused, saying what to do instead.
+        p = fx.run(["convert", os.path.join(data, "v1"), "-o", self.path("again")])
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("is a tarmac dataset (it holds manifest.json and labels.safetensors), "
+                      "not raw data", p.stderr.decode())
+        self.assertFalse(os.path.exists(self.path("again")))
+
     def test_a_run_that_converts_nothing_fails_unless_allowed(self):
         no_images = fx.write_tar(self.path("noimg.tar"),
                                  [("a/1.json", b'{"a": 1}'), ("a/2.json", b'{"a": 2}')])
