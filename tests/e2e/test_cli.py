@@ -173,14 +173,14 @@ class HabitsTest(fx.TmpCase):
         # An earlier run's output kept beside its data (written here by hand, not by tarmac:
         # what marks it is its labels.safetensors and manifest.json), with images and labels
         # of its own that would make samples if it were read.
-        data = self.path("data")
+        data = self.path("kept-beside")
         fx.write_tree(data, samples(4))
         fx.write_tree(os.path.join(data, "v1"), samples(3, seed=7) + [
             ("manifest.json", b'{"format": "tarmac/1"}'), ("labels.safetensors", b"\0" * 16)])
         # A folder with only one of the two names is the user's: read as ever.
         fx.write_tree(os.path.join(data, "notes"), [
             ("manifest.png", fx.png(fx.smooth_rgb(12, 10))), ("manifest.json", b'{"v": 1}')])
-        out = self.path("out")
+        out = self.path("beside-out")
         p = fx.run(["convert", data, "-o", out])
         err = p.stderr.decode()
         self.assertEqual(p.returncode, 0, err)
