@@ -24,15 +24,22 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 using namespace format;
 
-namespace {
-
 json load_checkpoint(const fs::path& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
+  const ManifestSeal seal = check_seal(text.str(), kCheckpointSealKey);
+  if (seal.state == ManifestSeal::State::Malformed || seal.state == ManifestSeal::State::Wrong)
+    throw FatalError("cannot resume from '" + path.string() +
+                     "': it was changed or damaged since the run wrote it (" +
+                     (seal.state == ManifestSeal::State::Wrong
+                          ? "its CRC-32 is " + seal.computed + ", its seal says " + seal.said
+                          : std::string("its seal is malformed")) +
+                     "); what it says cannot be trusted: run again with --overwrite to start over");
   try {
     json cp = json::parse(text.str());
     if (cp.at("tarmac_checkpoint").get<int>() != 1) throw FatalError("unknown version");
+    cp.erase(std::string(kCheckpointSealKey));
     return cp;
   } catch (const std::exception& e) {
     throw FatalError("cannot resume from '" + path.string() + "': " + e.what() +
@@ -40,7 +47,10 @@ json load_checkpoint(const fs::path& path) {
   }
 }
 
-}  // namespace
+std::string sealed_checkpoint_text(json checkpoint) {
+  checkpoint[std::string(kCheckpointSealKey)] = "00000000";
+  return seal_text(checkpoint.dump(), kCheckpointSealKey);
+}
 
 std::optional<uint64_t> checkpoint_samples(const fs::path& staging) {
   std::error_code ec;
@@ -469,6 +479,11 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging,
   const json& w = cp.at("writer");
   const auto names = w.at("shards").get<std::vector<std::string>>();
   const auto sizes = w.at("shard_sizes").get<std::vector<uint64_t>>();
+  if (sizes.size() + (w.at("open_shard").is_null() ? 0 : 1) != names.size())
+    throw FatalError("cannot resume from '" + (staging / kCheckpointFile).string() +
+                     "': it is inconsistent (it lists " + std::to_string(names.size()) +
+                     " shard(s) and the sizes of " + std::to_string(sizes.size()) +
+                     "); run again with --overwrite to start over");
   std::error_code ec;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (std::find(uploaded.begin(), uploaded.end(), names[i]) != uploaded.end()) continue;

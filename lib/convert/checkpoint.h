@@ -46,6 +46,14 @@ void refuse_inputs_inside_remote_output(const ConvertOptions& o, const std::stri
 /// cannot be read.
 std::optional<uint64_t> checkpoint_samples(const std::filesystem::path& staging);
 
+/// The checkpoint.json at `path`, parsed once its seal (format::kCheckpointSealKey) is checked:
+/// one edited or damaged since the run wrote it is refused, as is an unknown version; one of
+/// an earlier tarmac, written before checkpoints were sealed, has no seal and is read. Throws
+/// FatalError ("cannot resume from 'PATH': ...").
+nlohmann::ordered_json load_checkpoint(const std::filesystem::path& path);
+/// Its text, sealed: what RunRecorder writes.
+std::string sealed_checkpoint_text(nlohmann::ordered_json checkpoint);
+
 /// Every option that shapes the output, typed, under the name of its flag ("--size": [w, h]):
 /// what resume and merge compare, whoever fills ConvertOptions (the CLI or a library caller).
 /// Leaves out what does not change the output: -j, --overwrite, --resume, --checkpoint-every,

@@ -11,6 +11,7 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "convert/checkpoint.h"
 #include "format/manifest.h"
 #include "format/names.h"
 #include "format/shard_list.h"
@@ -93,7 +94,7 @@ std::vector<std::string> recorded_objects(const fs::path& staging, const std::st
     for (const auto& n : r.value("finishing", json::array())) names.push_back(n.get<std::string>());
     // Shards a checkpoint covers may be sent (or half-recorded) when the run is killed.
     if (fs::is_regular_file(staging / kCheckpointFile, ec)) {
-      const json cp = json::parse(read_text(staging / kCheckpointFile));
+      const json cp = load_checkpoint(staging / kCheckpointFile);  // sealed: names only ours
       for (const auto& n : cp.at("writer").at("shards")) names.push_back(n.get<std::string>());
     }
   } catch (const std::exception&) {  // unreadable: it names nothing, so nothing is replaced

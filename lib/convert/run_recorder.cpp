@@ -73,7 +73,8 @@ void RunRecorder::write_checkpoint() {
   c["counts"] = {result_.skipped_samples, result_.ignored_members, result_.duplicates,
                  result_.no_instance_samples, result_.duplicate_content_samples};
   if (dedup_) c["dedup"] = dedup_->checkpoint();
-  write_file_atomic((staging_ / format::kCheckpointFile).string(), c.dump());
+  write_file_atomic((staging_ / format::kCheckpointFile).string(),
+                    sealed_checkpoint_text(std::move(c)));
   last_checkpoint_ = Clock::now();
   if (on_checkpoint_) on_checkpoint_();
 }

@@ -233,11 +233,7 @@ std::string sealed_manifest_text(const Manifest& m) {
     throw std::logic_error("manifest: its counts do not add up: " + problems.front());
   json j = to_json(m);
   j[std::string(kSealKey)] = "00000000";
-  std::string text = j.dump(2) + "\n";
-  const std::string field = "\"" + std::string(kSealKey) + "\": \"";
-  const size_t at = text.rfind(field) + field.size();
-  text.replace(at, 8, crc32_hex(crc32_update(0, text.data(), text.size())));
-  return text;
+  return seal_text(j.dump(2) + "\n", kSealKey);
 }
 
 Manifest parse_manifest(std::string_view text) {
@@ -347,14 +343,32 @@ bool holds_dataset(const std::filesystem::path& dir) {
              std::filesystem::file_type::regular;
 }
 
+namespace {
+
+// Where the 8 digits of the seal field `key` start in `text` (its last "KEY": "), or npos.
+size_t seal_digits(std::string_view text, std::string_view key) {
+  const std::string name = "\"" + std::string(key) + "\":";
+  const size_t at = text.rfind(name);
+  if (at == std::string_view::npos) return at;
+  size_t from = at + name.size();
+  while (from < text.size() && text[from] == ' ') ++from;
+  if (from >= text.size() || text[from] != '"') return std::string_view::npos;
+  return from + 1;
+}
+
+}  // namespace
+
 ManifestSeal check_seal(std::string_view text) {
+  return check_seal(text, kSealKey);
+}
+
+ManifestSeal check_seal(std::string_view text, std::string_view key) {
   // Found in the text, not by a parse: the seal's digits are checked in place, and a manifest
   // of a wide table's schema is not parsed twice.
   ManifestSeal seal;
-  const std::string field = "\"" + std::string(kSealKey) + "\": \"";
-  const size_t at = text.rfind(field);
-  if (at == std::string_view::npos) return seal;
-  const size_t from = at + field.size(), end = text.find('"', from);
+  const size_t from = seal_digits(text, key);
+  if (from == std::string_view::npos) return seal;
+  const size_t end = text.find('"', from);
   seal.said = std::string(text.substr(from, end == std::string_view::npos ? 8 : end - from));
   if (end == std::string_view::npos || end - from != 8) {
     seal.state = ManifestSeal::State::Malformed;
@@ -365,6 +379,14 @@ ManifestSeal check_seal(std::string_view text) {
   seal.computed = crc32_hex(crc32_update(0, zeroed.data(), zeroed.size()));
   seal.state = seal.computed == seal.said ? ManifestSeal::State::Good : ManifestSeal::State::Wrong;
   return seal;
+}
+
+std::string seal_text(std::string text, std::string_view key) {
+  const size_t at = seal_digits(text, key);
+  if (at == std::string::npos || text.compare(at, 9, "00000000\"") != 0)
+    throw std::logic_error("seal_text: no \"" + std::string(key) + "\": \"00000000\" to seal");
+  text.replace(at, 8, crc32_hex(crc32_update(0, text.data(), text.size())));
+  return text;
 }
 
 std::vector<std::string> manifest_shard_names(const Manifest& m) {

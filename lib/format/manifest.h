@@ -160,6 +160,13 @@ struct ManifestSeal {
 };
 ManifestSeal check_seal(std::string_view text);
 
+/// The same seal under another key, for the other documents a run reads back (checkpoint.json's
+/// kCheckpointSealKey): `text` is a JSON document whose last field is "KEY": "00000000" (with
+/// or without a space after the colon); seal_text puts the CRC-32 of that text in its digits.
+ManifestSeal check_seal(std::string_view text, std::string_view key);
+std::string seal_text(std::string text, std::string_view key);
+inline constexpr std::string_view kCheckpointSealKey = "checkpoint_crc32";
+
 /// The names of the shards the manifest lists (none when it lists none).
 std::vector<std::string> manifest_shard_names(const Manifest& m);
 

@@ -9,11 +9,13 @@ at a chosen checkpoint, so the assertions can be exact.
 import filecmp
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import unittest
 import zipfile
+import zlib
 
 import fixtures as fx
 
@@ -100,6 +102,85 @@ class ResumeTest(fx.TmpCase):
         ds, rds = fx.Dataset(out), fx.Dataset(self.ref)
         self.assertEqual(ds.keys, rds.keys)
         self.assertEqual(ds.blob(SAMPLES - len(BAD) - 1), rds.blob(SAMPLES - len(BAD) - 1))
+
+    def test_an_edited_or_damaged_checkpoint_is_refused(self):
+        """checkpoint.json is sealed as manifest.json is (format.md): one changed after the run
+        wrote it is refused, as is a staged shard that no longer holds what it covered; one
+        without a seal (an earlier tarmac's) still resumes to the uninterrupted run's bytes."""
+        out = self.path("sealed")
+        self.kill_after(out, 120)
+        staging = os.path.join(out, ".tarmac-partial")
+        with open(os.path.join(staging, "checkpoint.json"), "rb") as f:
+            text = f.read()
+        m = re.search(rb'"checkpoint_crc32":"([0-9a-f]{8})"}$', text)
+        self.assertIsNotNone(m, text[-80:])
+        zeroed = text[:m.start(1)] + b"00000000" + text[m.end(1):]
+        self.assertEqual(int(m.group(1), 16), zlib.crc32(zeroed))
+        cp = json.loads(text)
+
+        def attempt(name, change):
+            d = self.path(name)
+            shutil.copytree(out, d)
+            change(os.path.join(d, ".tarmac-partial"))
+            p = fx.run(self.args(d, "--resume"))
+            self.assertTrue(os.path.exists(os.path.join(d, ".tarmac-partial", "checkpoint.json")))
+            self.assertFalse(os.path.exists(os.path.join(d, "labels.safetensors")))
+            return p
+
+        def edit(staging):  # one count changed by hand, the JSON still valid
+            path = os.path.join(staging, "checkpoint.json")
+            with open(path, "rb") as f:
+                t = f.read()
+            n = cp["writer"]["blob_bytes"]
+            t = t.replace(b'"blob_bytes":%d,' % n, b'"blob_bytes":%d,' % (n + 1), 1)
+            with open(path, "wb") as f:
+                f.write(t)
+
+        p = attempt("edited", edit)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("checkpoint.json': it was changed or damaged since the run wrote it", p.stderr.decode())
+
+        def unsealed(staging):  # as a checkpoint of tarmac before the seal was written
+            path = os.path.join(staging, "checkpoint.json")
+            with open(path) as f:
+                c = json.load(f)
+            del c["checkpoint_crc32"]
+            with open(path, "w") as f:
+                json.dump(c, f, separators=(",", ":"))
+
+        w = cp["writer"]
+        if w["open_shard"] is not None:
+            def flip(staging):
+                unsealed(staging)  # the shard's own check, not the seal's
+                with open(os.path.join(staging, w["shards"][-1]), "r+b") as f:
+                    f.seek(w["open_shard"]["size"] // 2)
+                    b = f.read(1)
+                    f.seek(-1, 1)
+                    f.write(bytes([b[0] ^ 1]))
+            p = attempt("flipped", flip)
+            self.assertEqual(p.returncode, 1)
+            self.assertRegex(p.stderr.decode(), r"cannot resume writing '.*shard-\d+\.tar': its first "
+                             r"\d+ bytes have CRC-32 [0-9a-f]{8}, not [0-9a-f]{8} as its checkpoint recorded")
+        closed = [n for n in w["shards"][:len(w["shard_sizes"])]
+                  if os.path.exists(os.path.join(staging, n))]
+        if closed:
+            def grow(staging):
+                unsealed(staging)
+                with open(os.path.join(staging, closed[0]), "ab") as f:
+                    f.write(b"\0" * 512)
+            p = attempt("grown", grow)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("holds %d bytes, the checkpoint recorded %d" % (w["shard_sizes"][0] + 512, w["shard_sizes"][0]),
+                          p.stderr.decode())
+        self.assertTrue(w["open_shard"] is not None or closed)
+
+        old = self.path("unsealed")
+        shutil.copytree(out, old)
+        unsealed(os.path.join(old, ".tarmac-partial"))
+        p = fx.run(self.args(old, "--resume"))
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        self.assert_same_as_ref(old)
+        self.assertEqual(fx.run(["verify", old]).returncode, 0)
 
     def test_resume_twice_in_a_row(self):
         out = self.path("killed-twice")
