@@ -479,7 +479,7 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging,
   const json& w = cp.at("writer");
   const auto names = w.at("shards").get<std::vector<std::string>>();
   const auto sizes = w.at("shard_sizes").get<std::vector<uint64_t>>();
-  if (sizes.size() + (w.at("open_shard").is_null() ? 0 : 1) != names.size())
+  if (sizes.size() + (w.value("open_shard", json()).is_null() ? 0 : 1) != names.size())
     throw FatalError("cannot resume from '" + (staging / kCheckpointFile).string() +
                      "': it is inconsistent (it lists " + std::to_string(names.size()) +
                      " shard(s) and the sizes of " + std::to_string(sizes.size()) +

@@ -603,13 +603,97 @@ struct PlacedShards {
   std::vector<format::ManifestShard> manifest;  // per shard: name, size, CRC-32
 };
 
+// The first option in which `b` differs from `a` ("--size [32,32] in one, [48,48] in the
+// other"); empty when none does. --on-error may differ: a part resumed with `--on-error skip`
+// past a bad sample (as the stop message advises) holds the samples it would have held, its
+// skips listed.
+std::string options_diff(const json& a, const json& b) {
+  auto value = [](const json& o, const std::string& k) {
+    return o.contains(k) ? o.at(k).dump() : std::string("not given");
+  };
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a.items()) keys.insert(k);
+  for (const auto& [k, v] : b.items()) keys.insert(k);
+  for (const auto& k : keys)
+    if (k != "--on-error" && value(a, k) != value(b, k))
+      return k + " " + value(a, k) + " in one, " + value(b, k) + " in the other";
+  return "";
+}
+
+std::string part_name(const format::ManifestPart& p) {
+  return std::to_string(p.index) + "/" + std::to_string(p.count);
+}
+
+// The parts of one `convert --shard I/N` split (any part with N > 1): every part 0..N-1 of the
+// same split exactly once, in order, or the merge is refused with nothing written: a merge
+// short of a part would be a dataset missing its samples, exit 0. True when the parts are a
+// split (false: whole datasets, joined as given).
+bool check_split_complete(const std::vector<std::unique_ptr<Part>>& all) {
+  const Part* first_split = nullptr;
+  for (const auto& p : all)
+    if (p->manifest.part && p->manifest.part->count > 1) {
+      first_split = p.get();
+      break;
+    }
+  if (!first_split) return false;
+  const format::ManifestPart& want = *first_split->manifest.part;
+  auto listing = [&] {
+    std::string out;
+    for (const auto& p : all)
+      out += (out.empty() ? "'" : ", '") + p->path + "' " +
+             (p->manifest.part ? part_name(*p->manifest.part) : std::string("(whole)"));
+    return out;
+  };
+  std::vector<const Part*> at(want.count, nullptr);
+  for (const auto& p : all) {
+    const auto& mp = p->manifest.part;
+    if (!mp || mp->count != want.count || mp->split != want.split ||
+        mp->all_inputs != want.all_inputs)
+      throw FatalError("part '" + p->path + "' is not a part of the --shard split that part '" +
+                       first_split->path + "' (" + part_name(want) +
+                       ") belongs to: parts of different conversions cannot be merged as one "
+                       "(given: " +
+                       listing() + ")");
+    if (mp->index >= want.count)
+      throw FatalError("part '" + p->path + "' records part " + part_name(*mp) +
+                       ", which no split has; it is not a dataset convert --shard wrote");
+    if (at[mp->index])
+      throw FatalError("part " + part_name(*mp) + " is given twice: '" + at[mp->index]->path +
+                       "' and '" + p->path + "'; give each part once");
+    at[mp->index] = p.get();
+  }
+  std::string missing;
+  for (uint64_t i = 0; i < want.count; ++i)
+    if (!at[i])
+      missing +=
+          (missing.empty() ? "" : ", ") + std::to_string(i) + "/" + std::to_string(want.count);
+  if (!missing.empty())
+    throw FatalError("the merge lacks part(s) " + missing + " of the --shard split of " +
+                     std::to_string(want.count) + " (given: " + listing() +
+                     "): without them the dataset would miss their samples. Convert the missing "
+                     "part(s) (the same command with --shard I/" +
+                     std::to_string(want.count) + ") and merge all " + std::to_string(want.count));
+  for (uint64_t i = 0; i < want.count; ++i)
+    if (at[i] != all[i].get()) {
+      std::string order;
+      for (const Part* p : at) order += " " + p->path;
+      throw FatalError(
+          "the parts of a --shard split are merged in their order, as one run "
+          "orders its samples (given: " +
+          listing() + "); give them as: tarmac merge" + order + " -o OUT");
+    }
+  return true;
+}
+
 // Opens every part and checks that they can be merged: valid datasets storing the same blobs,
 // numbering classes alike, fields that reconcile, no key twice. Throws FatalError naming the
-// part, with nothing written; a part converted with other options than the first is a warning.
+// part, with nothing written. The parts of a --shard split must all be there, in order, and
+// converted alike; whole datasets converted with other options are joined with a warning.
 PartSet open_mergeable_parts(const MergeOptions& o, std::vector<std::string>& warnings) {
   if (o.parts.empty()) throw UsageError("nothing to merge: give the part directories");
   PartSet set;
   set.all = open_parts(o.parts);
+  const bool split = check_split_complete(set.all);
   for (const auto& p : set.all)
     if (p->a.size() > 0) set.sampled.push_back(p.get());
   if (set.sampled.empty()) set.sampled.push_back(set.all[0].get());
@@ -623,11 +707,19 @@ PartSet open_mergeable_parts(const MergeOptions& o, std::vector<std::string>& wa
   check_same_classes(set.all);  // before the fields: a part without classes lacks `cls` too
   set.fields = reconcile(parts);
   check_unique_keys(parts);
-  for (const auto& p : parts)
-    if (comparable_options(p->manifest) != comparable_options(parts[0]->manifest))
-      warnings.push_back("part '" + p->path + "' was converted with other options than part '" +
-                         parts[0]->path + "': " + comparable_options(p->manifest).dump() + " vs " +
-                         comparable_options(parts[0]->manifest).dump());
+  for (const auto& p : parts) {
+    const std::string diff =
+        options_diff(comparable_options(parts[0]->manifest), comparable_options(p->manifest));
+    if (diff.empty()) continue;
+    const std::string what = "part '" + p->path + "' was converted with other options than part '" +
+                             parts[0]->path + "' (" + diff + ")";
+    // Parts of one split make one dataset: one made with two --size is no such thing.
+    if (split)
+      throw FatalError(what +
+                       ": the parts of one --shard split must be converted alike; "
+                       "convert that part again with the others' options");
+    warnings.push_back(what);
+  }
   return set;
 }
 

@@ -254,6 +254,67 @@ class MergeTest(fx.TmpCase):
                 self.assertEqual(sorted(ds.keys), sorted(sum((fx.Dataset(q).keys for q in self.parts), [])))
 
 
+class MergeSplitTest(fx.TmpCase):
+    """The parts of one --shard split: a merge short of one, with one twice, out of order, or
+    with a part converted otherwise exits 1 with nothing written (it exited 0 with a partial or
+    mixed dataset before); all of them in order equal one run."""
+
+    @classmethod
+    def build(cls):
+        cls.src = sample_tar(os.path.join(cls.tmp, "all.tar"), "s", 9)
+        cls.one = os.path.join(cls.tmp, "one")
+        assert fx.run(["convert", cls.src, "-o", cls.one, "--size", "16"]).returncode == 0
+        cls.part = []
+        for i in range(3):
+            out = os.path.join(cls.tmp, f"part{i}")
+            assert fx.run(["convert", cls.src, "-o", out, "--size", "16", "--shard", f"{i}/3"]).returncode == 0
+            cls.part.append(out)
+        cls.other = os.path.join(cls.tmp, "part1-other")
+        assert fx.run(["convert", cls.src, "-o", cls.other, "--size", "24", "--shard", "1/3"]).returncode == 0
+        cls.whole = os.path.join(cls.tmp, "whole")
+        assert fx.run(["convert", sample_tar(os.path.join(cls.tmp, "w.tar"), "w", 2), "-o", cls.whole,
+                       "--size", "16"]).returncode == 0
+
+    def refused(self, parts, why):
+        out = self.path("m-%d" % len(os.listdir(self.tmp)))
+        p = fx.run(["merge", *parts, "-o", out])
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn(why, err)
+        self.assertFalse(os.path.exists(os.path.join(out, "labels.safetensors")))
+        self.assertFalse(os.path.exists(os.path.join(out, "manifest.json")))
+        return err
+
+    def test_incomplete_twice_disordered_or_mixed_splits_refused(self):
+        a, b, c = self.part
+        err = self.refused([a, b], "the merge lacks part(s) 2/3 of the --shard split of 3")
+        self.assertIn("--shard I/3", err)
+        self.refused([a, c], "lacks part(s) 1/3")
+        self.refused([a, b, b, c], "part 1/3 is given twice")
+        err = self.refused([c, a, b], "the parts of a --shard split are merged in their order")
+        self.assertIn(f"give them as: tarmac merge {a} {b} {c} -o OUT", err)
+        err = self.refused([a, self.other, c], "was converted with other options than part")
+        self.assertIn('--size [16,16] in one, [24,24] in the other', err)
+        self.refused([a, b, c, self.whole], "is not a part of the --shard split")
+
+    def test_all_parts_in_order_equal_one_run(self):
+        out = self.path("m-all")
+        p = fx.run(["merge", *self.part, "-o", out])
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+        one, merged = fx.Dataset(self.one), fx.Dataset(out)
+        self.assertEqual(sorted(merged.keys), one.keys)  # a split by samples interleaves them
+        for i, k in enumerate(merged.keys):
+            self.assertEqual(merged.blob(i), one.blob(one.keys.index(k)), k)
+        # Whole datasets converted otherwise are still joined, with a warning naming the option.
+        other_whole = self.path("whole24")
+        assert fx.run(["convert", sample_tar(self.path("v.tar"), "v", 2), "-o", other_whole,
+                       "--size", "24"]).returncode == 0
+        p = fx.run(["merge", self.whole, other_whole, "-o", self.path("m-wholes")])
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertIn("--size [16,16] in one, [24,24] in the other", p.stderr.decode())
+
+
 class MergeKindsTest(fx.TmpCase):
     """A field null in every sample of one part says nothing of its kind (item 9): the merge
     equals one run over all samples in schema and in every label value, whichever part holds
