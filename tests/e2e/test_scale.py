@@ -301,10 +301,15 @@ class ShardMergeTest(fx.TmpCase):
                                                             ("o/x.depth.png", fx.png(fx.smooth_u16(8, 8))),
                                                             ("o/x.json", fx.js({"other": 1}))])
         self.assertEqual(fx.run(["convert", os.path.join(self.tmp, "other.tar"), "-o", other, *self.flags]).returncode, 0)
-        # Parts with different fields merge into their union; each field is nullable, without
-        # a value in the samples of the parts that lack it.
-        out, p = self.merge([dirs[0], other], "union", expect=0)
-        ds, first = fx.Dataset(out), fx.Dataset(dirs[0])
+        # Datasets with different fields merge into their union; each field is nullable, without
+        # a value in the samples of the datasets that lack it. (Whole ones: a part of a split is
+        # merged only with the rest of its split.)
+        whole = os.path.join(self.tmp, "whole0")
+        self.assertEqual(fx.run(["convert", *self.inputs, "-o", whole, *self.flags]).returncode, 0)
+        _, p = self.merge([dirs[0], other], "part-and-other", expect=1)
+        self.assertIn(b"is not a part of the --shard split", p.stderr)
+        out, p = self.merge([whole, other], "union", expect=0)
+        ds, first = fx.Dataset(out), fx.Dataset(whole)
         n0 = len(first.keys)
         self.assertEqual(ds.t["other.valid"].tolist(), [False] * n0 + [True])
         self.assertEqual(ds.t["other"].tolist(), [0] * n0 + [1])
