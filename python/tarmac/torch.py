@@ -35,7 +35,7 @@ import torch.utils.data
 
 import tarmac
 
-from . import _format
+from . import _format, _worker_pool
 from .errors import ArgumentError, RangeError, WrongTypeError
 from .loader import Loader  # noqa: F401  (tarmac.torch.Loader; the module imports this one lazily)
 
@@ -154,7 +154,7 @@ class TarmacDataset(torch.utils.data.Dataset):
                 extra = dict(augment=self.augment, seed=self.seed, epoch=self.epoch, dense=self.dense)
             _, labels = ds.batch(idx, fields=self.fields, out=images.numpy(), threads=threads,
                                  channels=self.channels, **extra)
-            out["image"] = images.permute(0, 3, 1, 2) if self.chw else images
+            out["image"] = _worker_pool.mark(images.permute(0, 3, 1, 2) if self.chw else images)
         else:
             labels = {name: [ds.value(name, i) for i in idx] if _listed(ds, name) else
                       np.stack([np.asarray(ds._stored_value(name, i)) for i in idx]) if idx else np.empty(0)
@@ -218,9 +218,13 @@ def _column_tensor(ds, name, array):
 
 def _uint8_tensor(shape, shared):
     """An uninitialised uint8 tensor; in shared memory when `shared` (a loader worker's batch,
-    which then reaches the main process without a copy, as torch's own collate does)."""
+    which then reaches the main process without a copy, as torch's own collate does): one of
+    the worker's reused buffers when one is free (tarmac._worker_pool)."""
     if not shared:
         return torch.empty(shape, dtype=torch.uint8)
+    pooled = _worker_pool.shared_uint8(shape)
+    if pooled is not None:
+        return pooled
     n = int(np.prod(shape))
     try:
         storage = torch.UntypedStorage._new_shared(n)
@@ -462,7 +466,7 @@ class MixedDataset(torch.utils.data.Dataset):
                 out["__key__"][p] = key
         places = [torch.from_numpy(pos) for _, pos in parts]
         if self.datasets[0].decode and any("image" in b for b in batches):
-            out["image"] = self._images(n, parts, places, batches, alloc)
+            out["image"] = _worker_pool.mark(self._images(n, parts, places, batches, alloc))
         for name in ("__augment__", "__flip__", *self.dense):
             if batches and name in batches[0]:
                 first = batches[0][name]

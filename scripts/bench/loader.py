@@ -2,6 +2,8 @@
 """tarmac.torch.Loader against torch's DataLoader(num_workers=1, 2) and the floor (ds.batch back
 to back into one reused buffer), on the same batches, with a training step simulated by a fixed
 CPU busy-wait per batch. Prints samples/s and samples per CPU-second (process + children).
+The DataLoader rows come twice: "fresh" (a new shared-memory buffer per batch, as before
+tarmac._worker_pool) and "reused" (the worker's pooled buffers, the default).
 
 usage: loader.py [--n 1536] [--batch 32] [--size 224] [--step-ms 10] [--threads 2] [--dir DIR]
 Makes DIR/src.tar (JPEG q95, smooth noise) and converts it with $TARMAC (default `tarmac`)."""
@@ -20,6 +22,7 @@ import torch
 
 import tarmac
 import tarmac.torch as tt
+from tarmac import _worker_pool
 
 
 def cpu_seconds():
@@ -65,7 +68,7 @@ def run(name, batches, n, step_ms):
         assert batch["image"].dtype == torch.uint8
         busy(step_ms)
     wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
-    print(f"{name:28s} {n / wall:9.0f} samples/s {n / cpu:9.0f} samples/CPU-s  data wait {100 * wait / wall:5.1f} %",
+    print(f"{name:36s} {n / wall:9.0f} samples/s {n / cpu:9.0f} samples/CPU-s  data wait {100 * wait / wall:5.1f} %",
           flush=True)
 
 
@@ -101,9 +104,11 @@ def main():
             run(f"Loader(prefetch={prefetch})", tt.Loader(path, bs, threads=a.threads, prefetch=prefetch, fields=[]),
                 n, step)
         for workers in (1, 2):
-            dl = torch.utils.data.DataLoader(tt.TarmacDataset(path, fields=[], threads=a.threads // workers or 1),
-                                             batch_size=None, sampler=bs, num_workers=workers)
-            run(f"DataLoader(num_workers={workers})", dl, n, step)
+            for pooled in (False, True):  # a fresh shared-memory buffer per batch, or the worker's reused ones
+                _worker_pool.ENABLED = pooled
+                dl = torch.utils.data.DataLoader(tt.TarmacDataset(path, fields=[], threads=a.threads // workers or 1),
+                                                 batch_size=None, sampler=bs, num_workers=workers)
+                run(f"DataLoader(num_workers={workers}){' reused' if pooled else ' fresh'}", dl, n, step)
 
 
 if __name__ == "__main__":
