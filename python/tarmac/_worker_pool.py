@@ -96,16 +96,21 @@ class _Pool:
         return None
 
     def take(self, shape):
-        """A uint8 tensor of `shape` viewing a free pooled buffer (a fresh one up to the bound),
-        or None when every pooled buffer is held."""
+        """A uint8 tensor of `shape` viewing a free pooled buffer of its size (a new one up to
+        the bound, or in place of a free one of another size), or None when none is free."""
         nbytes = int(np.prod(shape, dtype=np.int64))
         if self.broken or nbytes == 0:
             return None
         received = [b for b in self.buffers if b.nbytes == nbytes and b.holder.item() != 0]
         buf = self._released(received) if received else None
         if buf is None:
-            if len(self.buffers) >= _BOUND:
-                return None
+            if len(self.buffers) >= _BOUND:  # a released buffer of another size (another bucket) makes room
+                other = [b for b in self.buffers if b.nbytes != nbytes and b.holder.item() != 0]
+                old = self._released(other) if other else None
+                if old is None:
+                    return None
+                self.buffers.remove(old)
+                self.by_ptr.discard(old.storage.data_ptr())
             buf = _Buffer(nbytes)
             self.buffers.append(buf)
             self.by_ptr.add(buf.storage.data_ptr())

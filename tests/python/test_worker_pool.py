@@ -66,6 +66,19 @@ class WorkerPoolTest(unittest.TestCase):
         for k, b in held:
             self.expect(b, bs[k], f"held batch {k}")
 
+    def test_batches_of_more_sizes_than_pooled_buffers(self):
+        # Ten batch sizes cycling, more than a worker's 8 buffers: free buffers of another size
+        # make room; every batch, and every tenth one held to the end, still equals ds.batch.
+        rng = np.random.default_rng(5)
+        bs = [rng.choice(12, 1 + k % 10, replace=False).tolist() for k in range(100)]
+        held = []
+        for k, b in enumerate(self.loader(bs)):
+            self.expect(b, bs[k], f"batch {k}")
+            if k % 10 == 0:
+                held.append((k, b))
+        for k, b in held:
+            self.expect(b, bs[k], f"held batch {k}")
+
     def test_mixed_batches_from_workers_equal_ds_batch(self):
         mixed = tt.MixedDataset([READ12, READ12], fields=FIELDS)
         rng = np.random.default_rng(3)
