@@ -1,27 +1,25 @@
 """Shared-memory image buffers that a DataLoader worker reuses across batches (docs/reader.md,
-"DataLoader workers"), instead of a fresh shared-memory tensor per batch whose pages are then
-faulted in cold by the decode.
+"DataLoader workers or Loader"), instead of a fresh shared-memory tensor per batch whose pages
+are then faulted in cold by the decode.
 
 torch hands a worker's tensor to the main process as a file descriptor of its shared memory,
-so a buffer may be written again only once no process but the worker maps it. A buffer is
-reused only when both of these hold:
+and the receiver keeps that descriptor open for as long as the storage lives (torch's
+multiprocessing docs, "file_descriptor" strategy). So a buffer is reused only when both hold:
   1. the main process received it: when the batch is unpickled there, `_received` writes the
-     receiving process's pid into the buffer's 8-byte trailer (after its storage was rebuilt,
-     so that process already holds a descriptor of it);
-  2. that process holds it no longer: no descriptor in /proc/PID/fd and no mapping in
-     /proc/PID/maps names the buffer's file (torch keeps a descriptor open for every received
-     storage that is alive, and the mapping lives as long as any view of it).
+     receiving process's pid into the buffer's 8-byte trailer, after its storage was rebuilt
+     and once that process checked it keeps the descriptor (else it writes -1: never reused);
+  2. that process holds it no longer: no descriptor in /proc/PID/fd names the buffer's file.
 A buffer that never reaches a main process (a transform replaced the image, the batch was
 dropped) is never reused; past the bound, a batch gets a fresh buffer as before. Used only
 with torch's "file_descriptor" sharing strategy (the default on Linux): with "file_system"
-torch copies the tensor into a segment of its own, and nothing here applies."""
+torch moves the tensor into a segment of its own, and nothing here applies."""
 import os
 import threading
 
 import numpy as np
 import torch
 
-_TRAILER = 8  # int64: the pid of the process that received the buffer; 0 while it is the worker's
+_TRAILER = 8  # int64: the pid of the process that received the buffer; 0 while it is the worker's, -1: never reused
 _BOUND = 8  # pooled buffers per worker process; more held at once: fresh ones, not pooled
 ENABLED = True  # scripts/bench/loader.py turns it off to measure a fresh buffer per batch
 _pool = None
@@ -52,11 +50,22 @@ def _plain(t):
     return t
 
 
+_keeps_fd = None  # in a receiving process: whether its received storages keep their descriptor
+
+
 def _received(t):
-    """Runs in the receiving process: the buffer's trailer says who holds it now."""
+    """Runs in the receiving process: the buffer's trailer says who holds it now (-1: a
+    process whose hold cannot be seen, the buffer is not reused)."""
+    global _keeps_fd
     storage = _storage(t)
+    if _keeps_fd is None:  # checked once, on this process's torch
+        fd, _ = storage._share_fd_cpu_()  # the descriptor the storage keeps, -1 if none
+        try:
+            _keeps_fd = fd >= 0 and os.fstat(fd).st_size >= storage.nbytes()
+        except OSError:
+            _keeps_fd = False
     whole = torch.empty(0, dtype=torch.uint8).set_(storage)
-    whole[-_TRAILER:].view(torch.int64).fill_(os.getpid())
+    whole[-_TRAILER:].view(torch.int64).fill_(os.getpid() if _keeps_fd else -1)
     return t
 
 
@@ -82,14 +91,14 @@ class _Pool:
 
     def _released(self, candidates):
         """The first candidate (received by some process) that the receiving process no longer
-        holds, or None: its descriptors are checked first (cheap), its maps only for that one."""
+        holds, or None."""
         holders = {}
         try:
             for buf in candidates:
                 pid = int(buf.holder.item())
                 if pid not in holders:
                     holders[pid] = _open_files(pid)
-                if buf.file not in holders[pid] and not _maps_name(pid, buf.file):
+                if buf.file not in holders[pid]:
                     return buf
         except OSError:  # the receiving process's /proc is unreadable (or it is gone): no reuse
             self.broken = True
@@ -101,11 +110,11 @@ class _Pool:
         nbytes = int(np.prod(shape, dtype=np.int64))
         if self.broken or nbytes == 0:
             return None
-        received = [b for b in self.buffers if b.nbytes == nbytes and b.holder.item() != 0]
+        received = [b for b in self.buffers if b.nbytes == nbytes and b.holder.item() > 0]
         buf = self._released(received) if received else None
         if buf is None:
             if len(self.buffers) >= _BOUND:  # a released buffer of another size (another bucket) makes room
-                other = [b for b in self.buffers if b.nbytes != nbytes and b.holder.item() != 0]
+                other = [b for b in self.buffers if b.nbytes != nbytes and b.holder.item() > 0]
                 old = self._released(other) if other else None
                 if old is None:
                     return None
@@ -129,15 +138,6 @@ def _open_files(pid):
             continue
         files.add((st.st_dev, st.st_ino))
     return files
-
-
-def _maps_name(pid, file):
-    """Whether process `pid` maps `file` ((device, inode)): its /proc/PID/maps line names the
-    device as major:minor in hex, then the inode."""
-    dev, ino = file
-    with open(f"/proc/{pid}/maps", "rb") as f:
-        maps = f.read()
-    return b" %02x:%02x %d " % (os.major(dev), os.minor(dev), ino) in maps
 
 
 def mark(t):

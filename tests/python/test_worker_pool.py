@@ -105,6 +105,19 @@ class WorkerPoolTest(unittest.TestCase):
             for k, b in held:
                 self.expect(b, bs[k], f"held batch {k}")
 
+    def test_a_receiver_that_keeps_no_descriptor_gets_no_reused_buffer(self):
+        # A main process whose torch would not keep the received descriptor (so its hold could
+        # not be seen) marks every buffer -1: each batch then has a file of its own.
+        _worker_pool._keeps_fd = False
+        try:
+            bs = batches(30, 4, 6)
+            got = list(self.loader(bs))
+        finally:
+            _worker_pool._keeps_fd = None
+        self.assertEqual(len({inode(b["image"]) for b in got}), len(bs))
+        for k, b in enumerate(got):
+            self.expect(b, bs[k], f"batch {k}")
+
     def test_file_system_sharing_strategy_allocates_per_batch(self):
         strategy = torch.multiprocessing.get_sharing_strategy()
         torch.multiprocessing.set_sharing_strategy("file_system")
