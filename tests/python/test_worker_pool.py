@@ -13,9 +13,10 @@ import tarmac
 try:
     import torch
     import tarmac.torch as tt
-    from tarmac import _worker_pool
 except ImportError:
     tt = None
+if tt is not None:
+    from tarmac import _worker_pool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 READ12 = os.path.join(HERE, "..", "data", "datasets", "read12")
