@@ -451,67 +451,9 @@ def _part_batch(worker: _Worker, k: int, indices, alloc):
 
 
 def _mixed_batch(worker: _Worker, indices, slot: _Slot, released):
-    """MixedDataset._batch with each dataset's part decoded into the slot: the whole batch in
+    """MixedDataset._batch with each dataset's part decoded into the slot (the whole batch in
     place when it comes from one dataset, else each part into its own buffer of the slot and
-    the images gathered into the slot's "image" buffer (one copy)."""
-    from . import torch as tt
-
-    mixed = worker.mixed
-    glob, which, local = mixed._locate(indices)
-    n = len(glob)
-    parts = [(k, np.flatnonzero(which == k)) for k in np.unique(which).tolist()]
-    one = len(parts) == 1
-    batches = [_part_batch(worker, k, local[pos],
-                           (lambda k: lambda name, s, d: slot.view(name if one else f"{k}/{name}", s, d, released))(k))
-               for k, pos in parts]
-    out: Dict[str, Any] = {"__key__": [None] * n, "__index__": torch.from_numpy(glob),
-                           "__dataset__": torch.from_numpy(which.astype(np.int64))}
-    for (k, pos), b in zip(parts, batches):
-        for p, key in zip(pos.tolist(), b["__key__"]):
-            out["__key__"][p] = key
-    places = [torch.from_numpy(pos) for _, pos in parts]
-    if mixed.datasets[0].decode and any("image" in b for b in batches):
-        chw = mixed.datasets[0].chw
-        nhwc = [b["image"].permute(0, 2, 3, 1) if chw else b["image"] for b in batches]
-        sizes: Dict[Any, List[str]] = {}
-        for (k, _), images in zip(parts, nhwc):
-            sizes.setdefault(tuple(images.shape[1:3]), []).append(mixed._names[k])
-        if len(sizes) > 1:
-            raise ArgumentError("a batch of the mix holds images of several sizes: " + "; ".join(
-                f"{w}x{h} from {', '.join(where)}" for (h, w), where in sizes.items()) +
-                ": convert the datasets to one --size")
-        if one:
-            block = nhwc[0]
-        else:
-            block = torch.from_numpy(slot.view("image", (n,) + tuple(nhwc[0].shape[1:]), np.uint8, released))
-            for where, part in zip(places, nhwc):
-                block[where] = part
-        out["image"] = block.permute(0, 3, 1, 2) if chw else block
-    for name in ("__augment__", "__flip__", *mixed.dense):
-        if batches and name in batches[0]:
-            first = batches[0][name]
-            out[name] = tt._place(first.new_empty((n,) + first.shape[1:]), places, [b[name] for b in batches])
-    for name in mixed.fields:
-        if name in mixed._listed:
-            for key in (name, name + ".valid"):
-                if key == name or any(key in b for b in batches):
-                    values: List[Any] = [None] * n
-                    for (_, pos), b in zip(parts, batches):
-                        part = b.get(key, [None] * len(pos))
-                        for p, v in zip(pos.tolist(), part.tolist() if torch.is_tensor(part) else part):
-                            values[p] = v
-                    out[key] = values
-            continue
-        out[name] = tt._place(mixed._zeros(name, n), places, [b.get(name) for b in batches])
-        if mixed._nullable[name]:
-            valid = [b.get(name + ".valid", torch.full((len(pos),), name in mixed._has[k]))
-                     for (k, pos), b in zip(parts, batches)]
-            out[name + ".valid"] = tt._place(torch.zeros(n, dtype=torch.bool), places, valid)
-    for name in mixed.columns:
-        shapes = {tuple(b[name].shape[1:]) for b in batches}
-        if len(shapes) > 1:
-            raise ArgumentError(f"derived column '{name}' has outputs of several shapes in one batch of the mix "
-                             f"({sorted(shapes)})")
-        first = batches[0][name] if batches else torch.empty(0)
-        out[name] = tt._place(first.new_empty((n,) + first.shape[1:]), places, [b[name] for b in batches])
-    return out
+    the images gathered into the slot's "image" buffer: one copy)."""
+    return worker.mixed._batch(indices, alloc=lambda name, shape, dtype: slot.view(name, shape, dtype, released),
+                               part_batch=lambda k, local, alloc: _part_batch(worker, k, local, alloc),
+                               transform=False)

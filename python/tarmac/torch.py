@@ -35,7 +35,7 @@ import torch.utils.data
 
 import tarmac
 
-from . import _format
+from . import _format, _worker_pool
 from .errors import ArgumentError, RangeError, WrongTypeError
 from .loader import Loader  # noqa: F401  (tarmac.torch.Loader; the module imports this one lazily)
 
@@ -154,7 +154,7 @@ class TarmacDataset(torch.utils.data.Dataset):
                 extra = dict(augment=self.augment, seed=self.seed, epoch=self.epoch, dense=self.dense)
             _, labels = ds.batch(idx, fields=self.fields, out=images.numpy(), threads=threads,
                                  channels=self.channels, **extra)
-            out["image"] = images.permute(0, 3, 1, 2) if self.chw else images
+            out["image"] = _worker_pool.mark(images.permute(0, 3, 1, 2) if self.chw else images)
         else:
             labels = {name: [ds.value(name, i) for i in idx] if _listed(ds, name) else
                       np.stack([np.asarray(ds._stored_value(name, i)) for i in idx]) if idx else np.empty(0)
@@ -218,9 +218,13 @@ def _column_tensor(ds, name, array):
 
 def _uint8_tensor(shape, shared):
     """An uninitialised uint8 tensor; in shared memory when `shared` (a loader worker's batch,
-    which then reaches the main process without a copy, as torch's own collate does)."""
+    which then reaches the main process without a copy, as torch's own collate does): one of
+    the worker's reused buffers when one is free (tarmac._worker_pool)."""
     if not shared:
         return torch.empty(shape, dtype=torch.uint8)
+    pooled = _worker_pool.shared_uint8(shape)
+    if pooled is not None:
+        return pooled
     n = int(np.prod(shape))
     try:
         storage = torch.UntypedStorage._new_shared(n)
@@ -432,15 +436,29 @@ class MixedDataset(torch.utils.data.Dataset):
             out[name] = sample[name]
         return self.transform(out) if self.transform else out
 
-    def _batch(self, indices):
+    def _batch(self, indices, alloc=None, part_batch=None, transform=True):
         """The samples stacked in the order asked: one TarmacDataset batch per dataset, each
-        value put at its samples' positions; "image" a channels-last view of one NHWC block."""
+        value put at its samples' positions; "image" a channels-last view of one NHWC block.
+        alloc(name, shape, dtype): where the arrays go, as in tarmac.Dataset.batch (a batch of
+        one dataset in place, else dataset k's as "k/NAME" and the gathered images as "image";
+        default: fresh ones, in shared memory in a loader worker). part_batch(k, local, alloc):
+        dataset k's batch of `local` (default: its TarmacDataset's; tarmac.torch.Loader gives
+        its own, decoded into its ring)."""
         glob, which, local = self._locate(indices)
         n = len(glob)
         parts = [(k, np.flatnonzero(which == k)) for k in np.unique(which).tolist()]
-        # One dataset: its batch already is in order (and in shared memory in a loader worker).
-        batches = [self.datasets[k]._batch(local[pos], shared=None if len(parts) == 1 else False)
-                   for k, pos in parts]
+        one = len(parts) == 1
+        if part_batch is None:
+            # One dataset: its batch already is in order (and in shared memory in a loader worker).
+            def part_batch(k, idx, _):
+                return self.datasets[k]._batch(idx, shared=None if one else False, transform=False)
+
+        def part_alloc(k):
+            if alloc is None or one:
+                return alloc
+            return lambda name, shape, dtype: alloc(f"{k}/{name}", shape, dtype)
+
+        batches = [part_batch(k, local[pos], part_alloc(k)) for k, pos in parts]
         out = {"__key__": [None] * n, "__index__": torch.from_numpy(glob),
                "__dataset__": torch.from_numpy(which.astype(np.int64))}
         for (k, pos), b in zip(parts, batches):
@@ -448,7 +466,7 @@ class MixedDataset(torch.utils.data.Dataset):
                 out["__key__"][p] = key
         places = [torch.from_numpy(pos) for _, pos in parts]
         if self.datasets[0].decode and any("image" in b for b in batches):
-            out["image"] = self._images(n, parts, places, batches)
+            out["image"] = _worker_pool.mark(self._images(n, parts, places, batches, alloc))
         for name in ("__augment__", "__flip__", *self.dense):
             if batches and name in batches[0]:
                 first = batches[0][name]
@@ -476,10 +494,11 @@ class MixedDataset(torch.utils.data.Dataset):
                                     f"({sorted(shapes)})")
             first = batches[0][name] if batches else torch.empty(0)
             out[name] = _place(first.new_empty((n,) + first.shape[1:]), places, [b[name] for b in batches])
-        return self.transform(out) if self.transform else out
+        return self.transform(out) if self.transform and transform else out
 
-    def _images(self, n, parts, places, batches):
-        """The parts' images in one uint8 block, in shared memory in a loader worker."""
+    def _images(self, n, parts, places, batches, alloc=None):
+        """The parts' images in one uint8 block: alloc's "image", else a fresh one (in shared
+        memory in a loader worker)."""
         chw = self.datasets[0].chw
         nhwc = [b["image"].permute(0, 2, 3, 1) if chw else b["image"] for b in batches]
         sizes = {}
@@ -492,8 +511,12 @@ class MixedDataset(torch.utils.data.Dataset):
         if len(parts) == 1:
             block = nhwc[0]
         else:
-            in_worker = torch.utils.data.get_worker_info() is not None
-            block = _place(_uint8_tensor((n,) + tuple(nhwc[0].shape[1:]), shared=in_worker), places, nhwc)
+            shape = (n,) + tuple(nhwc[0].shape[1:])
+            if alloc is not None:
+                block = torch.from_numpy(alloc("image", shape, np.dtype(np.uint8)))
+            else:
+                block = _uint8_tensor(shape, shared=torch.utils.data.get_worker_info() is not None)
+            block = _place(block, places, nhwc)
         return block.permute(0, 3, 1, 2) if chw else block
 
 
