@@ -816,6 +816,13 @@ ConvertResult convert(const ConvertOptions& options) {
     const fs::path labels = finish_labels(plan, writer, result);
     write_manifest(o, plan, open, reader, writer, staging, labels, std::move(lists), result);
     describe_schema(writer, result);
+    // A table's member that is no column is in the manifest's table entry; said too (a
+    // warning when its values are nowhere in the dataset), since a HumanData array a row short
+    // is a broken file as often as metadata.
+    if (plan.table)
+      for (const auto& why : plan.table->table().ignored)
+        (why.find("(left out") != std::string::npos ? result.field_warnings : result.notes)
+            .push_back("table '" + plan.table->table().path + "': not a label column: " + why);
     if (remote_out) {
       publish_remote(o, *remote_out, writer, result);
       remote_out.reset();

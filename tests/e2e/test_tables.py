@@ -443,6 +443,30 @@ class HumanData(fx.TmpCase):
         self.assertEqual(ds.manifest["table"]["images"], 3)
 
 
+    def test_arrays_not_n_long_are_said_and_kept_or_warned(self):
+        """A HumanData array whose first axis is not N (a row short, as a broken export leaves
+        it) is no column: said on stderr, kept in the table metadata when small, a warning when
+        its values are left out; recorded in the manifest's table entry either way."""
+        with np.load(self.npz, allow_pickle=True) as z:
+            members = {k: z[k] for k in z.files}
+        n = len(self.paths)
+        members["keypoints2d"] = members["keypoints2d"][:n - 1]  # one row short, small
+        members["big"] = np.zeros((n - 1, 4097), np.float32)  # one row short, over the bound
+        bad = self.path("short_rows.npz")
+        np.savez(bad, **members)
+        p, ds = fx.convert(self, [self.root], "--table", bad, "--format", "png")
+        err = p.stderr.decode()
+        self.assertIn(f"info: table '{bad}': not a label column: 'keypoints2d': shape ({n - 1}, ", err)
+        self.assertIn("rows long (kept in the annotation file's table metadata)", err)
+        self.assertIn(f"warning: table '{bad}': not a label column: 'big': shape ({n - 1}, 4097), not N = {n} "
+                      "rows long (left out: over 4096 elements for the metadata)", err)
+        self.assertNotIn("keypoints2d", ds.t)
+        np.testing.assert_array_equal(np.asarray(json.loads(ds.meta["table"])["metadata"]["keypoints2d"]),
+                                      members["keypoints2d"])
+        self.assertEqual(sum("not N = %d rows long" % n in w and w.split("'")[1] in ("keypoints2d", "big")
+                             for w in ds.manifest["table"]["ignored"]), 2)
+
+
 class TableRunGuarantees(fx.TmpCase):
     """Resume and --shard I/N + merge with a table (JSON Lines, rows in another order than the
     images in the tar, two rows per image, a nullable column)."""

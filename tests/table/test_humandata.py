@@ -322,7 +322,8 @@ class HumanData(unittest.TestCase):
         self.assertIs(md["__keypoints_compressed__"], False)
         for k in ("keypoints2d_mask", "keypoints3d_mask"):
             self.assertEqual(md[k], members[k].tolist())
-            self.assertIn(f"'{k}': shape (190,), not N = {N} rows long", t["ignored"])
+            self.assertIn(f"'{k}': shape (190,), not N = {N} rows long (kept in the annotation file's table metadata)",
+                          t["ignored"])
         self.assertEqual(len(t["ignored"]), 2)
 
     def test_rows_from_the_image_column_without_data_len(self):
