@@ -9,6 +9,7 @@
 #include "apps/errors.h"
 #include "apps/flag_values.h"
 #include "apps/progress.h"
+#include "apps/signals.h"
 #include "check/verify.h"
 #include "common/bytes.h"
 #include "common/printable.h"
@@ -38,10 +39,21 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
       "Exit 0 only when everything holds, 1 otherwise.");
   return [o, &g]() -> int {
     const bool bar = g.verbosity >= 0 && !g.json && ::isatty(STDERR_FILENO);
-    const check::VerifyReport r = check::verify_dataset(*o, [&](const check::VerifyProgress& p) {
-      if (bar)
-        cli::print_bytes_progress("verify:", p.bytes_done, p.bytes_total, p.seconds, true, p.final);
-    });
+    o->stop = &stop_on_signals();
+    check::VerifyReport r;
+    try {
+      r = check::verify_dataset(*o, [&](const check::VerifyProgress& p) {
+        if (bar)
+          cli::print_bytes_progress("verify:", p.bytes_done, p.bytes_total, p.seconds, true,
+                                    p.final);
+      });
+    } catch (const Interrupted& e) {
+      if (bar) std::fputc('\n', stderr);
+      // Never "OK" nor "FAILED": nothing is known of what it did not reach.
+      spdlog::error("verify of '{}' {} before it finished: its result is unknown (run it again)",
+                    o->dir, e.what());
+      return signal_exit_code(e.signal());
+    }
     if (g.json) {
       nlohmann::ordered_json j;
       j["dataset"] = r.dir;

@@ -163,7 +163,7 @@ std::string member_ext(const Annotation& a, BlobEntry e, const std::string& memb
 }  // namespace
 
 ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<BlobEntry>& entries,
-                       bool decode, std::atomic<uint64_t>& progress) {
+                       bool decode, std::atomic<uint64_t>& progress, const StopRequest* stop) {
   ShardCheck r;
   const std::string name = a.shards().at(shard);
   const size_t kinds = a.blob_kinds().size();
@@ -210,6 +210,7 @@ ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<Bl
   };
 
   while (true) {
+    throw_if_stopped(stop);  // per member: a shard of large images decoded takes seconds
     if (pos + kBlock > size) {
       problem("", "truncated: the file ends at byte " + std::to_string(size) +
                       " without the tar end-of-archive blocks");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "check/annotation.h"
+#include "common/stop.h"
 
 namespace tarmac::check {
 
@@ -28,7 +29,8 @@ struct ShardCheck {
 /// With `decode`, also decodes each blob and compares its size with width/height.
 /// Adds the bytes it has read to `progress`.
 ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<BlobEntry>& entries,
-                       bool decode, std::atomic<uint64_t>& progress);
+                       bool decode, std::atomic<uint64_t>& progress,
+                       const StopRequest* stop = nullptr);
 
 /// Checks one blob of shard `shard` from `bytes`, the shard's bytes [offset - 512, offset +
 /// size): the ustar header before the data (checksum, magic, a regular file of the blob's size

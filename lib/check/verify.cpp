@@ -136,11 +136,12 @@ void check_shard_list(const fs::path& dir, const Annotation& a,
 // with its tar header, by pread or one Range GET.
 ShardCheck check_sampled(const DatasetSource& src, const Annotation& a, uint32_t s,
                          const std::vector<BlobEntry>& entries, bool decode, uint64_t shard_size,
-                         std::atomic<uint64_t>& progress) {
+                         std::atomic<uint64_t>& progress, const StopRequest* stop) {
   ShardCheck r;
   r.size = shard_size;
   const size_t kinds = a.blob_kinds().size();
   for (BlobEntry e : entries) {
+    throw_if_stopped(stop);
     const BlobRef b = a.blob(e % kinds, e / kinds);
     std::vector<uint8_t> bytes;
     if (b.offset >= 512 && b.size >= 0) {
@@ -344,16 +345,17 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     pool.emplace_back([&] {
       try {
         for (size_t s; (s = next.fetch_add(1)) < results.size();) {
+          throw_if_stopped(o.stop);
           // A remote shard is downloaded whole, checked as a local one, and removed.
           const std::string& name = a.shards()[s];
           if (sampled) {
             results[s] = check_sampled(*src, a, static_cast<uint32_t>(s), per_shard[s], o.decode,
-                                       shard_sizes[s], bytes_done);
+                                       shard_sizes[s], bytes_done, o.stop);
           } else {
             try {
               src->download(name);
-              results[s] =
-                  check_shard(a, static_cast<uint32_t>(s), per_shard[s], o.decode, bytes_done);
+              results[s] = check_shard(a, static_cast<uint32_t>(s), per_shard[s], o.decode,
+                                       bytes_done, o.stop);
             } catch (const remote::RemoteError& e) {
               results[s].problems.push_back({name, "",
                                              std::string("shard cannot be read: ") + e.what() +
@@ -384,6 +386,7 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   }
   for (auto& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
+  throw_if_stopped(o.stop);
   r.bytes_checked += bytes_done.load();
 
   const std::vector<format::ManifestShard>* mshards =

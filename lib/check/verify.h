@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "check/annotation.h"
+#include "common/stop.h"
 
 namespace tarmac::check {
 
@@ -20,6 +21,9 @@ struct VerifyOptions {
   /// read with its tar header, instead of every byte of every shard.
   uint64_t sample = 0;
   uint64_t seed = 0;
+  /// Polled between shards and members: a request ends the check with Interrupted (nothing is
+  /// known of what was not checked). Null: never.
+  const StopRequest* stop = nullptr;
 };
 
 struct VerifyProgress {

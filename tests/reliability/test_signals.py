@@ -6,7 +6,9 @@
 - SIGTERM while a worker is inside a long encode (a large image written as WebP, seconds of
   work that polls no stop request): exit 143 within a few seconds (the old code waited 10 s
   for its watchdog, blaming "input that does not come"), saying what it did not wait for,
-  nothing that looks like a dataset, a checkpoint of the samples before it.
+  nothing that looks like a dataset, a checkpoint of the samples before it;
+- SIGTERM or SIGINT during `verify --decode`: exit 143/130 at once, saying the result is
+  unknown, neither "OK" nor "FAILED" (it died by the signal's default action, silently).
 """
 import json
 import os
@@ -128,6 +130,43 @@ class SlowEncodeTest(fx.TmpCase):
         cp = conv.checkpoint(out)
         self.assertIsNotNone(cp, err)
         self.assertLessEqual(cp["writer"]["samples"], self.SMALL)
+
+
+class VerifyStopTest(fx.TmpCase):
+    IMAGES = 48  # 3000x3000 JPEGs of blocky noise: verify --decode -j 1 takes seconds on them
+
+    @classmethod
+    def build(cls):
+        members = []
+        noise = np.random.default_rng(3).integers(0, 256, (300, 300, 3), dtype=np.uint8)
+        for i in range(cls.IMAGES):
+            img = cv2.resize(np.roll(noise, i, axis=0), (3000, 3000), interpolation=cv2.INTER_NEAREST)
+            members.append(("v/%03d.jpg" % i, fx.jpg(img, quality=95)))
+        src = fx.write_tar(os.path.join(cls.tmp, "big.tar"), members)
+        cls.out = os.path.join(cls.tmp, "big")
+        p = fx.run(["convert", src, "-o", cls.out, "--format", "keep", "--max-pixels", "10000000"])
+        assert p.returncode == 0, p.stderr
+
+    def test_signal_during_verify_is_a_named_stop(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with self.subTest(signal=sig):
+                proc = subprocess.Popen([fx.TARMAC, "verify", self.out, "--decode", "-j", "1"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                time.sleep(0.5)
+                self.assertIsNone(proc.poll(), "verify ended before the signal: make the images larger")
+                t0 = time.monotonic()
+                proc.send_signal(sig)
+                out, err = proc.communicate(timeout=60)
+                took = time.monotonic() - t0
+                err = err.decode(errors="replace")
+                self.assertEqual(proc.returncode, 128 + sig, err)
+                self.assertLess(took, 5.0, err)  # one image's decode at most, not the rest
+                self.assertIn(f"verify of '{self.out}' stopped by {signal.Signals(sig).name} before it "
+                              "finished: its result is unknown", err)
+                self.assertNotIn(b"OK", out)
+                self.assertNotIn(b"FAILED", out)
+        # Uninterrupted, the same dataset passes.
+        self.assertEqual(fx.run(["verify", self.out, "--decode"]).returncode, 0)
 
 
 if __name__ == "__main__":
