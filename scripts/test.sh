@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup-deps.sh test
-cmake -S . -B build -G Ninja -DTARMAC_BUILD_TESTS=ON >/dev/null
+# TARMAC_WERROR=1 (CI sets it): a compiler warning fails the build.
+cmake -S . -B build -G Ninja -DTARMAC_BUILD_TESTS=ON "-DTARMAC_WERROR=${TARMAC_WERROR:-OFF}" >/dev/null
 cmake --build build -j2
 ctest --test-dir build --output-on-failure -j2
