@@ -234,7 +234,8 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
         }
       discard_unfinished_publish(out, staging);
     }
-    fs::remove_all(staging, ec);  // never a dataset
+    refuse_foreign_staging(staging);  // only what a run wrote there goes
+    fs::remove_all(staging, ec);      // never a dataset
     if (!empty_but_lock(out)) {
       if (!o.run.overwrite)
         throw FatalError("output directory '" + out.string() +

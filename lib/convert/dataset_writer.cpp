@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "format/layout.h"
+#include "format/names.h"
 #include "write/safetensors_writer.h"
 
 namespace tarmac {
@@ -14,7 +15,7 @@ namespace {
 // The run's column spill file in `dir`: new, or cut back to where the checkpoint being resumed
 // from (`resume`, the writer's part of it; null for a fresh run) left it.
 std::unique_ptr<ColumnStore> open_store(const fs::path& dir, const json* resume) {
-  const std::string path = (dir / "columns.spill").string();
+  const std::string path = (dir / format::kSpillFile).string();
   if (!resume) return std::make_unique<ColumnStore>(path);
   if (!resume->contains("spill"))
     throw FatalError("cannot resume: the checkpoint in '" + dir.string() +

@@ -16,6 +16,7 @@
 
 #include "convert/convert.h"
 #include "convert/dataset_writer.h"
+#include "format/names.h"
 #include "remote/upload.h"
 
 namespace tarmac {
@@ -23,7 +24,7 @@ namespace tarmac {
 /// The lock object's name under the prefix.
 inline constexpr const char* kRemoteLockObject = ".tarmac-lock";
 /// The record of the uploads confirmed, in the staging directory (with the run's id).
-inline constexpr const char* kUploadRecordFile = "uploads.json";
+using format::kUploadRecordFile;  // format/names.h
 
 /// The objects under `destination` that the staging folder's upload record (and the
 /// checkpoint beside it) says an interrupted run wrote or was writing; empty when there is no

@@ -31,9 +31,9 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
       reader_(reader),
       writer_(writer),
       result_(result),
-      skipped_(staging_ / "skipped.jsonl", log_mark(resume, 0)),
-      ignored_(staging_ / "ignored.jsonl", log_mark(resume, 1)),
-      duplicates_(staging_ / "duplicates.jsonl", log_mark(resume, 2)) {
+      skipped_(staging_ / format::kSkippedLog, log_mark(resume, 0)),
+      ignored_(staging_ / format::kIgnoredLog, log_mark(resume, 1)),
+      duplicates_(staging_ / format::kDuplicatesLog, log_mark(resume, 2)) {
   if (o.dedup.enabled()) {
     std::optional<uint64_t> dedup_mark;
     if (resume) {
@@ -47,9 +47,9 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
     std::vector<std::string> against_crc32;
     for (const auto& r : fingerprint_.value("dedup_against", json::array()))
       against_crc32.push_back(r.value("labels_crc32", ""));
-    dedup_ = std::make_unique<DedupIndex>(o.dedup.mode == DedupOptions::Mode::Near,
-                                          o.dedup.distance, o.dedup.against,
-                                          staging_ / "dedup.index", dedup_mark, against_crc32);
+    dedup_ = std::make_unique<DedupIndex>(
+        o.dedup.mode == DedupOptions::Mode::Near, o.dedup.distance, o.dedup.against,
+        staging_ / format::kDedupIndexFile, dedup_mark, against_crc32);
   }
   if (!resume) return;
   entries_done_ = resume->at("entries").get<uint64_t>();

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "format/shard_list.h"
+
 namespace tarmac::format {
 
 std::string blob_tensor(std::string_view kind, BlobColumn column) {
@@ -68,6 +70,18 @@ std::optional<StoredEncoding> encoding_from_name(std::string_view name) {
                            StoredEncoding::Raw, StoredEncoding::Source, StoredEncoding::Npy})
     if (encoding_name(e) == name) return e;
   return std::nullopt;
+}
+
+bool is_staging_file_name(std::string_view name) {
+  for (const char* n :
+       {kCheckpointFile, kLabelsFile, kManifestFile, kShardListFile, kSpillFile, kSkippedLog,
+        kIgnoredLog, kDuplicatesLog, kDedupIndexFile, kUploadRecordFile})
+    if (name == n) return true;
+  if (is_shard_name(name)) return true;
+  // FILE.tmp: one of those on its way to its name (write_file_atomic), cut short by a kill.
+  constexpr std::string_view kTmp = ".tmp";
+  return name.size() > kTmp.size() && name.ends_with(kTmp) &&
+         is_staging_file_name(name.substr(0, name.size() - kTmp.size()));
 }
 
 }  // namespace tarmac::format

@@ -21,6 +21,19 @@ inline constexpr const char* kCheckpointFile = "checkpoint.json";
 /// The output directory's lock (write/output_lock.h): held (flock) by the one process writing
 /// into the directory, removed when it ends; never part of a dataset.
 inline constexpr const char* kLockFile = ".tarmac-lock";
+/// The other files a run writes in kStagingDir (besides shards, kCheckpointFile, kLabelsFile,
+/// kManifestFile, kShardListFile and FILE.tmp on their way to being renamed): the label column
+/// spill, the logs of what was skipped, ignored and found twice, the --dedup index, the record
+/// of the objects uploaded to an -o s3:// prefix.
+inline constexpr const char* kSpillFile = "columns.spill";
+inline constexpr const char* kSkippedLog = "skipped.jsonl";
+inline constexpr const char* kIgnoredLog = "ignored.jsonl";
+inline constexpr const char* kDuplicatesLog = "duplicates.jsonl";
+inline constexpr const char* kDedupIndexFile = "dedup.index";
+inline constexpr const char* kUploadRecordFile = "uploads.json";
+/// True for a name a run writes in kStagingDir (above): what `--overwrite` or a new run may
+/// remove from an interrupted run's staging directory; anything else there is not tarmac's.
+bool is_staging_file_name(std::string_view name);
 
 /// Metadata entries (`__metadata__` of the annotation file).
 inline constexpr const char* kMetaFormat = "format";

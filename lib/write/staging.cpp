@@ -32,9 +32,25 @@ void publish_dataset(const fs::path& out, const fs::path& staging,
   fs::remove_all(staging, ec);
 }
 
+void refuse_foreign_staging(const fs::path& staging) {
+  std::error_code ec;
+  if (!fs::is_directory(staging, ec)) return;
+  for (const auto& e : fs::directory_iterator(staging, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.symlink_status(ec).type() == fs::file_type::regular && is_staging_file_name(name))
+      continue;
+    throw FatalError("'" + staging.string() + "' holds '" + name +
+                     "', which no tarmac run writes there: it is not removed, and nor is the "
+                     "rest of that folder. Move it out of the folder (or remove the folder "
+                     "yourself), then run the command again");
+  }
+  if (ec) throw FatalError("cannot list '" + staging.string() + "': " + ec.message());
+}
+
 void discard_unfinished_publish(const fs::path& out, const fs::path& staging) {
   std::error_code ec;
   if (!fs::is_directory(staging, ec) || fs::exists(out / kLabelsFile, ec)) return;
+  refuse_foreign_staging(staging);
   // The manifest goes out after the shards, so while it is still in staging it lists every
   // shard already moved; once it is out, it lists them all.
   const fs::path manifest_dir = fs::exists(staging / kManifestFile, ec) ? staging : out;

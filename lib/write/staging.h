@@ -24,9 +24,16 @@ void publish_dataset(const std::filesystem::path& out, const std::filesystem::pa
                      const std::vector<std::string>& shards,
                      const std::vector<std::string>& replaced);
 
+/// Throws FatalError, naming the first, when `staging` (an interrupted run's staging directory,
+/// about to be removed) holds anything a run does not write there (format::is_staging_file_name:
+/// a user's file, a folder, a link): only what tarmac wrote is ever deleted. Nothing when
+/// `staging` does not exist.
+void refuse_foreign_staging(const std::filesystem::path& staging);
+
 /// A run that died while publishing (its staging directory is there, the annotation file is
 /// not): removes the files it had moved into `out`, those its manifest lists (the manifest
-/// still in `staging`, or already moved out), then the staging directory. Nothing else of
+/// still in `staging`, or already moved out), then the staging directory (refuse_foreign_staging
+/// first: nothing is removed when it holds what a run did not write). Nothing else of
 /// `out` is touched. A staging directory holding a checkpoint is converted work: callers keep it.
 void discard_unfinished_publish(const std::filesystem::path& out,
                                 const std::filesystem::path& staging);

@@ -50,6 +50,32 @@ class OverwriteTest(fx.TmpCase):
         self.assertEqual(p.returncode, 1)
         self.assertEqual({q: digest(q) for q in (a, b)}, before)
 
+    def test_a_users_file_in_the_staging_folder_is_not_removed(self):
+        """A .tarmac-partial/ without a checkpoint is removed by a new run, but only when it holds
+        nothing a run does not write there: a user's file in it makes the run refuse, the file
+        and the folder left as they were."""
+        out = self.path("staged")
+        staging = os.path.join(out, ".tarmac-partial")
+        os.makedirs(staging)
+        with open(os.path.join(staging, "notes.txt"), "w") as f:
+            f.write("mine")
+        with open(os.path.join(staging, "shard-000000.tar"), "wb") as f:
+            f.write(b"\0" * 1024)  # a name a run writes: not what stops it
+        src = sample_tar(self.path("st.tar"), "st", 2)
+        for flags in ([], ["--overwrite"]):
+            with self.subTest(flags=flags):
+                p = fx.run(["convert", src, "-o", out, *flags])
+                self.assertEqual(p.returncode, 1, p.stderr.decode())
+                self.assertIn("holds 'notes.txt', which no tarmac run writes there: it is not removed",
+                              p.stderr.decode())
+                self.assertEqual(sorted(os.listdir(staging)), ["notes.txt", "shard-000000.tar"])
+                with open(os.path.join(staging, "notes.txt")) as f:
+                    self.assertEqual(f.read(), "mine")
+        os.remove(os.path.join(staging, "notes.txt"))
+        p = fx.run(["convert", src, "-o", out, "--overwrite"])
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+
     def test_table_inside_the_output_is_refused(self):
         out = self.path("table-out")
         os.makedirs(out)
