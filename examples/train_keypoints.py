@@ -117,7 +117,7 @@ def main():
     cuda = device.type == "cuda"
     torch.manual_seed(a.seed)
     ds = tt.TarmacDataset(a.dataset, fields=["keypoints2d"], **tarmac.cache_options(ap, a, a.dataset))
-    sampler = tt.DistributedSampler(len(ds), seed=a.seed)  # rank/world from torch.distributed if set
+    sampler = tt.ShardedSampler(len(ds), seed=a.seed)  # rank/world from torch.distributed if set
     if a.loader == "batched":
         loader = torch.utils.data.DataLoader(
             ds, batch_size=None, num_workers=a.workers, pin_memory=cuda, persistent_workers=a.workers > 0,

@@ -2,7 +2,7 @@
 of reused buffers, in the training process (no worker process, no fork, no pickling;
 docs/reader.md, "Loader: batches prefetched on native threads").
 
-    loader = tarmac.torch.Loader("out/", BatchSampler(DistributedSampler(n), 64, False), prefetch=2)
+    loader = tarmac.torch.Loader("out/", BatchSampler(ShardedSampler(n), 64, False), prefetch=2)
     for epoch in range(E):
         loader.set_epoch(epoch)
         for batch in loader: ...

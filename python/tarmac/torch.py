@@ -2,7 +2,7 @@
 datasets mixed by weight (MixedDataset, MixSampler; docs/reader.md, "Mixing datasets by weight").
 
     ds = tarmac.torch.TarmacDataset("out/", fields=["keypoints2d"])
-    sampler = tarmac.torch.DistributedSampler(len(ds), rank=r, world=w, seed=0)
+    sampler = tarmac.torch.ShardedSampler(len(ds), rank=r, world=w, seed=0)
     loader = torch.utils.data.DataLoader(ds, batch_size=64, sampler=sampler, num_workers=8,
                                          pin_memory=True)
     for epoch in range(E):
@@ -28,6 +28,7 @@ import math
 import numbers
 import operator
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -582,7 +583,7 @@ class _Resumable:
     def state_dict(self, consumed=None):
         """{"epoch", "position", "world", "seed", "shuffle", "drop_last", "size"}. `consumed`: how
         many of this rank's items of the epoch the training loop has consumed (samples for
-        DistributedSampler, batches for BucketBatchSampler: its steps); by default how many the
+        ShardedSampler, batches for BucketBatchSampler: its steps); by default how many the
         iterator has yielded, which runs ahead of training when a DataLoader prefetches. A count
         that is not an integer, or more than this rank's items of the epoch (len(self)), is an
         ArgumentError: rounding or clamping it would save a position the training never reached."""
@@ -644,9 +645,11 @@ class _Resumable:
             yield self._item(item)
 
 
-class DistributedSampler(_Resumable, torch.utils.data.Sampler):
-    """Like torch's DistributedSampler, but the order comes from tarmac.indices: a fixed
-    algorithm, identical on every machine and in C++. Call set_epoch() before each epoch.
+class ShardedSampler(_Resumable, torch.utils.data.Sampler):
+    """Deals the samples to the ranks as torch's DistributedSampler does, but takes a number of
+    samples (not a dataset) and rank/world (not num_replicas), and the order comes from
+    tarmac.indices: a fixed algorithm, identical on every machine and in C++. Call set_epoch()
+    before each epoch.
     state_dict()/load_state_dict() resume mid-epoch, on the same or another number of ranks."""
 
     def __init__(self, num_samples, rank=None, world=None, seed=0, shuffle=True, drop_last=False):
@@ -683,6 +686,18 @@ class DistributedSampler(_Resumable, torch.utils.data.Sampler):
 
     def __len__(self):
         return self._share_len(self.n)
+
+
+class DistributedSampler(ShardedSampler):
+    """Deprecated: the former name of ShardedSampler (same arguments, same order). Renamed because
+    torch.utils.data.DistributedSampler takes (dataset, num_replicas, rank, ...) and code written
+    for it broke here; this name goes away in the next release."""
+
+    def __init__(self, num_samples, rank=None, world=None, seed=0, shuffle=True, drop_last=False):
+        warnings.warn("tarmac.torch.DistributedSampler is renamed ShardedSampler; the old name goes away in the "
+                      "next release (same arguments: num_samples, rank, world, seed, shuffle, drop_last)",
+                      DeprecationWarning, stacklevel=2)
+        super().__init__(num_samples, rank, world, seed, shuffle, drop_last)
 
 
 class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
@@ -733,7 +748,7 @@ class MixSampler(_Resumable, torch.utils.data.Sampler):
     permutations that goes on across epochs: a small dataset with a large weight repeats only
     once all its samples were drawn, a large one is traversed over several epochs. The epoch's
     order (the draws interleaved, shuffled with shuffle=True) is a pure function of (seed,
-    epoch), dealt to the ranks as DistributedSampler does; state_dict()/load_state_dict()
+    epoch), dealt to the ranks as ShardedSampler does; state_dict()/load_state_dict()
     resume mid-epoch on the same or another number of ranks. Logs the counts (logger
     "tarmac") when an epoch starts. `mixed_or_sizes`: a MixedDataset or the datasets' sizes."""
 

@@ -230,7 +230,7 @@ class TorchTest(unittest.TestCase):
         try:
             path = convert(tmp, "ds", "--format", "png")
             ds = tt.TarmacDataset(path, fields=["id", "vec"])
-            sampler = tt.DistributedSampler(len(ds), rank=0, world=2, seed=1)
+            sampler = tt.ShardedSampler(len(ds), rank=0, world=2, seed=1)
             loader = torch.utils.data.DataLoader(ds, batch_size=3, sampler=sampler, num_workers=2)
             seen = []
             for b in loader:
@@ -257,7 +257,7 @@ class TorchTest(unittest.TestCase):
             ds = tt.TarmacDataset(path, fields=["id", "vec", "__affine__"])
             raw = tarmac.Dataset(path)
             for workers in (0, 2):
-                sampler = tt.DistributedSampler(len(ds), rank=1, world=2, seed=4)
+                sampler = tt.ShardedSampler(len(ds), rank=1, world=2, seed=4)
                 batches = torch.utils.data.BatchSampler(sampler, batch_size=4, drop_last=False)
                 loader = torch.utils.data.DataLoader(ds, batch_size=None, sampler=batches, num_workers=workers)
                 per_sample = torch.utils.data.DataLoader(ds, batch_size=4, sampler=sampler, num_workers=0)
