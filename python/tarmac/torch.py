@@ -125,7 +125,7 @@ class TarmacDataset(torch.utils.data.Dataset):
             if _listed(ds, name):
                 out[name] = _list_value(ds.value(name, i))
             else:
-                out[name] = _label_tensor(np.array(ds._stored_value(name, i)))
+                out[name] = _label_tensor(np.array(ds.stored_value(name, i)))
             if ds.fields.get(name, {}).get("nullable"):
                 out[name + ".valid"] = torch.tensor(ds.value(name, i) is not None)
         for name in self.columns:
@@ -158,7 +158,7 @@ class TarmacDataset(torch.utils.data.Dataset):
             out["image"] = _worker_pool.mark(images.permute(0, 3, 1, 2) if self.chw else images)
         else:
             labels = {name: [ds.value(name, i) for i in idx] if _listed(ds, name) else
-                      np.stack([np.asarray(ds._stored_value(name, i)) for i in idx]) if idx else np.empty(0)
+                      np.stack([np.asarray(ds.stored_value(name, i)) for i in idx]) if idx else np.empty(0)
                       for name in self.fields}
             for name in self.fields:
                 if ds.fields.get(name, {}).get("nullable"):
@@ -212,7 +212,7 @@ def _column_tensor(ds, name, array):
     """A derived column's outputs as a tensor: BF16 (numpy holds its raw uint16 bits) as
     torch.bfloat16; unsigned types torch lacks widened (U16 to int32, U32 to int64)."""
     array = np.ascontiguousarray(array)
-    if array.dtype == np.uint16 and ds._derived_dtype(name) == _format.BF16:
+    if array.dtype == np.uint16 and ds.derived_dtype(name) == _format.BF16:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     return _label_tensor(array)
 
@@ -350,7 +350,7 @@ class MixedDataset(torch.utils.data.Dataset):
         width and height columns), or an ArgumentError (a ValueError) names each dataset's sizes."""
         sizes = {}
         for k, ds in enumerate(opened):
-            wh = (np.stack([ds._tensor(_format.IMAGE + ".width"), ds._tensor(_format.IMAGE + ".height")], 1)
+            wh = (np.stack([ds.column(_format.IMAGE + ".width"), ds.column(_format.IMAGE + ".height")], 1)
                   if len(ds) else [])
             for w, h in (np.unique(wh, axis=0).tolist() if len(ds) else []):
                 sizes.setdefault((w, h), []).append(self._names[k])
