@@ -51,7 +51,7 @@ def measure(path, field, workers):
     import tarmac.torch as tt
 
     ds = tt.TarmacDataset(path, fields=[field], decode=False)
-    sampler = tt.DistributedSampler(len(ds), rank=0, world=1)
+    sampler = tt.ShardedSampler(len(ds), rank=0, world=1)
     loader = torch.utils.data.DataLoader(ds, batch_size=256, num_workers=workers, persistent_workers=True,
                                          sampler=sampler)
     for epoch in range(workers):  # new orders, so that every worker reads most samples

@@ -110,14 +110,14 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--seed", type=int, default=0, help="the sampler's order and the model's initial weights")
     ap.add_argument("--log-every", type=int, default=50)
-    tarmac.add_cache_arguments(ap)
+    tarmac.cache_flags.add_cache_arguments(ap)
     a = ap.parse_args()
 
     device = torch.device(a.device)
     cuda = device.type == "cuda"
     torch.manual_seed(a.seed)
-    ds = tt.TarmacDataset(a.dataset, fields=["keypoints2d"], **tarmac.cache_options(ap, a, a.dataset))
-    sampler = tt.DistributedSampler(len(ds), seed=a.seed)  # rank/world from torch.distributed if set
+    ds = tt.TarmacDataset(a.dataset, fields=["keypoints2d"], **tarmac.cache_flags.cache_options(ap, a, a.dataset))
+    sampler = tt.ShardedSampler(len(ds), seed=a.seed)  # rank/world from torch.distributed if set
     if a.loader == "batched":
         loader = torch.utils.data.DataLoader(
             ds, batch_size=None, num_workers=a.workers, pin_memory=cuda, persistent_workers=a.workers > 0,

@@ -16,17 +16,18 @@ Lifetimes: every array that views the dataset (images, fixed-shape fields, colum
 the dataset's memory maps alive through its `.base` chain, even after close() or deletion
 of the Dataset object; closing only drops this object's own reference.
 
-Modules, by idea: _library (finding libtarmac_c.so, its C API version checked), errors
+The top level holds the dataset, the augmentation, the sampling functions and the errors.
+Modules, by idea: library (load_library: finding libtarmac_c.so, its C API version checked), errors
 (TarmacError, one subclass per C error code), dataset, augment, sampling (tarmac.indices,
-bucket_batches), cache_flags (--cache and --cache-size for command lines reading a dataset in
-object storage), _format (the format's names), derive (python -m tarmac.derive), torch, loader
+bucket_batches), cache_flags (add_cache_arguments, cache_options, parse_size: --cache and --cache-size
+for command lines reading a dataset in object storage), _format (the format's names), derive (python -m tarmac.derive), torch, loader
 (tarmac.torch.Loader: batches prefetched on native threads into reused buffers).
 """
-from __future__ import annotations
+import importlib as _importlib
+import warnings as _warnings
+from typing import Any as _Any
 
-from ._library import load_library
 from .augment import Augment
-from .cache_flags import add_cache_arguments, cache_options, parse_size
 from .dataset import Dataset
 from .errors import (ArgumentError, DataError, DatasetIOError, FormatError, InternalError, LibraryNotFoundError,
                      LibraryVersionError, ParseError, RangeError, TarmacError, WrongTypeError)
@@ -34,5 +35,21 @@ from .sampling import bucket_batches, indices
 
 __all__ = ["Augment", "Dataset", "TarmacError", "ArgumentError", "WrongTypeError", "RangeError", "DatasetIOError",
            "ParseError", "FormatError", "DataError", "InternalError", "LibraryVersionError", "LibraryNotFoundError",
-           "bucket_batches", "indices", "load_library", "add_cache_arguments", "cache_options", "parse_size"]
+           "bucket_batches", "indices"]
 __version__ = "0.1.0"  # the project's version (CMakeLists.txt, pyproject.toml)
+
+# Names that left the top level in 0.1.0: still found here for one release, with a
+# DeprecationWarning, because scripts written from the docs of the release before use them.
+_MOVED = {"load_library": "tarmac.library", "add_cache_arguments": "tarmac.cache_flags",
+          "cache_options": "tarmac.cache_flags", "parse_size": "tarmac.cache_flags"}
+_SUBMODULES = ("cache_flags", "library")  # tarmac.cache_flags.parse_size works after a bare `import tarmac`
+
+
+def __getattr__(name: str) -> _Any:
+    if name in _MOVED:
+        _warnings.warn(f"tarmac.{name} moved to {_MOVED[name]}.{name}; the old name goes away in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(_importlib.import_module(_MOVED[name]), name)
+    if name in _SUBMODULES:
+        return _importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

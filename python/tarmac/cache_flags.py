@@ -4,9 +4,9 @@ as tarmac's own size flags read them (512M, 1.5G, 4096: powers of 1024).
 
     ap = argparse.ArgumentParser()
     ap.add_argument("dataset")
-    tarmac.add_cache_arguments(ap)
+    tarmac.cache_flags.add_cache_arguments(ap)
     a = ap.parse_args()
-    ds = tarmac.Dataset(a.dataset, **tarmac.cache_options(ap, a, a.dataset))
+    ds = tarmac.Dataset(a.dataset, **tarmac.cache_flags.cache_options(ap, a, a.dataset))
 """
 from __future__ import annotations
 

@@ -175,8 +175,9 @@ class Dataset:
         offsets = _view(self._h, off, (self._n + 1) * 8, "<i8", (self._n + 1,))
         return values, (offsets, self._tensor_array(sh))
 
-    def _derived_dtype(self, name: str) -> str:
-        """The safetensors dtype name of derived column `name` ("F16", "BF16", ...)."""
+    def derived_dtype(self, name: str) -> str:
+        """The safetensors dtype name of derived column `name` ("F16", "BF16", ...): derived_value
+        gives BF16 outputs as their raw uint16 bits, and this tells them apart from U16."""
         t = Tensor()
         check(self._lib.tarmac_derived_column(self._ptr, name.encode(), ctypes.byref(t), None))
         return _format.DTYPE_NAMES[t.dtype]
@@ -244,6 +245,11 @@ class Dataset:
         self.path = state["path"]
         self.cache, self.cache_size = state.get("cache"), state.get("cache_size", 0)
         self._open()
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called (arrays handed out before stay valid)."""
+        return self._h is None
 
     def close(self) -> None:
         """Drops this object's reference to the dataset, which is closed once no array handed out
@@ -319,9 +325,12 @@ class Dataset:
             check(self._lib.tarmac_has_value(self._ptr, name.encode(), self._index(i), ctypes.byref(has)))
             if not has.value:
                 return None
-        return self._stored_value(name, i)
+        return self.stored_value(name, i)
 
-    def _stored_value(self, name, i):
+    def stored_value(self, name: str, i: int) -> Any:
+        """Sample i's value of field `name` as stored, also where a nullable field's sample has no
+        value (zeros, an empty slice or "" there; value() gives None): what column(name) holds at
+        i, so that the samples of a batch stack. Strings are str, JSON its parsed value."""
         t, i = Tensor(), self._index(i)
         check(self._lib.tarmac_value(self._ptr, name.encode(), i, ctypes.byref(t)))
         kind = self.fields.get(name, {}).get("kind", _format.NUMERIC)
@@ -517,7 +526,7 @@ class Dataset:
             images = new("image", (len(idx), h, w, channels), np.uint8)
         labels = {}
         for name in fields:
-            probe = self._stored_value(name, 0) if self._n else np.empty(0)
+            probe = self.stored_value(name, 0) if self._n else np.empty(0)
             labels[name] = new(name, (len(idx),) + probe.shape, probe.dtype)
         outs = [labels[n] for n in fields]
         if augment is not None:

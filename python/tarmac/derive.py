@@ -201,7 +201,7 @@ def _stack_fields(ds, fields, idx):
         values = [ds.value(f, int(i)) for i in idx]
         if ds.fields.get(f, {}).get("nullable"):
             valid = np.array([v is not None for v in values])
-            probe = ds._stored_value(f, 0)
+            probe = ds.stored_value(f, 0)
             values = [np.zeros_like(probe) if v is None else v for v in values]
             labels[f + ".valid"] = valid
         labels[f] = np.stack(values) if values else np.empty((0,))

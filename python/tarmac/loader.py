@@ -2,7 +2,7 @@
 of reused buffers, in the training process (no worker process, no fork, no pickling;
 docs/reader.md, "Loader: batches prefetched on native threads").
 
-    loader = tarmac.torch.Loader("out/", BatchSampler(DistributedSampler(n), 64, False), prefetch=2)
+    loader = tarmac.torch.Loader("out/", BatchSampler(ShardedSampler(n), 64, False), prefetch=2)
     for epoch in range(E):
         loader.set_epoch(epoch)
         for batch in loader: ...
@@ -405,7 +405,7 @@ def _load(worker: _Worker, slot: _Slot, idx):
     """The batch of `idx` (a dict as TarmacDataset's or MixedDataset's batched path gives it),
     its images and stacked labels decoded into views of `slot`."""
     for part in worker.parts:
-        if part.given is not None and part.given._h is None:
+        if part.given is not None and part.given.closed:
             raise ArgumentError(f"dataset: '{part.given.path}' was closed under a running Loader; close it after "
                                 "the loader's last batch (or give the Loader its path)")
     released = worker.ring.released
@@ -433,7 +433,7 @@ def _part_batch(worker: _Worker, k: int, indices, alloc):
         out["image"] = images.permute(0, 3, 1, 2) if spec.chw else images
     else:
         labels = {name: [ds.value(name, i) for i in idx] if tt._listed(ds, name) else
-                  np.stack([np.asarray(ds._stored_value(name, i)) for i in idx]) if idx else np.empty(0)
+                  np.stack([np.asarray(ds.stored_value(name, i)) for i in idx]) if idx else np.empty(0)
                   for name in spec.fields}
         for name in spec.fields:
             if ds.fields.get(name, {}).get("nullable"):

@@ -2,7 +2,7 @@
 datasets mixed by weight (MixedDataset, MixSampler; docs/reader.md, "Mixing datasets by weight").
 
     ds = tarmac.torch.TarmacDataset("out/", fields=["keypoints2d"])
-    sampler = tarmac.torch.DistributedSampler(len(ds), rank=r, world=w, seed=0)
+    sampler = tarmac.torch.ShardedSampler(len(ds), rank=r, world=w, seed=0)
     loader = torch.utils.data.DataLoader(ds, batch_size=64, sampler=sampler, num_workers=8,
                                          pin_memory=True)
     for epoch in range(E):
@@ -28,6 +28,7 @@ import math
 import numbers
 import operator
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -124,7 +125,7 @@ class TarmacDataset(torch.utils.data.Dataset):
             if _listed(ds, name):
                 out[name] = _list_value(ds.value(name, i))
             else:
-                out[name] = _label_tensor(np.array(ds._stored_value(name, i)))
+                out[name] = _label_tensor(np.array(ds.stored_value(name, i)))
             if ds.fields.get(name, {}).get("nullable"):
                 out[name + ".valid"] = torch.tensor(ds.value(name, i) is not None)
         for name in self.columns:
@@ -157,7 +158,7 @@ class TarmacDataset(torch.utils.data.Dataset):
             out["image"] = _worker_pool.mark(images.permute(0, 3, 1, 2) if self.chw else images)
         else:
             labels = {name: [ds.value(name, i) for i in idx] if _listed(ds, name) else
-                      np.stack([np.asarray(ds._stored_value(name, i)) for i in idx]) if idx else np.empty(0)
+                      np.stack([np.asarray(ds.stored_value(name, i)) for i in idx]) if idx else np.empty(0)
                       for name in self.fields}
             for name in self.fields:
                 if ds.fields.get(name, {}).get("nullable"):
@@ -211,7 +212,7 @@ def _column_tensor(ds, name, array):
     """A derived column's outputs as a tensor: BF16 (numpy holds its raw uint16 bits) as
     torch.bfloat16; unsigned types torch lacks widened (U16 to int32, U32 to int64)."""
     array = np.ascontiguousarray(array)
-    if array.dtype == np.uint16 and ds._derived_dtype(name) == _format.BF16:
+    if array.dtype == np.uint16 and ds.derived_dtype(name) == _format.BF16:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     return _label_tensor(array)
 
@@ -349,7 +350,7 @@ class MixedDataset(torch.utils.data.Dataset):
         width and height columns), or an ArgumentError (a ValueError) names each dataset's sizes."""
         sizes = {}
         for k, ds in enumerate(opened):
-            wh = (np.stack([ds._tensor(_format.IMAGE + ".width"), ds._tensor(_format.IMAGE + ".height")], 1)
+            wh = (np.stack([ds.column(_format.IMAGE + ".width"), ds.column(_format.IMAGE + ".height")], 1)
                   if len(ds) else [])
             for w, h in (np.unique(wh, axis=0).tolist() if len(ds) else []):
                 sizes.setdefault((w, h), []).append(self._names[k])
@@ -582,7 +583,7 @@ class _Resumable:
     def state_dict(self, consumed=None):
         """{"epoch", "position", "world", "seed", "shuffle", "drop_last", "size"}. `consumed`: how
         many of this rank's items of the epoch the training loop has consumed (samples for
-        DistributedSampler, batches for BucketBatchSampler: its steps); by default how many the
+        ShardedSampler, batches for BucketBatchSampler: its steps); by default how many the
         iterator has yielded, which runs ahead of training when a DataLoader prefetches. A count
         that is not an integer, or more than this rank's items of the epoch (len(self)), is an
         ArgumentError: rounding or clamping it would save a position the training never reached."""
@@ -644,9 +645,11 @@ class _Resumable:
             yield self._item(item)
 
 
-class DistributedSampler(_Resumable, torch.utils.data.Sampler):
-    """Like torch's DistributedSampler, but the order comes from tarmac.indices: a fixed
-    algorithm, identical on every machine and in C++. Call set_epoch() before each epoch.
+class ShardedSampler(_Resumable, torch.utils.data.Sampler):
+    """Deals the samples to the ranks as torch's DistributedSampler does, but takes a number of
+    samples (not a dataset) and rank/world (not num_replicas), and the order comes from
+    tarmac.indices: a fixed algorithm, identical on every machine and in C++. Call set_epoch()
+    before each epoch.
     state_dict()/load_state_dict() resume mid-epoch, on the same or another number of ranks."""
 
     def __init__(self, num_samples, rank=None, world=None, seed=0, shuffle=True, drop_last=False):
@@ -683,6 +686,18 @@ class DistributedSampler(_Resumable, torch.utils.data.Sampler):
 
     def __len__(self):
         return self._share_len(self.n)
+
+
+class DistributedSampler(ShardedSampler):
+    """Deprecated: the former name of ShardedSampler (same arguments, same order). Renamed because
+    torch.utils.data.DistributedSampler takes (dataset, num_replicas, rank, ...) and code written
+    for it broke here; this name goes away in the next release."""
+
+    def __init__(self, num_samples, rank=None, world=None, seed=0, shuffle=True, drop_last=False):
+        warnings.warn("tarmac.torch.DistributedSampler is renamed ShardedSampler; the old name goes away in the "
+                      "next release (same arguments: num_samples, rank, world, seed, shuffle, drop_last)",
+                      DeprecationWarning, stacklevel=2)
+        super().__init__(num_samples, rank, world, seed, shuffle, drop_last)
 
 
 class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
@@ -733,7 +748,7 @@ class MixSampler(_Resumable, torch.utils.data.Sampler):
     permutations that goes on across epochs: a small dataset with a large weight repeats only
     once all its samples were drawn, a large one is traversed over several epochs. The epoch's
     order (the draws interleaved, shuffled with shuffle=True) is a pure function of (seed,
-    epoch), dealt to the ranks as DistributedSampler does; state_dict()/load_state_dict()
+    epoch), dealt to the ranks as ShardedSampler does; state_dict()/load_state_dict()
     resume mid-epoch on the same or another number of ranks. Logs the counts (logger
     "tarmac") when an epoch starts. `mixed_or_sizes`: a MixedDataset or the datasets' sizes."""
 

@@ -145,7 +145,7 @@ class InstalledTreeTest(unittest.TestCase):
                 "ds = tarmac.Dataset(%r)\n"
                 "s = ds[0]\n"
                 "print(len(ds), s['__key__'], int(s['id']), ds.decode(0).shape)\n"
-                "print(tarmac.load_library()._name)\n" % self.data)
+                "print(tarmac.library.load_library()._name)\n" % self.data)
         pkgs = os.path.join(self.prefix, "lib", "python3", "dist-packages")
         p = run([sys.executable, "-c", code], self.work, PYTHONPATH=pkgs)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -167,7 +167,7 @@ class InstalledTreeTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         code = ("import tarmac\n"
                 "print(tarmac.__file__)\n"
-                "print(tarmac.load_library()._name)\n"
+                "print(tarmac.library.load_library()._name)\n"
                 "print(len(tarmac.Dataset(%r)))\n" % self.data)
         path = os.path.join(self.prefix, "bin") + os.pathsep + os.environ.get("PATH", "")
         p = run([os.path.join(venv, "bin", "python"), "-c", code], self.work, PATH=path)

@@ -17,7 +17,7 @@ TARMAC = os.environ.get("TARMAC", "tarmac")
 def parser():
     ap = argparse.ArgumentParser(prog="train")
     ap.add_argument("dataset")
-    tarmac.add_cache_arguments(ap)
+    tarmac.cache_flags.add_cache_arguments(ap)
     return ap
 
 
@@ -27,7 +27,7 @@ def parse(*argv):
     try:
         with contextlib.redirect_stderr(err):
             a = ap.parse_args(list(argv))
-            return tarmac.cache_options(ap, a, a.dataset), 0, ""
+            return tarmac.cache_flags.cache_options(ap, a, a.dataset), 0, ""
     except SystemExit as e:
         return None, e.code, err.getvalue()
 
@@ -39,15 +39,15 @@ class ParseSize(unittest.TestCase):
                            ("1T", 1024 ** 4), ("1TiB", 1024 ** 4), ("7B", 7), ("0.5K", 512), (".5K", 512),
                            ("1.0009765625K", 1025), ("1.3K", 1331), ("1024T", 2 ** 50), ("1e3", 1000),
                            ("2E1K", 20480), ("1.", 1)]:
-            self.assertEqual(tarmac.parse_size(text), want, text)
-        self.assertEqual(tarmac.parse_size("0", zero=True), 0)
-        self.assertEqual(tarmac.parse_size("0G", zero=True), 0)
+            self.assertEqual(tarmac.cache_flags.parse_size(text), want, text)
+        self.assertEqual(tarmac.cache_flags.parse_size("0", zero=True), 0)
+        self.assertEqual(tarmac.cache_flags.parse_size("0G", zero=True), 0)
 
     def test_refused(self):
         for text in ["", "0", "0.4", "G", "1g", "1 G", "1GB", "-1M", "+1M", "1eK", "1,5G", "nan", "inf", "1025T",
                      "1125899906842625", "1..5G", "12M3", "0x10"]:
             with self.assertRaises(ValueError, msg=text) as e:
-                tarmac.parse_size(text)
+                tarmac.cache_flags.parse_size(text)
             self.assertIn(f"'{text}' is not a size", str(e.exception))
             self.assertIn("512M, 1.5G, 4096", str(e.exception))
 
@@ -59,7 +59,7 @@ class ParseSize(unittest.TestCase):
                                capture_output=True, text=True, cwd=os.path.dirname(__file__))
             refused_by_tarmac = "is not a size" in p.stderr
             try:
-                tarmac.parse_size(text)
+                tarmac.cache_flags.parse_size(text)
                 refused = False
             except ValueError:
                 refused = True

@@ -33,7 +33,8 @@ PACKAGE = os.path.dirname(os.path.abspath(tarmac.__file__))
 # Raises of another library's exception that are that library's protocol, not an error of ours
 # reaching the caller: argparse turns ArgumentTypeError from a type= converter into its usage error.
 # StopIteration ends an iterator (tarmac.torch.Loader's __next__): the protocol, not an error.
-ALLOWED = {("cache_flags", "argparse.ArgumentTypeError"), ("loader", "StopIteration")}
+# A module __getattr__ raises AttributeError (PEP 562: hasattr and getattr with a default catch it).
+ALLOWED = {("cache_flags", "argparse.ArgumentTypeError"), ("loader", "StopIteration"), ("__init__", "AttributeError")}
 
 
 def _dotted(node):

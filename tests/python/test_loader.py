@@ -163,7 +163,7 @@ class LoaderTest(unittest.TestCase):
         for k, (a, b) in enumerate(zip(tail, whole[2:])):
             same(self, a, b, f"resumed batch {k}")
         # a torch BatchSampler over a sampler with state: counted in samples
-        sampler = torch.utils.data.BatchSampler(tt.DistributedSampler(12, rank=0, world=1, seed=2), 5, False)
+        sampler = torch.utils.data.BatchSampler(tt.ShardedSampler(12, rank=0, world=1, seed=2), 5, False)
         lo = tt.Loader(READ12, sampler)
         it = iter(lo)
         next(it)

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import typing
 import unittest
+import warnings
 
 import numpy as np
 
@@ -90,7 +91,7 @@ class PublicNamesTest(unittest.TestCase):
                 with open(path, encoding="utf-8") as f:
                     used |= set(re.findall(r"(?<![\w/.-])tarmac\.([A-Za-z_]\w*)\b(?!\.(?:pc|so|h)\b)", f.read()))
         used -= {"pc", "json", "safetensors"}  # file names (tarmac.pc), not attributes
-        self.assertLessEqual({"Dataset", "Augment", "indices", "bucket_batches", "TarmacError", "load_library",
+        self.assertLessEqual({"Dataset", "Augment", "indices", "bucket_batches", "TarmacError", "library",
                               "derive", "torch"}, used)
         for name in sorted(used):
             with self.subTest(name=name):
@@ -104,14 +105,35 @@ class PublicNamesTest(unittest.TestCase):
         self.assertIs(tarmac.Augment, importlib.import_module("tarmac.augment").Augment)
         self.assertIs(tarmac.indices, importlib.import_module("tarmac.sampling").indices)
         self.assertIs(tarmac.bucket_batches, importlib.import_module("tarmac.sampling").bucket_batches)
-        self.assertIs(tarmac.load_library, _library.load_library)
+        self.assertIs(tarmac.library.load_library, _library.load_library)
         self.assertIs(tarmac.TarmacError, importlib.import_module("tarmac.errors").TarmacError)
         for name in tarmac.__all__:
             self.assertTrue(hasattr(tarmac, name), name)
 
+    def test_the_top_level_holds_the_dataset_augment_sampling_and_errors(self):
+        errors = importlib.import_module("tarmac.errors")
+        error_names = {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, Exception)
+                       and v.__module__ == errors.__name__}
+        self.assertEqual(set(tarmac.__all__), {"Dataset", "Augment", "indices", "bucket_batches"} | error_names)
+        for name in ("load_library", "add_cache_arguments", "cache_options", "parse_size"):
+            self.assertNotIn(name, dir(tarmac))
+
+    def test_names_moved_off_the_top_level_still_work_one_release_and_warn(self):
+        for name, module in (("load_library", "tarmac.library"), ("add_cache_arguments", "tarmac.cache_flags"),
+                             ("cache_options", "tarmac.cache_flags"), ("parse_size", "tarmac.cache_flags")):
+            with self.subTest(name=name), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                old = getattr(tarmac, name)
+                self.assertEqual([w.category for w in caught], [DeprecationWarning])
+                self.assertIn(f"moved to {module}.{name}", str(caught[0].message))
+                self.assertIs(old, getattr(importlib.import_module(module), name))
+        self.assertEqual(tarmac.cache_flags.parse_size("1.5G"), 1610612736)  # 1.5 * 1024**3
+        with self.assertRaises(AttributeError):
+            getattr(tarmac, "no_such" + "_name")  # spelled so the used-names scan skips it
+
     def test_public_api_has_type_hints_that_resolve(self):
         self.assertTrue(os.path.isfile(os.path.join(PACKAGE, "py.typed")))
-        functions = [tarmac.indices, tarmac.bucket_batches, tarmac.load_library, tarmac.derive.run,
+        functions = [tarmac.indices, tarmac.bucket_batches, tarmac.library.load_library, tarmac.derive.run,
                      tarmac.derive.main, tarmac.Augment.__init__, tarmac.Dataset.__init__]
         for cls in (tarmac.Dataset,):
             functions += [f for name, f in vars(cls).items() if inspect.isfunction(f) and not name.startswith("_")]
@@ -306,7 +328,7 @@ class LibraryVersionTest(unittest.TestCase):
         header = read("lib", "read", "c_api.h")
         version = int(re.search(r"#define TARMAC_C_API_VERSION (\d+)", header).group(1))
         self.assertEqual(_library.C_API_VERSION, version)
-        lib = tarmac.load_library()
+        lib = tarmac.library.load_library()
         self.assertEqual(lib.tarmac_api_version(), version)
 
     def test_a_library_without_the_version_function_is_named(self):

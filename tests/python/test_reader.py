@@ -76,6 +76,20 @@ class ReaderTest(unittest.TestCase):
         with self.assertRaises(IndexError):
             ds[N]
 
+    def test_public_accessors_that_tarmac_torch_uses(self):
+        # stored_value, column("__image__.width") and closed replace Dataset's private members
+        # that torch.py and loader.py called; checked against the independent safetensors reader.
+        ds, cols = self.ds, self.cols
+        for i in (0, 4, N - 1):
+            np.testing.assert_array_equal(ds.stored_value("vec", i), cols["vec"][i])
+            np.testing.assert_array_equal(ds.stored_value("pts", i), st_reader.ragged(cols, "pts", i))
+            self.assertEqual(ds.stored_value("name", i), st_reader.string(cols, "name", i))
+        np.testing.assert_array_equal(ds.column("__image__.width"), cols["__image__.width"])
+        other = tarmac.Dataset(self.png)
+        self.assertFalse(other.closed)
+        other.close()
+        self.assertTrue(other.closed)
+
     def test_zero_copy(self):
         ds = self.ds
         col = ds.column("vec")
@@ -230,7 +244,7 @@ class TorchTest(unittest.TestCase):
         try:
             path = convert(tmp, "ds", "--format", "png")
             ds = tt.TarmacDataset(path, fields=["id", "vec"])
-            sampler = tt.DistributedSampler(len(ds), rank=0, world=2, seed=1)
+            sampler = tt.ShardedSampler(len(ds), rank=0, world=2, seed=1)
             loader = torch.utils.data.DataLoader(ds, batch_size=3, sampler=sampler, num_workers=2)
             seen = []
             for b in loader:
@@ -257,7 +271,7 @@ class TorchTest(unittest.TestCase):
             ds = tt.TarmacDataset(path, fields=["id", "vec", "__affine__"])
             raw = tarmac.Dataset(path)
             for workers in (0, 2):
-                sampler = tt.DistributedSampler(len(ds), rank=1, world=2, seed=4)
+                sampler = tt.ShardedSampler(len(ds), rank=1, world=2, seed=4)
                 batches = torch.utils.data.BatchSampler(sampler, batch_size=4, drop_last=False)
                 loader = torch.utils.data.DataLoader(ds, batch_size=None, sampler=batches, num_workers=workers)
                 per_sample = torch.utils.data.DataLoader(ds, batch_size=4, sampler=sampler, num_workers=0)

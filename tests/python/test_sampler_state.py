@@ -10,6 +10,7 @@ import shutil
 import sys
 import tempfile
 import unittest
+import warnings
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,15 +33,15 @@ def run_steps(samplers, steps):
 
 
 @unittest.skipIf(tt is None, "torch is not installed")
-class DistributedSamplerStateTest(unittest.TestCase):
+class ShardedSamplerStateTest(unittest.TestCase):
     def resume(self, n, w0, w1, steps, seed=5, epoch=2, drop_last=False):
-        before = [tt.DistributedSampler(n, rank=r, world=w0, seed=seed, drop_last=drop_last) for r in range(w0)]
+        before = [tt.ShardedSampler(n, rank=r, world=w0, seed=seed, drop_last=drop_last) for r in range(w0)]
         for s in before:
             s.set_epoch(epoch)
         seen = run_steps(before, steps)
         state = before[0].state_dict(consumed=steps)
         self.assertEqual((state["epoch"], state["position"], state["world"]), (epoch, min(steps * w0, n), w0))
-        after = [tt.DistributedSampler(n, rank=r, world=w1, seed=seed, drop_last=drop_last) for r in range(w1)]
+        after = [tt.ShardedSampler(n, rank=r, world=w1, seed=seed, drop_last=drop_last) for r in range(w1)]
         for s in after:
             s.load_state_dict(state)
             s.set_epoch(epoch)  # a loop that calls set_epoch(epoch) again keeps the position
@@ -48,6 +49,24 @@ class DistributedSamplerStateTest(unittest.TestCase):
         self.assertEqual(len({len(r) for r in rest}), 1)  # lockstep: every rank the same count
         self.assertEqual(len(after[0]), len(rest[0]))
         return [i for r in seen for i in r], [i for r in rest for i in r]
+
+    def test_the_old_name_distributed_sampler_still_works_and_warns(self):
+        # Renamed because torch's DistributedSampler takes (dataset, num_replicas, ...); the old
+        # name stays one release: same order as the partition of tarmac.indices, with a warning.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            old = tt.DistributedSampler(23, rank=1, world=3, seed=7, drop_last=True)
+        self.assertEqual([w.category for w in caught], [DeprecationWarning])
+        self.assertIn("renamed ShardedSampler", str(caught[0].message))
+        self.assertEqual(caught[0].filename, os.path.abspath(__file__))  # points at the caller
+        self.assertIsInstance(old, tt.ShardedSampler)
+        old.set_epoch(4)
+        order = tt.tarmac.indices(23, 0, 1, 7, 4).tolist()  # the whole epoch, one rank
+        self.assertEqual(list(old), order[1:21:3])  # rank 1 of 3: positions 1, 4, ..., 7 items
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tt.ShardedSampler(23, rank=1, world=3, seed=7)
+        self.assertEqual(caught, [])
 
     def test_four_ranks_then_three_see_one_epoch_exactly(self):
         n = 4 * 5 + 3 * 9  # 5 steps on 4 ranks, then 27 left for 3 ranks
@@ -72,21 +91,21 @@ class DistributedSamplerStateTest(unittest.TestCase):
         self.assertEqual(47 - len(first + second), (47 - 20) % 3)
 
     def test_resume_at_the_end_and_next_epoch(self):
-        s = tt.DistributedSampler(12, rank=0, world=3, seed=1)
+        s = tt.ShardedSampler(12, rank=0, world=3, seed=1)
         list(s)
         state = s.state_dict()  # the iterator's own count: all 4 items
         self.assertEqual(state["position"], 12)
-        t = tt.DistributedSampler(12, rank=1, world=2, seed=1)
+        t = tt.ShardedSampler(12, rank=1, world=2, seed=1)
         t.load_state_dict(state)
         self.assertEqual(list(t), [])
         t.set_epoch(1)  # the next epoch starts from its beginning
         self.assertEqual(list(t), tt.tarmac.indices(12, 1, 2, 1, 1).tolist())
 
     def test_a_state_of_another_dataset_or_order_is_refused(self):
-        state = tt.DistributedSampler(10, rank=0, world=2, seed=3).state_dict(consumed=2)
-        for other, word in ((tt.DistributedSampler(11, rank=0, world=2, seed=3), "size"),
-                            (tt.DistributedSampler(10, rank=0, world=2, seed=4), "seed"),
-                            (tt.DistributedSampler(10, rank=0, world=2, seed=3, shuffle=False), "shuffle")):
+        state = tt.ShardedSampler(10, rank=0, world=2, seed=3).state_dict(consumed=2)
+        for other, word in ((tt.ShardedSampler(11, rank=0, world=2, seed=3), "size"),
+                            (tt.ShardedSampler(10, rank=0, world=2, seed=4), "seed"),
+                            (tt.ShardedSampler(10, rank=0, world=2, seed=3, shuffle=False), "shuffle")):
             with self.assertRaises(ValueError) as e:
                 other.load_state_dict(state)
             self.assertIn(word, str(e.exception))
@@ -94,7 +113,7 @@ class DistributedSamplerStateTest(unittest.TestCase):
     def test_state_dict_consumed_beyond_the_epoch_or_not_an_integer_raises(self):
         # The bug: consumed=1000 of a 120-sample epoch saved position 120 (the epoch's end), and
         # consumed=2.5 became 2; both saved a position the training never reached.
-        s = tt.DistributedSampler(120, rank=0, world=1, seed=3)
+        s = tt.ShardedSampler(120, rank=0, world=1, seed=3)
         for consumed in (1000, 121, 2.5, 2.0, -1, "3", True):
             with self.assertRaises(tt.tarmac.ArgumentError, msg=consumed) as e:
                 s.state_dict(consumed=consumed)
@@ -103,7 +122,7 @@ class DistributedSamplerStateTest(unittest.TestCase):
         self.assertEqual(s.state_dict(consumed=120)["position"], 120)
         self.assertEqual(s.state_dict(consumed=2)["position"], 2)
         # Four ranks: each has 30 (ceil(118 / 4) = 30 with padding); 30 is the end, 31 is past it.
-        r = tt.DistributedSampler(118, rank=1, world=4, seed=3)
+        r = tt.ShardedSampler(118, rank=1, world=4, seed=3)
         self.assertEqual(r.state_dict(consumed=30)["position"], 118)
         with self.assertRaises(ValueError):
             r.state_dict(consumed=31)
@@ -120,13 +139,13 @@ class DistributedSamplerStateTest(unittest.TestCase):
 
     def test_load_state_dict_refuses_negative_or_non_integer_positions_epochs_and_worlds(self):
         # The bug: a state with position -4, epoch -1 or world -2 was taken as it was.
-        s = tt.DistributedSampler(40, rank=0, world=2, seed=3)
+        s = tt.ShardedSampler(40, rank=0, world=2, seed=3)
         good = s.state_dict(consumed=5)
         for key, value in (("position", -4), ("epoch", -1), ("world", -2), ("world", 0), ("position", 2.5),
                            ("epoch", 1.0), ("world", "2"), ("position", None), ("epoch", True),
                            ("position", 41)):
             bad = dict(good, **{key: value})
-            t = tt.DistributedSampler(40, rank=0, world=3, seed=3)
+            t = tt.ShardedSampler(40, rank=0, world=3, seed=3)
             with self.assertRaises(tt.tarmac.ArgumentError, msg=(key, value)) as e:
                 t.load_state_dict(bad)
             self.assertIsInstance(e.exception, ValueError)
@@ -135,14 +154,14 @@ class DistributedSamplerStateTest(unittest.TestCase):
                           str(e.exception))
             self.assertEqual((t.epoch, t._start), (0, 0))  # nothing taken from a refused state
         for key in ("position", "epoch", "world"):
-            t = tt.DistributedSampler(40, rank=0, world=3, seed=3)
+            t = tt.ShardedSampler(40, rank=0, world=3, seed=3)
             with self.assertRaises(ValueError) as e:
                 t.load_state_dict({k: v for k, v in good.items() if k != key})
             self.assertIn(key, str(e.exception))
         with self.assertRaises(ValueError):
-            tt.DistributedSampler(40, rank=0, world=3, seed=3).load_state_dict([("epoch", 0)])
+            tt.ShardedSampler(40, rank=0, world=3, seed=3).load_state_dict([("epoch", 0)])
         # The state as saved, on another world size, is taken (resuming on another number of ranks).
-        t = tt.DistributedSampler(40, rank=2, world=3, seed=3)
+        t = tt.ShardedSampler(40, rank=2, world=3, seed=3)
         t.load_state_dict(good)
         self.assertEqual((t.epoch, t._start, len(t)), (0, 10, 10))
 
