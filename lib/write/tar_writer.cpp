@@ -1,8 +1,5 @@
 #include "write/tar_writer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -12,6 +9,7 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "write/manifest_file.h"
 
 namespace tarmac {
 namespace {
@@ -136,23 +134,9 @@ TarWriter::TarWriter(std::string path, uint64_t size, uint32_t crc) : crc_(crc) 
     throw FatalError("cannot resume '" + path + "' at byte " + std::to_string(size) +
                      ": not a tar block boundary");
   file_.reopen_at(path, size);
-  // The bytes kept are this run's own only if they are the ones the checkpoint covered.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw FatalError("cannot resume '" + path + "': " + std::strerror(errno));
-  std::vector<uint8_t> buf(size_t{1} << 20);
-  uint32_t got = 0;
-  for (uint64_t at = 0; at < size;) {
-    const ssize_t n =
-        ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), size - at), static_cast<off_t>(at));
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      throw FatalError("cannot resume '" + path + "': reading it back: " + std::strerror(err));
-    }
-    got = crc32_update(got, buf.data(), static_cast<size_t>(n));
-    at += static_cast<uint64_t>(n);
-  }
-  ::close(fd);
+  // The bytes kept (the file is cut back to `size`) are this run's own only if they are the
+  // ones the checkpoint covered.
+  const uint32_t got = file_crc32(path);
   if (got != crc)
     throw FatalError("cannot resume writing '" + path + "': its first " + std::to_string(size) +
                      " bytes have CRC-32 " + crc32_hex(got) + ", not " + crc32_hex(crc) +
