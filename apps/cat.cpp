@@ -30,35 +30,30 @@ Runner setup_cat(CLI::App& app, const GlobalFlags& g) {
       "Examples:\n  tarmac cat out/ agora/00/frame_000017 > crop.jpg\n  tarmac cat out/ '#0' "
       "--labels\n  tarmac cat s3://bucket/train/ '#0' > first.jpg   (one Range GET of its shard)");
   return [f, &g]() -> int {
-    try {
-      const check::DatasetSource src(f->dir);
-      check::Annotation a;
-      std::vector<check::Problem> problems;
-      if (!a.open(src.dir(), false, problems) || !problems.empty()) {
-        const auto& p = problems.front();
-        throw FatalError("'" + f->dir + "' is not a valid dataset: " + p.file + ": " + p.what);
-      }
-      const auto i = a.find(f->sample);
-      if (!i)
-        throw FatalError("no sample '" + printable(f->sample) + "' in '" + f->dir + "' (" +
-                         std::to_string(a.size()) + " samples)");
-      if (f->labels || g.json) {
-        print_json(check::sample_json(a, *i));
-        return kOk;
-      }
-      const size_t kind = check::blob_kind(a, f->dense.empty() ? "image" : f->dense);
-      if (::isatty(STDOUT_FILENO))
-        throw FatalError(
-            "refusing to write binary image bytes to a terminal; redirect stdout (> file)");
-      const std::vector<uint8_t> bytes = check::read_blob(src, a, kind, *i);
-      if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() ||
-          std::fflush(stdout) != 0)
-        throw FatalError("cannot write to standard output");
-      return kOk;
-    } catch (const std::exception& e) {
-      spdlog::error("{}", e.what());
-      return kDataError;
+    const check::DatasetSource src(f->dir);
+    check::Annotation a;
+    std::vector<check::Problem> problems;
+    if (!a.open(src.dir(), false, problems) || !problems.empty()) {
+      const auto& p = problems.front();
+      throw FatalError("'" + f->dir + "' is not a valid dataset: " + p.file + ": " + p.what);
     }
+    const auto i = a.find(f->sample);
+    if (!i)
+      throw FatalError("no sample '" + printable(f->sample) + "' in '" + f->dir + "' (" +
+                       std::to_string(a.size()) + " samples)");
+    if (f->labels || g.json) {
+      print_json(check::sample_json(a, *i));
+      return kOk;
+    }
+    const size_t kind = check::blob_kind(a, f->dense.empty() ? "image" : f->dense);
+    if (::isatty(STDOUT_FILENO))
+      throw FatalError(
+          "refusing to write binary image bytes to a terminal; redirect stdout (> file)");
+    const std::vector<uint8_t> bytes = check::read_blob(src, a, kind, *i);
+    if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() ||
+        std::fflush(stdout) != 0)
+      throw FatalError("cannot write to standard output");
+    return kOk;
   };
 }
 

@@ -97,9 +97,6 @@ Runner setup_column(CLI::App& app, const GlobalFlags& g) {
       } catch (const Interrupted& e) {
         spdlog::warn("{}; nothing was merged (run the merge again)", e.what());
         return signal_exit_code(e.signal());
-      } catch (const std::exception& e) {
-        spdlog::error("{}", e.what());
-        return kDataError;
       }
       if (g.json) {
         print_json(nlohmann::ordered_json{{"column", o->name},
@@ -142,12 +139,7 @@ Runner setup_column(CLI::App& app, const GlobalFlags& g) {
       for (const ColumnInfo& c : cols) ok = ok && c.problem.empty();
       return ok ? kOk : kDataError;
     }
-    try {
-      remove_column(*rm_dir, *rm_name, command_line(g));
-    } catch (const std::exception& e) {
-      spdlog::error("{}", e.what());
-      return kDataError;
-    }
+    remove_column(*rm_dir, *rm_name, command_line(g));
     if (g.verbosity >= 0 && !g.json)
       std::printf("removed column '%s' from %s\n", rm_name->c_str(), rm_dir->c_str());
     if (g.json) print_json(nlohmann::ordered_json{{"removed", *rm_name}});

@@ -14,7 +14,13 @@ struct ColumnInfo;
 
 namespace tarmac::cli {
 
-enum ExitCode { kOk = 0, kDataError = 1, kUsageError = 2 };
+/// The exit statuses (docs/cli.md, "Exit codes and errors"); 128 + N for a stop by signal N.
+enum ExitCode {
+  kOk = 0,
+  kDataError = 1,   ///< a failure: the command could not do what it was asked
+  kUsageError = 2,  ///< the options or arguments are wrong; nothing was read or written
+  kDamageFound = 3  ///< verify read the whole dataset and found it damaged (a problem listed)
+};
 
 struct GlobalFlags {
   bool json = false;

@@ -164,7 +164,7 @@ int report_stop(const ConvertStopped& e, const ConvertOptions& o, const GlobalFl
                     resume_command(g.argv, false));
     spdlog::error("to start again instead, run the command with --overwrite");
   }
-  return e.signal() ? signal_exit_code(e.signal()) : kDataError;
+  return error_exit_code(e);
 }
 
 }  // namespace

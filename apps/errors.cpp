@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "apps/commands.h"
+#include "apps/signals.h"
 #include "common/error.h"
 
 namespace tarmac::cli {
@@ -37,7 +38,8 @@ bool no_color() {
 }
 
 const char* error_code(int exit_code) {
-  if (exit_code == 2) return "usage_error";
+  if (exit_code == kUsageError) return "usage_error";
+  if (exit_code == kDamageFound) return "damage_found";
   if (exit_code > 128) return "interrupted";
   return "data_error";
 }
@@ -55,7 +57,19 @@ std::vector<std::string> option_names(const CLI::App& app) {
 }  // namespace
 
 int error_exit_code(const std::exception& e) {
-  return dynamic_cast<const UsageError*>(&e) ? kUsageError : kDataError;
+  switch (grade_of(e)) {
+    case Grade::Usage:
+      return kUsageError;
+    case Grade::Interrupted: {
+      const auto* t = dynamic_cast<const Error*>(&e);
+      return t && t->signal() > 0 ? signal_exit_code(t->signal()) : kDataError;
+    }
+    case Grade::Sample:
+    case Grade::Fatal:
+    case Grade::Internal:
+      break;
+  }
+  return kDataError;
 }
 
 void print_json(const nlohmann::ordered_json& j) {

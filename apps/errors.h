@@ -10,8 +10,9 @@
 
 namespace tarmac::cli {
 
-/// The exit status for what a library call threw: 2 (usage) for a UsageError, the options
-/// being wrong; 1 for any other failure.
+/// The exit status for what a library call threw, by its grade (common/error.h): 2 for a usage
+/// error (the options or arguments are wrong), 128 + the signal for a stop by a signal, 1 for
+/// every other failure. The one mapping: every command's failures go through it.
 int error_exit_code(const std::exception& e);
 
 /// Prints `j` on stdout as the command's JSON document (and notes that one was printed).

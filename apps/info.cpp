@@ -92,10 +92,7 @@ Runner setup_info(CLI::App& app, const GlobalFlags& g) {
     try {
       src.emplace(*dir);
       s = check::summarize_source(*src, *want_sizes);
-    } catch (const FatalError& e) {
-      spdlog::error("{}", e.what());
-      return kDataError;
-    } catch (const ParseError& e) {
+    } catch (const ParseError& e) {  // the rest goes to the dispatcher (apps/main.cpp)
       spdlog::error("'{}/{}' is invalid: {}", *dir, format::kLabelsFile, e.what());
       return kDataError;
     }

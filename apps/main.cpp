@@ -106,7 +106,7 @@ int main(int argc, char** argv) try {
       code = tarmac::cli::kDataError;
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
-      code = tarmac::cli::kDataError;
+      code = tarmac::cli::error_exit_code(e);
     }
   }
   if (g.json) tarmac::cli::print_json_error(code);

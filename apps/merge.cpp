@@ -38,13 +38,11 @@ Runner setup_merge(CLI::App& app, const GlobalFlags& g) {
     } catch (const Interrupted& e) {
       spdlog::warn("{}; nothing was written to '{}' (run the merge again)", e.what(), o->output);
       return signal_exit_code(e.signal());
-    } catch (const UsageError& e) {
-      spdlog::error("{}", e.what());
-      return error_exit_code(e);
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
-      spdlog::error("merge failed; nothing was written to '{}'", o->output);
-      return kDataError;
+      if (grade_of(e) != Grade::Usage)
+        spdlog::error("merge failed; nothing was written to '{}'", o->output);
+      return error_exit_code(e);
     }
     for (const auto& w : r.warnings) spdlog::warn("{}", w);
     if (g.json) {

@@ -45,43 +45,34 @@ Runner setup_preview(CLI::App& app, const GlobalFlags& g) {
       "Examples:\n  tarmac preview out/ -o sheet.png\n  tarmac preview out/ -o sheet.png --keys "
       "a/000001,a/000002 --skeleton coco");
   return [f, points, boxes, &g]() -> int {
-    try {
-      preview::SheetOptions o = f->o;
-      o.points_given = points->count() > 0;
-      o.boxes_given = boxes->count() > 0;
-      for (size_t at = 0; !f->keys.empty() && at <= f->keys.size();) {
-        const size_t comma = std::min(f->keys.find(',', at), f->keys.size());
-        if (comma > at) o.keys.push_back(f->keys.substr(at, comma - at));
-        at = comma + 1;
-      }
-      if (!f->skeleton.empty()) o.skeleton = preview::parse_skeleton(f->skeleton);
-      const std::string ext = f->output.substr(std::min(f->output.rfind('.'), f->output.size()));
-      const bool jpeg = ext == ".jpg" || ext == ".jpeg";
-      if (!jpeg && ext != ".png")
-        throw ArgumentError("-o '" + f->output + "': the sheet is written as .png or .jpg");
-      const preview::Sheet s = preview::draw_contact_sheet(o, jpeg);
-      write_file_atomic(f->output, {reinterpret_cast<const char*>(s.png.data()), s.png.size()});
-      if (g.json) {
-        nlohmann::ordered_json j = {
-            {"output", f->output}, {"width", s.width}, {"height", s.height}, {"keys", s.keys},
-            {"points", s.points},  {"boxes", s.boxes}, {"dense", s.dense}};
-        print_json(j);
-      } else if (g.verbosity >= 0) {
-        std::printf("%s: %zu sample(s), %dx%d", f->output.c_str(), s.keys.size(), s.width,
-                    s.height);
-        if (!s.points.empty()) std::printf(", points: %zu field(s)", s.points.size());
-        if (!s.boxes.empty()) std::printf(", boxes: %zu field(s)", s.boxes.size());
-        if (!s.dense.empty()) std::printf(", dense maps: %zu", s.dense.size());
-        std::printf("\n");
-      }
-      return kOk;
-    } catch (const ArgumentError& e) {
-      spdlog::error("{}", e.what());
-      return kUsageError;
-    } catch (const std::exception& e) {
-      spdlog::error("{}", e.what());
-      return kDataError;
+    preview::SheetOptions o = f->o;
+    o.points_given = points->count() > 0;
+    o.boxes_given = boxes->count() > 0;
+    for (size_t at = 0; !f->keys.empty() && at <= f->keys.size();) {
+      const size_t comma = std::min(f->keys.find(',', at), f->keys.size());
+      if (comma > at) o.keys.push_back(f->keys.substr(at, comma - at));
+      at = comma + 1;
     }
+    if (!f->skeleton.empty()) o.skeleton = preview::parse_skeleton(f->skeleton);
+    const std::string ext = f->output.substr(std::min(f->output.rfind('.'), f->output.size()));
+    const bool jpeg = ext == ".jpg" || ext == ".jpeg";
+    if (!jpeg && ext != ".png")
+      throw ArgumentError("-o '" + f->output + "': the sheet is written as .png or .jpg");
+    const preview::Sheet s = preview::draw_contact_sheet(o, jpeg);
+    write_file_atomic(f->output, {reinterpret_cast<const char*>(s.png.data()), s.png.size()});
+    if (g.json) {
+      nlohmann::ordered_json j = {{"output", f->output}, {"width", s.width},   {"height", s.height},
+                                  {"keys", s.keys},      {"points", s.points}, {"boxes", s.boxes},
+                                  {"dense", s.dense}};
+      print_json(j);
+    } else if (g.verbosity >= 0) {
+      std::printf("%s: %zu sample(s), %dx%d", f->output.c_str(), s.keys.size(), s.width, s.height);
+      if (!s.points.empty()) std::printf(", points: %zu field(s)", s.points.size());
+      if (!s.boxes.empty()) std::printf(", boxes: %zu field(s)", s.boxes.size());
+      if (!s.dense.empty()) std::printf(", dense maps: %zu", s.dense.size());
+      std::printf("\n");
+    }
+    return kOk;
   };
 }
 

@@ -36,7 +36,8 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
       "CRC-32, the annotation file's and each shard's): any changed byte is found.\n"
       "A dataset in object storage (s3://, http(s)://) is read once, each shard downloaded to\n"
       "TMPDIR, checked and removed (at most -j shards there at a time).\n"
-      "Exit 0 only when everything holds, 1 otherwise.");
+      "Exit 0 only when everything holds; 3 when the dataset is damaged (the problems are\n"
+      "listed); 1 when there is no dataset to check or verify could not run.");
   return [o, &g]() -> int {
     const bool bar = g.verbosity >= 0 && !g.json && ::isatty(STDERR_FILENO);
     o->stop = &stop_on_signals();
@@ -58,6 +59,7 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
       nlohmann::ordered_json j;
       j["dataset"] = r.dir;
       j["ok"] = r.ok();
+      j["result"] = r.ok() ? "ok" : r.damaged() ? "damage_found" : "no_dataset";
       j["samples"] = r.samples;
       j["shards"] = r.shards;
       j["blobs"] = r.blobs;
@@ -94,7 +96,7 @@ Runner setup_verify(CLI::App& app, const GlobalFlags& g) {
             r.ok() ? "" : (", " + std::to_string(r.problem_count) + " problem(s)").c_str());
     }
     if (!r.ok()) spdlog::error("'{}' failed verification: {} problem(s)", r.dir, r.problem_count);
-    return r.ok() ? kOk : kDataError;
+    return r.ok() ? kOk : r.damaged() ? kDamageFound : kDataError;
   };
 }
 

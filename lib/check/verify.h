@@ -43,7 +43,11 @@ struct VerifyReport {
   uint64_t problem_count = 0;     ///< all problems found
   std::vector<Problem> problems;  ///< the first kMaxProblems, in a deterministic order
   double seconds = 0;
+  /// A dataset was there to check: its annotation file or its manifest exists. With problems,
+  /// the dataset is damaged (the CLI exits 3); without it, there is no dataset (exit 1).
+  bool found = false;
   bool ok() const { return problem_count == 0; }
+  bool damaged() const { return found && !ok(); }
 };
 
 /// How many problems a report lists (all are counted).

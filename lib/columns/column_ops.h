@@ -43,9 +43,9 @@ struct ColumnMergeResult {
 
 /// A merge refused because the parts do not make one complete column of this dataset; the
 /// message says which samples, ranks or parts and what to do.
-class ColumnRefused : public std::runtime_error {
+class ColumnRefused : public FatalError {
  public:
-  using std::runtime_error::runtime_error;
+  using FatalError::FatalError;
 };
 
 /// Merges; throws ColumnRefused, FatalError (I/O, lock), ParseError (a bad part), Interrupted.

@@ -1,5 +1,7 @@
 #include "common/error.h"
 
+#include <stdexcept>
+
 namespace tarmac {
 
 std::string_view error_code_name(ErrorCode c) {
@@ -42,6 +44,28 @@ std::string_view error_code_name(ErrorCode c) {
   static_assert(std::size(kNames) == kNumErrorCodes, "one name per ErrorCode");
   const auto k = static_cast<size_t>(c);
   return k < kNumErrorCodes ? kNames[k] : "bad_sample";
+}
+
+std::string_view grade_name(Grade g) {
+  switch (g) {
+    case Grade::Sample:
+      return "sample";
+    case Grade::Fatal:
+      return "fatal";
+    case Grade::Usage:
+      return "usage";
+    case Grade::Internal:
+      return "internal";
+    case Grade::Interrupted:
+      return "interrupted";
+  }
+  return "fatal";
+}
+
+Grade grade_of(const std::exception& e) {
+  if (const auto* t = dynamic_cast<const Error*>(&e)) return t->grade();
+  if (dynamic_cast<const std::logic_error*>(&e)) return Grade::Internal;
+  return Grade::Fatal;
 }
 
 }  // namespace tarmac

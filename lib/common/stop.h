@@ -76,11 +76,7 @@ inline std::string signal_name(int signal) {
 class Interrupted : public FatalError {
  public:
   explicit Interrupted(int signal)
-      : FatalError("stopped by " + signal_name(signal)), signal_(signal) {}
-  int signal() const { return signal_; }
-
- private:
-  int signal_;
+      : FatalError("stopped by " + signal_name(signal), Grade::Interrupted, signal) {}
 };
 
 /// Throws Interrupted when `stop` (may be null) has a request.

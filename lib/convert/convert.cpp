@@ -83,14 +83,17 @@ PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_in
 
 namespace {
 
-// Thrown inside the run when a stop request ends it (after its checkpoint, if any).
-struct StopSignal {
-  int signal;
+// Thrown inside the run when a stop request ends it (after its checkpoint, if any); told apart
+// from an Interrupted of a lower layer, which ends the run as an error.
+class StopSignal : public Interrupted {
+ public:
+  using Interrupted::Interrupted;
 };
 
 // A run that converted no sample, without allow_empty; why.
-struct EmptyRun {
-  std::string reason;
+class EmptyRun : public FatalError {
+ public:
+  using FatalError::FatalError;
 };
 
 void begin_phase(ConvertProgress* p, ConvertProgress::Phase phase, uint64_t total_bytes) {
@@ -127,7 +130,7 @@ GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const Inpu
               scan.total_size());
   kept = scan_kept_keys(
       scan, o.members.on_duplicate, last ? grouping.first_input : 0, o.members.key_rule, [&] {
-        if (o.run.stop && o.run.stop->requested()) throw StopSignal{o.run.stop->signal.load()};
+        if (o.run.stop && o.run.stop->requested()) throw StopSignal(o.run.stop->signal.load());
         if (o.run.progress)
           o.run.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
       });
@@ -141,7 +144,7 @@ std::vector<std::string> class_folders(const ConvertOptions& o, const InputReade
   InputReader scan(o.source.inputs, ro);
   begin_phase(o.run.progress, ConvertProgress::Phase::ClassScan, scan.total_size());
   return scan_class_folders(scan, o.members.key_rule, o.members.image_exts, [&] {
-    if (o.run.stop && o.run.stop->requested()) throw StopSignal{o.run.stop->signal.load()};
+    if (o.run.stop && o.run.stop->requested()) throw StopSignal(o.run.stop->signal.load());
     if (o.run.progress)
       o.run.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
   });
@@ -343,7 +346,7 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
     try {
       o.labels.classes = class_folders(o, ro);
     } catch (const StopSignal& s) {
-      throw ConvertStopped("stopped by " + signal_name(s.signal), s.signal,
+      throw ConvertStopped("stopped by " + signal_name(s.signal()), s.signal(),
                            checkpoint_samples(staging));
     }
   }
@@ -521,7 +524,7 @@ FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const Ope
     pool.join();
     report();
     if (progress) progress->phase.store(ConvertProgress::Phase::Stopped);
-    throw StopSignal{o.run.stop->signal.load()};
+    throw StopSignal(o.run.stop->signal.load());
   }
   const double writer_seconds = seconds_since(writer_t0);
   report();
@@ -611,7 +614,7 @@ void refuse_empty(const ConvertOptions& o, const InputReader& reader, const Data
   if (writer.samples() == 0) {
     uint64_t members = 0;
     for (const auto& in : reader.inputs()) members += in.members;
-    throw EmptyRun{empty_run_reason(result, members, o)};
+    throw EmptyRun(empty_run_reason(result, members, o));
   }
   // Labels only, and no member was a label: samples of nothing but their keys.
   if (o.members.no_images && writer.schema().fields().empty()) {
@@ -622,7 +625,7 @@ void refuse_empty(const ConvertOptions& o, const InputReader& reader, const Data
       why += " (the first of " + std::to_string(lists.ignored.size()) + " ignored: '" +
              lists.ignored.at(0).value("member", std::string()) +
              "': " + lists.ignored.at(0).value("reason", std::string()) + ")";
-    throw EmptyRun{why};
+    throw EmptyRun(why);
   }
 }
 
@@ -691,10 +694,10 @@ void publish_remote(const ConvertOptions& o, RemoteOutput& remote, const Dataset
   auto stopped = [&] { return o.run.stop && o.run.stop->requested(); };
   try {
     remote.publish(writer, [&] {
-      if (stopped()) throw StopSignal{o.run.stop->signal.load()};
+      if (stopped()) throw StopSignal(o.run.stop->signal.load());
     });
   } catch (const remote::RemoteError&) {
-    if (stopped()) throw StopSignal{o.run.stop->signal.load()};
+    if (stopped()) throw StopSignal(o.run.stop->signal.load());
     throw;
   }
   remote.count(result);
@@ -707,12 +710,12 @@ void publish_remote(const ConvertOptions& o, RemoteOutput& remote, const Dataset
   try {
     throw;
   } catch (const StopSignal& s) {
-    throw ConvertStopped("stopped by " + signal_name(s.signal), s.signal,
+    throw ConvertStopped("stopped by " + signal_name(s.signal()), s.signal(),
                          keep_resumable(o, staging));
   } catch (const EmptyRun& e) {  // nothing worth resuming: the staging directory goes
     std::error_code ec;
     fs::remove_all(staging, ec);
-    throw ConvertStopped("no sample was converted: " + e.reason +
+    throw ConvertStopped("no sample was converted: " + std::string(e.what()) +
                              ". Nothing was published; pass --allow-empty to accept an empty "
                              "dataset",
                          0, std::nullopt);

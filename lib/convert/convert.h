@@ -30,14 +30,14 @@ class ConvertStopped : public FatalError {
  public:
   ConvertStopped(const std::string& what, int signal, std::optional<uint64_t> kept_samples,
                  bool bad_sample = false)
-      : FatalError(what), signal_(signal), kept_(kept_samples), bad_sample_(bad_sample) {}
-  int signal() const { return signal_; }
+      : FatalError(what, signal ? Grade::Interrupted : Grade::Fatal, signal),
+        kept_(kept_samples),
+        bad_sample_(bad_sample) {}
   std::optional<uint64_t> kept_samples() const { return kept_; }
   /// A bad sample under --on-error fail stopped it (`--resume --on-error skip` goes past it).
   bool bad_sample() const { return bad_sample_; }
 
  private:
-  int signal_;
   std::optional<uint64_t> kept_;
   bool bad_sample_;
 };

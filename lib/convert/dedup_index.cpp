@@ -30,7 +30,7 @@ void put(std::vector<uint8_t>& out, T v) {
 
 NearIndex::NearIndex(int max_distance) : max_distance_(max_distance) {
   if (max_distance < 0 || max_distance > 32)
-    throw std::invalid_argument("NearIndex: the distance must be 0 to 32");
+    throw InternalError("NearIndex: the distance must be 0 to 32");
   const int n = max_distance + 1;
   int shift = 0;
   for (int b = 0; b < n; ++b) {

@@ -28,7 +28,7 @@ namespace tarmac {
 /// D = 4). Memory: 8 + 4 (D + 1) bytes per entry, plus 2^bits heads per band.
 class NearIndex {
  public:
-  /// Throws std::invalid_argument unless 0 <= max_distance <= 32.
+  /// Throws InternalError unless 0 <= max_distance <= 32.
   explicit NearIndex(int max_distance);
   /// Adds `hash` as the next entry (entries are numbered from 0).
   void add(uint64_t hash);

@@ -230,7 +230,7 @@ json to_json(const Manifest& m) {
 std::string sealed_manifest_text(const Manifest& m) {
   const std::vector<std::string> problems = count_problems(m);
   if (!problems.empty())
-    throw std::logic_error("manifest: its counts do not add up: " + problems.front());
+    throw InternalError("manifest: its counts do not add up: " + problems.front());
   json j = to_json(m);
   j[std::string(kSealKey)] = "00000000";
   return seal_text(j.dump(2) + "\n", kSealKey);
@@ -384,7 +384,7 @@ ManifestSeal check_seal(std::string_view text, std::string_view key) {
 std::string seal_text(std::string text, std::string_view key) {
   const size_t at = seal_digits(text, key);
   if (at == std::string::npos || text.compare(at, 9, "00000000\"") != 0)
-    throw std::logic_error("seal_text: no \"" + std::string(key) + "\": \"00000000\" to seal");
+    throw InternalError("seal_text: no \"" + std::string(key) + "\": \"00000000\" to seal");
   text.replace(at, 8, crc32_hex(crc32_update(0, text.data(), text.size())));
   return text;
 }

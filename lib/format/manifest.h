@@ -136,7 +136,7 @@ nlohmann::ordered_json to_json(const Manifest& m);
 
 /// The manifest's text (2-space indented JSON and a newline) with "manifest_crc32" added as
 /// its last member: the CRC-32 of the text in which that member's 8 digits read "00000000".
-/// Throws std::logic_error when its counts do not add up (a writer's bug, never written).
+/// Throws InternalError when its counts do not add up (a writer's bug, never written).
 std::string sealed_manifest_text(const Manifest& m);
 
 /// Parses manifest.json's text. Checks the type of every known key (a file from anywhere):

@@ -84,12 +84,12 @@ std::vector<uint8_t> encode_npy_blob(DType dtype, std::span<const int64_t> shape
                                      std::span<const uint8_t> data) {
   const char* descr = descr_of(dtype);
   if (!descr)
-    throw std::invalid_argument("encode_npy_blob: numpy has no " + std::string(dtype_name(dtype)) +
-                                " dtype");
+    throw InternalError("encode_npy_blob: numpy has no " + std::string(dtype_name(dtype)) +
+                        " dtype");
   uint64_t count = 1;
   for (int64_t d : shape) count *= static_cast<uint64_t>(d);
   if (count * dtype_size(dtype) != data.size())
-    throw std::invalid_argument("encode_npy_blob: data size does not match the shape");
+    throw InternalError("encode_npy_blob: data size does not match the shape");
   std::string header = dict_text(descr, shape);
   // Padded with spaces and ended by '\n' so that the data starts on a multiple of 64 bytes.
   const size_t total = (kPreamble + header.size() + 1 + kAlign - 1) / kAlign * kAlign;

@@ -23,9 +23,9 @@ namespace tarmac {
 
 /// The data of an opened dataset contradicts itself at access time: a ragged offset out of
 /// order, a shard index out of range, a blob beyond its shard. The message names the sample.
-class DataError : public std::runtime_error {
+class DataError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit DataError(const std::string& what) : Error(what, Grade::Fatal) {}
 };
 
 /// The most dimensions a label tensor may have; Dataset refuses files with more.

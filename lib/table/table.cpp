@@ -168,8 +168,8 @@ TableFormat parse_table_format(const std::string& name) {
 FieldValue TableColumn::value(uint64_t row) const {
   if (!uniform) {
     if (row >= values.size())
-      throw std::out_of_range("row " + std::to_string(row) + " of the table column '" + name +
-                              "', which has " + std::to_string(values.size()));
+      throw InternalError("row " + std::to_string(row) + " of the table column '" + name +
+                          "', which has " + std::to_string(values.size()));
     return values[row];
   }
   FieldValue v;
@@ -179,8 +179,8 @@ FieldValue TableColumn::value(uint64_t row) const {
   const size_t row_bytes = static_cast<size_t>(v.num_elements()) * dtype_size(dtype);
   const uint64_t rows = row_bytes == 0 ? 0 : data.size() / row_bytes;
   if (row_bytes != 0 && row >= rows)
-    throw std::out_of_range("row " + std::to_string(row) + " of the table column '" + name +
-                            "', which has " + std::to_string(rows));
+    throw InternalError("row " + std::to_string(row) + " of the table column '" + name +
+                        "', which has " + std::to_string(rows));
   v.data.assign(data.begin() + static_cast<std::ptrdiff_t>(row * row_bytes),
                 data.begin() + static_cast<std::ptrdiff_t>((row + 1) * row_bytes));
   return v;

@@ -61,7 +61,7 @@ struct TableColumn {
   std::vector<uint8_t> data;       ///< uniform: rows x row bytes, little-endian, C order
   std::vector<FieldValue> values;  ///< not uniform: one per row (null where a row has none)
 
-  /// Row `row`'s value (a copy, owning its bytes), with its shape. Throws std::out_of_range
+  /// Row `row`'s value (a copy, owning its bytes), with its shape. Throws InternalError
   /// past the last row.
   FieldValue value(uint64_t row) const;
 };

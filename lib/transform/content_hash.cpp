@@ -1,4 +1,5 @@
 #include "transform/content_hash.h"
+#include "common/error.h"
 
 #include <xxhash.h>
 
@@ -33,7 +34,7 @@ const std::array<std::array<double, kSide>, kLow>& dct_rows() {
 }  // namespace
 
 PixelDigest pixel_digest(const cv::Mat& pixels) {
-  if (pixels.depth() != CV_8U) throw std::invalid_argument("pixel_digest: 8-bit pixels only");
+  if (pixels.depth() != CV_8U) throw InternalError("pixel_digest: 8-bit pixels only");
   XXH3_state_t* state = XXH3_createState();
   if (!state) throw std::bad_alloc();
   XXH3_128bits_reset(state);
@@ -88,7 +89,7 @@ void add_rows(const cv::Mat& img, int y0, int y1, uint16_t* part, uint32_t* colu
 
 uint64_t perceptual_hash(const cv::Mat& bgr) {
   if (bgr.depth() != CV_8U || (bgr.channels() != 3 && bgr.channels() != 1) || bgr.empty())
-    throw std::invalid_argument("perceptual_hash: 8-bit BGR or grey pixels only");
+    throw InternalError("perceptual_hash: 8-bit BGR or grey pixels only");
   // The grey 32x32 image: each cell's mean B, G, R (integer sums), then OpenCV's grey weights
   // on the means. Cheaper than a resize (no weights per pixel), and recomputable with a
   // cumulative sum anywhere. The sums go by columns first (add_rows: every byte once, 16 at a

@@ -137,7 +137,7 @@ Geometry compute_geometry(const GeometryOptions& o, int w, int h,
       key = want;
     }
     if (buckets.empty())
-      throw std::invalid_argument("no aspect bucket: --size area below --bucket-step squared");
+      throw InternalError("no aspect bucket: --size area below --bucket-step squared");
     const auto [bw, bh] = choose_bucket(buckets, r.width(), r.height());
     r = centred_with_aspect(r, static_cast<double>(bw) / bh);
     g.out_width = bw;

@@ -284,7 +284,7 @@ std::vector<uint8_t> encode_image(const cv::Mat& img, OutputFormat format, int q
   switch (format) {
     case OutputFormat::Jpeg: {
       if ((img.type() != CV_8UC3 && img.type() != CV_8UC1) || !img.isContinuous())
-        throw std::logic_error("JPEG encoding needs continuous 8-bit BGR or grey pixels");
+        throw InternalError("JPEG encoding needs continuous 8-bit BGR or grey pixels");
       const bool grey = img.type() == CV_8UC1;
       unsigned char* buf = nullptr;
       unsigned long size = 0;
@@ -306,7 +306,7 @@ std::vector<uint8_t> encode_image(const cv::Mat& img, OutputFormat format, int q
                  : opencv_encode(img, detail::CvEncodeFormat::Webp, quality);
     }
     case OutputFormat::Raw: {
-      if (img.type() != CV_8UC3) throw std::logic_error("raw pixels are 3-channel RGB");
+      if (img.type() != CV_8UC3) throw InternalError("raw pixels are 3-channel RGB");
       cv::Mat rgb;
       cv::cvtColor(img, rgb, cv::COLOR_BGR2RGB);
       return {rgb.data, rgb.data + rgb.total() * rgb.elemSize()};
@@ -314,7 +314,7 @@ std::vector<uint8_t> encode_image(const cv::Mat& img, OutputFormat format, int q
     case OutputFormat::Keep:
       break;
   }
-  throw std::logic_error("encode_image: 'keep' stores the source bytes; nothing to encode");
+  throw InternalError("encode_image: 'keep' stores the source bytes; nothing to encode");
 }
 
 std::string format_extension(OutputFormat f) {

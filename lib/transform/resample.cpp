@@ -1,4 +1,5 @@
 #include "transform/resample.h"
+#include "common/error.h"
 
 #include <algorithm>
 #include <cmath>
@@ -563,9 +564,9 @@ bool axis_aligned(const Affine& m) {
 
 cv::Mat area_resample(const cv::Mat& src, const Affine& m, int out_w, int out_h, double pad,
                       ShrinkFilter filter) {
-  if (!axis_aligned(m)) throw std::invalid_argument("area_resample: not an axis-aligned scale");
+  if (!axis_aligned(m)) throw InternalError("area_resample: not an axis-aligned scale");
   if ((src.depth() != CV_8U && src.depth() != CV_32F) || src.channels() > 4)
-    throw std::invalid_argument("area_resample: 8-bit or float pixels of 1 to 4 channels only");
+    throw InternalError("area_resample: 8-bit or float pixels of 1 to 4 channels only");
   if (src.empty()) return cv::Mat(out_h, out_w, src.type(), cv::Scalar::all(pad));
   const AxisTaps ax = axis_taps(m[0], m[2], out_w, src.cols, filter);
   const AxisTaps ay = axis_taps(m[4], m[5], out_h, src.rows, filter);

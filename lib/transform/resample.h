@@ -24,7 +24,7 @@ bool axis_aligned(const Affine& m);
 /// out_w x out_h, as described above, shrinking axes with `filter`; the element type is kept
 /// (8-bit values rounded to nearest, ties to even, and saturated). An 8-bit area resample of 3
 /// or 4 channels is summed in fixed point, within 1/7 of a level of the float sums (resample.cpp
-/// says when). Throws std::invalid_argument for another map or element type.
+/// says when). Throws InternalError for another map or element type.
 cv::Mat area_resample(const cv::Mat& src, const Affine& m, int out_w, int out_h, double pad,
                       ShrinkFilter filter = ShrinkFilter::Area);
 

@@ -6,6 +6,7 @@
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
+#include "common/error.h"
 #include "transform/resample.h"
 
 namespace tarmac {
@@ -73,7 +74,7 @@ std::vector<uint8_t> warp_dense_bytes(std::span<const uint8_t> src, int cols, in
                                       size_t pixel_bytes, const Affine& m, int out_w, int out_h) {
   if (cols <= 0 || rows <= 0 || int64_t{cols} * rows > INT32_MAX ||
       src.size() != size_t(cols) * size_t(rows) * pixel_bytes)
-    throw std::invalid_argument("warp_dense_bytes: bad source size");
+    throw InternalError("warp_dense_bytes: bad source size");
   // OpenCV warps only some element types; an index map (int32, which it warps) gives the
   // source pixel of every output pixel for any type, and the bytes are then copied.
   cv::Mat index(rows, cols, CV_32SC1);

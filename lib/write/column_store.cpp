@@ -169,7 +169,7 @@ void convert_elements(DType from, const uint8_t* src, uint64_t count, DType to,
         break;
       case DType::F16:
       case DType::BF16:
-        throw std::logic_error("conversion to F16/BF16 is never needed by the schema rules");
+        throw InternalError("conversion to F16/BF16 is never needed by the schema rules");
     }
   }
 }
@@ -298,8 +298,8 @@ void ColumnStore::check_records(uint64_t records) const {
 
 uint64_t ColumnStore::write_chunk(uint32_t column, uint64_t records,
                                   std::span<const uint8_t> bytes) {
-  if (fd_ < 0) throw std::logic_error("a column appended to after ColumnStore::finish()");
-  if (records > UINT32_MAX) throw std::logic_error("a spill chunk of more than 2^32 - 1 records");
+  if (fd_ < 0) throw InternalError("a column appended to after ColumnStore::finish()");
+  if (records > UINT32_MAX) throw InternalError("a spill chunk of more than 2^32 - 1 records");
   store<uint32_t>(out_, column);
   store<uint32_t>(out_, static_cast<uint32_t>(records));
   store<uint64_t>(out_, bytes.size());
@@ -385,7 +385,7 @@ class SpillColumn::Reader {
  public:
   explicit Reader(const SpillColumn& c) : c_(c), path_(c.store_->path_) {
     if (c.store_->read_fd_ < 0)
-      throw std::logic_error("a spill column read before ColumnStore::finish()");
+      throw InternalError("a spill column read before ColumnStore::finish()");
     uint64_t largest = 0;
     for (const Chunk& k : c.chunks_) largest = std::max(largest, k.bytes);
     buf_.resize(std::min<uint64_t>(largest, ColumnStore::kChunkBytes));

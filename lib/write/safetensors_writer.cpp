@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "common/error.h"
 #include "format/json_object.h"
 #include "write/file_util.h"
 
@@ -27,17 +28,17 @@ class BufferedSink final : public ByteSink {
 
   void write(std::span<const uint8_t> bytes) override {
     if (bytes.size() > expected_ - written_)
-      throw std::logic_error("safetensors tensor '" + *name_ + "': fill wrote more than the " +
-                             std::to_string(expected_) + " bytes its dtype and shape need");
+      throw InternalError("safetensors tensor '" + *name_ + "': fill wrote more than the " +
+                          std::to_string(expected_) + " bytes its dtype and shape need");
     written_ += bytes.size();
     raw_write(bytes);
   }
 
   void end_tensor() const {
     if (written_ != expected_)
-      throw std::logic_error("safetensors tensor '" + *name_ + "': fill wrote " +
-                             std::to_string(written_) + " bytes, its dtype and shape need " +
-                             std::to_string(expected_));
+      throw InternalError("safetensors tensor '" + *name_ + "': fill wrote " +
+                          std::to_string(written_) + " bytes, its dtype and shape need " +
+                          std::to_string(expected_));
   }
 
   void raw_write(std::span<const uint8_t> bytes) {
@@ -66,11 +67,10 @@ uint64_t byte_size(const TensorSpec& t) {
   uint64_t n = dtype_size(t.dtype);
   for (int64_t d : t.shape) {
     if (d < 0)
-      throw std::invalid_argument("safetensors tensor '" + t.name + "': negative dimension " +
-                                  std::to_string(d));
+      throw InternalError("safetensors tensor '" + t.name + "': negative dimension " +
+                          std::to_string(d));
     if (d != 0 && n > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d))
-      throw std::invalid_argument("safetensors tensor '" + t.name +
-                                  "': byte size overflows 64 bits");
+      throw InternalError("safetensors tensor '" + t.name + "': byte size overflows 64 bits");
     n *= static_cast<uint64_t>(d);
   }
   return n;
@@ -93,13 +93,13 @@ void write_safetensors(const std::string& path, std::vector<TensorSpec> tensors,
   uint64_t offset = 0;
   for (const TensorSpec& t : tensors) {
     if (t.name == "__metadata__")
-      throw std::invalid_argument("safetensors tensor name '__metadata__' is reserved");
+      throw InternalError("safetensors tensor name '__metadata__' is reserved");
     if (!names.insert(t.name).second)
-      throw std::invalid_argument("safetensors tensor '" + t.name + "' is given twice");
-    if (!t.fill) throw std::invalid_argument("safetensors tensor '" + t.name + "' has no fill");
+      throw InternalError("safetensors tensor '" + t.name + "' is given twice");
+    if (!t.fill) throw InternalError("safetensors tensor '" + t.name + "' has no fill");
     const uint64_t size = byte_size(t);
     if (size > std::numeric_limits<uint64_t>::max() - offset)
-      throw std::invalid_argument("safetensors data buffer size overflows 64 bits");
+      throw InternalError("safetensors data buffer size overflows 64 bits");
     sizes.push_back(size);
     format::append_new_key(header, t.name,
                            {{"dtype", dtype_name(t.dtype)},
@@ -112,7 +112,7 @@ void write_safetensors(const std::string& path, std::vector<TensorSpec> tensors,
   try {
     json = header.dump();
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(std::string("safetensors header is not valid UTF-8: ") + e.what());
+    throw InternalError(std::string("safetensors header is not valid UTF-8: ") + e.what());
   }
   // Pad with spaces so the data buffer, and with it every tensor, starts 8-aligned.
   json.append((8 - json.size() % 8) % 8, ' ');

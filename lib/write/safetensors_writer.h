@@ -34,8 +34,8 @@ struct TensorSpec {
 /// fsynced and closed). The header lists "__metadata__" first, then the tensors in data
 /// order: element size descending, then name; the data buffer starts at a multiple of 8 so
 /// each tensor is aligned to its element size. Throws FatalError on I/O failure,
-/// std::invalid_argument for bad specs (duplicate/reserved names, negative dims, invalid
-/// UTF-8, size overflow) and std::logic_error naming the tensor when a fill writes a
+/// InternalError for bad specs (duplicate/reserved names, negative dims, invalid
+/// UTF-8, size overflow) and InternalError naming the tensor when a fill writes a
 /// wrong number of bytes.
 void write_safetensors(const std::string& path, std::vector<TensorSpec> tensors,
                        const std::map<std::string, std::string>& metadata);

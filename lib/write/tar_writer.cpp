@@ -151,12 +151,12 @@ uint64_t TarWriter::bytes_if_added(std::string_view member_name, uint64_t data_s
 }
 
 uint64_t TarWriter::add(std::string_view member_name, std::span<const uint8_t> data) {
-  if (member_name.empty()) throw std::invalid_argument("tar member name is empty");
+  if (member_name.empty()) throw InternalError("tar member name is empty");
   if (member_name.find('\0') != std::string_view::npos)
-    throw std::invalid_argument("tar member name contains a NUL byte");
+    throw InternalError("tar member name contains a NUL byte");
   if (member_name.back() == '/')
-    throw std::invalid_argument("tar member name '" + std::string(member_name) +
-                                "' ends with '/', which readers take for a directory");
+    throw InternalError("tar member name '" + std::string(member_name) +
+                        "' ends with '/', which readers take for a directory");
 
   const std::string pax = pax_records(member_name, data.size());
   std::vector<uint8_t> head;

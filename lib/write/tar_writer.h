@@ -22,7 +22,7 @@ class TarWriter {
   TarWriter(std::string path, uint64_t size, uint32_t crc);
 
   /// Appends a regular-file member and returns the file offset where its data begins.
-  /// Throws FatalError on I/O failure, std::invalid_argument for an empty name, one
+  /// Throws FatalError on I/O failure, InternalError for an empty name, one
   /// containing a NUL byte or one ending with '/'.
   uint64_t add(std::string_view member_name, std::span<const uint8_t> data);
 

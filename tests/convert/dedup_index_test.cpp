@@ -58,8 +58,8 @@ TEST_CASE("the band index finds what comparing with every hash finds") {
     }
     CHECK(index.size() == hashes.size());
   }
-  CHECK_THROWS_AS(NearIndex(33), std::invalid_argument);
-  CHECK_THROWS_AS(NearIndex(-1), std::invalid_argument);
+  CHECK_THROWS_AS(NearIndex(33), tarmac::InternalError);
+  CHECK_THROWS_AS(NearIndex(-1), tarmac::InternalError);
 }
 
 TEST_CASE("the dedup index finds exact, near and other datasets' duplicates") {

@@ -4,10 +4,12 @@
 #include <zlib.h>
 
 #include <catch2/catch.hpp>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
+#include "common/error.h"
 #include "format/manifest.h"
 #include "support/temp_dir.h"
 
@@ -157,5 +159,5 @@ TEST_CASE(
   CHECK(m.options == json::object());
   CHECK(m.inputs == json::array());
   REQUIRE(format::count_problems(m).size() == 1);
-  CHECK_THROWS_AS(format::sealed_manifest_text(m), std::logic_error);
+  CHECK_THROWS_AS(format::sealed_manifest_text(m), tarmac::InternalError);
 }

@@ -426,7 +426,7 @@ class HabitsTest(fx.TmpCase):
             f.seek(700)
             f.write(bytes([b[0] ^ 0xFF]))
         p = fx.run(["verify", ds, "--json"])
-        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.returncode, 3)
         self.assertFalse(json.loads(p.stdout)["ok"])
 
 
@@ -489,7 +489,7 @@ class PrintableNamesTest(fx.TmpCase):
             b = f.read(1)
             f.seek(at)
             f.write(bytes([b[0] ^ 0xFF]))
-        out, _ = self.text("verify", bad, expect=1)
+        out, _ = self.text("verify", bad, expect=3)
         self.assertIn("sample '" + self.SHOWN[0] + "'", out)
 
 

@@ -265,7 +265,7 @@ class ColumnTest(fx.TmpCase):
         path = os.path.join(out, "columns", "latents.safetensors")
         fx.flip_bit(path, 100)
         v = fx.run(["verify", out])
-        self.assertEqual(v.returncode, 1)
+        self.assertEqual(v.returncode, 3)
         self.assertIn("columns/latents.safetensors", v.stdout.decode() + v.stderr.decode())
         self.assertIn("values_crc32", v.stdout.decode() + v.stderr.decode())
         # The dataset converted again with other options: a column copied over from the old one
@@ -279,7 +279,7 @@ class ColumnTest(fx.TmpCase):
         self.merge(self.path("verify"), "fresh")
         shutil.copy(os.path.join(out, "columns", "fresh.safetensors"), os.path.join(other, "columns"))
         v = fx.run(["verify", other])
-        self.assertEqual(v.returncode, 1)
+        self.assertEqual(v.returncode, 3)
         self.assertIn("another version of the dataset", v.stdout.decode() + v.stderr.decode())
         ls = fx.run(["column", "ls", other])
         self.assertEqual(ls.returncode, 1)
@@ -298,7 +298,7 @@ class ColumnTest(fx.TmpCase):
         b, e = share(n, 0, 2)
         v = fx.run(["verify", out])
         text = v.stdout.decode() + v.stderr.decode()
-        self.assertEqual(v.returncode, 1, text)
+        self.assertEqual(v.returncode, 3, text)
         self.assertIn("column 'latent' holds %d of %d samples (rank 0 of 2 complete; ranks 1 missing)" % (e - b, n),
                       text)
         self.assertIn("run derive for the missing ranks, then `tarmac column merge %s latent`" % out, text)
@@ -308,14 +308,14 @@ class ColumnTest(fx.TmpCase):
         write_part(out, "latent", 1, 2, outs, n=n, complete=False, skip=range(b1 + 3, e1))
         v = fx.run(["verify", out])
         text = v.stdout.decode() + v.stderr.decode()
-        self.assertEqual(v.returncode, 1, text)
+        self.assertEqual(v.returncode, 3, text)
         self.assertIn("holds %d of %d samples" % (e - b + 3, n), text)
         self.assertIn("rank 1 unfinished at 3 of %d" % (e1 - b1), text)
         # Both complete, not merged: still not part of the dataset.
         write_part(out, "latent", 1, 2, outs, n=n)
         v = fx.run(["verify", out])
         text = v.stdout.decode() + v.stderr.decode()
-        self.assertEqual(v.returncode, 1, text)
+        self.assertEqual(v.returncode, 3, text)
         self.assertIn("column 'latent' is not merged: its 2 ranks hold all %d samples" % n, text)
         self.merge(out, "latent")
         v = fx.run(["verify", out])
@@ -341,7 +341,7 @@ class ColumnTest(fx.TmpCase):
         # Deleted: verify says so, naming the column and how to go on.
         os.remove(path)
         v = fx.run(["verify", out])
-        self.assertEqual(v.returncode, 1)
+        self.assertEqual(v.returncode, 3)
         self.assertIn("is missing", v.stdout.decode())
         self.assertIn("column rm a", v.stdout.decode())
         # Derived again from other outputs: the new file is recorded.
@@ -352,7 +352,7 @@ class ColumnTest(fx.TmpCase):
         # Replaced by the first one, a valid column file of this dataset: not the recorded file.
         shutil.copy(saved, path)
         v = fx.run(["verify", out])
-        self.assertEqual(v.returncode, 1)
+        self.assertEqual(v.returncode, 3)
         self.assertIn("replaced after it was merged", v.stdout.decode())
         # Removed with column rm (the record goes too), then copied in: not recorded.
         self.assertEqual(fx.run(["column", "rm", out, "a"]).returncode, 0)
@@ -361,7 +361,7 @@ class ColumnTest(fx.TmpCase):
         self.assertEqual(fx.run(["verify", out]).returncode, 0)
         shutil.copy(saved, path)
         v = fx.run(["verify", out])
-        self.assertEqual(v.returncode, 1)
+        self.assertEqual(v.returncode, 3)
         self.assertIn("not recorded in manifest.json", v.stdout.decode())
         # A record whose file is gone can be removed with column rm alone.
         write_part(out, "b", 0, 1, first, n=n)
@@ -387,7 +387,7 @@ class ColumnTest(fx.TmpCase):
         self.assertFalse(os.path.exists(os.path.join(out, "columns", "a.parts")))
         self.assertIn("no columns", fx.run(["column", "ls", out]).stdout.decode())
         bad = fx.run(["column", "merge", out, "__x"])
-        self.assertEqual(bad.returncode, 1)
+        self.assertEqual(bad.returncode, 2)  # a usage error, as every UsageError is
         self.assertIn("not a column name", bad.stderr.decode())
 
 

@@ -197,7 +197,7 @@ class NpyDenseTest(fx.TmpCase):
             f.seek(off + 10)
             f.write(b"{'descr': '>i4'")
         p = fx.run(["verify", ds.out, "--decode"])
-        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.returncode, 3)
         self.assertIn("dtype '>i4'", p.stdout.decode() + p.stderr.decode())
 
 

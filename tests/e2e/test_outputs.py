@@ -190,7 +190,7 @@ class OutputsTest(fx.TmpCase):
         doc = self.run_json(["cat", out, "s/02", "--json"], expect=1)
         self.assertIn("is not JSON", doc["error"]["message"])
         self.assertEqual(self.run_json(["cat", out, "s/01", "--labels"])["labels"], expected_labels(1))
-        v = self.run_json(["verify", out, "--json"], expect=1)
+        v = self.run_json(["verify", out, "--json"], expect=3)
         self.assertFalse(v["ok"])
         self.assertIn({"file": "labels.safetensors", "sample": "s/02",
                        "problem": "field 'tags' (kind json) holds text that is not JSON"}, v["problems"])

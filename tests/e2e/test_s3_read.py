@@ -347,7 +347,7 @@ class S3Datasets(fx.TmpCase):
         data[3000] ^= 0x01  # inside a blob
         self.s3.put_object(Bucket=BUCKET, Key="flipped/" + self.shards[1], Body=bytes(data))
         p = self.tarmac_cli("verify", f"s3://{BUCKET}/flipped/")
-        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertEqual(p.returncode, 3, p.stdout)
         out = p.stdout.decode()
         self.assertIn(f"{self.shards[1]}: sample", out)
         self.assertIn("CRC-32", out)
@@ -376,7 +376,7 @@ class S3Datasets(fx.TmpCase):
             data[int(off) + 7] ^= 0x10
         self.s3.put_object(Bucket=BUCKET, Key="spot/" + self.shards[1], Body=bytes(data))
         p = self.tarmac_cli("verify", "--sample", str(N // 2), f"s3://{BUCKET}/spot/")
-        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertEqual(p.returncode, 3, p.stdout)
         self.assertIn(f"{self.shards[1]}: sample", p.stdout.decode())
         self.assertIn(f"({N // 2} spot-checked, --sample)", p.stdout.decode())
 

@@ -84,7 +84,7 @@ class VerifyTest(fx.TmpCase):
             self.assertGreater(r["shards"], 1)
 
     def flip_each(self, targets, seed):
-        """Flips one byte at each (file, position) in turn; verify must exit 1 every time."""
+        """Flips one byte at each (file, position) in turn; verify must exit 3 (damage found) every time."""
         rng = random.Random(seed)
         for name, pos in targets:
             path = os.path.join(self.out, name)
@@ -99,10 +99,10 @@ class VerifyTest(fx.TmpCase):
                 with open(path, "r+b") as f:
                     f.seek(pos)
                     f.write(old)
-            self.assertEqual(p.returncode, 1, f"flip of byte {pos} of {name} not found:\n{p.stdout.decode(errors='replace')}")
+            self.assertEqual(p.returncode, 3, f"flip of byte {pos} of {name} not found:\n{p.stdout.decode(errors='replace')}")
 
     def test_any_flipped_byte_is_found(self):
-        # Through the CLI (exit code 1); tests/check/verify_test.cpp flips 300 more in-process.
+        # Through the CLI (exit code 3); tests/check/verify_test.cpp flips 300 more in-process.
         rng = random.Random(1)
         files = sorted(f for f in os.listdir(self.out) if not f.startswith("."))
         sizes = {f: os.path.getsize(os.path.join(self.out, f)) for f in files}
@@ -129,10 +129,10 @@ class VerifyTest(fx.TmpCase):
         shutil.copytree(self.out, d)
         return d
 
-    def expect_failure(self, d, *words):
+    def expect_failure(self, d, *words, code=3):
         p = verify(d)
         text = p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
-        self.assertEqual(p.returncode, 1, text)
+        self.assertEqual(p.returncode, code, text)
         for w in words:
             self.assertIn(w, text)
         self.assertNotIn("Traceback", text)
@@ -160,14 +160,14 @@ class VerifyTest(fx.TmpCase):
         os.remove(os.path.join(d, "manifest.json"))
         self.expect_failure(d, "manifest.json")
         d = self.broken_copy("no_labels")
-        os.remove(os.path.join(d, "labels.safetensors"))
-        self.expect_failure(d, "not a tarmac dataset")
+        os.remove(os.path.join(d, "labels.safetensors"))  # its manifest is there: damaged
+        self.expect_failure(d, "labels.safetensors: is missing", "manifest.json is there")
 
     def test_not_a_dataset(self):
         empty = tempfile.mkdtemp(dir=self.tmp)
-        self.expect_failure(empty, "not a tarmac dataset")
-        self.expect_failure(os.path.join(self.tmp, "nonexistent"), "not a directory")
-        self.expect_failure(self.inputs[0], "not a directory")
+        self.expect_failure(empty, "not a tarmac dataset", code=1)  # no dataset: 1, not 3
+        self.expect_failure(os.path.join(self.tmp, "nonexistent"), "not a directory", code=1)
+        self.expect_failure(self.inputs[0], "not a directory", code=1)
 
     def test_reports_sample_key(self):
         d = self.broken_copy("bad_image")
@@ -179,7 +179,7 @@ class VerifyTest(fx.TmpCase):
             f.seek(off + 40)
             f.write(bytes([b[0] ^ 0xFF]))
         p = verify(d, "--json")
-        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.returncode, 3)
         r = json.loads(p.stdout)
         self.assertFalse(r["ok"])
         self.assertIn(ds.keys[3], [x["sample"] for x in r["problems"]])

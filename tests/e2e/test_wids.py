@@ -139,13 +139,13 @@ class ShardListTest(fx.TmpCase):
         with open(path, "w") as f:
             json.dump(doc, f)
         p = fx.run(["verify", ds.out])
-        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.returncode, 3)
         err = p.stdout.decode() + p.stderr.decode()
         self.assertIn("shardlist.json", err)
         self.assertIn(f"has nsamples {doc['shardlist'][0]['nsamples']}", err)
         os.remove(path)
         p = fx.run(["verify", ds.out])
-        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.returncode, 3)
         self.assertIn("shardlist.json", p.stdout.decode() + p.stderr.decode())
         with open(path, "w") as f:
             f.write(original)

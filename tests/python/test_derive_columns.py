@@ -185,7 +185,7 @@ class DeriveChainTest(unittest.TestCase):
         path = os.path.join(out, "columns", "latents.safetensors")
         fx.flip_bit(path, 40, 0x40)
         v = subprocess.run([TARMAC, "verify", out], capture_output=True)
-        self.assertEqual(v.returncode, 1)
+        self.assertEqual(v.returncode, 3)
         self.assertIn("latents.safetensors", v.stdout.decode() + v.stderr.decode())
 
     def test_reconverted_dataset_refuses_the_old_column(self):
@@ -204,7 +204,7 @@ class DeriveChainTest(unittest.TestCase):
         self.assertIn("another version of the dataset", m.stderr.decode())
         shutil.copy(os.path.join(out, "columns", "latents.safetensors"), os.path.join(again, "columns"))
         v = subprocess.run([TARMAC, "verify", again], capture_output=True)
-        self.assertEqual(v.returncode, 1)
+        self.assertEqual(v.returncode, 3)
         self.assertIn("another version of the dataset", v.stdout.decode() + v.stderr.decode())
         with self.assertRaises(tarmac.TarmacError) as e:
             tarmac.Dataset(again).derived_value("latents", 0)

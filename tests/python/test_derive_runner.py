@@ -299,7 +299,7 @@ class DeriveRunnerTest(unittest.TestCase):
             for name in ("nl\n", "-x"):
                 with self.subTest(cli=args[1], name=name):
                     p = subprocess.run([TARMAC, *args, out, "--", name], capture_output=True, timeout=60)
-                    self.assertEqual(p.returncode, 1, p.stderr.decode())
+                    self.assertEqual(p.returncode, 2, p.stderr.decode())  # a usage error
                     self.assertIn(repr(name) + " is not a column name", p.stderr.decode())  # escaped alike
             p = subprocess.run([TARMAC, *args, out, "a"], capture_output=True, timeout=60)
             self.assertNotIn("not a column name", p.stderr.decode())  # a valid name, only no such column

@@ -456,7 +456,7 @@ TEST_CASE("encode_image: round trips") {
     CHECK(bytes[23] == view.at<cv::Vec3b>(1, 3)[0]);
   }
   SECTION("keep has nothing to encode") {
-    CHECK_THROWS_AS(tarmac::encode_image(img, OutputFormat::Keep, 0), std::logic_error);
+    CHECK_THROWS_AS(tarmac::encode_image(img, OutputFormat::Keep, 0), tarmac::InternalError);
   }
 }
 

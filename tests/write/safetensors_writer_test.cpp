@@ -163,14 +163,15 @@ TEST_CASE("safetensors: no tensors at all is a valid file") {
   CHECK(h.data_start == file.bytes().size());
 }
 
-TEST_CASE("safetensors: a fill writing the wrong byte count is a logic_error naming the tensor") {
+TEST_CASE(
+    "safetensors: a fill writing the wrong byte count is an InternalError naming the tensor") {
   TempDir dir;
   std::vector<TensorSpec> short_fill;
   short_fill.push_back({"labels/short", DType::F32, {2}, fill_with<float>({1.0f})});
   try {
     tarmac::write_safetensors(dir.file("a"), short_fill, {});
-    FAIL("expected logic_error");
-  } catch (const std::logic_error& e) {
+    FAIL("expected InternalError");
+  } catch (const tarmac::InternalError& e) {
     CHECK_THAT(e.what(), Catch::Contains("labels/short") && Catch::Contains("4 bytes") &&
                              Catch::Contains("need 8"));
   }
@@ -188,14 +189,14 @@ TEST_CASE("safetensors: bad specs are refused before anything is written") {
     return v;
   };
   CHECK_THROWS_AS(tarmac::write_safetensors(dir.file("a"), one("x", {-1}), {}),
-                  std::invalid_argument);
+                  tarmac::InternalError);
   CHECK_THROWS_AS(tarmac::write_safetensors(dir.file("a"), one("__metadata__", {0}), {}),
-                  std::invalid_argument);
+                  tarmac::InternalError);
   CHECK_THROWS_AS(
       tarmac::write_safetensors(dir.file("a"), one("x", {1 << 30, 1 << 30, 1 << 30}), {}),
-      std::invalid_argument);
+      tarmac::InternalError);
   CHECK_THROWS_AS(tarmac::write_safetensors(dir.file("a"), one("bad\xff", {0}), {}),
-                  std::invalid_argument);
+                  tarmac::InternalError);
   auto dup = one("x", {0});
   dup.push_back(dup.front());
   CHECK_THROWS_WITH(tarmac::write_safetensors(dir.file("a"), dup, {}), Catch::Contains("'x'"));
