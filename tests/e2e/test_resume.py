@@ -182,6 +182,33 @@ class ResumeTest(fx.TmpCase):
         self.assert_same_as_ref(old)
         self.assertEqual(fx.run(["verify", old]).returncode, 0)
 
+    def test_a_checkpoint_of_the_previous_format_resumes(self):
+        """The checkpoint an earlier tarmac left (tests/data/checkpoint_v1, its README says how it
+        was made: format version 1, counts as a list, the schema as text) is resumed to the
+        bytes of an uninterrupted run."""
+        fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "checkpoint_v1")
+        work = self.path("checkpoint_v1")
+        shutil.copytree(fixture, work)
+        os.utime(os.path.join(work, "in.tar"), ns=(1700000000 * 10**9, 1700000000 * 10**9))
+        with open(os.path.join(work, "out", ".tarmac-partial", "checkpoint.json")) as f:
+            self.assertEqual(json.load(f)["tarmac_checkpoint"], 1)
+        args = ["convert", "in.tar", "--crop", "center", "--size", "16", "--points", "pt",
+                "--shard-size", "4K", "-j", "1", "--on-error", "skip"]
+        ref = subprocess.run([fx.TARMAC, *args, "-o", "ref"], cwd=work, capture_output=True)
+        self.assertEqual(ref.returncode, 0, ref.stderr.decode())
+        p = subprocess.run([fx.TARMAC, *args, "-o", "out", "--resume"], cwd=work, capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertIn("7 sample(s) were already converted", p.stderr.decode())
+        out, ref = os.path.join(work, "out"), os.path.join(work, "ref")
+        names = self.files(ref)
+        self.assertEqual(names, self.files(out))
+        self.assertGreater(len(names), 4)  # the checkpoint's 3 closed shards and more
+        _, mismatch, errors = filecmp.cmpfiles(out, ref, names, shallow=False)
+        self.assertEqual((mismatch, errors), ([], []))
+        m = self.manifest(out)
+        self.assertEqual((m["counts"]["samples"], [s["sample"] for s in m["skipped"]]), (11, ["s/07"]))
+        self.assertEqual(fx.run(["verify", out]).returncode, 0)
+
     def test_resume_twice_in_a_row(self):
         out = self.path("killed-twice")
         first = self.kill_after(out, 60)
