@@ -211,12 +211,12 @@ VerifyReport verify_dataset(const VerifyOptions& o,
   const bool partial = fs::exists(dir / format::kStagingDir, ec);
   r.found = fs::exists(dir / kLabels, ec) || fs::exists(dir / kManifest, ec);
   if (!fs::exists(dir / kLabels, ec)) {
-    problems.push_back(
-        {kLabels, "",
-         r.found ? std::string("is missing, though ") + kManifest +
-                       " is there: the dataset is damaged, or a copy of it is incomplete"
-                 : std::string("is missing: '") + r.dir + "' is not a tarmac dataset" +
-                       (partial ? " (a conversion into it did not finish)" : "")});
+    problems.push_back({kLabels, "",
+                        r.found
+                            ? std::string("is missing, though ") + kManifest +
+                                  " is there: the dataset is damaged, or a copy of it is incomplete"
+                            : std::string("is missing: '") + r.dir + "' is not a tarmac dataset" +
+                                  (partial ? " (a conversion into it did not finish)" : "")});
     return done();
   }
   if (partial)

@@ -24,39 +24,24 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 using namespace format;
 
-json load_checkpoint(const fs::path& path) {
+Checkpoint load_checkpoint(const fs::path& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  const ManifestSeal seal = check_seal(text.str(), kCheckpointSealKey);
-  if (seal.state == ManifestSeal::State::Malformed || seal.state == ManifestSeal::State::Wrong)
-    throw FatalError("cannot resume from '" + path.string() +
-                     "': it was changed or damaged since the run wrote it (" +
-                     (seal.state == ManifestSeal::State::Wrong
-                          ? "its CRC-32 is " + seal.computed + ", its seal says " + seal.said
-                          : std::string("its seal is malformed")) +
-                     "); what it says cannot be trusted: run again with --overwrite to start over");
+  if (!in) throw FatalError("cannot resume from '" + path.string() + "': it cannot be read");
   try {
-    json cp = json::parse(text.str());
-    if (cp.at("tarmac_checkpoint").get<int>() != 1) throw FatalError("unknown version");
-    cp.erase(std::string(kCheckpointSealKey));
-    return cp;
-  } catch (const std::exception& e) {
+    return parse_checkpoint(text.str());
+  } catch (const ParseError& e) {
     throw FatalError("cannot resume from '" + path.string() + "': " + e.what() +
-                     "; run again without --resume");
+                     ": run again with --overwrite to start over");
   }
-}
-
-std::string sealed_checkpoint_text(json checkpoint) {
-  checkpoint[std::string(kCheckpointSealKey)] = "00000000";
-  return seal_text(checkpoint.dump(), kCheckpointSealKey);
 }
 
 std::optional<uint64_t> checkpoint_samples(const fs::path& staging) {
   std::error_code ec;
   if (!fs::is_regular_file(staging / kCheckpointFile, ec)) return std::nullopt;
   try {
-    return load_checkpoint(staging / kCheckpointFile).at("writer").at("samples").get<uint64_t>();
+    return load_checkpoint(staging / kCheckpointFile).writer.samples;
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -166,8 +151,8 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
     const bool has_labels = fs::exists(out / kLabelsFile, ec);
     if (o.run.resume && fs::exists(staging / kCheckpointFile, ec) &&
         (!has_labels || o.run.overwrite)) {
-      json cp = load_checkpoint(staging / kCheckpointFile);
-      std::vector<std::string> names = cp.at("writer").at("shards").get<std::vector<std::string>>();
+      Checkpoint cp = load_checkpoint(staging / kCheckpointFile);
+      const std::vector<std::string> names = cp.writer.shards;
       // What the run may have published (its checkpoint's shards, then its manifest) and the
       // old dataset --overwrite replaces are its own; a file named so besides is the user's,
       // put there since the kill: refused, as a new run refuses it.
@@ -197,10 +182,9 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
       // The annotation file is published last, after every shard left staging: with a shard
       // of the checkpoint still there, it is not the interrupted run's.
       if (fs::is_regular_file(staging / kCheckpointFile, ec)) {
-        const json cp = load_checkpoint(staging / kCheckpointFile);
-        for (const auto& n : cp.at("writer").at("shards"))
-          if (n.is_string() && fs::exists(staging / n.get<std::string>(), ec))
-            refuse_foreign_files(out, {});
+        const Checkpoint cp = load_checkpoint(staging / kCheckpointFile);
+        for (const auto& n : cp.writer.shards)
+          if (fs::exists(staging / n, ec)) refuse_foreign_files(out, {});
       }
       r.complete = true;
       return r;
@@ -222,10 +206,9 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
       // A shard it published was moved out of staging by rename: one still in staging, or
       // of another size than the checkpoint's, is not the run's (a user's file named so).
       if (fs::is_regular_file(staging / kCheckpointFile, ec)) try {
-          const json cp = load_checkpoint(staging / kCheckpointFile);  // outlives the loop
-          const json& w = cp.at("writer");
-          const auto names = w.at("shards").get<std::vector<std::string>>();
-          const auto sizes = w.at("shard_sizes").get<std::vector<uint64_t>>();
+          const Checkpoint cp = load_checkpoint(staging / kCheckpointFile);
+          const auto& names = cp.writer.shards;
+          const auto& sizes = cp.writer.shard_sizes;
           for (size_t i = 0; i < names.size() && i < sizes.size(); ++i)
             if (is_shard_name(names[i]) && !fs::exists(staging / names[i], ec) &&
                 fs::file_size(out / names[i], ec) == sizes[i] && !ec)
@@ -375,29 +358,19 @@ json run_fingerprint(const ConvertOptions& o, const std::vector<std::string>& in
   return fp;
 }
 
-json read_position(const ReadMark& mark, const std::vector<InputInfo>& inputs) {
-  json done = json::array();
-  for (uint32_t j = 0; j < mark.input; ++j) done.push_back({inputs[j].bytes_read, inputs[j].crc32});
-  return {{"input", mark.input},
-          {"bytes", mark.bytes},
-          {"crc32", mark.crc32},
-          {"end", mark.at_end},
-          {"done", std::move(done)}};
+CheckpointRead read_position(const ReadMark& mark, const std::vector<InputInfo>& inputs) {
+  CheckpointRead r{mark.input, mark.bytes, mark.crc32, mark.at_end, {}};
+  for (uint32_t j = 0; j < mark.input; ++j)
+    r.done.emplace_back(inputs[j].bytes_read, inputs[j].crc32);
+  return r;
 }
 
-std::optional<ReadExpectation> read_expectation(const json& cp) {
-  if (!cp.contains("read") || cp["read"].is_null()) return std::nullopt;
-  try {
-    const json& r = cp["read"];
-    ReadExpectation e;
-    e.mark = {r.at("input").get<uint32_t>(), r.at("bytes").get<uint64_t>(),
-              r.at("crc32").get<uint32_t>(), r.at("end").get<bool>()};
-    e.done = r.at("done").get<std::vector<std::pair<uint64_t, uint32_t>>>();
-    return e;
-  } catch (const json::exception& e) {
-    throw FatalError(std::string("cannot resume: the checkpoint's read position cannot be read (") +
-                     e.what() + "); run again with --overwrite to start again");
-  }
+std::optional<ReadExpectation> read_expectation(const Checkpoint& cp) {
+  if (!cp.read) return std::nullopt;
+  ReadExpectation e;
+  e.mark = {cp.read->input, cp.read->bytes, cp.read->crc32, cp.read->end};
+  e.done = cp.read->done;
+  return e;
 }
 
 namespace {
@@ -442,9 +415,9 @@ std::string dedup_against_diff(const json& then, const json& now) {
 
 // Refuses to resume a run whose options or inputs differ from the interrupted one's, naming
 // the first difference; then removes from staging whatever came after the checkpoint.
-void check_resumable(const json& cp, const json& now, const fs::path& staging,
+void check_resumable(const Checkpoint& cp, const json& now, const fs::path& staging,
                      const std::vector<std::string>& uploaded) {
-  const json& then = cp.at("run");
+  const json& then = cp.run;
   std::string diff;
   if (then.at("version") != now.at("version")) {
     diff = "it was written by tarmac " + then.at("version").get<std::string>();
@@ -477,14 +450,9 @@ void check_resumable(const json& cp, const json& now, const fs::path& staging,
                      ". Resume with the same inputs and options, or run without --resume to "
                      "start again");
 
-  const json& w = cp.at("writer");
-  const auto names = w.at("shards").get<std::vector<std::string>>();
-  const auto sizes = w.at("shard_sizes").get<std::vector<uint64_t>>();
-  if (sizes.size() + (w.value("open_shard", json()).is_null() ? 0 : 1) != names.size())
-    throw FatalError("cannot resume from '" + (staging / kCheckpointFile).string() +
-                     "': it is inconsistent (it lists " + std::to_string(names.size()) +
-                     " shard(s) and the sizes of " + std::to_string(sizes.size()) +
-                     "); run again with --overwrite to start over");
+  // (parse_checkpoint checked that the closed shards have a size each)
+  const auto& names = cp.writer.shards;
+  const auto& sizes = cp.writer.shard_sizes;
   std::error_code ec;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (std::find(uploaded.begin(), uploaded.end(), names[i]) != uploaded.end()) continue;

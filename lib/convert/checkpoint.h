@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "convert/convert_options.h"
+#include "format/checkpoint.h"
 #include "source/input_reader.h"
 
 namespace tarmac {
@@ -17,7 +18,7 @@ struct Table;
 /// What prepare_output found in the output directory.
 struct PreparedOutput {
   /// The checkpoint to resume from (--resume, when an interrupted run left one).
-  std::optional<nlohmann::ordered_json> checkpoint;
+  std::optional<format::Checkpoint> checkpoint;
   /// --resume found a finished dataset: nothing to do.
   bool complete = false;
   /// The old dataset's files that publishing replaces (--overwrite): its annotation file,
@@ -46,13 +47,9 @@ void refuse_inputs_inside_remote_output(const ConvertOptions& o, const std::stri
 /// cannot be read.
 std::optional<uint64_t> checkpoint_samples(const std::filesystem::path& staging);
 
-/// The checkpoint.json at `path`, parsed once its seal (format::kCheckpointSealKey) is checked:
-/// one edited or damaged since the run wrote it is refused, as is an unknown version; one of
-/// an earlier tarmac, written before checkpoints were sealed, has no seal and is read. Throws
-/// FatalError ("cannot resume from 'PATH': ...").
-nlohmann::ordered_json load_checkpoint(const std::filesystem::path& path);
-/// Its text, sealed: what RunRecorder writes.
-std::string sealed_checkpoint_text(nlohmann::ordered_json checkpoint);
+/// The checkpoint.json at `path`, read by its one parser (format::parse_checkpoint: the seal,
+/// every supported version). Throws FatalError ("cannot resume from 'PATH': ...").
+format::Checkpoint load_checkpoint(const std::filesystem::path& path);
 
 /// Every option that shapes the output, typed, under the name of its flag ("--size": [w, h]):
 /// what resume and merge compare, whoever fills ConvertOptions (the CLI or a library caller).
@@ -71,16 +68,16 @@ nlohmann::ordered_json run_fingerprint(const ConvertOptions& o,
 /// What a checkpoint records of where the reader stood after the last sample it covers: `mark`,
 /// and the bytes and CRC-32 of every input before mark.input (`inputs`: the reader's, final up
 /// to there).
-nlohmann::ordered_json read_position(const ReadMark& mark, const std::vector<InputInfo>& inputs);
+format::CheckpointRead read_position(const ReadMark& mark, const std::vector<InputInfo>& inputs);
 
 /// The read_position a checkpoint recorded, for InputReader::expect; nullopt when it recorded
-/// none (no sample yet). Throws FatalError when it cannot be read.
-std::optional<ReadExpectation> read_expectation(const nlohmann::ordered_json& checkpoint);
+/// none (no sample yet).
+std::optional<ReadExpectation> read_expectation(const format::Checkpoint& checkpoint);
 
 /// Refuses (FatalError) to resume a run whose fingerprint differs from the checkpoint's,
 /// naming the first difference; then removes from staging whatever came after the checkpoint.
 /// `uploaded`: closed shards already on the server (-o s3://), whose local copies may be gone.
-void check_resumable(const nlohmann::ordered_json& checkpoint, const nlohmann::ordered_json& now,
+void check_resumable(const format::Checkpoint& checkpoint, const nlohmann::ordered_json& now,
                      const std::filesystem::path& staging,
                      const std::vector<std::string>& uploaded = {});
 

@@ -416,7 +416,7 @@ OpenOutput open_output(const ConvertOptions& o, const RunPlan& plan, const fs::p
         open.prepared.complete = true;
         return open;
       }
-      if (cp) uploaded = remote->check_uploaded(cp->at("writer"));
+      if (cp) uploaded = remote->check_uploaded(cp->writer);
     } catch (...) {
       remote.reset();
       std::error_code ec;
@@ -426,7 +426,7 @@ OpenOutput open_output(const ConvertOptions& o, const RunPlan& plan, const fs::p
   }
   if (cp) {
     check_resumable(*cp, plan.fingerprint, staging, uploaded);
-    open.resume_entries = cp->at("entries").get<uint64_t>();
+    open.resume_entries = cp->entries;
   }
   return open;
 }
@@ -788,7 +788,7 @@ ConvertResult convert(const ConvertOptions& options) {
     result.already_complete = true;
     return result;
   }
-  const std::optional<json>& cp = open.prepared.checkpoint;
+  const std::optional<format::Checkpoint>& cp = open.prepared.checkpoint;
   try {
     InputReaderOptions ro;
     ro.pipe_runs = plan.pipe_runs;
@@ -801,7 +801,7 @@ ConvertResult convert(const ConvertOptions& options) {
     InputReader reader(plan.part_inputs, ro);
     if (cp)
       if (auto expected = read_expectation(*cp)) reader.expect(std::move(*expected));
-    DatasetWriter writer(o, staging, cp ? &cp->at("writer") : nullptr);
+    DatasetWriter writer(o, staging, cp ? &cp->writer : nullptr);
     if (cp) {
       result.resumed = true;
       result.resumed_samples = writer.samples();

@@ -14,14 +14,11 @@ namespace {
 
 // The run's column spill file in `dir`: new, or cut back to where the checkpoint being resumed
 // from (`resume`, the writer's part of it; null for a fresh run) left it.
-std::unique_ptr<ColumnStore> open_store(const fs::path& dir, const json* resume) {
+std::unique_ptr<ColumnStore> open_store(const fs::path& dir,
+                                        const format::CheckpointWriter* resume) {
   const std::string path = (dir / format::kSpillFile).string();
   if (!resume) return std::make_unique<ColumnStore>(path);
-  if (!resume->contains("spill"))
-    throw FatalError("cannot resume: the checkpoint in '" + dir.string() +
-                     "' was written by an earlier tarmac (a spill file per column); run again "
-                     "with --overwrite");
-  return std::make_unique<ColumnStore>(path, resume->at("spill").get<uint64_t>());
+  return std::make_unique<ColumnStore>(path, resume->spill);
 }
 
 // How the image of every sample is stored under --format.
@@ -77,7 +74,8 @@ struct DatasetWriter::BlobColumns {
   }
 };
 
-DatasetWriter::DatasetWriter(const ConvertOptions& o, fs::path staging, const json* resume)
+DatasetWriter::DatasetWriter(const ConvertOptions& o, fs::path staging,
+                             const format::CheckpointWriter* resume)
     : o_(o),
       staging_(std::move(staging)),
       schema_(o.labels.ragged, declared_kinds(o.transform)),
@@ -90,54 +88,45 @@ DatasetWriter::DatasetWriter(const ConvertOptions& o, fs::path staging, const js
     for (const auto& m : o.transform.masks) blobs_.emplace_back("__" + m + "__", *store_);
   }
   if (!resume) return;
-  schema_.restore(resume->at("schema").get<std::string>());
-  samples_ = resume->at("samples").get<uint64_t>();
-  blob_bytes_ = resume->at("blob_bytes").get<uint64_t>();
-  key_bytes_ = resume->at("key_bytes").get<uint64_t>();
-  shard_names_ = resume->at("shards").get<std::vector<std::string>>();
-  shard_crcs_ = resume->at("shard_crcs").get<std::vector<uint32_t>>();
-  shard_sizes_ = resume->at("shard_sizes").get<std::vector<uint64_t>>();
-  if (!resume->contains("shard_samples"))
-    throw FatalError("cannot resume: the checkpoint in '" + staging_.string() +
-                     "' was written by an earlier tarmac (it lacks the samples per shard); run "
-                     "again with --overwrite");
-  shard_samples_ = resume->at("shard_samples").get<std::vector<uint64_t>>();
-  if (shard_samples_.size() != shard_names_.size())
-    throw FatalError("cannot resume: the checkpoint in '" + staging_.string() +
-                     "' is inconsistent (samples per shard); run again with --overwrite");
-  open_label_columns(resume);
+  // parse_checkpoint checked the shard lists against each other.
+  schema_.restore(resume->schema);
+  samples_ = resume->samples;
+  blob_bytes_ = resume->blob_bytes;
+  key_bytes_ = resume->key_bytes;
+  shard_names_ = resume->shards;
+  shard_crcs_ = resume->shard_crcs;
+  shard_sizes_ = resume->shard_sizes;
+  shard_samples_ = resume->shard_samples;
+  open_label_columns(true);
   store_->check_records(samples_);
-  if (const json& open = resume->at("open_shard"); !open.is_null())
+  if (resume->open_shard)
     tar_ = std::make_unique<TarWriter>((staging_ / shard_names_.back()).string(),
-                                       open.at("size").get<uint64_t>(),
-                                       open.at("crc32").get<uint32_t>());
+                                       resume->open_shard->size, resume->open_shard->crc32);
 }
 
 DatasetWriter::~DatasetWriter() = default;
 
-json DatasetWriter::checkpoint() {
-  json j;
-  j["samples"] = samples_;
-  j["blob_bytes"] = blob_bytes_;
-  j["key_bytes"] = key_bytes_;
-  j["shards"] = shard_names_;
-  j["shard_crcs"] = shard_crcs_;
-  j["shard_sizes"] = shard_sizes_;
-  j["shard_samples"] = shard_samples_;
+format::CheckpointWriter DatasetWriter::checkpoint() {
+  format::CheckpointWriter w;
+  w.samples = samples_;
+  w.blob_bytes = blob_bytes_;
+  w.key_bytes = key_bytes_;
+  w.shards = shard_names_;
+  w.shard_crcs = shard_crcs_;
+  w.shard_sizes = shard_sizes_;
+  w.shard_samples = shard_samples_;
   if (tar_) {
     tar_->sync();
-    j["open_shard"] = {{"size", tar_->size()}, {"crc32", tar_->crc32()}};
-  } else {
-    j["open_shard"] = nullptr;
+    w.open_shard = format::CheckpointOpenShard{tar_->size(), tar_->crc32()};
   }
-  j["spill"] = store_->checkpoint();
-  j["schema"] = schema_.checkpoint();
-  return j;
+  w.spill = store_->checkpoint();
+  w.schema = schema_.checkpoint();
+  return w;
 }
 
 void DatasetWriter::add(ProcessedSample& s) {
   schema_.observe(s.fields);
-  open_label_columns(nullptr);  // a field new in this sample: its column, null until now
+  open_label_columns(false);  // a field new in this sample: its column, null until now
   key_bytes_ += s.key.size();
   keys_->append(DType::U8, std::vector<int64_t>{static_cast<int64_t>(s.key.size())},
                 {reinterpret_cast<const uint8_t*>(s.key.data()), s.key.size()});
@@ -210,7 +199,7 @@ fs::path DatasetWriter::finish(const std::string& tool, const std::string& table
   return path;
 }
 
-void DatasetWriter::open_label_columns(const json* resume) {
+void DatasetWriter::open_label_columns(bool resume) {
   for (size_t i = label_cols_.size(); i < schema_.fields().size(); ++i) {
     label_cols_.push_back(&store_->add(schema_.fields()[i].name));
     if (resume) continue;

@@ -12,6 +12,7 @@
 
 #include "convert/convert_options.h"
 #include "convert/sample_processor.h"
+#include "format/checkpoint.h"
 #include "labels/schema.h"
 #include "write/column_store.h"
 #include "write/tar_writer.h"
@@ -23,11 +24,11 @@ class DatasetWriter {
   /// A new writer in `staging`, or (resume: the writer's part of a checkpoint) the one that
   /// checkpoint describes. Throws FatalError.
   DatasetWriter(const ConvertOptions& o, std::filesystem::path staging,
-                const nlohmann::ordered_json* resume);
+                const format::CheckpointWriter* resume);
   ~DatasetWriter();
 
   /// Syncs shards and spill files and returns what a resumed writer needs.
-  nlohmann::ordered_json checkpoint();
+  format::CheckpointWriter checkpoint();
   /// True once after each shard is closed: a natural point for a checkpoint.
   bool take_shard_closed() { return std::exchange(shard_closed_, false); }
   /// Checks the sample against the schema and stores it. Throws SampleError (nothing stored).
@@ -51,7 +52,7 @@ class DatasetWriter {
 
  private:
   struct BlobColumns;
-  void open_label_columns(const nlohmann::ordered_json* resume);
+  void open_label_columns(bool resume);
   void close_shard();
   void write_blobs(const ProcessedSample& s);
 

@@ -94,8 +94,8 @@ std::vector<std::string> recorded_objects(const fs::path& staging, const std::st
     for (const auto& n : r.value("finishing", json::array())) names.push_back(n.get<std::string>());
     // Shards a checkpoint covers may be sent (or half-recorded) when the run is killed.
     if (fs::is_regular_file(staging / kCheckpointFile, ec)) {
-      const json cp = load_checkpoint(staging / kCheckpointFile);  // sealed: names only ours
-      for (const auto& n : cp.at("writer").at("shards")) names.push_back(n.get<std::string>());
+      const format::Checkpoint cp = load_checkpoint(staging / kCheckpointFile);  // sealed: ours
+      for (const auto& n : cp.writer.shards) names.push_back(n);
     }
   } catch (const std::exception&) {  // unreadable: it names nothing, so nothing is replaced
     names.clear();
@@ -304,10 +304,10 @@ void RemoteOutput::refuse_foreign_objects(const std::set<std::string>& owned) {
                      "old dataset's objects. Move it away (aws s3 mv), or choose another prefix");
 }
 
-std::vector<std::string> RemoteOutput::check_uploaded(const json& w) {
-  const auto names = w.at("shards").get<std::vector<std::string>>();
-  const auto sizes = w.at("shard_sizes").get<std::vector<uint64_t>>();
-  const auto crcs = w.at("shard_crcs").get<std::vector<uint32_t>>();
+std::vector<std::string> RemoteOutput::check_uploaded(const format::CheckpointWriter& w) {
+  const auto& names = w.shards;
+  const auto& sizes = w.shard_sizes;
+  const auto& crcs = w.shard_crcs;
   std::vector<std::string> done;
   for (size_t i = 0; i < sizes.size() && i < names.size() && i < crcs.size(); ++i) {
     const std::string url = dest_.url(names[i]), crc = crc32_hex(crcs[i]);

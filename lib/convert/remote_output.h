@@ -16,6 +16,7 @@
 
 #include "convert/convert.h"
 #include "convert/dataset_writer.h"
+#include "format/checkpoint.h"
 #include "format/names.h"
 #include "remote/upload.h"
 
@@ -57,7 +58,7 @@ class RemoteOutput {
   /// the server, checked by HEAD (size and CRC-32): recorded as uploaded, their local copies
   /// deleted. Returns their names (check_resumable does not look for their local files).
   /// Throws FatalError when an upload recorded is no longer on the server as it was sent.
-  std::vector<std::string> check_uploaded(const nlohmann::ordered_json& writer);
+  std::vector<std::string> check_uploaded(const format::CheckpointWriter& writer);
 
   /// The destination's manifest.json as it is on the server (at most 1 GiB); nullopt when
   /// there is none. For the comparison of a --resume that begin() found complete.

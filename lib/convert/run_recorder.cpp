@@ -15,16 +15,16 @@ using json = nlohmann::ordered_json;
 namespace {
 
 // The log `index` of a checkpoint: cut back to where it was, or new.
-std::optional<uint64_t> log_mark(const json* resume, size_t index) {
+std::optional<uint64_t> log_mark(const format::Checkpoint* resume, size_t index) {
   if (!resume) return std::nullopt;
-  return resume->at("logs").at(index).get<uint64_t>();
+  return resume->logs.at(index);
 }
 
 }  // namespace
 
 RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerprint,
-                         const json* resume, const InputReader& reader, DatasetWriter& writer,
-                         ConvertResult& result)
+                         const format::Checkpoint* resume, const InputReader& reader,
+                         DatasetWriter& writer, ConvertResult& result)
     : o_(o),
       staging_(std::move(staging)),
       fingerprint_(std::move(fingerprint)),
@@ -37,10 +37,10 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
   if (o.dedup.enabled()) {
     std::optional<uint64_t> dedup_mark;
     if (resume) {
-      if (!resume->contains("dedup"))
+      if (!resume->dedup)
         throw FatalError("cannot resume: the checkpoint in '" + staging_.string() +
                          "' has no --dedup index; run again with --overwrite");
-      dedup_mark = resume->at("dedup").get<uint64_t>();
+      dedup_mark = *resume->dedup;
     }
     // The references as the fingerprint recorded them when the run (or the one it resumes,
     // whose fingerprint check_resumable found equal) began.
@@ -52,29 +52,26 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
         staging_ / format::kDedupIndexFile, dedup_mark, against_crc32);
   }
   if (!resume) return;
-  entries_done_ = resume->at("entries").get<uint64_t>();
-  resume_read_ = resume->value("read", json());
-  result.skipped_samples = resume->at("counts").at(0).get<uint64_t>();
-  result.ignored_members = resume->at("counts").at(1).get<uint64_t>();
-  result.duplicates = resume->at("counts").at(2).get<uint64_t>();
-  const json& counts = resume->at("counts");  // a checkpoint of tarmac 0.1 has three
-  result.no_instance_samples = counts.size() > 3 ? counts.at(3).get<uint64_t>() : 0;
-  result.duplicate_content_samples = counts.size() > 4 ? counts.at(4).get<uint64_t>() : 0;
+  entries_done_ = resume->entries;
+  resume_read_ = resume->read;
+  result.skipped_samples = resume->counts.skipped_samples;
+  result.ignored_members = resume->counts.ignored_members;
+  result.duplicates = resume->counts.duplicates;
+  result.no_instance_samples = resume->counts.no_instance_samples;
+  result.duplicate_content_samples = resume->counts.duplicate_content_samples;
 }
 
 void RunRecorder::write_checkpoint() {
-  json c;
-  c["tarmac_checkpoint"] = 1;
-  c["run"] = fingerprint_;
-  c["entries"] = entries_done_;
-  c["read"] = mark_from_run_ ? read_position(mark_, reader_.inputs()) : resume_read_;
-  c["writer"] = writer_.checkpoint();
-  c["logs"] = {skipped_.checkpoint(), ignored_.checkpoint(), duplicates_.checkpoint()};
-  c["counts"] = {result_.skipped_samples, result_.ignored_members, result_.duplicates,
-                 result_.no_instance_samples, result_.duplicate_content_samples};
-  if (dedup_) c["dedup"] = dedup_->checkpoint();
-  write_file_atomic((staging_ / format::kCheckpointFile).string(),
-                    sealed_checkpoint_text(std::move(c)));
+  format::Checkpoint c;
+  c.run = fingerprint_;
+  c.entries = entries_done_;
+  c.read = mark_from_run_ ? std::optional(read_position(mark_, reader_.inputs())) : resume_read_;
+  c.writer = writer_.checkpoint();
+  c.logs = {skipped_.checkpoint(), ignored_.checkpoint(), duplicates_.checkpoint()};
+  c.counts = {result_.skipped_samples, result_.ignored_members, result_.duplicates,
+              result_.no_instance_samples, result_.duplicate_content_samples};
+  if (dedup_) c.dedup = dedup_->checkpoint();
+  write_file_atomic((staging_ / format::kCheckpointFile).string(), format::checkpoint_text(c));
   last_checkpoint_ = Clock::now();
   if (on_checkpoint_) on_checkpoint_();
 }

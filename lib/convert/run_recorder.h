@@ -15,6 +15,7 @@
 #include "convert/dataset_writer.h"
 #include "convert/dedup_index.h"
 #include "convert/pipeline.h"
+#include "format/checkpoint.h"
 #include "source/input_reader.h"
 #include "write/json_log.h"
 
@@ -25,7 +26,7 @@ class RunRecorder {
   /// `resume`: the checkpoint this run goes on from (null for a fresh run); its counts go into
   /// `result`. `fingerprint` is what each checkpoint records of the run (run_fingerprint).
   RunRecorder(const ConvertOptions& o, std::filesystem::path staging,
-              nlohmann::ordered_json fingerprint, const nlohmann::ordered_json* resume,
+              nlohmann::ordered_json fingerprint, const format::Checkpoint* resume,
               const InputReader& reader, DatasetWriter& writer, ConvertResult& result);
 
   /// Handles the next entry in order. Throws BadSampleError naming input, sample and reason for a
@@ -67,7 +68,7 @@ class RunRecorder {
   // recorded, until it handles one).
   ReadMark mark_;
   bool mark_from_run_ = false;
-  nlohmann::ordered_json resume_read_;
+  std::optional<format::CheckpointRead> resume_read_;
   std::vector<std::string> image_sized_warned_;  // fields warned of (image_sized_labels)
   std::vector<std::string> geometry_warned_;     // fields warned of (undeclared_geometry)
   Clock::time_point last_checkpoint_ = Clock::now();

@@ -215,12 +215,12 @@ std::vector<FieldSpec> Schema::specs() const {
   return out;
 }
 
-std::string Schema::checkpoint() const {
+nlohmann::ordered_json Schema::checkpoint() const {
   nlohmann::ordered_json fields = nlohmann::ordered_json::array();
   for (const auto& s : fields_)
     fields.push_back({{"name", s.name},
                       {"source", s.source},
-                      {"kind", static_cast<int>(s.kind)},
+                      {"kind", std::string(kind_name(s.kind))},
                       {"dtype", std::string(dtype_name(s.dtype))},
                       {"dtype_known", s.dtype_known},
                       {"shape", s.shape},
@@ -232,21 +232,27 @@ std::string Schema::checkpoint() const {
                       {"rerender", s.rerender},
                       {"mixed", s.mixed},
                       {"typed", s.typed}});
-  return nlohmann::ordered_json{{"samples", samples_}, {"fields", fields}}.dump();
+  return nlohmann::ordered_json{{"samples", samples_}, {"fields", fields}};
 }
 
-void Schema::restore(const std::string& text) {
+void Schema::restore(const nlohmann::ordered_json& j) {
   try {
-    const auto j = nlohmann::json::parse(text);
     std::vector<FieldSchema> fields;
     for (const auto& f : j.at("fields")) {
       FieldSchema s;
       s.name = f.at("name").get<std::string>();
       s.source = f.at("source").get<std::string>();
-      const int kind = f.at("kind").get<int>();
-      if (kind < 0 || kind > static_cast<int>(FieldValue::Kind::Json))
-        throw FatalError("unknown field kind " + std::to_string(kind));
-      s.kind = static_cast<FieldValue::Kind>(kind);
+      const auto& kind = f.at("kind");
+      if (kind.is_string()) {  // by name ("numeric", "string", "json")
+        const auto k = kind_from_name(kind.get<std::string>());
+        if (!k) throw FatalError("unknown field kind '" + kind.get<std::string>() + "'");
+        s.kind = *k;
+      } else {  // a checkpoint of version 1: the enum's number
+        const int number = kind.get<int>();
+        if (number < 0 || number > static_cast<int>(FieldValue::Kind::Json))
+          throw FatalError("unknown field kind " + std::to_string(number));
+        s.kind = static_cast<FieldValue::Kind>(number);
+      }
       const auto dtype = dtype_from_name(f.at("dtype").get<std::string>());
       if (!dtype) throw FatalError("unknown dtype");
       s.dtype = *dtype;

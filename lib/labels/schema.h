@@ -7,6 +7,7 @@
 // object there) falls back to the JSON text of each value, counted for a warning; an empty
 // array types nothing until a non-empty value comes.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -74,10 +75,12 @@ class Schema {
   /// a `pairs:` pose's joint count its values' (elements / 3).
   std::vector<FieldSpec> specs() const;
 
-  /// Its whole state as JSON text, for a conversion checkpoint, and back (convert --resume).
-  /// restore() throws FatalError for text that checkpoint() did not write.
-  std::string checkpoint() const;
-  void restore(const std::string& checkpoint_text);
+  /// Its whole state as JSON, for a conversion checkpoint (format/checkpoint.h's
+  /// CheckpointWriter::schema), and back (convert --resume). restore() throws FatalError for
+  /// JSON that checkpoint() did not write; it reads a field's kind by name or, as checkpoints
+  /// of version 1 wrote it, by number.
+  nlohmann::ordered_json checkpoint() const;
+  void restore(const nlohmann::ordered_json& checkpoint);
 
  private:
   std::set<std::string> declared_ragged_;

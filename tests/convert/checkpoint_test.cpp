@@ -26,10 +26,10 @@ ConvertOptions base() {
 
 // A checkpoint of a run with options `then`, as the converter writes it (the parts
 // check_resumable reads before it refuses).
-json checkpoint_of(const ConvertOptions& then) {
-  return {{"tarmac_checkpoint", 1},
-          {"run", run_fingerprint(then, then.source.inputs)},
-          {"writer", {{"shards", json::array()}, {"shard_sizes", json::array()}}}};
+format::Checkpoint checkpoint_of(const ConvertOptions& then) {
+  format::Checkpoint c;
+  c.run = run_fingerprint(then, then.source.inputs);
+  return c;
 }
 
 }  // namespace
@@ -114,10 +114,9 @@ TEST_CASE("a remote or pipe: table is known to a resume by its size and CRC-32")
     Table then;
     then.bytes = 1000;
     then.crc32 = 0x1234abcd;
-    const json cp = {{"tarmac_checkpoint", 1},
-                     {"run", run_fingerprint(o, o.source.inputs, &then)},
-                     {"writer", {{"shards", json::array()}, {"shard_sizes", json::array()}}}};
-    CHECK(cp["run"]["table"] == json({{"path", path}, {"size", 1000}, {"crc32", 0x1234abcd}}));
+    format::Checkpoint cp;
+    cp.run = run_fingerprint(o, o.source.inputs, &then);
+    CHECK(cp.run["table"] == json({{"path", path}, {"size", 1000}, {"crc32", 0x1234abcd}}));
     Table now = then;
     CHECK_NOTHROW(check_resumable(cp, run_fingerprint(o, o.source.inputs, &now), staging));
     now.crc32 ^= 1;

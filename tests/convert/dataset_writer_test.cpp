@@ -119,7 +119,7 @@ TEST_CASE("a writer resumed from its checkpoint writes the same bytes as one nev
     }
     w.finish("tarmac test");
   }
-  json cp;
+  format::CheckpointWriter cp;
   {
     DatasetWriter w(o, cut, nullptr);
     for (int k = 0; k < 5; ++k) {
@@ -136,7 +136,7 @@ TEST_CASE("a writer resumed from its checkpoint writes the same bytes as one nev
   // go (check_resumable); the writer cuts the rest back.
   for (const auto& e : fs::directory_iterator(cut)) {
     const std::string n = e.path().filename().string();
-    const auto listed = cp.at("shards").get<std::vector<std::string>>();
+    const auto& listed = cp.shards;
     if (format::is_shard_name(n) && std::find(listed.begin(), listed.end(), n) == listed.end())
       fs::remove(e.path());
   }

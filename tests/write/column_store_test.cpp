@@ -186,8 +186,10 @@ TEST_CASE("convert_elements: F16/BF16 are never targets") {
   std::vector<uint8_t> out;
   const std::vector<float> f = {1.0f};
   const auto in = bytes_of(f);
-  CHECK_THROWS_AS(convert_elements(DType::F32, in.data(), 1, DType::F16, out), tarmac::InternalError);
-  CHECK_THROWS_AS(convert_elements(DType::F32, in.data(), 1, DType::BF16, out), tarmac::InternalError);
+  CHECK_THROWS_AS(convert_elements(DType::F32, in.data(), 1, DType::F16, out),
+                  tarmac::InternalError);
+  CHECK_THROWS_AS(convert_elements(DType::F32, in.data(), 1, DType::BF16, out),
+                  tarmac::InternalError);
 }
 
 // Regression (latent: the schema's promotion never narrows a float to an integer): a float source
