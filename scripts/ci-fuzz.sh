@@ -21,10 +21,10 @@ declare -A RUNS=(
   [fuzz_safetensors]=600000 [fuzz_tar_grouping]=15000 [fuzz_image_decode]=200000 [fuzz_png_region]=200000 [fuzz_dataset]=12000
   [fuzz_npy_dense]=300000 [fuzz_pickle]=400000 [fuzz_table_npz]=100000 [fuzz_table]=300000
   [fuzz_shard_list]=300000 [fuzz_column]=150000 [fuzz_manifest]=200000 [fuzz_s3_listing]=1000000
-  [fuzz_zip_directory]=300000 [fuzz_coco_mask]=300000
+  [fuzz_zip_directory]=300000 [fuzz_coco_mask]=300000 [fuzz_checkpoint]=100000
 )
 BUILD=build-fuzz
-TARGETS=(${FUZZ_TARGETS:-fuzz_labels_npy fuzz_labels_npz fuzz_labels_json fuzz_safetensors fuzz_tar_grouping fuzz_image_decode fuzz_png_region fuzz_npy_dense fuzz_table fuzz_dataset fuzz_pickle fuzz_table_npz fuzz_shard_list fuzz_column fuzz_manifest fuzz_s3_listing fuzz_zip_directory fuzz_coco_mask})
+TARGETS=(${FUZZ_TARGETS:-fuzz_labels_npy fuzz_labels_npz fuzz_labels_json fuzz_safetensors fuzz_tar_grouping fuzz_image_decode fuzz_png_region fuzz_npy_dense fuzz_table fuzz_dataset fuzz_pickle fuzz_table_npz fuzz_shard_list fuzz_column fuzz_manifest fuzz_s3_listing fuzz_zip_directory fuzz_coco_mask fuzz_checkpoint})
 
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$BUILD" -G Ninja -DTARMAC_FUZZ=ON -DTARMAC_BUILD_TESTS=ON >/dev/null
 cmake --build "$BUILD" -j2 --target fuzzers
