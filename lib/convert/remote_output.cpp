@@ -12,6 +12,7 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "convert/checkpoint.h"
+#include "format/lock_record.h"
 #include "format/manifest.h"
 #include "format/names.h"
 #include "format/shard_list.h"
@@ -47,21 +48,6 @@ std::string file_crc32(const fs::path& p) {
     crc = crc32_update(crc, buf.data(), static_cast<size_t>(in.gcount()));
   }
   return crc32_hex(crc);
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
 }
 
 std::string new_run_id() {
@@ -165,22 +151,15 @@ bool RemoteOutput::begin(const std::vector<std::string>& recorded) {
   const std::string lock_url = dest_.url(kRemoteLockObject);
   std::string command;
   for (const auto& a : o_.provenance.command_line) command += (command.empty() ? "" : " ") + a;
-  const std::string record = json{{"run", run_id_},
-                                  {"pid", static_cast<long long>(::getpid())},
-                                  {"host", host_name()},
-                                  {"started", utc_now()},
-                                  {"command", command}}
-                                 .dump() +
-                             "\n";
+  const std::string record =
+      format::lock_record_text(format::this_process_lock_record(command, run_id_));
   // Whose a lock record is: nullopt for this run's own (a killed attempt of it).
   auto other_holder = [&](const std::string& text) -> std::optional<std::string> {
     try {
-      const json j = json::parse(text);
-      if (j.at("run").get<std::string>() == run_id_) return std::nullopt;
-      return "pid " + std::to_string(j.at("pid").get<long long>()) + " on host " +
-             j.at("host").get<std::string>() + ", since " + j.at("started").get<std::string>() +
-             ", running: " + j.at("command").get<std::string>();
-    } catch (const std::exception&) {
+      const format::LockRecord r = format::parse_lock_record(text);
+      if (r.run == run_id_) return std::nullopt;
+      return format::holder_description(r);
+    } catch (const ParseError&) {
       return std::string("a writer that does not say who it is");
     }
   };

@@ -23,7 +23,7 @@
 namespace tarmac {
 
 /// The lock object's name under the prefix.
-inline constexpr const char* kRemoteLockObject = ".tarmac-lock";
+inline constexpr const char* kRemoteLockObject = format::kLockFile;
 /// The record of the uploads confirmed, in the staging directory (with the run's id).
 using format::kUploadRecordFile;  // format/names.h
 

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "common/error.h"
+#include "format/lock_record.h"
 #include "format/names.h"
 
 namespace tarmac {
@@ -20,21 +21,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 namespace {
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
-}
 
 // The holder's record. It writes it just after taking the lock: a holder found in between
 // gets a moment (up to 0.5 s) to finish.
@@ -44,11 +30,8 @@ std::string holder_text(int fd) {
     const ssize_t n = pread(fd, text.data(), text.size(), 0);
     text.resize(n > 0 ? static_cast<size_t>(n) : 0);
     try {
-      const json j = json::parse(text);
-      return "pid " + std::to_string(j.at("pid").get<long long>()) + " on host " +
-             j.at("host").get<std::string>() + ", since " + j.at("started").get<std::string>() +
-             ", running: " + j.at("command").get<std::string>();
-    } catch (const std::exception&) {
+      return format::holder_description(format::parse_lock_record(text));
+    } catch (const ParseError&) {
       ::usleep(10000);
     }
   }
@@ -111,12 +94,7 @@ OutputLock::OutputLock(const fs::path& dir, const std::string& command)
     ::close(fd);
   }
   if (fd_ < 0) throw FatalError("cannot lock '" + path_.string() + "': it keeps being replaced");
-  const std::string record = json{{"pid", static_cast<long long>(::getpid())},
-                                  {"host", host_name()},
-                                  {"started", utc_now()},
-                                  {"command", command}}
-                                 .dump() +
-                             "\n";
+  const std::string record = format::lock_record_text(format::this_process_lock_record(command));
   // Best effort: the record only informs a second writer; the lock is what excludes it.
   if (::ftruncate(fd_, 0) == 0) {
     [[maybe_unused]] const ssize_t n = ::pwrite(fd_, record.data(), record.size(), 0);
