@@ -823,9 +823,9 @@ ConvertResult convert(const ConvertOptions& options) {
     // warning when its values are nowhere in the dataset), since a HumanData array a row short
     // is a broken file as often as metadata.
     if (plan.table)
-      for (const auto& why : plan.table->table().ignored)
-        (why.find("(left out") != std::string::npos ? result.field_warnings : result.notes)
-            .push_back("table '" + plan.table->table().path + "': not a label column: " + why);
+      for (const auto& i : plan.table->table().ignored)
+        (i.values_lost ? result.field_warnings : result.notes)
+            .push_back("table '" + plan.table->table().path + "': not a label column: " + i.reason);
     if (remote_out) {
       publish_remote(o, *remote_out, writer, result);
       remote_out.reset();

@@ -112,7 +112,11 @@ json TablePlan::manifest_entry() const {
             {"rows", table_.rows},
             {"images", groups_.size()},
             {"member_columns", table_.member_columns}};
-  if (!table_.ignored.empty()) j["ignored"] = table_.ignored;
+  if (!table_.ignored.empty()) {
+    std::vector<std::string> reasons;
+    for (const auto& i : table_.ignored) reasons.push_back(i.reason);
+    j["ignored"] = reasons;
+  }
   return j;
 }
 

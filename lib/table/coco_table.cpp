@@ -270,7 +270,7 @@ class CocoReader {
   }
 
   void ignore_top(const std::string& key) {
-    ignored_.push_back("'" + key + "': a COCO top-level member tarmac does not read");
+    ignored_.push_back({"'" + key + "': a COCO top-level member tarmac does not read", false});
   }
 
   void add_image(const Json& image);
@@ -305,7 +305,7 @@ class CocoReader {
   std::unordered_map<std::string, size_t> column_index_;
   uint64_t rows_ = 0;
   Json metadata_ = Json::object();
-  std::vector<std::string> ignored_;
+  std::vector<Table::Ignored> ignored_;
 };
 
 int64_t CocoReader::integer(const Json& v, const char* key) const {

@@ -278,11 +278,13 @@ class NpzTableReader {
       member_ = l.name;
       if (static_cast<uint64_t>(l.shape[0]) != rows) {
         const bool kept = count_of(l.shape) <= kMaxMetadataElements;
-        t.ignored.push_back("'" + l.name + "': shape " + shape_text(l.shape) +
-                            ", not N = " + std::to_string(rows) + " rows long" +
-                            (kept ? " (kept in the annotation file's table metadata)"
-                                  : " (left out: over " + std::to_string(kMaxMetadataElements) +
-                                        " elements for the metadata)"));
+        t.ignored.push_back(
+            {"'" + l.name + "': shape " + shape_text(l.shape) +
+                 ", not N = " + std::to_string(rows) + " rows long" +
+                 (kept ? " (kept in the annotation file's table metadata)"
+                       : " (left out: over " + std::to_string(kMaxMetadataElements) +
+                             " elements for the metadata)"),
+             !kept});
         if (kept) t.metadata[l.name] = leaf_json(l);
         continue;
       }

@@ -81,9 +81,17 @@ struct Table {
   /// What the table says beyond its rows: COCO's categories (names, keypoints, skeleton),
   /// npz's 0-d members and scalars. Goes into the annotation file's metadata.
   nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
-  /// Members or keys left out, each with the reason ("'__keypoints_compressed__': 0-d flag,
-  /// in the metadata" is metadata, not this; "'keypoints2d_mask': 190 long, not N = 4000").
-  std::vector<std::string> ignored;
+  /// A member or key that is no column, with the reason ("'__keypoints_compressed__': 0-d
+  /// flag, in the metadata" is metadata, not this; "'keypoints2d_mask': 190 long, not N = 4000").
+  struct Ignored {
+    std::string reason;
+    /// Its values are nowhere in the dataset though it looks like labels (an array not N rows
+    /// long, too big for the metadata: a HumanData array a row short is a broken file as often
+    /// as not): convert warns. Otherwise (kept in the metadata, or a key no table format
+    /// reads, such as COCO's `licenses`) it says so as information.
+    bool values_lost = false;
+  };
+  std::vector<Ignored> ignored;
   /// CRC-32 of the table file's bytes, for the manifest's provenance.
   uint32_t crc32 = 0;
   uint64_t bytes = 0;

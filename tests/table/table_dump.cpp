@@ -71,12 +71,18 @@ Json pickle_json(const tarmac::PickleValue& v) {
   return nullptr;
 }
 
+Json ignored_reasons(const tarmac::Table& t) {
+  Json out = Json::array();
+  for (const auto& i : t.ignored) out.push_back(i.reason);
+  return out;
+}
+
 Json table_json(const tarmac::Table& t) {
   Json out{{"rows", t.rows},
            {"member_columns", t.member_columns},
            {"member_paths", t.member_paths},
            {"metadata", t.metadata},
-           {"ignored", t.ignored},
+           {"ignored", ignored_reasons(t)},
            {"crc32", t.crc32},
            {"bytes", t.bytes}};
   Json columns = Json::array();
