@@ -211,16 +211,6 @@ ConvertOptions convert_options(const ConvertFlags& f) {
   o.table.options.max_bytes = bytes_flag("--max-table-size", f.max_table_size);
   o.labels.instances = f.instances;
   o.labels.instance_fields = f.instance_fields;
-  if (o.table.path.empty() && (!f.table_image.empty() || !f.table_columns.empty() ||
-                               !f.table_prefix.empty() || f.table_format != "auto"))
-    throw CLI::ValidationError("--table-*",
-                               "the --table-... flags describe a --table FILE; give one");
-  if (o.labels.instances.empty() && !o.labels.instance_fields.empty())
-    throw CLI::ValidationError("--instance-fields", "needs --instances FIELD");
-  if (f.fit_aspect && (o.transform.geometry.width == 0 || o.transform.geometry.height == 0))
-    throw CLI::ValidationError("--fit-aspect",
-                               "grows the region to the aspect ratio of --size, so "
-                               "it needs --size WxH");
   o.labels.ragged.insert(f.ragged.begin(), f.ragged.end());
   o.labels.keep_fields = f.keep_fields;
   o.labels.drop_fields = f.drop_fields;

@@ -284,6 +284,17 @@ void check_convert_options(const ConvertOptions& o) {
     throw UsageError(
         "--table: rows are made from the images they name; it cannot be combined "
         "with --no-images");
+  const TableOptions& to = o.table.options;
+  if (o.table.path.empty() && (!to.image_column.empty() || !to.list_columns.empty() ||
+                               !o.table.prefix.empty() || to.format != TableFormat::Auto))
+    throw UsageError(
+        "--table-image, --table-columns, --table-prefix and --table-format describe a --table "
+        "FILE; give one");
+  if (o.labels.instances.empty() && !o.labels.instance_fields.empty())
+    throw UsageError("--instance-fields slices the fields of --instances FIELD; give one");
+  if (t.geometry.fit_aspect && (t.geometry.width == 0 || t.geometry.height == 0))
+    throw UsageError(
+        "--fit-aspect grows the region to the aspect ratio of --size, so it needs --size WxH");
   if (!o.table.path.empty() && !o.labels.instances.empty())
     throw UsageError(
         "--instances splits per-sample label files; with --table each row is "

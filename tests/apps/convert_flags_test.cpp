@@ -559,6 +559,19 @@ TEST_CASE("convert flags: rules between options are the library's, each a UsageE
   named.labels.classes = {"cat", "dog"};
   CHECK_NOTHROW(check_convert_options(named));
   CHECK(library_refusal("--table t.csv --crop center --size 64 --channels 1") == "(accepted)");
+  // Three rules the CLI once checked alone: a library caller is held to them too.
+  CHECK(library_refusal("--instance-fields kp") ==
+        "--instance-fields slices the fields of --instances FIELD; give one");
+  CHECK(library_refusal("--instances bbox --instance-fields kp") == "(accepted)");
+  CHECK(library_refusal("--crop field:bbox --fit-aspect") ==
+        "--fit-aspect grows the region to the aspect ratio of --size, so it needs --size WxH");
+  CHECK(library_refusal("--crop field:bbox --fit-aspect --size 48x64") == "(accepted)");
+  for (const char* flags :
+       {"--table-image path", "--table-columns a,b", "--table-prefix img/", "--table-format csv"})
+    CHECK(library_refusal(flags) ==
+          "--table-image, --table-columns, --table-prefix and --table-format describe a --table "
+          "FILE; give one");
+  CHECK(library_refusal("--table t.csv --table-image path") == "(accepted)");
 }
 
 TEST_CASE("convert flags: the output size is bounded before the run (#35 item 12)") {
