@@ -8,6 +8,7 @@
 #include "format/json_object.h"
 #include "format/manifest.h"
 #include "format/names.h"
+#include "format/table_metadata.h"
 
 #include "apps/commands.h"
 #include "apps/errors.h"
@@ -27,28 +28,24 @@ constexpr size_t kMaxClassesShown = 20;   // in the text; --json lists them all
 // "3: cat (0), dog (1), eel (2)"; the first kMaxClassesShown, then how many more.
 // "coco; metadata: categories (1: person, 17 keypoints, skeleton of 19 links), info".
 std::string table_text(const std::string& table_json) {
-  const auto t = format::parse_ordered(table_json, false);
-  if (!t.is_object()) return "(unreadable)";
-  std::string out = t.value("format", "?");
-  const auto& meta = t.contains("metadata") ? t["metadata"] : nlohmann::ordered_json();
-  if (!meta.is_object() || meta.empty()) return out;
+  const format::TableMetadata t = format::parse_table_metadata(table_json);
+  if (!t.readable) return "(unreadable)";
+  std::string out = t.format;
+  if (t.metadata.empty()) return out;
   out += "; metadata:";
   bool first = true;
-  for (const auto& [k, v] : meta.items()) {
+  for (const auto& [k, v] : t.metadata.items()) {
     out += (first ? " " : ", ") + k;
     first = false;
     if (k != "categories" || !v.is_array()) continue;
-    out += " (" + std::to_string(v.size()) + ":";
-    for (size_t i = 0; i < v.size() && i < 4; ++i) {
-      const auto& c = v[i];
-      if (!c.is_object()) continue;
-      out += (i ? ", " : " ") + c.value("name", std::string("?"));
-      if (c.contains("keypoints") && c["keypoints"].is_array())
-        out += " with " + std::to_string(c["keypoints"].size()) + " keypoints";
-      if (c.contains("skeleton") && c["skeleton"].is_array())
-        out += ", a skeleton of " + std::to_string(c["skeleton"].size()) + " links";
+    out += " (" + std::to_string(t.categories.size()) + ":";
+    for (size_t i = 0; i < t.categories.size() && i < 4; ++i) {
+      const format::TableCategory& c = t.categories[i];
+      out += (i ? ", " : " ") + c.name;
+      if (c.keypoints) out += " with " + std::to_string(c.keypoints) + " keypoints";
+      if (c.links) out += ", a skeleton of " + std::to_string(c.links) + " links";
     }
-    out += v.size() > 4 ? ", ...)" : ")";
+    out += t.categories.size() > 4 ? ", ...)" : ")";
   }
   return out + " (--json shows it)";
 }

@@ -39,6 +39,7 @@
 #include "format/manifest.h"
 #include "format/names.h"
 #include "format/shard_list.h"
+#include "format/table_metadata.h"
 #include "labels/schema.h"
 #include "remote/inputs.h"
 #include "remote/url.h"
@@ -368,7 +369,7 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
       }
     }();
     plan.table_metadata =
-        json{{"format", table_format_name(table.format)}, {"metadata", table.metadata}}.dump();
+        format::table_metadata_text(table_format_name(table.format), table.metadata);
     check_table_geometry(table, o.transform);
     plan.table.emplace(std::move(table), o.table.prefix, o.members.dense);
   }

@@ -418,4 +418,10 @@ DeclaredGeometry declared_geometry(const nlohmann::ordered_json& manifest) {
   return out;
 }
 
+DeclaredGeometry declared_geometry(const std::filesystem::path& dir) {
+  std::ifstream in(dir / kManifestFile);
+  if (!in) return {};
+  return declared_geometry(parse_ordered(in, false));
+}
+
 }  // namespace tarmac::format

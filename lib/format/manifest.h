@@ -185,5 +185,8 @@ struct DeclaredGeometry {
 /// The fields `manifest` declares as points and boxes; none where it records none (a manifest
 /// written by another tool, or malformed there).
 DeclaredGeometry declared_geometry(const nlohmann::ordered_json& manifest);
+/// The same from the manifest.json of dataset folder `dir` (none when it has none, or one that
+/// does not parse): what the reader's augmentation and preview read.
+DeclaredGeometry declared_geometry(const std::filesystem::path& dir);
 
 }  // namespace tarmac::format

@@ -18,6 +18,7 @@
 #include "format/json_object.h"
 #include "format/manifest.h"
 #include "format/names.h"
+#include "format/table_metadata.h"
 #include "read/dataset.h"
 #include "transform/image_codec.h"
 
@@ -111,9 +112,7 @@ std::vector<double> as_doubles(const TensorView& v) {
 // such record).
 void declared_fields(const fs::path& dir, std::vector<std::string>& points,
                      std::vector<std::string>& boxes) {
-  std::ifstream in(dir / format::kManifestFile);
-  if (!in) return;
-  auto d = format::declared_geometry(format::parse_ordered(in, false));
+  auto d = format::declared_geometry(dir);
   points = std::move(d.points);
   boxes = std::move(d.boxes);
 }
@@ -302,19 +301,8 @@ Sheet draw_contact_sheet(const SheetOptions& o, bool jpeg) {
   std::vector<std::pair<int, int>> skeleton = o.skeleton;
   if (skeleton.empty())
     if (auto it = ds.metadata().find(format::kMetaTable); it != ds.metadata().end()) {
-      const auto t = nlohmann::json::parse(it->second, nullptr, false);
-      const auto* cats = t.is_object() && t.contains("metadata") && t["metadata"].is_object() &&
-                                 t["metadata"].contains("categories")
-                             ? &t["metadata"]["categories"]
-                             : nullptr;
-      if (cats && cats->is_array() && !cats->empty() && (*cats)[0].is_object() &&
-          (*cats)[0].contains("skeleton") && (*cats)[0]["skeleton"].is_array())
-        for (const auto& pair : (*cats)[0]["skeleton"])
-          if (pair.is_array() && pair.size() == 2 && pair[0].is_number_integer() &&
-              pair[1].is_number_integer() && pair[0].get<int64_t>() >= 1 &&
-              pair[1].get<int64_t>() >= 1 && pair[0].get<int64_t>() <= 10000 &&
-              pair[1].get<int64_t>() <= 10000)
-            skeleton.emplace_back(pair[0].get<int>(), pair[1].get<int>());
+      const format::TableMetadata t = format::parse_table_metadata(it->second);
+      if (!t.categories.empty()) skeleton = t.categories.front().skeleton;
     }
   std::vector<BoxField> boxes;
   boxes.reserve(box_specs.size());

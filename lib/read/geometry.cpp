@@ -49,9 +49,7 @@ DeclaredFields declared_geometry(const Dataset& ds) {
             !out.fields.contains(item.key()))
           out.unknown.emplace(item.key(), item.value()["geometry"].dump());
   }
-  std::ifstream in(std::filesystem::path(ds.path()) / format::kManifestFile);
-  if (!in) return out;
-  const format::DeclaredGeometry old = format::declared_geometry(format::parse_ordered(in, false));
+  const format::DeclaredGeometry old = format::declared_geometry(std::filesystem::path(ds.path()));
   out.manifest_box_edges = old.box_edges;
   // Datasets written before the schema key: the manifest's --points and --boxes.
   for (const std::string& p : old.points) out.fields.try_emplace(p, AugmentGeometry{});
