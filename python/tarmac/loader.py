@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .dataset import Dataset
-from .errors import ArgumentError, RangeError, TarmacError
+from .errors import ArgumentError, RangeError, TarmacError, _rebuild
 
 __all__ = ["Loader"]
 
@@ -176,7 +176,8 @@ class Loader:
                                         f"{theirs[name]!r}; give it to one of them")
             if seed != 0 and seed != spec.seed:
                 raise ArgumentError(f"Loader: seed={seed} differs from the {type(dataset).__name__}'s {spec.seed}")
-            if not chw and spec.chw:
+            spec_chw = spec.datasets[0].chw if isinstance(spec, tt.MixedDataset) else spec.chw  # a mix's: its parts'
+            if not chw and spec_chw:
                 raise ArgumentError(f"Loader: chw=False but the {type(dataset).__name__} has chw=True")
             specs = list(dataset.datasets) if self.mixed is not None else [dataset]
             given = [None] * len(specs)
@@ -345,7 +346,9 @@ class _Worker:
             try:
                 return _load(self, slot, idx), len(idx)
             except TarmacError as e:
-                raise type(e)(f"Loader: batch {number}: {e}") from e
+                # e's class, code and attributes with the message prefixed (a bare TarmacError's __init__
+                # takes the code first, so type(e)(message) would fail)
+                raise _rebuild(type(e), e.code, f"Loader: batch {number}: {e}", dict(e.__dict__)) from e
             except IndexError as e:
                 raise RangeError(f"Loader: batch {number} (indices {_short(idx)}): {e}") from e
             except (ValueError, KeyError, TypeError) as e:
