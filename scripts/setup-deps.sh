@@ -3,6 +3,7 @@
 #   scripts/setup-deps.sh [build]   building, installing, the .deb and the demo (the default)
 #   scripts/setup-deps.sh test      + what the test suite adds (scripts/test.sh)
 #   scripts/setup-deps.sh ci        + what only CI needs: clang for the sanitizers and fuzzing,
+#                                   clang-format and mypy for the checks before the tests,
 #                                   PyTorch for the torch tests, a one-node Slurm for
 #                                   tests/e2e/test_slurm.py, Google Benchmark, Ceph's RGW for
 #                                   tests/e2e/test_s3_lock.py (.ci/run)
@@ -46,6 +47,8 @@ CI=(
   clang-14 libclang-rt-14-dev llvm-14
   # scripts/check-format.sh, CI's first check
   clang-format-14
+  # scripts/check-types.sh: mypy --strict over python/tarmac (it reads python3-torch's hints)
+  mypy
   # tests/python's torch tests (they skip without it)
   python3-torch python3-torchvision
   # tests/bench keeps compiling (built whenever Google Benchmark is there)

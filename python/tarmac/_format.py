@@ -10,6 +10,8 @@ import struct
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
+from numpy.typing import NDArray
 
 from .errors import FormatError
 
@@ -31,7 +33,7 @@ KINDS = (NUMERIC, STRING, JSON)
 
 # The safetensors dtype names in the C API's code order (c_api.h: 0..12; format.md 1), each with
 # the numpy dtype a reader views it as. numpy has no bfloat16: BF16 values are their raw uint16 bits.
-DTYPES: Tuple[Tuple[str, np.dtype], ...] = tuple((name, np.dtype(np_name)) for name, np_name in (
+DTYPES: Tuple[Tuple[str, np.dtype[Any]], ...] = tuple((name, np.dtype(np_name)) for name, np_name in (
     ("BOOL", "?"), ("U8", "u1"), ("I8", "i1"), ("U16", "<u2"), ("I16", "<i2"), ("U32", "<u4"), ("I32", "<i4"),
     ("U64", "<u8"), ("I64", "<i8"), ("F16", "<f2"), ("BF16", "<u2"), ("F32", "<f4"), ("F64", "<f8")))
 DTYPE_NAMES = tuple(name for name, _ in DTYPES)
@@ -41,7 +43,7 @@ U8 = "U8"
 _NAME_OF_NUMPY = {dt: name for name, dt in DTYPES if name != BF16}  # uint16 is U16
 
 
-def dtype_name(dtype: np.dtype) -> Optional[str]:
+def dtype_name(dtype: npt.DTypeLike) -> Optional[str]:
     """The safetensors name of a little-endian numpy dtype ("F32"), None for one no column holds."""
     return _NAME_OF_NUMPY.get(np.dtype(dtype))
 
@@ -71,7 +73,7 @@ def part_chunk(rank: int, world: int, chunk: int) -> str:
     return part_prefix(rank, world) + "chunk-%06d.safetensors" % chunk
 
 
-def safetensors_buffers(tensors: Sequence[Tuple[str, np.ndarray, str]],
+def safetensors_buffers(tensors: Sequence[Tuple[str, NDArray[Any], str]],
                         metadata: Mapping[str, str]) -> List[memoryview]:
     """A safetensors file of [(name, array, dtype name)] as the buffers to write one after the
     other: the header (padded with spaces to a multiple of 8, format.md 1), then each tensor's
@@ -82,13 +84,13 @@ def safetensors_buffers(tensors: Sequence[Tuple[str, np.ndarray, str]],
         a = np.ascontiguousarray(a)
         header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
         offset += a.nbytes
-        blobs.append(memoryview(a.reshape(-1).view(np.uint8)))
+        blobs.append(a.reshape(-1).view(np.uint8).data)  # .data: memoryview(a), typed as one
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * ((8 - len(h) % 8) % 8)
     return [memoryview(struct.pack("<Q", len(h)) + h)] + blobs
 
 
-def safetensors_bytes(tensors: Sequence[Tuple[str, np.ndarray, str]], metadata: Mapping[str, str]) -> bytes:
+def safetensors_bytes(tensors: Sequence[Tuple[str, NDArray[Any], str]], metadata: Mapping[str, str]) -> bytes:
     """safetensors_buffers joined into one bytes object."""
     return b"".join(safetensors_buffers(tensors, metadata))
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from . import _format
 from .errors import ArgumentError, DataError
+
+if TYPE_CHECKING:  # dataset imports this module
+    from .dataset import Dataset
 
 # Names that look geometric (the last dotted component, case-insensitive): a field so named but
 # declared as no kind would be stored, then augmented, untransformed.
@@ -27,7 +31,7 @@ def looks_geometric(name: str) -> bool:
     return bool(_GEOMETRIC.match(name.rsplit(".", 1)[-1]))
 
 
-def declared(ds) -> Dict[str, Dict[str, Any]]:
+def declared(ds: Dataset) -> Dict[str, Dict[str, Any]]:
     """{field: geometry object} for `ds`: the schema's "geometry" keys, then the manifest's
     --points ({"kind": "points"}) and --boxes ({"kind": "boxes", "box_format", "convention"})
     for fields without one. Read once per opened Dataset (kept on it)."""
@@ -37,7 +41,7 @@ def declared(ds) -> Dict[str, Dict[str, Any]]:
     return cached
 
 
-def _read_declared(ds) -> Dict[str, Dict[str, Any]]:
+def _read_declared(ds: Dataset) -> Dict[str, Dict[str, Any]]:
     out: Dict[str, Dict[str, Any]] = {}
     try:
         schema = json.loads(ds.metadata.get("schema", "{}"))
@@ -65,7 +69,7 @@ def _read_declared(ds) -> Dict[str, Dict[str, Any]]:
     return out
 
 
-def check_undeclared(ds, fields: Iterable[str], passthrough: Sequence[str],
+def check_undeclared(ds: Dataset, fields: Iterable[str], passthrough: Sequence[str],
                      named: Iterable[str]) -> None:
     """ArgumentError (a ValueError) for the first field among `fields` whose name looks geometric but which `ds`
     declares as no kind, `named` (the points= and boxes= given) does not name, and
@@ -83,12 +87,14 @@ def check_undeclared(ds, fields: Iterable[str], passthrough: Sequence[str],
                 f"tarmac.Augment(..., passthrough=['{name}'])")
 
 
-def _map(m: np.ndarray, xy: np.ndarray) -> np.ndarray:
+def _map(m: NDArray[Any], xy: NDArray[Any]) -> NDArray[Any]:
     """Points [..., 2] (float64) mapped by the 2x3 matrix m."""
-    return xy @ m[:, :2].T + m[:, 2]
+    mapped: NDArray[Any] = xy @ m[:, :2].T + m[:, 2]
+    return mapped
 
 
-def ragged_points(value: np.ndarray, m: np.ndarray, flip: bool, pairs: Sequence[Tuple[int, int]]) -> np.ndarray:
+def ragged_points(value: NDArray[Any], m: NDArray[Any], flip: bool,
+                  pairs: Sequence[Tuple[int, int]]) -> NDArray[Any]:
     """One sample's ragged points [n, ..., >=2]: x, y mapped, other columns kept; after a flip the
     pairs swapped along the joint axis when the value has one besides the ragged axis."""
     out = np.array(value, dtype=value.dtype)
@@ -101,8 +107,8 @@ def ragged_points(value: np.ndarray, m: np.ndarray, flip: bool, pairs: Sequence[
     return out
 
 
-def ragged_boxes(value: np.ndarray, m: np.ndarray, xyxy: bool, edges: bool, width: int,
-                 height: int) -> Tuple[np.ndarray, np.ndarray]:
+def ragged_boxes(value: NDArray[Any], m: NDArray[Any], xyxy: bool, edges: bool, width: int,
+                 height: int) -> Tuple[NDArray[Any], NDArray[np.bool_]]:
     """One sample's ragged boxes [n, >=4] under m: the axis-aligned box of the four mapped corners,
     clipped to the canvas (in the boxes' convention: [-0.5, W - 0.5] for pixel centres, [0, W] for
     edges); (boxes, valid) with valid False where no area is left."""
@@ -124,7 +130,7 @@ def ragged_boxes(value: np.ndarray, m: np.ndarray, xyxy: bool, edges: bool, widt
     return b.astype(value.dtype).reshape(value.shape), valid
 
 
-def polygons(value: Any, m: np.ndarray, bad) -> Any:
+def polygons(value: Any, m: NDArray[Any], bad: Callable[[str], DataError]) -> Any:
     """One sample's polygons (lists of x0, y0, x1, y1, ... as JSON lists, or a numeric array
     [..., 2k] / [..., 2]) with every vertex mapped by m; `bad(reason)` makes the DataError."""
     if isinstance(value, np.ndarray):
@@ -143,27 +149,30 @@ def polygons(value: Any, m: np.ndarray, bad) -> Any:
     return [polygons(v, m, bad) for v in value]
 
 
-def ragged_values(ds, name: str, idx: Sequence[int], geometry: Optional[Dict[str, Any]],
-                  matrices: Optional[np.ndarray], flips: Optional[np.ndarray],
+def ragged_values(ds: Dataset, name: str, idx: Sequence[int], geometry: Optional[Dict[str, Any]],
+                  matrices: Optional[NDArray[Any]], flips: Optional[NDArray[Any]],
                   pairs: Sequence[Tuple[int, int]], size: Tuple[int, int]) -> Tuple[List[Any], Optional[List[Any]]]:
     """Field `name` of samples idx as a list (str, parsed JSON, arrays; None where a nullable field
     has no value); with matrices (an augmentation) a declared points, boxes or polygons field
     follows it. (values, per-box valid list for boxes else None)."""
     values = [ds.value(name, i) for i in idx]
-    kind = (geometry or {}).get("kind")
+    geometry = geometry or {}
+    kind = geometry.get("kind")
     if matrices is None or kind is None or kind == "mask":
         return values, None
     w, h = size
-    out, valid = [], ([] if kind == "boxes" else None)
+    out: List[Any] = []
+    valid: List[NDArray[np.bool_]] = []  # boxes only
     for j, (i, v) in enumerate(zip(idx, values)):
-        def bad(reason, i=i):
+        def bad(reason: str, i: int = i) -> DataError:
             return DataError(f"dataset '{ds.path}': sample {i} field '{name}' {reason}")
         m = matrices[j]
         if v is None:
             out.append(None)
-            if valid is not None:
+            if kind == "boxes":
                 valid.append(np.zeros(0, dtype=bool))
         elif kind == "points":
+            assert flips is not None  # the augmentation's matrices and flips come together (Dataset.batch)
             out.append(ragged_points(v, m, bool(flips[j]), pairs))
         elif kind == "boxes":
             if v.ndim == 0 or v.shape[-1] < 4:
@@ -177,4 +186,4 @@ def ragged_values(ds, name: str, idx: Sequence[int], geometry: Optional[Dict[str
         else:
             raise ArgumentError(f"augment: field '{name}' of '{ds.path}' is a ragged {kind} field; only fixed-shape "
                                 f"{kind} fields are augmented (leave it out of fields=)")
-    return out, valid
+    return out, (valid if kind == "boxes" else None)

@@ -61,8 +61,8 @@ def _candidates() -> List[str]:
     here = os.path.dirname(os.path.abspath(__file__))
     dirs = [here]  # a bundle (scripts/bundle-reader.sh) or a copy beside the package
     try:  # installed by cmake --install or the .deb: the library's place relative to the package
-        from . import _install  # type: ignore[attr-defined]  # written by the installation
-        dirs.append(os.path.normpath(os.path.join(here, _install.LIBDIR)))
+        from . import _install  # written by the installation; absent from the source tree
+        dirs.append(os.path.normpath(os.path.join(here, _install.LIBDIR)))  # type: ignore[attr-defined]
     except ImportError:
         pass
     checkout = os.path.dirname(os.path.dirname(here))

@@ -13,16 +13,23 @@ A buffer that never reaches a main process (a transform replaced the image, the 
 dropped) is never reused; past the bound, a batch gets a fresh buffer as before. Used only
 with torch's "file_descriptor" sharing strategy (the default on Linux): with "file_system"
 torch moves the tensor into a segment of its own, and nothing here applies."""
+from __future__ import annotations
+
 import os
 import threading
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 import torch
 
+# torch 1.13's hints: Tensor.storage, UntypedStorage._new_shared, _share_fd_cpu_ and
+# get_sharing_strategy have none, and Tensor.set_ is declared without the UntypedStorage it
+# takes; those calls (here and in tarmac.torch) carry a `type: ignore` of that one code.
+
 _TRAILER = 8  # int64: the pid of the process that received the buffer; 0 while it is the worker's, -1: never reused
 _BOUND = 8  # pooled buffers per worker process; more held at once: fresh ones, not pooled
 ENABLED = True  # scripts/bench/loader.py turns it off to measure a fresh buffer per batch
-_pool = None
+_pool: Optional[_Pool] = None
 _pool_lock = threading.Lock()
 
 
@@ -33,7 +40,7 @@ class _Pooled(torch.Tensor):
 
     __torch_function__ = torch._C._disabled_torch_function_impl
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: Any) -> Tuple[Callable[[torch.Tensor], torch.Tensor], Tuple[torch.Tensor]]:
         plain = self.as_subclass(torch.Tensor)
         pool = _pool
         if pool is None or pool.owner != os.getpid() or _storage(plain).data_ptr() not in pool.by_ptr:
@@ -41,37 +48,38 @@ class _Pooled(torch.Tensor):
         return (_received, (plain,))
 
 
-def _storage(t):
+def _storage(t: torch.Tensor) -> torch.UntypedStorage:
     """t's untyped storage (torch 1.13 has no Tensor.untyped_storage)."""
-    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
+    return (t.untyped_storage() if hasattr(t, "untyped_storage")  # type: ignore[no-any-return]
+            else t.storage().untyped())  # type: ignore[no-untyped-call]
 
 
-def _plain(t):
+def _plain(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-_keeps_fd = None  # in a receiving process: whether its received storages keep their descriptor
+_keeps_fd: Optional[bool] = None  # in a receiving process: whether its received storages keep their descriptor
 
 
-def _received(t):
+def _received(t: torch.Tensor) -> torch.Tensor:
     """Runs in the receiving process: the buffer's trailer says who holds it now (-1: a
     process whose hold cannot be seen, the buffer is not reused)."""
     global _keeps_fd
     storage = _storage(t)
     if _keeps_fd is None:  # checked once, on this process's torch
-        fd, _ = storage._share_fd_cpu_()  # the descriptor the storage keeps, -1 if none
+        fd, _ = storage._share_fd_cpu_()  # type: ignore[no-untyped-call]  # the descriptor it keeps, -1 if none
         try:
             _keeps_fd = fd >= 0 and os.fstat(fd).st_size >= storage.nbytes()
         except OSError:
             _keeps_fd = False
-    whole = torch.empty(0, dtype=torch.uint8).set_(storage)
+    whole = torch.empty(0, dtype=torch.uint8).set_(storage)  # type: ignore[call-overload]
     whole[-_TRAILER:].view(torch.int64).fill_(os.getpid() if _keeps_fd else -1)
     return t
 
 
 class _Buffer:
-    def __init__(self, nbytes):
-        self.storage = torch.UntypedStorage._new_shared(nbytes + _TRAILER)
+    def __init__(self, nbytes: int) -> None:
+        self.storage = torch.UntypedStorage._new_shared(nbytes + _TRAILER)  # type: ignore[no-untyped-call]
         fd, _ = self.storage._share_fd_cpu_()
         st = os.fstat(fd)
         self.file = (st.st_dev, st.st_ino)
@@ -83,16 +91,16 @@ class _Buffer:
 
 
 class _Pool:
-    def __init__(self):
+    def __init__(self) -> None:
         self.owner = os.getpid()
-        self.buffers = []
-        self.by_ptr = set()
+        self.buffers: List[_Buffer] = []
+        self.by_ptr: Set[int] = set()
         self.broken = False  # /proc of the main process unreadable: no reuse
 
-    def _released(self, candidates):
+    def _released(self, candidates: List[_Buffer]) -> Optional[_Buffer]:
         """The first candidate (received by some process) that the receiving process no longer
         holds, or None."""
-        holders = {}
+        holders: Dict[int, Set[Tuple[int, int]]] = {}
         try:
             for buf in candidates:
                 pid = int(buf.holder.item())
@@ -104,7 +112,7 @@ class _Pool:
             self.broken = True
         return None
 
-    def take(self, shape):
+    def take(self, shape: Tuple[int, ...]) -> Optional[torch.Tensor]:
         """A uint8 tensor of `shape` viewing a free pooled buffer of its size (a new one up to
         the bound, or in place of a free one of another size), or None when none is free."""
         nbytes = int(np.prod(shape, dtype=np.int64))
@@ -127,9 +135,9 @@ class _Pool:
         return buf.data.view(shape)
 
 
-def _open_files(pid):
+def _open_files(pid: int) -> Set[Tuple[int, int]]:
     """(device, inode) of every file process `pid` has open."""
-    files = set()
+    files: Set[Tuple[int, int]] = set()
     fd_dir = f"/proc/{pid}/fd"
     for name in os.listdir(fd_dir):
         try:
@@ -140,7 +148,7 @@ def _open_files(pid):
     return files
 
 
-def mark(t):
+def mark(t: torch.Tensor) -> torch.Tensor:
     """`t` ready to leave the worker: a _Pooled view when it views a pooled buffer, else `t`."""
     pool = _pool
     if pool is None or pool.owner != os.getpid() or _storage(t).data_ptr() not in pool.by_ptr:
@@ -148,11 +156,12 @@ def mark(t):
     return t.as_subclass(_Pooled)
 
 
-def shared_uint8(shape):
+def shared_uint8(shape: Tuple[int, ...]) -> Optional[torch.Tensor]:
     """A uint8 tensor of `shape` for a loader worker's batch: a pooled buffer when one is free,
     else None (the caller allocates a fresh one)."""
     global _pool
-    if not ENABLED or torch.multiprocessing.get_sharing_strategy() != "file_descriptor":
+    if (not ENABLED
+            or torch.multiprocessing.get_sharing_strategy() != "file_descriptor"):  # type: ignore[no-untyped-call]
         return None
     with _pool_lock:
         if _pool is None or _pool.owner != os.getpid():

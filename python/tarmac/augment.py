@@ -4,7 +4,7 @@ from __future__ import annotations
 import ctypes
 import math
 import numbers
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._library import AugmentStruct
 from .errors import ArgumentError
@@ -12,12 +12,12 @@ from .errors import ArgumentError
 __all__ = ["Augment"]
 
 
-def _number(name: str, v, lo: Optional[float] = None, hi: Optional[float] = None,
+def _number(name: str, given: object, lo: Optional[float] = None, hi: Optional[float] = None,
             lo_open: bool = False) -> float:
-    """v as a finite float in range, else ArgumentError (a ValueError) naming the argument."""
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-        raise ArgumentError(f"{name} must be a finite number, not {v!r}")
-    v = float(v)
+    """`given` as a finite float in range, else ArgumentError (a ValueError) naming the argument."""
+    if isinstance(given, bool) or not isinstance(given, numbers.Real) or not math.isfinite(given):
+        raise ArgumentError(f"{name} must be a finite number, not {given!r}")
+    v = float(given)
     if lo is not None and (v <= lo if lo_open else v < lo):
         raise ArgumentError(f"{name} must be {'>' if lo_open else '>='} {lo}, not {v}")
     if hi is not None and v > hi:
@@ -25,7 +25,7 @@ def _number(name: str, v, lo: Optional[float] = None, hi: Optional[float] = None
     return v
 
 
-def _range(name: str, v, lo: float = 0.0, hi: Optional[float] = None, lo_open: bool = True) -> Tuple[float, float]:
+def _range(name: str, v: Any, lo: float = 0.0, hi: Optional[float] = None, lo_open: bool = True) -> Tuple[float, float]:
     """A (min, max) pair with lo < min <= max (<= hi), else ArgumentError (a ValueError) naming the argument."""
     try:
         a, b = v
@@ -69,7 +69,8 @@ class Augment:
                 raise ArgumentError(f"size must be (height, width) of integers in 1..32768, not {size!r}")
         self.size = (int(h), int(w))
         self.flip = _number("flip", flip, 0.0, 1.0)
-        pairs, seen = [], {}
+        pairs: List[Tuple[int, int]] = []
+        seen: Dict[int, Any] = {}
         for p in flip_pairs or ():
             try:
                 i, j = p
@@ -97,7 +98,7 @@ class Augment:
             raise ArgumentError(f"passthrough must be a list of field names, not {passthrough!r}")
         self.passthrough = tuple(passthrough or ())
 
-    def _key(self):
+    def _key(self) -> Tuple[Any, ...]:
         return (self.size, self.flip, self.flip_pairs, self.rotate, self.scale, self.translate, self.crop,
                 self.ratio, self.fill, self.passthrough)
 

@@ -7,14 +7,22 @@ import json
 import numbers
 import os
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
+import numpy.typing as npt
+from numpy.typing import NDArray
 
 from . import _format, _geometry
 from ._library import Field, Tensor, check, load_library
 from .augment import Augment
 from .errors import ArgumentError, DataError, RangeError
+
+# Where Dataset.batch writes an array: (name, shape, dtype) -> a writable C-contiguous array of them.
+# (np.dtype[...] in quotes: numpy subscripts it at run time from 1.22 on, and the package takes 1.21)
+_Alloc = Callable[[str, Tuple[int, ...], "np.dtype[Any]"], NDArray[Any]]
+_New = Callable[[str, Tuple[int, ...], npt.DTypeLike], NDArray[Any]]
+_Getter = Callable[[int], Any]
 
 __all__ = ["Dataset"]
 
@@ -46,12 +54,12 @@ class _Shards:
         self._lib, self._h = lib, handle
         count = ctypes.c_int64()
         check(lib.tarmac_num_shards(handle.ptr, ctypes.byref(count)))
-        self._views: List[Optional[np.ndarray]] = [None] * count.value
+        self._views: List[Optional[NDArray[np.uint8]]] = [None] * count.value
 
     def __len__(self) -> int:
         return len(self._views)
 
-    def __getitem__(self, k: int) -> np.ndarray:
+    def __getitem__(self, k: int) -> NDArray[np.uint8]:
         v = self._views[k]
         if v is None:
             data, size = ctypes.c_void_p(), ctypes.c_size_t()
@@ -60,11 +68,13 @@ class _Shards:
         return v
 
 
-def _view(handle: _Handle, address: Optional[int], nbytes: int, dtype: Any, shape: Tuple[int, ...]) -> np.ndarray:
+def _view(handle: _Handle, address: Optional[int], nbytes: int, dtype: npt.DTypeLike,
+          shape: Tuple[int, ...]) -> NDArray[Any]:
     """A read-only numpy array over `nbytes` at `address`, keeping `handle` alive via .base."""
     buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(address) if address else (ctypes.c_uint8 * 1)()
     buf._tarmac_handle = handle  # type: ignore[attr-defined]  # the base chain holds the dataset open
-    a = np.frombuffer(buf, dtype=np.uint8, count=nbytes)  # type: ignore[call-overload]  # a ctypes buffer
+    # numpy's stubs take no ctypes array as a buffer
+    a: NDArray[np.uint8] = np.frombuffer(buf, dtype=np.uint8, count=nbytes)  # type: ignore[call-overload]
     a.flags.writeable = False
     return a.view(np.dtype(dtype)).reshape(shape)
 
@@ -84,13 +94,13 @@ class Dataset:
     Picklable (it reopens by path, and cache), so it can be handed to worker processes; after a
     fork it keeps working on the inherited maps (shared through the page cache)."""
 
-    def __init__(self, path: Union[str, os.PathLike], cache: Optional[Union[str, os.PathLike]] = None,
+    def __init__(self, path: Union[str, os.PathLike[str]], cache: Optional[Union[str, os.PathLike[str]]] = None,
                  cache_size: int = 0) -> None:
         self.path = os.fspath(path)
-        self.cache = None if cache is None else os.fspath(cache)
+        self.cache: Optional[str] = None if cache is None else os.fspath(cache)
         if isinstance(cache_size, bool) or not isinstance(cache_size, numbers.Integral) or cache_size < 0:
             raise ArgumentError(f"cache_size must be a number of bytes >= 0 (0: no limit), not {cache_size!r}")
-        self.cache_size = int(cache_size)
+        self.cache_size: int = int(cache_size)
         if self.path.startswith(_REMOTE) and self.cache is None:
             raise ArgumentError(f"'{self.path}' is in object storage: give a local folder to keep its "
                                 f"shards in, tarmac.Dataset('{self.path}', cache='DIR')")
@@ -99,11 +109,11 @@ class Dataset:
                                 f"not the local folder '{self.path}'")
         self._open()
 
-    def _open(self):
-        self._h = _Handle(self.path, self.cache, self.cache_size)
+    def _open(self) -> None:
+        self._h: Optional[_Handle] = _Handle(self.path, self.cache, self.cache_size)
         lib, p = self._h.lib, self._h.ptr
         self._lib = lib
-        self._n = lib.tarmac_size(p)
+        self._n: int = lib.tarmac_size(p)
         nf = ctypes.c_int64()
         check(lib.tarmac_num_fields(p, ctypes.byref(nf)))
         self.fields: Dict[str, Dict[str, Any]] = {}
@@ -120,30 +130,33 @@ class Dataset:
         for k in range(nb.value):
             s = ctypes.c_char_p()
             check(lib.tarmac_blob_kind(p, k, ctypes.byref(s)))
-            self.blob_kinds.append(s.value.decode())
+            self.blob_kinds.append(cast(bytes, s.value).decode())  # not NULL: the call succeeded
         nd = ctypes.c_int64()
         check(lib.tarmac_num_derived(p, ctypes.byref(nd)))
         self.derived: List[str] = []  # derived columns (tarmac.derive + tarmac column merge), sorted
         for k in range(nd.value):
             s = ctypes.c_char_p()
             check(lib.tarmac_derived_name(p, k, ctypes.byref(s)))
-            self.derived.append(s.value.decode())
-        self._loaders = {}
+            self.derived.append(cast(bytes, s.value).decode())
+        self._loaders: Dict[Tuple[Any, ...], _Loader] = {}
         self._loader_pid = os.getpid()
-        self._getters = None
-        self._declared = None  # the fields' geometric kinds (_geometry.declared), read on first use
+        self._getters: Optional[List[Tuple[str, _Getter]]] = None
+        # the fields' geometric kinds (_geometry.declared), read on first use
+        self._declared: Optional[Dict[str, Dict[str, Any]]] = None
 
-    def _sample_getters(self):
+    def _sample_getters(self) -> List[Tuple[str, _Getter]]:
         """[(name, getter(i))] for ds[i], built once: whole-column views sliced with numpy, so a
         sample costs no library call. Checks what the library checks per access (ragged
         offsets, blob ranges), raising DataError (TARMAC_E_DATA) as it would."""
         if self._getters is not None:
             return self._getters
         key = _format.KEY
-        getters = [(key, self._ragged_getter(key + ".values", key + ".offsets", key, _format.STRING))]
+        getters: List[Tuple[str, _Getter]] = [
+            (key, self._ragged_getter(key + ".values", key + ".offsets", key, _format.STRING))]
         if self.blob_kinds:
-            getters.append(("image", self._blob_getter(_format.IMAGE, _Shards(self._lib, self._h))))
+            getters.append(("image", self._blob_getter(_format.IMAGE, _Shards(self._lib, self._handle))))
         for name, f in self.fields.items():
+            get: _Getter
             if f["kind"] == _format.NUMERIC and not f["ragged"]:
                 get = self._tensor(name).__getitem__
             else:
@@ -158,13 +171,14 @@ class Dataset:
         self._getters = getters
         return getters
 
-    def _derived_getter(self, name):
+    def _derived_getter(self, name: str) -> _Getter:
         values, shapes = self._derived_arrays(name)
         if shapes is None:
             return values.__getitem__
         return lambda i: self.derived_value(name, i)
 
-    def _derived_arrays(self, name):
+    def _derived_arrays(self, name: str
+                        ) -> Tuple[NDArray[Any], Optional[Tuple[NDArray[np.int64], NDArray[np.int64]]]]:
         """(values [N, ...], None) for a column of one shape, else (flat values, (offsets, shapes))."""
         t, sh = Tensor(), Tensor()
         check(self._lib.tarmac_derived_column(self._ptr, name.encode(), ctypes.byref(t), ctypes.byref(sh)))
@@ -172,7 +186,7 @@ class Dataset:
         if not t.offsets:
             return values, None
         off = ctypes.cast(t.offsets, ctypes.c_void_p).value
-        offsets = _view(self._h, off, (self._n + 1) * 8, "<i8", (self._n + 1,))
+        offsets = _view(self._handle, off, (self._n + 1) * 8, "<i8", (self._n + 1,))
         return values, (offsets, self._tensor_array(sh))
 
     def derived_dtype(self, name: str) -> str:
@@ -180,16 +194,17 @@ class Dataset:
         gives BF16 outputs as their raw uint16 bits, and this tells them apart from U16."""
         t = Tensor()
         check(self._lib.tarmac_derived_column(self._ptr, name.encode(), ctypes.byref(t), None))
-        return _format.DTYPE_NAMES[t.dtype]
+        dtype: str = _format.DTYPE_NAMES[t.dtype]
+        return dtype
 
-    def derived_value(self, name: str, i: int) -> np.ndarray:
+    def derived_value(self, name: str, i: int) -> NDArray[Any]:
         """Sample i's output of derived column `name`: a read-only zero-copy array of its own
         shape (BF16 outputs as their raw uint16 bits)."""
         t = Tensor()
         check(self._lib.tarmac_derived_value(self._ptr, name.encode(), self._index(i), ctypes.byref(t)))
         return self._tensor_array(t)
 
-    def _tensor(self, name):
+    def _tensor(self, name: str) -> NDArray[Any]:
         t = Tensor()
         check(self._lib.tarmac_column(self._ptr, name.encode(), ctypes.byref(t)))
         return self._tensor_array(t)
@@ -197,7 +212,7 @@ class Dataset:
     def _bad(self, i: int, what: str) -> DataError:
         return DataError(f"dataset '{self.path}': sample {i} {what}")
 
-    def _text(self, raw, i, field, kind):
+    def _text(self, raw: bytes, i: int, field: str, kind: str) -> Any:
         """Sample i's bytes of a string (str) or json (parsed) field; bytes that are not UTF-8,
         or not JSON, are DataError (TARMAC_E_DATA) naming the sample, never a bare ValueError."""
         try:
@@ -211,11 +226,11 @@ class Dataset:
         except ValueError as e:
             raise self._bad(i, f"field '{field}' is not valid JSON ({e})") from None
 
-    def _ragged_getter(self, values_name, offsets_name, field, kind):
+    def _ragged_getter(self, values_name: str, offsets_name: str, field: str, kind: str) -> _Getter:
         values, offsets = self._tensor(values_name), self._tensor(offsets_name)
         rows = values.shape[0]
 
-        def get(i):
+        def get(i: int) -> Any:
             b, e = int(offsets[i]), int(offsets[i + 1])
             if not 0 <= b <= e <= rows:
                 raise self._bad(i, f"field '{field}' has offsets {b}..{e} outside its {rows} values")
@@ -225,10 +240,10 @@ class Dataset:
             return self._text(v.tobytes(), i, field, kind)
         return get
 
-    def _blob_getter(self, kind, shards):
+    def _blob_getter(self, kind: str, shards: _Shards) -> Callable[[int], NDArray[np.uint8]]:
         shard_col, offset_col, size_col = (self._tensor(kind + s) for s in (".shard", ".offset", ".size"))
 
-        def get(i):
+        def get(i: int) -> NDArray[np.uint8]:
             k, off, size = int(shard_col[i]), int(offset_col[i]), int(size_col[i])
             if not 0 <= k < len(shards):
                 raise self._bad(i, f"{kind} names shard {k} of {len(shards)}")
@@ -279,10 +294,14 @@ class Dataset:
         return out
 
     @property
-    def _ptr(self) -> ctypes.c_void_p:
+    def _handle(self) -> _Handle:
         if self._h is None:
             raise ArgumentError("the dataset is closed")
-        return self._h.ptr
+        return self._h
+
+    @property
+    def _ptr(self) -> ctypes.c_void_p:
+        return self._handle.ptr
 
     def _index(self, i: int) -> int:
         i = int(i)
@@ -292,9 +311,9 @@ class Dataset:
             raise RangeError(f"sample index {i} out of range for {self._n} samples")
         return i
 
-    def _tensor_array(self, t):
+    def _tensor_array(self, t: Tensor) -> NDArray[Any]:
         dt = _format.DTYPES[t.dtype][1]
-        return _view(self._h, t.data, t.nbytes, dt, tuple(t.shape[d] for d in range(t.ndim)))
+        return _view(self._handle, t.data, t.nbytes, dt, tuple(t.shape[d] for d in range(t.ndim)))
 
     def key(self, i: int) -> str:
         data, size = ctypes.c_void_p(), ctypes.c_size_t()
@@ -302,16 +321,17 @@ class Dataset:
         check(self._lib.tarmac_key(self._ptr, i, ctypes.byref(data), ctypes.byref(size)))
         if not size.value:
             return ""
-        return self._text(ctypes.string_at(data, size.value), i, _format.KEY, _format.STRING)
+        key: str = self._text(ctypes.string_at(data, size.value), i, _format.KEY, _format.STRING)
+        return key
 
-    def blob(self, i: int, kind: str = _format.IMAGE) -> np.ndarray:
+    def blob(self, i: int, kind: str = _format.IMAGE) -> NDArray[np.uint8]:
         """The stored bytes of sample i's blob as a read-only uint8 array (zero-copy)."""
         data, size = ctypes.c_void_p(), ctypes.c_size_t()
         check(self._lib.tarmac_blob(self._ptr, self._index(i), kind.encode(), ctypes.byref(data),
                                     ctypes.byref(size)))
-        return _view(self._h, data.value, size.value, "u1", (size.value,))
+        return _view(self._handle, data.value, size.value, "u1", (size.value,))
 
-    def image(self, i: int) -> np.ndarray:
+    def image(self, i: int) -> NDArray[np.uint8]:
         return self.blob(i)
 
     def value(self, name: str, i: int) -> Any:
@@ -338,10 +358,11 @@ class Dataset:
             return self._text(ctypes.string_at(t.data, t.nbytes) if t.nbytes else b"", i, name, kind)
         return self._tensor_array(t)
 
-    def affine(self, i: int) -> np.ndarray:
-        return self.value(_format.AFFINE, i)
+    def affine(self, i: int) -> NDArray[np.float64]:
+        affine: NDArray[np.float64] = self.value(_format.AFFINE, i)
+        return affine
 
-    def dense(self, i: int, name: str) -> np.ndarray:
+    def dense(self, i: int, name: str) -> NDArray[Any]:
         """Sample i's dense map `name` ("depth" or "__depth__") stored as .npy (`--dense
         depth.npy`): a read-only zero-copy array of its stored dtype, shape (H, W) or (H, W, C)."""
         kind = name if name.startswith("__") else f"__{name}__"
@@ -370,11 +391,11 @@ class Dataset:
         valid = self._tensor(name + ".valid").astype(bool) if nullable else None
         if t.offsets:
             off = ctypes.cast(t.offsets, ctypes.c_void_p).value
-            offsets = _view(self._h, off, (self._n + 1) * 8, "<i8", (self._n + 1,))
+            offsets = _view(self._handle, off, (self._n + 1) * 8, "<i8", (self._n + 1,))
             return (values, offsets, valid) if nullable else (values, offsets)
-        if nullable:
+        if valid is not None:  # nullable
             mask = np.broadcast_to(~valid.reshape((-1,) + (1,) * (values.ndim - 1)), values.shape)
-            return np.ma.masked_array(values, mask=mask)
+            return np.ma.masked_array(values, mask=mask)  # type: ignore[no-untyped-call]  # numpy.ma has no hints
         return values
 
     def __getitem__(self, i: int) -> Dict[str, Any]:
@@ -394,7 +415,7 @@ class Dataset:
         return c.value
 
     def decode(self, i: int, size: Optional[Tuple[int, int]] = None, resize: bool = False,
-               channels: Optional[int] = None) -> np.ndarray:
+               channels: Optional[int] = None) -> NDArray[np.uint8]:
         """Sample i's image as an H x W x C uint8 array: RGB (C 3) or grey (C 1), as stored
         unless `channels` (1 or 3) asks; `size=(w, h)` with resize=True resizes."""
         i = self._index(i)
@@ -404,7 +425,9 @@ class Dataset:
         check(self._lib.tarmac_decode_channels(self._ptr, i, out.ctypes.data, out.nbytes, w, h, c, int(resize)))
         return out
 
-    def _loader(self, w, h, resize, threads, fields, channels=3, augment=None, points=None, boxes=None):
+    def _loader(self, w: int, h: int, resize: bool, threads: int, fields: Tuple[str, ...], channels: int = 3,
+                augment: Optional[Augment] = None, points: Optional[Sequence[str]] = None,
+                boxes: Optional[Sequence[str]] = None) -> _Loader:
         if self._loader_pid != os.getpid():
             # A forked child has no copy of the parent's decoding threads: make new loaders
             # and leave the inherited ones alone (freeing them would join absent threads).
@@ -421,7 +444,7 @@ class Dataset:
                 check(self._lib.tarmac_loader_new_augment(self._ptr, ctypes.byref(augment._c(points, boxes)),
                                                           channels, threads, names, len(fields),
                                                           ctypes.byref(ptr)))
-            self._loaders[key] = _Loader(self._lib, ptr, self._h)
+            self._loaders[key] = _Loader(self._lib, ptr, self._handle)
         return self._loaders[key]
 
     def fixed_fields(self) -> List[str]:
@@ -429,13 +452,12 @@ class Dataset:
         names = [n for n, f in self.fields.items() if not f["ragged"]]
         return names + ([_format.AFFINE] if self.blob_kinds else [])
 
-    def batch(self, indices: Sequence[int], fields: Optional[Sequence[str]] = None,
+    def batch(self, indices: Iterable[int], fields: Optional[Sequence[str]] = None,
               size: Optional[Tuple[int, int]] = None, resize: bool = False, threads: int = 0,
-              out: Optional[np.ndarray] = None, channels: int = 3, augment: Optional[Augment] = None, seed: int = 0,
-              epoch: int = 0, dense: Optional[Sequence[str]] = None, points: Optional[Sequence[str]] = None,
-              boxes: Optional[Sequence[str]] = None,
-              alloc: Optional[Callable[[str, Tuple[int, ...], np.dtype], np.ndarray]] = None
-              ) -> Tuple[Optional[np.ndarray], Dict[str, np.ndarray]]:
+              out: Optional[NDArray[np.uint8]] = None, channels: int = 3, augment: Optional[Augment] = None,
+              seed: int = 0, epoch: int = 0, dense: Optional[Sequence[str]] = None,
+              points: Optional[Sequence[str]] = None, boxes: Optional[Sequence[str]] = None,
+              alloc: Optional[_Alloc] = None) -> Tuple[Optional[NDArray[np.uint8]], Dict[str, Any]]:
         """Decodes `indices` into one (N, H, W, C) uint8 array and stacks fixed-shape fields.
 
         channels: 3 (RGB; grey images replicated, the default) or 1 (grey; colour images
@@ -469,7 +491,7 @@ class Dataset:
         `out` is given) and each stacked array of labels (a field, "__augment__", "__flip__", a
         dense map) instead of new arrays: a writable C-contiguous array of exactly that shape
         and dtype (tarmac.torch.Loader hands out views of its reused buffers)."""
-        new = _new_array if alloc is None else _checked_alloc(alloc)
+        new: _New = _new_array if alloc is None else _checked_alloc(alloc)
         idx = np.ascontiguousarray([self._index(i) for i in indices], dtype=np.int64)
         fields = tuple(self.fixed_fields() if fields is None else fields)
         listed = tuple(n for n in fields if n in self.fields and (self.fields[n]["ragged"] or
@@ -492,7 +514,7 @@ class Dataset:
                 if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < 2**64:
                     raise ArgumentError(f"{name} must be an integer in 0 .. 2^64 - 1, not {v!r}")
             dense = tuple(dense or ())
-            kinds = []
+            kinds: List[str] = []
             for name in dense:
                 kind = name if name.startswith("__") else f"__{name}__"
                 if kind not in self.blob_kinds[1:]:
@@ -524,7 +546,7 @@ class Dataset:
             images = out if out is not None else np.empty((len(idx), h, w, channels), dtype=np.uint8)
         else:
             images = new("image", (len(idx), h, w, channels), np.uint8)
-        labels = {}
+        labels: Dict[str, Any] = {}
         for name in fields:
             probe = self.stored_value(name, 0) if self._n else np.empty(0)
             labels[name] = new(name, (len(idx),) + probe.shape, probe.dtype)
@@ -545,7 +567,9 @@ class Dataset:
             self._listed(labels, idx, listed, augment, points, boxes, (w, h))
         return (images if self.blob_kinds else None), labels
 
-    def _listed(self, labels, idx, names, augment, points, boxes, size):
+    def _listed(self, labels: Dict[str, Any], idx: NDArray[np.int64], names: Tuple[str, ...],
+                augment: Optional[Augment], points: Optional[Sequence[str]], boxes: Optional[Sequence[str]],
+                size: Tuple[int, int]) -> None:
         """The string, JSON and ragged fields `names` of samples idx into labels, as lists; under
         an augmentation a ragged points, boxes or polygons field follows labels["__augment__"]."""
         kinds = _geometry.declared(self) if augment is not None else {}
@@ -570,19 +594,19 @@ class Dataset:
                 labels[name + ".valid"] = self._tensor(name + ".valid").astype(bool)[idx]
 
     def indices(self, rank: int = 0, world: int = 1, seed: int = 0, epoch: int = 0, shuffle: bool = True,
-                drop_last: bool = False) -> np.ndarray:
+                drop_last: bool = False) -> NDArray[np.int64]:
         """This dataset's share for `rank` of epoch `epoch` (see tarmac.indices)."""
         from .sampling import indices  # sampling's bucket_batches takes a Dataset: no import cycle
         return indices(self._n, rank, world, seed, epoch, shuffle, drop_last)
 
 
-def _new_array(name, shape, dtype):
+def _new_array(name: str, shape: Tuple[int, ...], dtype: npt.DTypeLike) -> NDArray[Any]:
     return np.empty(shape, dtype=dtype)
 
 
-def _checked_alloc(alloc):
+def _checked_alloc(alloc: _Alloc) -> _New:
     """alloc (Dataset.batch's argument) wrapped to refuse an array the native loader cannot fill."""
-    def new(name, shape, dtype):
+    def new(name: str, shape: Tuple[int, ...], dtype: npt.DTypeLike) -> NDArray[Any]:
         a = alloc(name, tuple(shape), np.dtype(dtype))
         if (not isinstance(a, np.ndarray) or a.shape != tuple(shape) or a.dtype != np.dtype(dtype)
                 or not a.flags.c_contiguous or not a.flags.writeable):
@@ -607,7 +631,7 @@ class _Loader:
         finalizer = weakref.finalize(self, _free_loader, lib, ctypes.c_void_p(ptr.value), os.getpid(), handle)
         finalizer.atexit = False
 
-    def run(self, idx: np.ndarray, images: np.ndarray, outs: Sequence[np.ndarray], seed: int = 0,
+    def run(self, idx: NDArray[np.int64], images: NDArray[np.uint8], outs: Sequence[NDArray[Any]], seed: int = 0,
             epoch: int = 0) -> None:
         bufs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs])
         sizes = (ctypes.c_size_t * max(len(outs), 1))(*[o.nbytes for o in outs])
@@ -615,7 +639,7 @@ class _Loader:
                                                   images.ctypes.data, images.nbytes, bufs, sizes))
         check(self.lib.tarmac_loader_wait(self.ptr))
 
-    def layout(self, k: int) -> Tuple[np.dtype, Tuple[int, ...]]:
+    def layout(self, k: int) -> Tuple[np.dtype[Any], Tuple[int, ...]]:
         """(numpy dtype, per-sample shape) of the loader's field k."""
         t = Tensor()
         check(self.lib.tarmac_loader_field_layout(self.ptr, k, ctypes.byref(t)))

@@ -40,14 +40,22 @@ import sys
 import time
 import traceback
 import zlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from types import FrameType, ModuleType, TracebackType
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
+import numpy.typing as npt
+from numpy.typing import NDArray
 
 import tarmac
 
 from . import _format
 from .errors import FormatError, TarmacError
+
+_Func = Callable[[Dict[str, Any]], Any]  # FUNC: a batch -> one output per sample
+_Log = Callable[[str], None]
+_Record = Dict[str, Any]  # a part's record (docs/format.md 8)
+_Item = Tuple[int, NDArray[Any], NDArray[np.uint8]]  # (sample, its output, its input digest)
 
 __all__ = ["run", "main", "DeriveError", "DeriveStopped"]
 
@@ -76,7 +84,7 @@ class DeriveStopped(DeriveError):
         return 128 + self.signal
 
 
-def _rank_world(rank, world):
+def _rank_world(rank: Optional[int], world: Optional[int]) -> Tuple[int, int]:
     """Explicit values, else torchrun's, else Slurm's, else 0 of 1."""
     env = os.environ
     for r_name, w_name in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
@@ -88,13 +96,13 @@ def _rank_world(rank, world):
                                   "world size (integers): set them right, or give --rank and --world") from None
     if (rank is None) != (world is None):
         raise DeriveError("give both --rank and --world, or neither")
-    rank, world = (0, 1) if rank is None else (int(rank), int(world))
+    rank, world = (0, 1) if rank is None or world is None else (int(rank), int(world))
     if world < 1 or not 0 <= rank < world:
         raise DeriveError(f"rank {rank} of world {world}: need 0 <= rank < world")
     return rank, world
 
 
-def _load_fn(fn):
+def _load_fn(fn: Union[_Func, str]) -> Tuple[_Func, str]:
     """(callable, its MODULE:FUNC name)."""
     if callable(fn):
         return fn, f"{fn.__module__}:{getattr(fn, '__qualname__', fn.__class__.__name__)}"
@@ -104,7 +112,7 @@ def _load_fn(fn):
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does: the current folder's modules
     try:
-        obj = importlib.import_module(module)
+        obj: Any = importlib.import_module(module)
     except ImportError as e:
         raise DeriveError(f"--fn {fn}: cannot import module '{module}': {e} (run from its folder or set "
                           "PYTHONPATH)") from e
@@ -117,7 +125,7 @@ def _load_fn(fn):
     return obj, fn
 
 
-def _labels_crc32(path):
+def _labels_crc32(path: str) -> str:
     """The dataset's identity: the manifest's labels_crc32, or the annotation file's CRC-32."""
     try:
         with open(os.path.join(path, _format.MANIFEST)) as f:
@@ -129,7 +137,7 @@ def _labels_crc32(path):
     return _file_crc32(os.path.join(path, _format.LABELS))
 
 
-def _fsync_dir(path):
+def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -137,12 +145,17 @@ def _fsync_dir(path):
         os.close(fd)
 
 
-def _write_atomic(path, data):
+def _write_atomic(path: str, data: Union[bytes, List[memoryview]]) -> None:
     """data: bytes, or a list of buffers written one after the other."""
     tmp = path + ".tmp"
+    buffers: Sequence[Union[bytes, memoryview]]
+    if isinstance(data, list):
+        buffers = data
+    else:
+        buffers = [data]
     try:
         with open(tmp, "wb") as f:
-            for buffer in data if isinstance(data, list) else [data]:
+            for buffer in buffers:
                 f.write(buffer)
             f.flush()
             os.fsync(f.fileno())
@@ -154,7 +167,7 @@ def _write_atomic(path, data):
     _fsync_dir(os.path.dirname(path))
 
 
-def _chunk_index(path):
+def _chunk_index(path: str) -> NDArray[np.int64]:
     """The sample indices a chunk holds (its `index` tensor), read without trusting the rest."""
     with open(path, "rb") as f:
         data = f.read()
@@ -166,8 +179,10 @@ def _chunk_index(path):
     return np.frombuffer(data[start + b:start + e], dtype="<i8")
 
 
-def _as_numpy(out, batch_len, first):
+def _as_numpy(out: Any, batch_len: int, first: int) -> Tuple[NDArray[Any], str]:
     """FUNC's result as (numpy array [B, ...], safetensors dtype name)."""
+    arr: NDArray[Any]
+    dtype: Optional[str]
     where = f"--fn's output for the batch starting at sample {first}"
     if hasattr(out, "detach") and hasattr(out, "cpu"):  # a torch tensor, on any device
         t = out.detach().cpu()
@@ -193,10 +208,10 @@ def _as_numpy(out, batch_len, first):
     return np.ascontiguousarray(arr), dtype
 
 
-def _stack_fields(ds, fields, idx):
+def _stack_fields(ds: tarmac.Dataset, fields: Sequence[str], idx: NDArray[np.int64]) -> Dict[str, NDArray[Any]]:
     """Fixed-shape fields of samples idx stacked as ds.batch stacks them (a nullable field's
     missing values as zeros, NAME.valid beside it), without decoding any image."""
-    labels = {}
+    labels: Dict[str, NDArray[Any]] = {}
     for f in fields:
         values = [ds.value(f, int(i)) for i in idx]
         if ds.fields.get(f, {}).get("nullable"):
@@ -208,7 +223,7 @@ def _stack_fields(ds, fields, idx):
     return labels
 
 
-def _batches(ds, todo, batch_size):
+def _batches(ds: tarmac.Dataset, todo: NDArray[np.int64], batch_size: int) -> List[NDArray[np.int64]]:
     """The remaining samples grouped by image size ((width, height) ascending), in index order
     within a size, cut into batches of batch_size."""
     if not ds.blob_kinds:
@@ -226,24 +241,24 @@ def _batches(ds, todo, batch_size):
 class _Stop:
     """The first SIGINT/SIGTERM asks the loop to stop after its batch; a second one exits."""
 
-    def __init__(self):
-        self.signal = None
-        self._old = {}
+    def __init__(self) -> None:
+        self.signal: Optional[int] = None
+        self._old: Dict[int, Any] = {}  # signal -> its handler before
 
-    def __enter__(self):
+    def __enter__(self) -> _Stop:
         import threading
         if threading.current_thread() is threading.main_thread():
             for s in (signal.SIGINT, signal.SIGTERM):
                 self._old[s] = signal.signal(s, self._handle)
         return self
 
-    def _handle(self, signum, frame):
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
         if self.signal is not None:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
         self.signal = signum
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         for s, h in self._old.items():
             signal.signal(s, h)
 
@@ -251,14 +266,15 @@ class _Stop:
 class _Part:
     """One rank's part: its record and chunks in DIR/columns/NAME.parts/."""
 
-    def __init__(self, parts_dir, record):
+    def __init__(self, parts_dir: str, record: _Record) -> None:
         self.dir, self.record = parts_dir, record
         self.path = os.path.join(parts_dir, _format.part_record(record["rank"], record["world"]))
 
-    def save(self):
+    def save(self) -> None:
         _write_atomic(self.path, json.dumps(self.record, indent=1).encode())
 
-    def write_chunk(self, idx, digests, shapes, values, dtype, reused=0):
+    def write_chunk(self, idx: NDArray[np.int64], digests: NDArray[np.uint8], shapes: NDArray[np.int64],
+                    values: NDArray[Any], dtype: str, reused: int = 0) -> None:
         """Samples idx (I64 [k]) with their input digests (U8 [k, 16]), output shapes (I64 [k, ndim])
         and outputs one after the other (`values`, flat) → the next chunk file, written from the
         arrays without joining them, then the record that lists it; `reused` of them were taken
@@ -278,7 +294,8 @@ class _Part:
         self.save()
 
 
-def _chunk_arrays(items):
+def _chunk_arrays(items: Sequence[_Item]
+                  ) -> Tuple[NDArray[np.int64], NDArray[np.uint8], NDArray[np.int64], NDArray[Any]]:
     """[(index, output array, input digest)] → write_chunk's (idx, digests, shapes, values)."""
     idx = np.array([i for i, _, _ in items], dtype=np.int64)
     ndim = items[0][1].ndim
@@ -288,14 +305,14 @@ def _chunk_arrays(items):
     return idx, digests, shapes, values
 
 
-def _open_part(parts_dir, record, restart, log):
+def _open_part(parts_dir: str, record: _Record, restart: bool, log: _Log) -> Tuple[_Part, NDArray[np.int64]]:
     """The part to go on with: a new one, or the one a previous run of this rank left."""
     part = _Part(parts_dir, record)
     rank, world = record["rank"], record["world"]
     if restart:
-        for f in os.listdir(parts_dir):
-            if f.startswith(_format.part_prefix(rank, world)):
-                os.remove(os.path.join(parts_dir, f))
+        for entry in os.listdir(parts_dir):
+            if entry.startswith(_format.part_prefix(rank, world)):
+                os.remove(os.path.join(parts_dir, entry))
     if not os.path.exists(part.path):
         part.save()
         return part, np.empty(0, dtype=np.int64)
@@ -313,28 +330,28 @@ def _open_part(parts_dir, record, restart, log):
                 f"{part.path} was computed with another {what}: {old.get(key)!r}, now {record[key]!r}. "
                 f"Remove the column's parts (tarmac column rm {os.path.dirname(os.path.dirname(parts_dir))} "
                 f"{record['column']}) and derive again, or run this rank with --restart")
-    done = []
+    chunks: List[NDArray[np.int64]] = []
     for c in old.get("chunks", []):
         path = os.path.join(parts_dir, c["file"])
         try:
             if os.path.getsize(path) != c["bytes"]:
                 raise FormatError(f"it is {os.path.getsize(path)} bytes, the record says {c['bytes']}")
-            done.append(_chunk_index(path))
+            chunks.append(_chunk_index(path))
         except (OSError, ValueError, KeyError) as e:
             raise DeriveError(f"{path} is damaged or missing ({e}): run this rank again with --restart") from e
     record.update(chunks=old["chunks"], done=int(old.get("done", 0)), complete=bool(old.get("complete")),
                   reused=int(old.get("reused", 0)))
-    done = np.concatenate(done) if done else np.empty(0, dtype=np.int64)
+    done = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int64)
     if len(done):
         log(f"going on from {len(done)} of {record['end'] - record['begin']} samples already computed")
     return part, done
 
 
-def run(path: Union[str, os.PathLike], name: str, fn: Union[Callable[[Dict[str, Any]], Any], str],
+def run(path: Union[str, os.PathLike[str]], name: str, fn: Union[_Func, str],
         batch_size: int = 16, fields: Optional[Sequence[str]] = None, rank: Optional[int] = None,
         world: Optional[int] = None, threads: Optional[int] = None, checkpoint_every: Optional[int] = None,
         restart: bool = False, log: Optional[Callable[[str], None]] = None, images: bool = True,
-        fn_version: str = "", reuse: Optional[Union[str, os.PathLike]] = None) -> Dict[str, Any]:
+        fn_version: str = "", reuse: Optional[Union[str, os.PathLike[str]]] = None) -> Dict[str, Any]:
     """Computes this rank's share of column `name` of the dataset at `path` with `fn` (a callable
     or "MODULE:FUNC"). images=False gives FUNC no "image" and decodes nothing; threads (decoding)
     defaults to the cores this process may use divided among torchrun's ranks on the node.
@@ -384,7 +401,7 @@ def run(path: Union[str, os.PathLike], name: str, fn: Union[Callable[[Dict[str, 
                         threads or _default_threads(), images, checkpoint_every, torch, stop, log, old)
 
 
-def _default_threads():
+def _default_threads() -> int:
     """The cores this process may use (its CPU affinity: under Slurm, the task's share already)
     divided among torchrun's ranks on this node (LOCAL_WORLD_SIZE), at least 1."""
     try:
@@ -398,15 +415,16 @@ def _default_threads():
     return max(1, cores // local)
 
 
-def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields, threads, images,
-             checkpoint_every, torch, stop, log, old=None):
+def _compute(ds: tarmac.Dataset, path: str, name: str, func: _Func, record: _Record, parts_dir: str, restart: bool,
+             batch_size: int, fields: List[str], threads: int, images: bool, checkpoint_every: Optional[int],
+             torch: Optional[ModuleType], stop: _Stop, log: _Log, old: Optional[_OldColumn] = None) -> Dict[str, Any]:
     """images False: FUNC gets the labels alone and nothing is decoded. old: the _OldColumn of
     --reuse, or None."""
     rank, world, begin, end = record["rank"], record["world"], record["begin"], record["end"]
     part, done = _open_part(parts_dir, record, restart, log)
-    result = {"rank": rank, "world": world, "samples": end - begin, "computed": 0, "reused": 0, "batches": 0,
-              "seconds": 0.0, "wait_seconds": 0.0, "fn_seconds": 0.0, "data_wait": 0.0, "threads": threads,
-              "complete": False}
+    result: Dict[str, Any] = {
+        "rank": rank, "world": world, "samples": end - begin, "computed": 0, "reused": 0, "batches": 0, "seconds": 0.0,
+        "wait_seconds": 0.0, "fn_seconds": 0.0, "data_wait": 0.0, "threads": threads, "complete": False}
     if record["complete"]:
         log(f"already complete ({end - begin} samples); nothing to do")
         result["complete"] = True
@@ -414,7 +432,7 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
     todo = np.setdiff1d(np.arange(begin, end, dtype=np.int64), done)
     hash_image = images and bool(ds.blob_kinds)
     fn_id = (record["fn"], record["fn_version"])
-    digest_of = {}  # sample → its input digest, computed ahead for --reuse
+    digest_of: Dict[int, NDArray[np.uint8]] = {}  # sample → its input digest, computed ahead for --reuse
     if old is not None and len(todo):
         digests = _input_digests(ds, todo, fields, fn_id, hash_image)
         rows = [old.rows.get(d.tobytes()) for d in digests]
@@ -432,7 +450,8 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
     stacked = [f for f in fields if f in fixed]
     listed = [f for f in fields if f not in fixed]  # strings and ragged fields: one value per sample
 
-    def load(idx):
+    def load(idx: NDArray[np.int64]
+             ) -> Tuple[NDArray[np.int64], Optional[NDArray[np.uint8]], Dict[str, Any], NDArray[np.uint8]]:
         if decode or not ds.blob_kinds:  # without images, ds.batch only stacks the fields
             pixels, labels = ds.batch(idx, fields=stacked, threads=threads)
         else:
@@ -446,14 +465,17 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
         return idx, pixels, labels, digests
 
     t0 = last_chunk = last_log = time.monotonic()
-    pending, pending_bytes, pending_batches, dtype = [], 0, 0, None
-    kind = None  # (dtype, ndim) of the outputs: one for the whole column
+    pending: List[_Item] = []
+    pending_bytes, pending_batches = 0, 0
+    dtype: Optional[str] = None
+    kind: Optional[Tuple[str, int]] = None  # (dtype, ndim) of the outputs: one for the whole column
     if old is not None and result["reused"]:
         kind, dtype = (old.dtype, old.ndim), old.dtype
 
-    def flush():
+    def flush() -> None:
         nonlocal pending, pending_bytes, pending_batches, last_chunk
         if pending:
+            assert dtype is not None  # set with the first output pending
             with _writing_part(parts_dir, record):
                 part.write_chunk(*_chunk_arrays(pending), dtype)
         pending, pending_bytes, pending_batches, last_chunk = [], 0, 0, time.monotonic()
@@ -462,11 +484,12 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
         ahead = pool.submit(load, batches[0]) if batches else None
         for k in range(len(batches)):
             t_wait = time.monotonic()
+            assert ahead is not None  # batch k's, submitted before
             idx, pixels, labels, digests = ahead.result()
             t_fn = time.monotonic()
             result["wait_seconds"] += t_fn - t_wait
             ahead = pool.submit(load, batches[k + 1]) if k + 1 < len(batches) else None
-            batch = {"__index__": idx} if pixels is None else {"image": pixels, "__index__": idx}
+            batch: Dict[str, Any] = {"__index__": idx} if pixels is None else {"image": pixels, "__index__": idx}
             batch.update(labels)
             if torch is not None:
                 batch = {key: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
@@ -477,8 +500,9 @@ def _compute(ds, path, name, func, record, parts_dir, restart, batch_size, field
                 if ahead is not None:
                     ahead.cancel()
                 flush()
-                listed = ", ".join(str(int(i)) for i in idx[:8]) + (f" and {len(idx) - 8} more" if len(idx) > 8 else "")
-                raise DeriveError(f"--fn raised {_where(e)} on the batch of samples {listed}; "
+                samples = (", ".join(str(int(i)) for i in idx[:8])
+                           + (f" and {len(idx) - 8} more" if len(idx) > 8 else ""))
+                raise DeriveError(f"--fn raised {_where(e)} on the batch of samples {samples}; "
                                   f"{record['done']} of this rank's {end - begin} samples are kept in its part: "
                                   f"fix FUNC (or that sample) and run the same command again to go on") from e
             out, out_dtype = _as_numpy(produced, len(idx), int(idx[0]))  # on the host: FUNC has finished
@@ -546,7 +570,7 @@ def _value_bytes(v: Any) -> bytes:
     return _item(b"json") + _item(json.dumps(v, sort_keys=True, separators=(",", ":")).encode())
 
 
-def _input_digest(ds, i: int, fields: Sequence[str], fn_id, image: bool) -> bytes:
+def _input_digest(ds: tarmac.Dataset, i: int, fields: Sequence[str], fn_id: Tuple[str, str], image: bool) -> bytes:
     """Sample i's input digest (format.md 9): BLAKE2b with a 16-byte digest over, each as
     _item: "tarmac-derive-input/1", --fn, --fn-version, then (image) "image" and the sample's
     stored image bytes exactly as stored, then for each of --fields in the order given its name
@@ -557,13 +581,14 @@ def _input_digest(ds, i: int, fields: Sequence[str], fn_id, image: bool) -> byte
         blob = ds.blob(i)
         h.update(_item(b"image"))
         h.update(struct.pack("<Q", blob.nbytes))
-        h.update(blob)
+        h.update(blob.data)
     for f in fields:
         h.update(_item(f.encode()) + _value_bytes(ds.value(f, i)))
     return h.digest()
 
 
-def _input_digests(ds, idx, fields, fn_id, image) -> np.ndarray:
+def _input_digests(ds: tarmac.Dataset, idx: NDArray[np.int64], fields: Sequence[str], fn_id: Tuple[str, str],
+                   image: bool) -> NDArray[np.uint8]:
     """U8 [len(idx), 16]: the input digests of samples idx."""
     out = np.empty((len(idx), _format.DIGEST_BYTES), dtype=np.uint8)
     for j, i in enumerate(idx):
@@ -603,7 +628,7 @@ class _OldColumn:
             mm = np.memmap(self.file, dtype=np.uint8, mode="r")
             _check_reused_column(spec, where, self.file, header, meta, mm, start)
 
-            def tensor(key, np_dtype):
+            def tensor(key: str, np_dtype: npt.DTypeLike) -> NDArray[Any]:
                 b, e = header[key]["data_offsets"]
                 return mm[start + b:start + e].view(np_dtype)
 
@@ -617,12 +642,13 @@ class _OldColumn:
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise DeriveError(f"--reuse {spec}: cannot read {self.file} ({e}): check it with `tarmac verify "
                               f"{where}`") from e
-        self.rows = {}
+        self.rows: Dict[bytes, int] = {}
         for row in range(count):  # the first sample of a digest wins: equal inputs, equal outputs
             self.rows.setdefault(digests[row].tobytes(), row)
 
-    def output(self, row: int) -> np.ndarray:
-        return self.values[self.offsets[row]:self.offsets[row + 1]].reshape(tuple(self.shapes[row]))
+    def output(self, row: int) -> NDArray[Any]:
+        out: NDArray[Any] = self.values[self.offsets[row]:self.offsets[row + 1]].reshape(tuple(self.shapes[row]))
+        return out
 
 
 def _file_crc32(path: str) -> str:
@@ -636,7 +662,8 @@ def _file_crc32(path: str) -> str:
     return "%08x" % crc
 
 
-def _check_reused_column(spec, where, file, header, meta, mm, start) -> None:
+def _check_reused_column(spec: str, where: str, file: str, header: Dict[str, Any], meta: Dict[str, Any],
+                         mm: NDArray[np.uint8], start: int) -> None:
     """Whatever is reused is verified first (docs/reliability.md): the old column's tensors against
     the CRC-32s its metadata states, and the column against its dataset (the annotation file's
     CRC-32, the manifest's labels_crc32), as `tarmac verify OLD_DIR` checks them. A damaged old
@@ -650,7 +677,7 @@ def _check_reused_column(spec, where, file, header, meta, mm, start) -> None:
         if not isinstance(said, str):
             raise DeriveError(f"--reuse {spec}: {file} states no {said_key}: it is not a column tarmac merged; {fix}")
         b, e = header[key]["data_offsets"]
-        crc = "%08x" % zlib.crc32(mm[start + b:start + e])
+        crc = "%08x" % zlib.crc32(mm[start + b:start + e].data)
         if crc != said:
             raise DeriveError(f"--reuse {spec}: column '{meta.get('column', '?')}' in {file} is damaged: the CRC-32 "
                               f"of its '{key}' tensor is {crc}, its {said_key} says {said}; nothing was reused "
@@ -674,7 +701,8 @@ def _check_reused_column(spec, where, file, header, meta, mm, start) -> None:
                           f"nothing was reused ({fix})")
 
 
-def _write_reused(part, parts_dir, record, old, idx, rows, digests, stop, log):
+def _write_reused(part: _Part, parts_dir: str, record: _Record, old: _OldColumn, idx: NDArray[np.int64],
+                  rows: npt.ArrayLike, digests: NDArray[np.uint8], stop: _Stop, log: _Log) -> None:
     """Samples idx take rows `rows` of the old column, written as chunks of this part."""
     if len(idx) and record["chunks"]:
         kind = _recorded_kind(parts_dir, record)
@@ -724,7 +752,8 @@ class _writing_part:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, e, tb) -> bool:
+    def __exit__(self, kind: Optional[Type[BaseException]], e: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         if e is None or not isinstance(e, OSError):
             return False
         reason = "no space left on device" if e.errno in (errno.ENOSPC, errno.EDQUOT) else (e.strerror or str(e))
@@ -733,7 +762,7 @@ class _writing_part:
                           f"same command again to go on") from e
 
 
-def _recorded_kind(parts_dir, record):
+def _recorded_kind(parts_dir: str, record: _Record) -> Tuple[str, int]:
     """(dtype, ndim) of the outputs in this part's first chunk."""
     with open(os.path.join(parts_dir, record["chunks"][0]["file"]), "rb") as f:
         data = f.read(8 + 65536)
@@ -741,7 +770,7 @@ def _recorded_kind(parts_dir, record):
     return header["values"]["dtype"], header["shape"]["shape"][1]
 
 
-def _torch():
+def _torch() -> Optional[ModuleType]:
     try:
         import torch
         return torch

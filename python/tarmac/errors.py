@@ -3,7 +3,7 @@
 checks, and what access checks")."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Dict, Optional, Tuple, Type
 
 __all__ = ["TarmacError", "ArgumentError", "WrongTypeError", "RangeError", "DatasetIOError", "ParseError",
            "FormatError", "DataError", "InternalError", "LibraryVersionError", "LibraryNotFoundError",
@@ -26,11 +26,13 @@ class TarmacError(Exception):
         super().__init__(message)
         self.code = code
 
-    def __reduce__(self):  # picklable with its class, code and attributes (errors cross processes)
+    # picklable with its class, code and attributes (errors cross processes)
+    def __reduce__(self) -> Tuple[Callable[..., TarmacError], Tuple[Any, ...]]:
         return _rebuild, (type(self), self.code, str(self), dict(self.__dict__))
 
 
-def _rebuild(cls, code, message, attributes):
+def _rebuild(cls: Type[TarmacError], code: Optional[int], message: str,
+             attributes: Dict[str, Any]) -> TarmacError:
     e = cls.__new__(cls)
     TarmacError.__init__(e, code, message)
     e.__dict__.update(attributes)

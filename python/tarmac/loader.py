@@ -20,13 +20,21 @@ import queue
 import threading
 import time
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
+import numpy.typing as npt
 import torch
+from numpy.typing import NDArray
 
-from .dataset import Dataset
-from .errors import ArgumentError, RangeError, TarmacError
+from .augment import Augment
+from .dataset import Dataset, _Alloc
+from .errors import ArgumentError, RangeError, TarmacError, _rebuild
+
+if TYPE_CHECKING:  # tarmac.torch imports this module
+    from .torch import MixedDataset, TarmacDataset
+
+_Batch = Dict[str, Any]  # a batch as TarmacDataset's (MixedDataset's) batched path gives it
 
 __all__ = ["Loader"]
 
@@ -41,10 +49,11 @@ class _Slot:
 
     def __init__(self, number: int, pinned: bool) -> None:
         self.number, self.pinned = number, pinned
-        self.buffers: Dict[str, np.ndarray] = {}
+        self.buffers: Dict[str, NDArray[np.uint8]] = {}
         self.held = 0
 
-    def view(self, name: str, shape, dtype, released: queue.SimpleQueue) -> np.ndarray:
+    def view(self, name: str, shape: Tuple[int, ...], dtype: npt.DTypeLike, released: queue.SimpleQueue[int]
+             ) -> NDArray[Any]:
         """A fresh view of this slot's buffer `name` as `shape` and `dtype` (grown if too small);
         counted until the last reference to it goes."""
         dtype = np.dtype(dtype)
@@ -53,11 +62,11 @@ class _Slot:
         if buf is None or buf.nbytes < nbytes:
             size = max(nbytes, 1)
             if self.pinned:  # page-locked through torch: the tensor stays alive as the array's base
-                buf = torch.empty(size, dtype=torch.uint8, pin_memory=True).numpy()
+                buf = cast("NDArray[np.uint8]", torch.empty(size, dtype=torch.uint8, pin_memory=True).numpy())
             else:
                 buf = np.empty(size, dtype=np.uint8)
             self.buffers[name] = buf
-        v = buf[:nbytes].view(dtype).reshape(shape)
+        v: NDArray[Any] = buf[:nbytes].view(dtype).reshape(shape)
         self.held += 1
         weakref.finalize(v, released.put, self.number)  # SimpleQueue.put: safe in any thread, in GC
         return v
@@ -70,7 +79,7 @@ class _Ring:
     def __init__(self, base: int, pinned: bool) -> None:
         self.base, self.bound, self.pinned = base, base + _EXTRA_SLOTS, pinned
         self.slots: List[_Slot] = []
-        self.released: queue.SimpleQueue = queue.SimpleQueue()
+        self.released: queue.SimpleQueue[int] = queue.SimpleQueue()
         self.lock = threading.Lock()  # one producer at a time (an iteration ending, the next starting)
 
     def _drain(self) -> None:
@@ -103,7 +112,7 @@ class _Ring:
         return None
 
 
-def _is_count(v) -> bool:
+def _is_count(v: object) -> bool:
     return not isinstance(v, bool) and isinstance(v, numbers.Integral)
 
 
@@ -111,7 +120,7 @@ class _Part:
     """One dataset read by the Loader: its own tarmac.Dataset (so the native loader it drives is
     never shared with the caller's ds.batch calls), and the settings of a TarmacDataset."""
 
-    def __init__(self, spec, given: Optional[Dataset]) -> None:
+    def __init__(self, spec: TarmacDataset, given: Optional[Dataset]) -> None:
         self.spec = spec  # a TarmacDataset: fields, augment, seed, dense, channels, columns, decode, chw
         self.given = given  # the caller's tarmac.Dataset, watched for close()
         self.ds = Dataset(spec.path, cache=spec.cache, cache_size=spec.cache_size)
@@ -131,10 +140,11 @@ class Loader:
     CUDA is available) allocates the slots page-locked; device: None or "cpu" (the GPU copy is
     not built yet; "cuda" without CUDA is an ArgumentError)."""
 
-    def __init__(self, dataset, batch_sampler: Iterable[Sequence[int]], *, threads: Optional[int] = None,
-                 prefetch: int = 2, pin_memory: Optional[bool] = None, device=None, augment=None, seed: int = 0,
-                 fields: Optional[Sequence[str]] = None, dense: Optional[Sequence[str]] = None,
-                 chw: bool = True) -> None:
+    def __init__(self, dataset: Union[str, os.PathLike[str], Dataset, TarmacDataset, MixedDataset],
+                 batch_sampler: Iterable[Sequence[int]], *, threads: Optional[int] = None, prefetch: int = 2,
+                 pin_memory: Optional[bool] = None, device: Optional[Union[str, torch.device]] = None,
+                 augment: Optional[Augment] = None, seed: int = 0, fields: Optional[Sequence[str]] = None,
+                 dense: Optional[Sequence[str]] = None, chw: bool = True) -> None:
         from . import torch as tt  # tarmac.torch imports this module
 
         if not _is_count(prefetch) or prefetch < 0:
@@ -166,8 +176,9 @@ class Loader:
         self.batch_sampler = batch_sampler
         self.prefetch = int(prefetch)
         self.mixed = dataset if isinstance(dataset, tt.MixedDataset) else None
-        asked = {"fields": fields, "augment": augment, "dense": dense}
-        if self.mixed is not None or isinstance(dataset, tt.TarmacDataset):
+        asked: Dict[str, Any] = {"fields": fields, "augment": augment, "dense": dense}
+        given: List[Optional[Dataset]]
+        if isinstance(dataset, (tt.MixedDataset, tt.TarmacDataset)):  # self.mixed, or a TarmacDataset
             spec = dataset
             theirs = {"fields": list(spec.fields), "augment": spec.augment, "dense": list(spec.dense)}
             for name, v in asked.items():
@@ -176,15 +187,17 @@ class Loader:
                                         f"{theirs[name]!r}; give it to one of them")
             if seed != 0 and seed != spec.seed:
                 raise ArgumentError(f"Loader: seed={seed} differs from the {type(dataset).__name__}'s {spec.seed}")
-            if not chw and spec.chw:
+            spec_chw = spec.datasets[0].chw if isinstance(spec, tt.MixedDataset) else spec.chw  # a mix's: its parts'
+            if not chw and spec_chw:
                 raise ArgumentError(f"Loader: chw=False but the {type(dataset).__name__} has chw=True")
-            specs = list(dataset.datasets) if self.mixed is not None else [dataset]
+            specs = list(dataset.datasets) if isinstance(dataset, tt.MixedDataset) else [dataset]
             given = [None] * len(specs)
             self.epoch = int(spec.epoch)
             self.transform = spec.transform
         else:
+            kw: Dict[str, Any]
             if isinstance(dataset, Dataset):
-                given, path = [dataset], dataset
+                given = [dataset]
                 kw = {"cache": dataset.cache, "cache_size": dataset.cache_size}
                 path = dataset.path
             elif isinstance(dataset, (str, os.PathLike)):
@@ -223,7 +236,7 @@ class Loader:
     def __len__(self) -> int:
         return len(self.batch_sampler)  # type: ignore[arg-type]
 
-    def _samplers(self):
+    def _samplers(self) -> List[Any]:
         inner = getattr(self.batch_sampler, "sampler", None)
         return [s for s in (self.batch_sampler, inner) if s is not None]
 
@@ -238,7 +251,7 @@ class Loader:
                 s.set_epoch(epoch)
                 break
 
-    def _stateful(self):
+    def _stateful(self) -> Any:
         for s in self._samplers():
             if hasattr(s, "state_dict") and hasattr(s, "load_state_dict"):
                 return s
@@ -250,7 +263,8 @@ class Loader:
         counted in batches for a batch sampler with state_dict, else in samples of its sampler."""
         s = self._stateful()
         consumed = self._consumed if s is self.batch_sampler else self._consumed_samples
-        return s.state_dict(consumed=consumed)
+        state: Dict[str, Any] = s.state_dict(consumed=consumed)
+        return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resumes from `state` (state_dict's): the sampler's, and the epoch of the draws."""
@@ -275,7 +289,7 @@ class Loader:
             self._worker = None
 
 
-def _stop_worker(box):
+def _stop_worker(box: List[Optional[_Worker]]) -> None:
     if box[0] is not None:
         box[0].stop()
 
@@ -289,10 +303,10 @@ class _Iterator:
         self._worker = worker
         weakref.finalize(self, worker.stop)
 
-    def __iter__(self):
+    def __iter__(self) -> _Iterator:
         return self
 
-    def __next__(self) -> Dict[str, Any]:
+    def __next__(self) -> Any:
         batch, n = self._worker.next()
         loader = self._loader
         if loader._worker is self._worker:
@@ -305,7 +319,7 @@ class _Iterator:
 class _Worker:
     """The producer of one iteration: a background thread (prefetch > 0) or next() itself."""
 
-    def __init__(self, loader: Loader, batches) -> None:
+    def __init__(self, loader: Loader, batches: Iterator[Sequence[int]]) -> None:
         # Copies of what the thread needs, never the Loader or the iterator (their finalizers stop it).
         self.parts, self.mixed, self.ring = loader.parts, loader.mixed, loader._ring
         self.threads, self.epoch, self.prefetch = loader.threads, loader.epoch, loader.prefetch
@@ -313,13 +327,12 @@ class _Worker:
         self.stopped = threading.Event()
         self.done = False
         self.number = 0
+        self.thread: Optional[threading.Thread] = None
         if self.prefetch:
-            self.ready: queue.Queue = queue.Queue()
+            self.ready: queue.Queue[Tuple[str, Any]] = queue.Queue()
             self.credit = threading.Semaphore(self.prefetch)
             self.thread = threading.Thread(target=self._run, name="tarmac-loader", daemon=True)
             self.thread.start()
-        else:
-            self.thread = None
 
     def stop(self) -> None:
         self.stopped.set()
@@ -333,7 +346,7 @@ class _Worker:
                 except queue.Empty:
                     break
 
-    def _produce(self):
+    def _produce(self) -> Optional[Tuple[_Batch, int]]:
         """(batch, samples) of the sampler's next batch; StopIteration at its end, None if stopped."""
         idx = next(self.batches)
         number = self.number
@@ -345,7 +358,9 @@ class _Worker:
             try:
                 return _load(self, slot, idx), len(idx)
             except TarmacError as e:
-                raise type(e)(f"Loader: batch {number}: {e}") from e
+                # e's class, code and attributes with the message prefixed (a bare TarmacError's __init__
+                # takes the code first, so type(e)(message) would fail)
+                raise _rebuild(type(e), e.code, f"Loader: batch {number}: {e}", dict(e.__dict__)) from e
             except IndexError as e:
                 raise RangeError(f"Loader: batch {number} (indices {_short(idx)}): {e}") from e
             except (ValueError, KeyError, TypeError) as e:
@@ -367,7 +382,7 @@ class _Worker:
         except BaseException as e:  # re-raised in the caller's thread at its next next()
             self.ready.put(("error", e))
 
-    def next(self):
+    def next(self) -> Tuple[_Batch, int]:
         if self.done:
             raise StopIteration
         if self.thread is None:
@@ -389,19 +404,20 @@ class _Worker:
                     raise StopIteration from None
         if kind == "batch":
             self.credit.release()
-            return value
+            batch: Tuple[_Batch, int] = value
+            return batch
         self.done = True
         if kind == "error":
             raise value
         raise StopIteration
 
 
-def _short(idx) -> str:
-    idx = list(idx)
+def _short(indices: Iterable[int]) -> str:
+    idx = list(indices)
     return str(idx) if len(idx) <= 8 else f"[{', '.join(map(str, idx[:8]))}, ... ({len(idx)} in all)]"
 
 
-def _load(worker: _Worker, slot: _Slot, idx):
+def _load(worker: _Worker, slot: _Slot, idx: Sequence[int]) -> _Batch:
     """The batch of `idx` (a dict as TarmacDataset's or MixedDataset's batched path gives it),
     its images and stacked labels decoded into views of `slot`."""
     for part in worker.parts:
@@ -414,7 +430,7 @@ def _load(worker: _Worker, slot: _Slot, idx):
     return _mixed_batch(worker, idx, slot, released)
 
 
-def _part_batch(worker: _Worker, k: int, indices, alloc):
+def _part_batch(worker: _Worker, k: int, indices: Iterable[Any], alloc: Optional[_Alloc]) -> _Batch:
     """TarmacDataset._batch of part k, with the arrays the native loader fills from `alloc`."""
     from . import torch as tt
 
@@ -424,13 +440,14 @@ def _part_batch(worker: _Worker, k: int, indices, alloc):
     out: Dict[str, Any] = {"__key__": [ds.key(i) for i in idx], "__index__": torch.tensor(idx, dtype=torch.int64)}
     if spec.decode and ds.blob_kinds:
         threads = worker.threads if worker.threads is not None else (spec.threads if spec.threads is not None else 0)
-        extra = {}
+        extra: Dict[str, Any] = {}
         if spec.augment is not None:
             extra = dict(augment=spec.augment, seed=spec.seed, epoch=worker.epoch, dense=spec.dense)
         images, labels = ds.batch(idx, fields=spec.fields, threads=threads, channels=spec.channels, alloc=alloc,
                                   **extra)
-        images = torch.from_numpy(images)
-        out["image"] = images.permute(0, 3, 1, 2) if spec.chw else images
+        assert images is not None  # ds.blob_kinds: the batch has images
+        pixels = torch.from_numpy(images)
+        out["image"] = pixels.permute(0, 3, 1, 2) if spec.chw else pixels
     else:
         labels = {name: [ds.value(name, i) for i in idx] if tt._listed(ds, name) else
                   np.stack([np.asarray(ds.stored_value(name, i)) for i in idx]) if idx else np.empty(0)
@@ -450,10 +467,12 @@ def _part_batch(worker: _Worker, k: int, indices, alloc):
     return out
 
 
-def _mixed_batch(worker: _Worker, indices, slot: _Slot, released):
+def _mixed_batch(worker: _Worker, indices: Sequence[int], slot: _Slot, released: queue.SimpleQueue[int]) -> _Batch:
     """MixedDataset._batch with each dataset's part decoded into the slot (the whole batch in
     place when it comes from one dataset, else each part into its own buffer of the slot and
     the images gathered into the slot's "image" buffer: one copy)."""
-    return worker.mixed._batch(indices, alloc=lambda name, shape, dtype: slot.view(name, shape, dtype, released),
-                               part_batch=lambda k, local, alloc: _part_batch(worker, k, local, alloc),
-                               transform=False)
+    assert worker.mixed is not None  # _load's caller: a MixedDataset's batch
+    batch: _Batch = worker.mixed._batch(
+        indices, alloc=lambda name, shape, dtype: slot.view(name, shape, dtype, released),
+        part_batch=lambda k, local, alloc: _part_batch(worker, k, local, alloc), transform=False)
+    return batch

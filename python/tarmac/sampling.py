@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import ctypes
 import operator
-from typing import List
+from typing import List, TypeVar
 
 import numpy as np
+import numpy.typing as npt
+from numpy.typing import NDArray
 
 from . import _format
 from ._library import check, load_library
@@ -19,7 +21,7 @@ __all__ = ["indices", "bucket_batches", "permutation"]
 
 
 def indices(n: int, rank: int = 0, world: int = 1, seed: int = 0, epoch: int = 0, shuffle: bool = True,
-            drop_last: bool = False) -> np.ndarray:
+            drop_last: bool = False) -> NDArray[np.int64]:
     """Rank's share of the deterministic per-epoch order of n samples (int64 array).
 
     Every rank gets ceil(n / world) indices (floor with drop_last), disjoint between ranks up to
@@ -35,7 +37,7 @@ def indices(n: int, rank: int = 0, world: int = 1, seed: int = 0, epoch: int = 0
 
 
 def bucket_batches(dataset: Dataset, batch_size: int, rank: int = 0, world: int = 1, seed: int = 0, epoch: int = 0,
-                   shuffle: bool = True, drop_last: bool = True) -> List[np.ndarray]:
+                   shuffle: bool = True, drop_last: bool = True) -> List[NDArray[np.int64]]:
     """Rank's batches of epoch `epoch` for a dataset converted with --resize bucket: every batch
     holds images of one size (one aspect bucket), so it stacks into one array.
 
@@ -73,9 +75,10 @@ def bucket_batches(dataset: Dataset, batch_size: int, rank: int = 0, world: int 
 
 _U64 = np.uint64
 _ROUNDS = 6
+_State = TypeVar("_State", NDArray[np.uint64], np.uint64)
 
 
-def _mix(z):
+def _mix(z: _State) -> _State:
     """splitmix64's step on state z (a uint64 array, or a numpy uint64): add 0x9E3779B97F4A7C15,
     then its finaliser. In place where z is an array."""
     z = z + _U64(0x9E3779B97F4A7C15)
@@ -87,7 +90,7 @@ def _mix(z):
     return z
 
 
-def permutation(n: int, seed: int, epoch, positions) -> np.ndarray:
+def permutation(n: int, seed: int, epoch: npt.ArrayLike, positions: npt.ArrayLike) -> NDArray[np.int64]:
     """Items `positions` of a permutation of [0, n) keyed by (seed, epoch), computed item by
     item: the cost is O(len(positions)) in time and memory, whatever n (docs/reader.md,
     "Permutations item by item"). `epoch` is an integer >= 0 or an array of them, one per

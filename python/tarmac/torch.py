@@ -20,6 +20,9 @@ batch_size; the dataset then returns the batch already stacked.
         ds, batch_size=None, num_workers=8, pin_memory=True,
         sampler=torch.utils.data.BatchSampler(sampler, batch_size=64, drop_last=False))
 """
+from __future__ import annotations
+
+import abc
 import collections.abc
 import copy
 import fractions
@@ -29,21 +32,32 @@ import numbers
 import operator
 import os
 import warnings
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import torch
 import torch.utils.data
+from numpy.typing import NDArray
 
 import tarmac
 
 from . import _format, _worker_pool
+from .dataset import _Alloc
 from .errors import ArgumentError, RangeError, WrongTypeError
 from .loader import Loader  # noqa: F401  (tarmac.torch.Loader; the module imports this one lazily)
+
+_Path = Union[str, "os.PathLike[str]"]
+# What a transform= takes (a sample or a batch: a dict) and gives (anything the training loop takes).
+_Transform = Callable[[Dict[str, Any]], Any]
+# MixedDataset._batch's part_batch(k, local indices, alloc): dataset k's batch, a dict.
+_PartBatch = Callable[[int, NDArray[np.int64], Optional[_Alloc]], Dict[str, Any]]
+# A sampler's order of an epoch: sample indices, or batches of them (BucketBatchSampler).
+_Order = Union[NDArray[np.int64], List[NDArray[np.int64]]]
 
 _log = logging.getLogger("tarmac")
 
 
-class TarmacDataset(torch.utils.data.Dataset):
+class TarmacDataset(torch.utils.data.Dataset[Any]):
     """Sample i → {"image": uint8 tensor [C, H, W] (or [H, W, C] with chw=False), fields...,
     "__affine__", "__key__", "__index__"}. Only fixed-shape fields are returned (they collate);
     `fields` picks them (default: all fixed-shape fields). `threads`: native decoding threads
@@ -63,8 +77,11 @@ class TarmacDataset(torch.utils.data.Dataset):
     folder its shards are downloaded into on first use, and the most bytes kept there
     (tarmac.Dataset; every worker shares the folder)."""
 
-    def __init__(self, path, fields=None, decode=True, chw=True, transform=None, threads=None,
-                 channels=3, columns=None, augment=None, seed=0, dense=None, cache=None, cache_size=0):
+    def __init__(self, path: _Path, fields: Optional[Sequence[str]] = None, decode: bool = True,
+                 chw: bool = True, transform: Optional[_Transform] = None, threads: Optional[int] = None,
+                 channels: int = 3, columns: Optional[Sequence[str]] = None, augment: Optional[tarmac.Augment] = None,
+                 seed: int = 0, dense: Optional[Sequence[str]] = None, cache: Optional[_Path] = None,
+                 cache_size: int = 0) -> None:
         self.path = os.fspath(path)
         self.cache, self.cache_size = cache, cache_size
         if augment is not None and not isinstance(augment, tarmac.Augment):
@@ -86,26 +103,27 @@ class TarmacDataset(torch.utils.data.Dataset):
             # An empty batch checks the augment against the fields (flip_pairs in range, declared
             # kinds' shapes, undeclared geometric names) before any batch, decoding nothing.
             ds.batch([], fields=self.fields, augment=augment, dense=self.dense, threads=1, channels=channels)
-        self._ds, self._pid = None, None
+        self._ds: Optional[tarmac.Dataset] = None
+        self._pid: Optional[int] = None
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """The epoch whose augmentation draws samples get (with `augment`)."""
         self.epoch = int(epoch)
 
-    def _dataset(self):
-        if self._pid != os.getpid():
+    def _dataset(self) -> tarmac.Dataset:
+        if self._pid != os.getpid() or self._ds is None:
             self._ds, self._pid = tarmac.Dataset(self.path, cache=self.cache, cache_size=self.cache_size), os.getpid()
         return self._ds
 
-    def __getstate__(self):
+    def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
         state["_ds"], state["_pid"] = None, None
         return state
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         if not _is_index(i):
             return self._batch(i)
         if self.augment is not None and self.decode:
@@ -133,16 +151,16 @@ class TarmacDataset(torch.utils.data.Dataset):
         return self.transform(out) if self.transform else out
 
 
-    def _batch(self, indices, shared=None, transform=True):
+    def _batch(self, indices: Iterable[Any], shared: Optional[bool] = None, transform: bool = True) -> Any:
         """Samples `indices` stacked: "image" uint8 [N, C, H, W] (a channels-last view of one
         NHWC block; [N, H, W, C] with chw=False), each field [N, ...], "__key__" a list. The
         images must share one size (a bucketed dataset: use BucketBatchSampler). `shared`: the
         images in shared memory (default: in a loader worker)."""
         ds = self._dataset()
         idx = [int(i) for i in indices]
-        out = {"__key__": [ds.key(i) for i in idx], "__index__": torch.tensor(idx, dtype=torch.int64)}
+        out: Dict[str, Any] = {"__key__": [ds.key(i) for i in idx], "__index__": torch.tensor(idx, dtype=torch.int64)}
         if self.decode and ds.blob_kinds:
-            in_worker = torch.utils.data.get_worker_info() is not None
+            in_worker = torch.utils.data.get_worker_info() is not None  # type: ignore[no-untyped-call]
             if self.augment is not None:
                 h, w = self.augment.size
             else:
@@ -150,7 +168,7 @@ class TarmacDataset(torch.utils.data.Dataset):
             shared = in_worker if shared is None else shared
             images = _uint8_tensor((len(idx), h, w, self.channels), shared=shared)
             threads = self.threads if self.threads is not None else (1 if in_worker else 0)
-            extra = {}
+            extra: Dict[str, Any] = {}
             if self.augment is not None:
                 extra = dict(augment=self.augment, seed=self.seed, epoch=self.epoch, dense=self.dense)
             _, labels = ds.batch(idx, fields=self.fields, out=images.numpy(), threads=threads,
@@ -176,15 +194,15 @@ class TarmacDataset(torch.utils.data.Dataset):
         return self.transform(out) if self.transform and transform else out
 
 
-def _is_index(i):
+def _is_index(i: Any) -> bool:
     """True for one sample's index, False for a batch of them (a list, array or 1-d tensor)."""
-    return isinstance(i, (int, np.integer)) or (torch.is_tensor(i) and i.dim() == 0)
+    return isinstance(i, (int, np.integer)) or (isinstance(i, torch.Tensor) and i.dim() == 0)
 
 
 _WIDEN = {np.dtype(np.uint16): np.int32, np.dtype(np.uint32): np.int64}
 
 
-def _label_tensor(array):
+def _label_tensor(array: NDArray[Any]) -> torch.Tensor:
     """A label array as a tensor; unsigned types torch lacks widened (U16 to int32, U32 to int64:
     a 16-bit depth map's values are kept), and U64 (a --dedup __phash__) its bits reinterpreted
     as int64, as torch users keep hashes: values >= 2^63 read negative, `.view(np.uint64)` of
@@ -196,19 +214,19 @@ def _label_tensor(array):
     return torch.from_numpy(array)
 
 
-def _listed(ds, name):
+def _listed(ds: tarmac.Dataset, name: str) -> bool:
     """A string, JSON or ragged field: one value per sample, batched as a list."""
     f = ds.fields.get(name)
     return f is not None and (f["ragged"] or f["kind"] != _format.NUMERIC)
 
 
-def _list_value(v):
+def _list_value(v: Any) -> Any:
     """One sample's value of a listed field: a ragged slice (read-only, zero-copy) as a tensor
     of its own; str, parsed JSON and None as they are."""
     return _label_tensor(np.array(v)) if isinstance(v, np.ndarray) else v
 
 
-def _column_tensor(ds, name, array):
+def _column_tensor(ds: tarmac.Dataset, name: str, array: NDArray[Any]) -> torch.Tensor:
     """A derived column's outputs as a tensor: BF16 (numpy holds its raw uint16 bits) as
     torch.bfloat16; unsigned types torch lacks widened (U16 to int32, U32 to int64)."""
     array = np.ascontiguousarray(array)
@@ -217,7 +235,7 @@ def _column_tensor(ds, name, array):
     return _label_tensor(array)
 
 
-def _uint8_tensor(shape, shared):
+def _uint8_tensor(shape: Tuple[int, ...], shared: bool) -> torch.Tensor:
     """An uninitialised uint8 tensor; in shared memory when `shared` (a loader worker's batch,
     which then reaches the main process without a copy, as torch's own collate does): one of
     the worker's reused buffers when one is free (tarmac._worker_pool)."""
@@ -228,13 +246,13 @@ def _uint8_tensor(shape, shared):
         return pooled
     n = int(np.prod(shape))
     try:
-        storage = torch.UntypedStorage._new_shared(n)
+        storage = torch.UntypedStorage._new_shared(n)  # type: ignore[no-untyped-call]  # (see tarmac._worker_pool)
     except AttributeError:  # a torch without it: share (and copy) after allocating
-        return torch.empty(shape, dtype=torch.uint8).share_memory_()
+        return torch.empty(shape, dtype=torch.uint8).share_memory_()  # type: ignore[no-untyped-call,no-any-return]
     return torch.empty(0, dtype=torch.uint8).set_(storage).view(shape)
 
 
-class MixedDataset(torch.utils.data.Dataset):
+class MixedDataset(torch.utils.data.Dataset[Any]):
     """Several datasets as one: index i is position i of their concatenation, and each sample
     carries "__dataset__" (int64: which dataset) besides what TarmacDataset gives. `datasets`:
     paths, or TarmacDatasets used as they are (their fields, columns, channels; no transform).
@@ -252,8 +270,11 @@ class MixedDataset(torch.utils.data.Dataset):
     dataset_seed(k), epoch, index local) of that dataset alone; call set_epoch(e) every epoch.
     The other arguments are TarmacDataset's."""
 
-    def __init__(self, datasets, fields=None, decode=True, chw=True, transform=None, threads=None,
-                 channels=3, columns=None, augment=None, seed=0, dense=None):
+    def __init__(self, datasets: Iterable[Union[_Path, TarmacDataset]], fields: Optional[Sequence[str]] = None,
+                 decode: bool = True, chw: bool = True, transform: Optional[_Transform] = None,
+                 threads: Optional[int] = None, channels: int = 3, columns: Optional[Sequence[str]] = None,
+                 augment: Optional[tarmac.Augment] = None, seed: int = 0,
+                 dense: Optional[Sequence[str]] = None) -> None:
         datasets = list(datasets)
         if not datasets:
             raise ArgumentError("datasets: the list is empty; MixedDataset needs at least one dataset")
@@ -299,14 +320,15 @@ class MixedDataset(torch.utils.data.Dataset):
                     raise ArgumentError(f"fields: {names[k]} has '{name}' but its TarmacDataset leaves it out (its "
                                         "fields=); it would read as absent")
         self._has = [{name for name in self.fields if name in own[k] or (
-            name in self._listed and name in opened[k].fields and (given[k] is None or name in given[k].fields))}
-            for k in range(len(opened))]
-        self._template, self._nullable = {}, {}
+            name in self._listed and name in opened[k].fields and (d is None or name in d.fields))}
+            for k, d in enumerate(given)]
+        self._template: Dict[str, Tuple[Tuple[int, ...], str]] = {}  # a fixed field's (shape, dtype)
+        self._nullable: Dict[str, bool] = {}
         for name in self.fields:
             if name in self._listed:
                 self._nullable[name] = False  # None in the list marks a missing value
                 continue
-            kinds = {}
+            kinds: Dict[Tuple[Tuple[int, ...], str], List[str]] = {}
             for k, ds in enumerate(opened):
                 if name in self._has[k]:
                     column = ds.column(name)  # [N, *shape], its dtype (N may be 0)
@@ -322,10 +344,10 @@ class MixedDataset(torch.utils.data.Dataset):
             columns = sorted(set.intersection(*[set(ds.derived if d is None else d.columns)
                                                 for ds, d in zip(opened, given)]))
         self.columns = list(columns)
-        settings = {"decode": decode, "chw": chw, "channels": channels, "threads": threads}
+        settings: Dict[str, Any] = {"decode": decode, "chw": chw, "channels": channels, "threads": threads}
         self.datasets = [TarmacDataset(ds.path, fields=[f for f in self.fields if f in self._has[k]],
-                                       columns=self.columns, **settings) if given[k] is None else copy.copy(given[k])
-                         for k, ds in enumerate(opened)]
+                                       columns=self.columns, **settings) if d is None else copy.copy(d)
+                         for k, (ds, d) in enumerate(zip(opened, given))]
         if augment is not None:  # copies of the given ones: the caller's objects are left as they were
             for k, d in enumerate(self.datasets):
                 d.augment, d.seed, d.dense = augment, self.dataset_seed(k), list(self.dense)
@@ -345,10 +367,10 @@ class MixedDataset(torch.utils.data.Dataset):
         elif decode and len(opened) > 1 and all(with_images):
             self._check_one_size(opened)
 
-    def _check_one_size(self, opened):
+    def _check_one_size(self, opened: List[tarmac.Dataset]) -> None:
         """Without augment: the images of all the datasets have one size (the annotation files'
         width and height columns), or an ArgumentError (a ValueError) names each dataset's sizes."""
-        sizes = {}
+        sizes: Dict[Tuple[int, int], List[str]] = {}
         for k, ds in enumerate(opened):
             wh = (np.stack([ds.column(_format.IMAGE + ".width"), ds.column(_format.IMAGE + ".height")], 1)
                   if len(ds) else [])
@@ -360,10 +382,10 @@ class MixedDataset(torch.utils.data.Dataset):
                                 + ". Give augment=tarmac.Augment(size=(H, W), ...) to warp every sample to one size, "
                                 "or convert the datasets with one --size")
 
-    def _check_augment(self, opened):
+    def _check_augment(self, opened: List[tarmac.Dataset]) -> None:
         """With augment, before any batch: each dataset takes it (flip_pairs fit its points
         fields), has every map of `dense`, and the maps have one dtype and shape across them."""
-        layouts = {name: {} for name in self.dense}
+        layouts: Dict[str, Dict[Tuple[str, Tuple[int, ...]], List[str]]] = {name: {} for name in self.dense}
         for k, (ds, d) in enumerate(zip(opened, self.datasets)):
             if not d.decode or not ds.blob_kinds:
                 continue
@@ -384,22 +406,23 @@ class MixedDataset(torch.utils.data.Dataset):
                 raise ArgumentError(f"dense: '{name}' differs between the datasets: " + "; ".join(
                     f"{dtype} {shape} in {', '.join(where)}" for (dtype, shape), where in kinds.items()))
 
-    def dataset_seed(self, k):
+    def dataset_seed(self, k: int) -> int:
         """The augmentation seed of dataset k: seed XOR (k * 0x9E3779B97F4A7C15 mod 2^64), so
         dataset 0 draws as TarmacDataset(seed=seed) would, and the others draw apart from it."""
         return self.seed ^ ((int(k) * 0x9E3779B97F4A7C15) & (2**64 - 1))
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """The epoch whose augmentation draws samples get (with `augment`): call it every epoch,
         before the DataLoader's iterator is made, as for TarmacDataset."""
         self.epoch = int(epoch)
         for d in self.datasets:
             d.set_epoch(epoch)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return int(self.offsets[-1])
 
-    def _locate(self, indices):
+    def _locate(self, indices: Iterable[Any]
+                ) -> Tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
         """(global indices, their datasets, their indices within them), each an int64 array."""
         asked = np.asarray([int(i) for i in indices], dtype=np.int64).reshape(-1)
         glob = np.where(asked < 0, asked + len(self), asked)
@@ -410,11 +433,11 @@ class MixedDataset(torch.utils.data.Dataset):
         which = np.searchsorted(self.offsets, glob, side="right") - 1  # an empty dataset owns no index
         return glob, which, glob - self.offsets[which]
 
-    def _zeros(self, name, n=None):
+    def _zeros(self, name: str, n: Optional[int] = None) -> torch.Tensor:
         shape, dtype = self._template[name]
         return torch.from_numpy(np.zeros(shape if n is None else (n,) + shape, dtype=dtype))
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         if not _is_index(i):
             return self._batch(i)
         (g,), (k,), (local,) = self._locate([i])
@@ -437,7 +460,8 @@ class MixedDataset(torch.utils.data.Dataset):
             out[name] = sample[name]
         return self.transform(out) if self.transform else out
 
-    def _batch(self, indices, alloc=None, part_batch=None, transform=True):
+    def _batch(self, indices: Iterable[Any], alloc: Optional[_Alloc] = None, part_batch: Optional[_PartBatch] = None,
+               transform: bool = True) -> Any:
         """The samples stacked in the order asked: one TarmacDataset batch per dataset, each
         value put at its samples' positions; "image" a channels-last view of one NHWC block.
         alloc(name, shape, dtype): where the arrays go, as in tarmac.Dataset.batch (a batch of
@@ -451,16 +475,19 @@ class MixedDataset(torch.utils.data.Dataset):
         one = len(parts) == 1
         if part_batch is None:
             # One dataset: its batch already is in order (and in shared memory in a loader worker).
-            def part_batch(k, idx, _):
-                return self.datasets[k]._batch(idx, shared=None if one else False, transform=False)
+            def own_batch(k: int, idx: NDArray[np.int64], _: Optional[_Alloc]) -> Dict[str, Any]:
+                batch: Dict[str, Any] = self.datasets[k]._batch(idx, shared=None if one else False, transform=False)
+                return batch
+            part_batch = own_batch
 
-        def part_alloc(k):
+        def part_alloc(k: int) -> Optional[_Alloc]:
             if alloc is None or one:
                 return alloc
-            return lambda name, shape, dtype: alloc(f"{k}/{name}", shape, dtype)
+            whole: _Alloc = alloc
+            return lambda name, shape, dtype: whole(f"{k}/{name}", shape, dtype)
 
         batches = [part_batch(k, local[pos], part_alloc(k)) for k, pos in parts]
-        out = {"__key__": [None] * n, "__index__": torch.from_numpy(glob),
+        out: Dict[str, Any] = {"__key__": [None] * n, "__index__": torch.from_numpy(glob),
                "__dataset__": torch.from_numpy(which.astype(np.int64))}
         for (k, pos), b in zip(parts, batches):
             for p, key in zip(pos.tolist(), b["__key__"]):
@@ -476,10 +503,10 @@ class MixedDataset(torch.utils.data.Dataset):
             if name in self._listed:  # lists: each part's values at its positions
                 for key in (name, name + ".valid"):
                     if key == name or any(key in b for b in batches):
-                        values = [None] * n
+                        values: List[Any] = [None] * n
                         for (_, pos), b in zip(parts, batches):
                             part = b.get(key, [None] * len(pos))
-                            for p, v in zip(pos.tolist(), part.tolist() if torch.is_tensor(part) else part):
+                            for p, v in zip(pos.tolist(), part.tolist() if isinstance(part, torch.Tensor) else part):
                                 values[p] = v
                         out[key] = values
                 continue
@@ -497,12 +524,13 @@ class MixedDataset(torch.utils.data.Dataset):
             out[name] = _place(first.new_empty((n,) + first.shape[1:]), places, [b[name] for b in batches])
         return self.transform(out) if self.transform and transform else out
 
-    def _images(self, n, parts, places, batches, alloc=None):
+    def _images(self, n: int, parts: List[Tuple[int, NDArray[np.int64]]], places: List[torch.Tensor],
+                batches: List[Dict[str, Any]], alloc: Optional[_Alloc] = None) -> torch.Tensor:
         """The parts' images in one uint8 block: alloc's "image", else a fresh one (in shared
         memory in a loader worker)."""
         chw = self.datasets[0].chw
-        nhwc = [b["image"].permute(0, 2, 3, 1) if chw else b["image"] for b in batches]
-        sizes = {}
+        nhwc: List[torch.Tensor] = [b["image"].permute(0, 2, 3, 1) if chw else b["image"] for b in batches]
+        sizes: Dict[Tuple[int, ...], List[str]] = {}
         for (k, _), images in zip(parts, nhwc):
             sizes.setdefault(tuple(images.shape[1:3]), []).append(self._names[k])
         if len(sizes) > 1:
@@ -516,12 +544,13 @@ class MixedDataset(torch.utils.data.Dataset):
             if alloc is not None:
                 block = torch.from_numpy(alloc("image", shape, np.dtype(np.uint8)))
             else:
-                block = _uint8_tensor(shape, shared=torch.utils.data.get_worker_info() is not None)
+                in_worker = torch.utils.data.get_worker_info() is not None  # type: ignore[no-untyped-call]
+                block = _uint8_tensor(shape, shared=in_worker)
             block = _place(block, places, nhwc)
         return block.permute(0, 3, 1, 2) if chw else block
 
 
-def _place(out, places, parts):
+def _place(out: torch.Tensor, places: Sequence[torch.Tensor], parts: Sequence[Optional[torch.Tensor]]) -> torch.Tensor:
     """`out` with each part written at its positions (a part of None: left as it is); a single
     part covering every position is returned as it is."""
     if len(parts) == 1 and parts[0] is not None and len(places[0]) == len(out):
@@ -532,7 +561,7 @@ def _place(out, places, parts):
     return out
 
 
-def _deal(order, rank, world, drop_last):
+def _deal(order: _Order, rank: int, world: int, drop_last: bool) -> _Order:
     """Positions rank, rank + world, ... of `order`, padded cyclically from the order's start
     to ceil(len / world) items (cut to floor with drop_last): tarmac.indices' rule."""
     count = len(order) // world if drop_last else -(-len(order) // world)
@@ -540,11 +569,12 @@ def _deal(order, rank, world, drop_last):
         return order[:0]
     positions = (rank + np.arange(count, dtype=np.int64) * world) % len(order)
     if isinstance(order, np.ndarray):
-        return order[positions]
+        picked: NDArray[np.int64] = order[positions]
+        return picked
     return [order[p] for p in positions.tolist()]
 
 
-def _rank_world(rank, world):
+def _rank_world(rank: Optional[int], world: Optional[int]) -> Tuple[int, int]:
     """rank and world, each defaulting to torch.distributed's (0 and 1 when it is not initialised)."""
     if rank is None or world is None:
         dist = torch.distributed
@@ -564,23 +594,46 @@ class _Resumable:
     them. So the union of what was seen before and after equals one epoch."""
 
     _unit = "items"
+    # Set by the samplers: their arguments (rank, world: _rank_world's) and the epoch's position.
+    seed: int
+    shuffle: bool
+    drop_last: bool
+    rank: int
+    world: int
+    epoch: int
+    _start: int
+    _start_epoch: Optional[int]
+    _yielded: int
 
-    def _init_state(self):
+    # Each sampler's own (abstract for type checkers only: the class is no abc.ABC).
+    @abc.abstractmethod
+    def _size(self) -> Any:
+        """What the epoch's order is of (a state is refused for another)."""
+
+    @abc.abstractmethod
+    def _order(self) -> _Order:
+        """The epoch's global order of items, a pure function of (seed, epoch)."""
+
+    @abc.abstractmethod
+    def _item(self, item: Any) -> Any:
+        """What iterating yields for one item of the order."""
+
+    def _init_state(self) -> None:
         self.epoch, self._start, self._start_epoch, self._yielded = 0, 0, None, 0
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         if epoch != self._start_epoch:  # a new epoch starts from its beginning
             self._start, self._start_epoch = 0, None
         self.epoch = epoch
 
-    def _identity(self):
+    def _identity(self) -> Dict[str, Any]:
         return {"seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last, "size": self._size()}
 
-    def _total(self):
+    def _total(self) -> int:
         """How many items an epoch's order holds (the same every epoch)."""
         return len(self._order())
 
-    def state_dict(self, consumed=None):
+    def state_dict(self, consumed: Optional[int] = None) -> Dict[str, Any]:
         """{"epoch", "position", "world", "seed", "shuffle", "drop_last", "size"}. `consumed`: how
         many of this rank's items of the epoch the training loop has consumed (samples for
         ShardedSampler, batches for BucketBatchSampler: its steps); by default how many the
@@ -600,7 +653,7 @@ class _Resumable:
         position = min(self._start + consumed * self.world, self._total())
         return dict(self._identity(), epoch=self.epoch, position=position, world=self.world)
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Goes on from `state` (another world size allowed): the epoch's items before its
         position are not yielded again. Refuses (tarmac.ArgumentError, a ValueError) a state of
         another dataset size or order, and one whose epoch, position or world is not an integer,
@@ -629,62 +682,63 @@ class _Resumable:
         self.epoch = epoch
         self._start, self._start_epoch = position, self.epoch
 
-    def _mine(self):
+    def _mine(self) -> _Order:
         order = self._order()
         return _deal(order[self._start:], self.rank, self.world, self.drop_last)
 
-    def _share_len(self, total):
+    def _share_len(self, total: int) -> int:
         """How many of the `total` items of the epoch this rank yields from the current position."""
         left = total - min(self._start, total)
         return left // self.world if self.drop_last else -(-left // self.world)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         self._yielded = 0
         for item in self._mine():
             self._yielded += 1
             yield self._item(item)
 
 
-class ShardedSampler(_Resumable, torch.utils.data.Sampler):
+class ShardedSampler(_Resumable, torch.utils.data.Sampler[int]):
     """Deals the samples to the ranks as torch's DistributedSampler does, but takes a number of
     samples (not a dataset) and rank/world (not num_replicas), and the order comes from
     tarmac.indices: a fixed algorithm, identical on every machine and in C++. Call set_epoch()
     before each epoch.
     state_dict()/load_state_dict() resume mid-epoch, on the same or another number of ranks."""
 
-    def __init__(self, num_samples, rank=None, world=None, seed=0, shuffle=True, drop_last=False):
+    def __init__(self, num_samples: int, rank: Optional[int] = None, world: Optional[int] = None, seed: int = 0,
+                 shuffle: bool = True, drop_last: bool = False) -> None:
         self.n = num_samples
         self.rank, self.world = _rank_world(rank, world)
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self._init_state()
 
-    def _size(self):
+    def _size(self) -> int:
         return self.n
 
-    def _total(self):
+    def _total(self) -> int:
         return self.n
 
-    def _order(self):
+    def _order(self) -> NDArray[np.int64]:
         # The whole epoch's order: tarmac.indices for one rank (no padding).
         return tarmac.indices(self.n, 0, 1, self.seed, self.epoch, self.shuffle, False) if self.n else \
             np.empty(0, dtype=np.int64)
 
-    def _indices(self):
+    def _indices(self) -> NDArray[np.int64]:
         if self._start == 0:  # the epoch from its start: exactly tarmac.indices' share
             return tarmac.indices(self.n, self.rank, self.world, self.seed, self.epoch, self.shuffle,
                                   self.drop_last)
         return np.asarray(self._mine(), dtype=np.int64)
 
-    def _item(self, i):
+    def _item(self, i: Any) -> int:
         return int(i)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         self._yielded = 0
         for i in self._indices().tolist():
             self._yielded += 1
             yield i
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._share_len(self.n)
 
 
@@ -693,14 +747,15 @@ class DistributedSampler(ShardedSampler):
     torch.utils.data.DistributedSampler takes (dataset, num_replicas, rank, ...) and code written
     for it broke here; this name goes away in the next release."""
 
-    def __init__(self, num_samples, rank=None, world=None, seed=0, shuffle=True, drop_last=False):
+    def __init__(self, num_samples: int, rank: Optional[int] = None, world: Optional[int] = None, seed: int = 0,
+                 shuffle: bool = True, drop_last: bool = False) -> None:
         warnings.warn("tarmac.torch.DistributedSampler is renamed ShardedSampler; the old name goes away in the "
                       "next release (same arguments: num_samples, rank, world, seed, shuffle, drop_last)",
                       DeprecationWarning, stacklevel=2)
         super().__init__(num_samples, rank, world, seed, shuffle, drop_last)
 
 
-class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
+class BucketBatchSampler(_Resumable, torch.utils.data.Sampler[List[int]]):
     """A batch_sampler for a dataset converted with --resize bucket: each batch holds images of
     one size, so the default collate stacks them (tarmac.bucket_batches has the rules). Every
     rank yields the same number of batches. Call set_epoch() before each epoch.
@@ -708,8 +763,12 @@ class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
 
         loader = DataLoader(TarmacDataset(path), batch_sampler=BucketBatchSampler(path, 16))"""
 
-    def __init__(self, dataset, batch_size, rank=None, world=None, seed=0, shuffle=True, drop_last=True):
-        path = getattr(dataset, "path", dataset)
+    _cached: List[NDArray[np.int64]]  # the order of epoch _cached_epoch (_order)
+
+    def __init__(self, dataset: Union[_Path, tarmac.Dataset, TarmacDataset], batch_size: int,
+                 rank: Optional[int] = None, world: Optional[int] = None, seed: int = 0, shuffle: bool = True,
+                 drop_last: bool = True) -> None:
+        path = cast(_Path, getattr(dataset, "path", dataset))  # a dataset's, or the path given
         self.dataset = dataset if isinstance(dataset, tarmac.Dataset) else tarmac.Dataset(
             path, cache=getattr(dataset, "cache", None), cache_size=getattr(dataset, "cache_size", 0))
         self.batch_size = batch_size
@@ -717,10 +776,10 @@ class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self._init_state()
 
-    def _size(self):
+    def _size(self) -> List[int]:
         return [len(self.dataset), self.batch_size]
 
-    def _order(self):
+    def _order(self) -> List[NDArray[np.int64]]:
         # The epoch's batches in their global order (bucket_batches for one rank deals them all);
         # the DataLoader asks for len() and iter() each epoch: computed once per epoch.
         if getattr(self, "_cached_epoch", None) != self.epoch:
@@ -729,17 +788,18 @@ class BucketBatchSampler(_Resumable, torch.utils.data.Sampler):
             self._cached_epoch = self.epoch
         return self._cached
 
-    def _batches(self):
+    def _batches(self) -> _Order:
         return self._mine()
 
-    def _item(self, b):
-        return b.tolist()
+    def _item(self, b: NDArray[np.int64]) -> List[int]:
+        batch: List[int] = b.tolist()
+        return batch
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._batches())
 
 
-class MixSampler(_Resumable, torch.utils.data.Sampler):
+class MixSampler(_Resumable, torch.utils.data.Sampler[int]):
     """Mixes datasets by weight: each epoch holds counts() samples of each dataset (weight /
     sum(weights) of samples_per_epoch, default every dataset's size summed; largest-remainder
     rounding), as global indices of a MixedDataset (its concatenation of the datasets).
@@ -752,8 +812,11 @@ class MixSampler(_Resumable, torch.utils.data.Sampler):
     resume mid-epoch on the same or another number of ranks. Logs the counts (logger
     "tarmac") when an epoch starts. `mixed_or_sizes`: a MixedDataset or the datasets' sizes."""
 
-    def __init__(self, mixed_or_sizes, weights, samples_per_epoch=None, rank=None, world=None, seed=0,
-                 shuffle=True, drop_last=False):
+    _cached: NDArray[np.int64]  # the order of epoch _cached_epoch (_order)
+
+    def __init__(self, mixed_or_sizes: Union[MixedDataset, Sequence[int]], weights: Sequence[float],
+                 samples_per_epoch: Optional[int] = None, rank: Optional[int] = None, world: Optional[int] = None,
+                 seed: int = 0, shuffle: bool = True, drop_last: bool = False) -> None:
         self.sizes = _sizes(getattr(mixed_or_sizes, "sizes", mixed_or_sizes))
         self._paths = getattr(mixed_or_sizes, "paths", None)
         self.names = [f"dataset {k}" + (f" ({self._paths[k]})" if self._paths else "") for k in range(len(self.sizes))]
@@ -768,22 +831,22 @@ class MixSampler(_Resumable, torch.utils.data.Sampler):
         self.rank, self.world = _rank_world(rank, world)
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self._init_state()
-        self._logged_epoch = None
+        self._logged_epoch: Optional[int] = None
 
-    def counts(self):
+    def counts(self) -> List[int]:
         """How many samples of each dataset every epoch holds."""
         return list(self._counts)
 
-    def _size(self):
+    def _size(self) -> List[int]:
         return list(self.sizes)
 
-    def _total(self):
+    def _total(self) -> int:
         return self.samples_per_epoch
 
-    def _identity(self):
+    def _identity(self) -> Dict[str, Any]:
         return dict(super()._identity(), weights=list(self.weights), samples_per_epoch=self.samples_per_epoch)
 
-    def _draws(self, k):
+    def _draws(self, k: int) -> NDArray[np.int64]:
         """Dataset k's samples of this epoch (indices within it): items epoch × c ... of its endless
         sequence of permutations (permutation j: tarmac.sampling.permutation over its size, epoch j,
         its own seed), each item computed alone: O(c) whatever the dataset's size."""
@@ -796,7 +859,7 @@ class MixSampler(_Resumable, torch.utils.data.Sampler):
         seed = (self.seed & (2**64 - 1)) ^ (0x6D6978 << 40) ^ k  # "mix": a stream per dataset
         return tarmac.sampling.permutation(n, seed, j, i)
 
-    def _order(self):
+    def _order(self) -> NDArray[np.int64]:
         # Computed once per epoch: the DataLoader asks for len() and iter() each epoch.
         if getattr(self, "_cached_epoch", None) == self.epoch:
             return self._cached
@@ -816,58 +879,58 @@ class MixSampler(_Resumable, torch.utils.data.Sampler):
         return order
 
     @property
-    def offsets(self):
+    def offsets(self) -> NDArray[np.int64]:
         return np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
 
-    def _item(self, i):
+    def _item(self, i: Any) -> int:
         return int(i)
 
-    def _log_epoch(self):
+    def _log_epoch(self) -> None:
         if self._logged_epoch != self.epoch:
             self._logged_epoch = self.epoch
             _log.info("mixing epoch %d: %d samples: %s", self.epoch, self.samples_per_epoch, ", ".join(
                 f"{c} of dataset {k} ({self._paths[k] + ', ' if self._paths else ''}{n} samples, weight {w:g})"
                 for k, (c, n, w) in enumerate(zip(self._counts, self.sizes, self.weights))))
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         super().set_epoch(epoch)
         self._log_epoch()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         self._log_epoch()
         return super().__iter__()
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._share_len(self.samples_per_epoch)
 
 
-def _sizes(sizes):
+def _sizes(sizes: Any) -> List[int]:
     """The datasets' sizes as ints, refusing what is not a list of sizes >= 0 of one dataset or more."""
     try:
-        sizes = [operator.index(n) for n in sizes]
+        counts = [operator.index(n) for n in sizes]
     except TypeError:
         raise ArgumentError(f"mixed_or_sizes must be a MixedDataset or a list of dataset sizes, "
                             f"not {sizes!r}") from None
-    if not sizes or any(n < 0 for n in sizes):
-        raise ArgumentError(f"mixed_or_sizes: need one dataset or more, each of size >= 0, not {sizes!r}")
-    return sizes
+    if not counts or any(n < 0 for n in counts):
+        raise ArgumentError(f"mixed_or_sizes: need one dataset or more, each of size >= 0, not {counts!r}")
+    return counts
 
 
-def _count(what, value):
+def _count(what: str, value: Any) -> int:
     """`value` as an int >= 0: an integer (not a bool, not a float such as 2.5 or 2.0), or an
     ArgumentError naming `what` and the value."""
     if isinstance(value, (bool, np.bool_)):
         raise tarmac.ArgumentError(f"{what} must be an integer >= 0, not {value!r}")
     try:
-        value = operator.index(value)
+        count = operator.index(value)
     except TypeError:
         raise tarmac.ArgumentError(f"{what} must be an integer >= 0, not {value!r}") from None
-    if value < 0:
-        raise tarmac.ArgumentError(f"{what} must be an integer >= 0, not {value}")
-    return value
+    if count < 0:
+        raise tarmac.ArgumentError(f"{what} must be an integer >= 0, not {count}")
+    return count
 
 
-def _weights(weights, sizes, names):
+def _weights(weights: Any, sizes: Sequence[int], names: Sequence[str]) -> List[float]:
     """The weights as floats: one per dataset in the datasets' order, finite, >= 0, not all zero,
     zero for an empty dataset. A dict or set is a WrongTypeError (a TypeError): iterating it gives its keys (or an
     arbitrary order), which would be taken as the weights."""
@@ -882,26 +945,26 @@ def _weights(weights, sizes, names):
     for w in weights:
         if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Real):
             raise WrongTypeError(f"weights must be numbers, one per dataset; {w!r} is a {type(w).__name__}")
-    weights = [float(w) for w in weights]
-    if len(weights) != len(sizes):
-        raise tarmac.ArgumentError(f"weights: {len(weights)} given for {len(sizes)} datasets")
-    for name, n, w in zip(names, sizes, weights):
+    floats = [float(w) for w in weights]
+    if len(floats) != len(sizes):
+        raise tarmac.ArgumentError(f"weights: {len(floats)} given for {len(sizes)} datasets")
+    for name, n, w in zip(names, sizes, floats):
         if not math.isfinite(w) or w < 0:
             raise tarmac.ArgumentError(f"weights: {w} for {name}; a weight is a finite number >= 0")
         if w > 0 and n == 0:
             raise tarmac.ArgumentError(f"weights: {w} for {name}, which is empty; give it weight 0")
-    if not any(weights):
+    if not any(floats):
         raise tarmac.ArgumentError("weights: all zero; at least one dataset needs a weight > 0")
-    return weights
+    return floats
 
 
-def _largest_remainder(weights, total):
+def _largest_remainder(weights: Sequence[float], total: int) -> List[int]:
     """`total` split in proportion to `weights` (exactly, in fractions): each share's integer part,
     then one more for the largest fractional parts (ties: the earlier dataset) until the sum is total."""
-    weights = [fractions.Fraction(w) for w in weights]
-    exact = [w * total / sum(weights) for w in weights]
+    shares = [fractions.Fraction(w) for w in weights]
+    exact = [w * total / sum(shares) for w in shares]
     counts = [math.floor(q) for q in exact]
-    by_remainder = sorted(range(len(weights)), key=lambda k: (-(exact[k] - counts[k]), k))
+    by_remainder = sorted(range(len(shares)), key=lambda k: (-(exact[k] - counts[k]), k))
     for k in by_remainder[:total - sum(counts)]:
         counts[k] += 1
     return counts

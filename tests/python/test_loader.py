@@ -185,6 +185,39 @@ class LoaderTest(unittest.TestCase):
                 next(it)
         self.assertIn("closed", str(e.exception))
 
+    def test_a_tarmac_error_of_a_code_the_package_does_not_know_keeps_its_class_and_code(self):
+        # error_for_code gives a bare TarmacError for a newer library's code; its __init__ takes
+        # (code, message), and the loader's "batch N" prefix once raised a TypeError in its place.
+        original = tarmac.Dataset.batch
+
+        def newer(ds, *args, **kwargs):
+            raise tarmac.TarmacError(99, "a failure of a newer library")
+        tarmac.Dataset.batch = newer
+        try:
+            for prefetch in (0, 1):
+                with self.assertRaises(tarmac.TarmacError) as e:
+                    next(iter(tt.Loader(READ12, [[0, 1]], prefetch=prefetch)))
+                self.assertIs(type(e.exception), tarmac.TarmacError)
+                self.assertEqual(e.exception.code, 99)
+                self.assertEqual(str(e.exception), "Loader: batch 0: a failure of a newer library")
+        finally:
+            tarmac.Dataset.batch = original
+        with self.assertRaises(tarmac.RangeError) as e:  # a subclass: its class and code as before
+            next(iter(tt.Loader(READ12, [[99]], prefetch=0)))
+        self.assertEqual(e.exception.code, tarmac.RangeError("").code)
+
+    def test_chw_of_a_mixed_dataset_is_its_datasets(self):
+        # A MixedDataset has no .chw of its own (its TarmacDatasets do): chw=False once raised an
+        # AttributeError here, for a mix of either layout.
+        with self.assertRaises(tarmac.ArgumentError) as e:
+            tt.Loader(tt.MixedDataset([READ12, READ12]), [[0]], chw=False)
+        self.assertIn("chw=False but the MixedDataset has chw=True", str(e.exception))
+        mixed = tt.MixedDataset([READ12, READ12], chw=False)
+        bs = [[0, 13, 2], [20]]
+        for b, idx in zip(tt.Loader(mixed, bs, chw=False), bs):
+            self.assertEqual(tuple(b["image"].shape), (len(idx), 24, 32, 3))  # channels last
+            same(self, b, mixed[idx], f"chw=False batch {idx}")
+
     def test_bad_arguments_name_the_argument(self):
         for kw, word in ((dict(prefetch=-1), "prefetch"), (dict(prefetch=1.5), "prefetch"),
                          (dict(threads=-2), "threads"), (dict(fields=["nope"]), "nope"),
