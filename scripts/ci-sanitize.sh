@@ -29,6 +29,9 @@ ctest --test-dir build-asan --output-on-failure -j2 -E "$IN_PYTHON" -LE '^instal
 # The Python tests load the instrumented libtarmac_c.so into an uninstrumented python3: the
 # ASan runtime (and libstdc++, for its __cxa_throw interceptor) must be loaded first, and
 # python's own allocations still held at exit are not ours to report.
+# Their DataLoader workers start from a fork server there (tests/CMakeLists.txt puts
+# scripts/sanitize/sitecustomize.py on their path): this ASan runtime can hang a child forked
+# from a threaded parent.
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
   ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
   ctest --test-dir build-asan --output-on-failure -R "$IN_PYTHON"
