@@ -1,12 +1,11 @@
 #include "format/checkpoint.h"
 
-#include <zlib.h>
-
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <string>
+#include <utility>
 
 #include "common/error.h"
+#include "zlib_seal.h"
 
 using json = nlohmann::ordered_json;
 using namespace tarmac::format;
@@ -14,16 +13,8 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// The oracle for the seal: zlib's CRC-32 of the compact text with the digits as 00000000.
 std::string sealed(json j) {
-  j["checkpoint_crc32"] = "00000000";
-  std::string text = j.dump();
-  const auto crc =
-      static_cast<uint32_t>(::crc32_z(0, reinterpret_cast<const Bytef*>(text.data()), text.size()));
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%08x", crc);
-  text.replace(text.rfind("00000000"), 8, hex);
-  return text;
+  return tarmac::test::zlib_sealed(std::move(j), "checkpoint_crc32", -1);
 }
 
 // A checkpoint as tarmac 0.1 wrote it (version 1), key by key: counts a list, the schema text.

@@ -1,29 +1,20 @@
 #include "format/manifest.h"
 
-#include <zlib.h>
-
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "common/error.h"
+#include "zlib_seal.h"
 
 using json = nlohmann::ordered_json;
 using namespace tarmac::format;
 
 namespace {
 
-// The oracle for the seal: zlib's CRC-32 of the text with the seal's digits as 00000000.
 std::string zlib_seal(json j) {
-  j["manifest_crc32"] = "00000000";
-  std::string text = j.dump(2) + "\n";
-  const auto crc =
-      static_cast<uint32_t>(::crc32_z(0, reinterpret_cast<const Bytef*>(text.data()), text.size()));
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%08x", crc);
-  text.replace(text.rfind("00000000"), 8, hex);
-  return text;
+  return tarmac::test::zlib_sealed(std::move(j), "manifest_crc32", 2);
 }
 
 // A manifest as convert wrote it key by key before the typed Manifest (every key, in its
