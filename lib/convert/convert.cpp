@@ -565,26 +565,22 @@ FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const Ope
 RunRecorder::Lists collect_lists(RunRecorder& recorder, const FeedOutcome& feed,
                                  const InputReader& reader, ConvertResult& result) {
   RunRecorder::Lists lists = recorder.read_all();
-  for (const auto& j : lists.skipped)
-    if (j.contains("sample") && j.at("code") == error_code_name(ErrorCode::NoImage))
-      ++result.no_image_samples;
-  for (const auto& j : lists.skipped)
-    if (result.skipped.size() < 20 && j.contains("sample"))
-      result.skipped.push_back({j.at("input").get<std::string>(), j.at("sample").get<std::string>(),
-                                j.at("code").get<std::string>(),
-                                j.at("reason").get<std::string>()});
+  using Kind = format::ProvenanceEntry::Kind;
+  for (const auto& e : lists.skipped)
+    if (e.kind == Kind::Sample && e.coded(ErrorCode::NoImage)) ++result.no_image_samples;
+  for (const auto& e : lists.skipped)
+    if (result.skipped.size() < 20 && e.kind == Kind::Sample)
+      result.skipped.push_back({e.input, e.name, e.code, e.reason});
 
   for (const auto& n : feed.notices) {
-    json j = {{"input", reader.inputs()[n.input].path},
-              {"member", n.member},
-              {"code", error_code_name(n.code)},
-              {"reason", n.reason}};
+    format::ProvenanceEntry e = format::provenance_entry(reader.inputs()[n.input].path,
+                                                         Kind::Member, n.member, n.code, n.reason);
     if (n.is_error) {
       ++result.error_members;
-      lists.skipped.push_back(j);
+      lists.skipped.push_back(std::move(e));
     } else {
       ++result.ignored_members;
-      lists.ignored.push_back(j);
+      lists.ignored.push_back(std::move(e));
     }
     if (n.code == ErrorCode::TarmacDataset)
       result.notes.push_back("input '" + reader.inputs()[n.input].path +
@@ -598,10 +594,8 @@ RunRecorder::Lists collect_lists(RunRecorder& recorder, const FeedOutcome& feed,
     result.remote_resumed_bytes += in.resumed_bytes;
     if (in.error.empty()) continue;
     result.input_errors.push_back(in.error);
-    lists.skipped.push_back({{"input", in.path},
-                             {"archive", in.path},
-                             {"code", error_code_name(ErrorCode::InputError)},
-                             {"reason", in.error}});
+    lists.skipped.push_back(
+        format::provenance_entry(in.path, Kind::Archive, in.path, ErrorCode::InputError, in.error));
   }
   result.unused_images = feed.unused_images;
   return lists;
@@ -624,8 +618,7 @@ void refuse_empty(const ConvertOptions& o, const InputReader& reader, const Data
                       "reads (.json, .npy, .npz, .txt, .cls)";
     if (!lists.ignored.empty())
       why += " (the first of " + std::to_string(lists.ignored.size()) + " ignored: '" +
-             lists.ignored.at(0).value("member", std::string()) +
-             "': " + lists.ignored.at(0).value("reason", std::string()) + ")";
+             lists.ignored.front().name + "': " + lists.ignored.front().reason + ")";
     throw EmptyRun(why);
   }
 }

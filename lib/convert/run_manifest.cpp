@@ -12,8 +12,9 @@ namespace tarmac {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
-format::Manifest run_manifest(const ManifestRecord& r, json skipped, json ignored,
-                              json duplicates) {
+format::Manifest run_manifest(const ManifestRecord& r, std::vector<format::ProvenanceEntry> skipped,
+                              std::vector<format::ProvenanceEntry> ignored,
+                              std::vector<format::ProvenanceEntry> duplicates) {
   const ConvertOptions& o = r.options;
   const ConvertResult& res = r.result;
   format::Manifest m;

@@ -34,7 +34,8 @@ struct ManifestRecord {
 /// The manifest of the run (write it with format::sealed_manifest_text), its counts those of
 /// `r.result`; `skipped`, `ignored` and `duplicates` are the run's lists of entries (JSON
 /// objects, format.md 5), which those counts count.
-format::Manifest run_manifest(const ManifestRecord& r, nlohmann::ordered_json skipped,
-                              nlohmann::ordered_json ignored, nlohmann::ordered_json duplicates);
+format::Manifest run_manifest(const ManifestRecord& r, std::vector<format::ProvenanceEntry> skipped,
+                              std::vector<format::ProvenanceEntry> ignored,
+                              std::vector<format::ProvenanceEntry> duplicates);
 
 }  // namespace tarmac

@@ -11,6 +11,7 @@
 namespace tarmac {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
+using Kind = format::ProvenanceEntry::Kind;
 
 namespace {
 
@@ -110,13 +111,12 @@ void RunRecorder::handle(Entry& entry) {
   mark_ = entry.mark;  // the checkpoints from here on cover this entry
   mark_from_run_ = true;
   for (const DuplicateNote& d : entry.raw.duplicates) {
-    json j = {{"input", input_path}, {"sample", entry.raw.key}};
-    if (!d.member.empty()) j["member"] = d.member;
-    j["kept"] = o_.source.inputs[d.kept_input];
-    j["code"] =
-        error_code_name(d.member.empty() ? ErrorCode::DuplicateKey : ErrorCode::DuplicateMember);
-    j["reason"] = d.reason;
-    duplicates_.add(j);
+    format::ProvenanceEntry e = format::provenance_entry(
+        input_path, Kind::Sample, entry.raw.key,
+        d.member.empty() ? ErrorCode::DuplicateKey : ErrorCode::DuplicateMember, d.reason);
+    e.member = d.member;
+    e.kept = o_.source.inputs[d.kept_input];
+    duplicates_.add(to_json(e));
     ++result_.duplicates;
   }
   if (entry.raw.dropped) {
@@ -127,10 +127,8 @@ void RunRecorder::handle(Entry& entry) {
     record_bad(input_path, entry.raw.key, entry.reader_error, entry.reader_error_code);
   } else if (s) {
     for (const IgnoredMember& m : s->ignored) {
-      ignored_.add({{"input", input_path},
-                    {"member", m.member},
-                    {"code", error_code_name(m.code)},
-                    {"reason", m.reason}});
+      ignored_.add(
+          to_json(format::provenance_entry(input_path, Kind::Member, m.member, m.code, m.reason)));
       ++result_.ignored_members;
     }
     store(input_path, *s);
@@ -142,10 +140,8 @@ void RunRecorder::handle(Entry& entry) {
 // One output: stored, or recorded as bad (or as a sample without instances).
 void RunRecorder::store(const std::string& input_path, ProcessedSample& s) {
   if (s.error_code == ErrorCode::NoInstances) {
-    ignored_.add({{"input", input_path},
-                  {"sample", s.key},
-                  {"code", error_code_name(s.error_code)},
-                  {"reason", s.error}});
+    ignored_.add(
+        to_json(format::provenance_entry(input_path, Kind::Sample, s.key, s.error_code, s.error)));
     ++result_.no_instance_samples;
     return;
   }
@@ -189,20 +185,19 @@ void RunRecorder::store(const std::string& input_path, ProcessedSample& s) {
 bool RunRecorder::drop_duplicate(const std::string& input_path, ProcessedSample& s) {
   if (!dedup_ || !s.content) return false;
   if (const auto m = dedup_->find(*s.content)) {
-    json j = {{"input", input_path},
-              {"sample", s.key},
-              {"code", error_code_name(ErrorCode::DuplicateContent)}};
     const std::string of =
         "'" + m->key + "'" + (m->dataset.empty() ? "" : " of '" + m->dataset + "'");
-    j["reason"] = m->same_pixels ? "the same decoded pixels as " + of + " (--dedup)"
-                                 : "a near duplicate of " + of + ": perceptual hashes " +
-                                       std::to_string(m->distance) + " bits apart (--dedup)";
-    j["duplicate_of"] = m->key;
-    if (!m->dataset.empty()) j["duplicate_of_dataset"] = m->dataset;
-    j["distance"] = m->distance;
+    format::ProvenanceEntry e = format::provenance_entry(
+        input_path, Kind::Sample, s.key, ErrorCode::DuplicateContent,
+        m->same_pixels ? "the same decoded pixels as " + of + " (--dedup)"
+                       : "a near duplicate of " + of + ": perceptual hashes " +
+                             std::to_string(m->distance) + " bits apart (--dedup)");
+    e.extras["duplicate_of"] = m->key;
+    if (!m->dataset.empty()) e.extras["duplicate_of_dataset"] = m->dataset;
+    e.extras["distance"] = m->distance;
     if (result_.first_duplicate_content.empty())
-      result_.first_duplicate_content = "sample '" + s.key + "': " + j["reason"].get<std::string>();
-    ignored_.add(j);
+      result_.first_duplicate_content = "sample '" + s.key + "': " + e.reason;
+    ignored_.add(to_json(e));
     ++result_.duplicate_content_samples;
     return true;
   }
@@ -233,12 +228,23 @@ void RunRecorder::record_bad(const std::string& input_path, const std::string& k
     throw BadSampleError("'" + input_path + "', sample '" + key + "': " + error + hint);
   }
   ++result_.skipped_samples;
-  skipped_.add(
-      {{"input", input_path}, {"sample", key}, {"code", error_code_name(code)}, {"reason", error}});
+  skipped_.add(to_json(format::provenance_entry(input_path, Kind::Sample, key, code, error)));
 }
 
 RunRecorder::Lists RunRecorder::read_all() {
-  return {skipped_.read_all(), ignored_.read_all(), duplicates_.read_all()};
+  // The logs are this run's own staging files (and an interrupted run's, checkpointed), read
+  // back through the one parser: an entry damaged on disk is an error here, not a manifest's.
+  const auto entries = [](JsonLog& log, const char* list) {
+    std::vector<format::ProvenanceEntry> out;
+    const nlohmann::ordered_json all = log.read_all();
+    out.reserve(all.size());
+    for (size_t i = 0; i < all.size(); ++i)
+      out.push_back(format::parse_provenance_entry(
+          all[i], "entry " + std::to_string(i) + " of \"" + list + "\""));
+    return out;
+  };
+  return {entries(skipped_, "skipped"), entries(ignored_, "ignored"),
+          entries(duplicates_, "duplicates")};
 }
 
 }  // namespace tarmac

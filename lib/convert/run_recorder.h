@@ -16,6 +16,7 @@
 #include "convert/dedup_index.h"
 #include "convert/pipeline.h"
 #include "format/checkpoint.h"
+#include "format/provenance.h"
 #include "source/input_reader.h"
 #include "write/json_log.h"
 
@@ -40,7 +41,7 @@ class RunRecorder {
   void on_checkpoint(std::function<void()> f) { on_checkpoint_ = std::move(f); }
 
   struct Lists {
-    nlohmann::ordered_json skipped, ignored, duplicates;
+    std::vector<format::ProvenanceEntry> skipped, ignored, duplicates;
   };
   /// The logs' records (closes them).
   Lists read_all();

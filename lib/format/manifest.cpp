@@ -94,9 +94,25 @@ ManifestColumn column_of(const std::string& name, const json& r) {
   return c;
 }
 
-uint64_t entries_with(const json& list, const char* key) {
+uint64_t entries_of(const std::vector<ProvenanceEntry>& list, ProvenanceEntry::Kind kind) {
   return static_cast<uint64_t>(std::count_if(
-      list.begin(), list.end(), [&](const json& e) { return e.is_object() && e.contains(key); }));
+      list.begin(), list.end(), [&](const ProvenanceEntry& e) { return e.kind == kind; }));
+}
+
+std::vector<ProvenanceEntry> provenance_at(const json& j, const std::string& key) {
+  array_at(j, key);
+  std::vector<ProvenanceEntry> list;
+  list.reserve(j.size());
+  for (size_t i = 0; i < j.size(); ++i)
+    list.push_back(
+        parse_provenance_entry(j[i], "entry " + std::to_string(i) + " of \"" + key + "\""));
+  return list;
+}
+
+json provenance_json(const std::vector<ProvenanceEntry>& list) {
+  json j = json::array();
+  for (const ProvenanceEntry& e : list) j.push_back(to_json(e));
+  return j;
 }
 
 }  // namespace
@@ -135,19 +151,15 @@ ManifestCounts counts_from_lists(const Manifest& m, uint64_t samples, uint64_t i
   ManifestCounts c;
   c.samples = samples;
   c.image_bytes = image_bytes;
-  c.skipped_samples = entries_with(m.skipped, "sample");
-  c.skipped_members = entries_with(m.skipped, "member");
-  c.input_errors = entries_with(m.skipped, "archive");
-  c.ignored_members = entries_with(m.ignored, "member");
-  const auto coded = [](const json& e, ErrorCode want) {
-    const json* code = e.is_object() ? member(e, "code") : nullptr;  // any type: for people
-    return code && code->is_string() &&
-           code->get_ref<const std::string&>() == error_code_name(want);
-  };
-  for (const auto& e : m.ignored) {
-    if (coded(e, ErrorCode::UnusedImage)) ++c.unused_images;
-    if (!e.is_object() || !e.contains("sample")) continue;
-    if (coded(e, ErrorCode::DuplicateContent))
+  using Kind = ProvenanceEntry::Kind;
+  c.skipped_samples = entries_of(m.skipped, Kind::Sample);
+  c.skipped_members = entries_of(m.skipped, Kind::Member);
+  c.input_errors = entries_of(m.skipped, Kind::Archive);
+  c.ignored_members = entries_of(m.ignored, Kind::Member);
+  for (const ProvenanceEntry& e : m.ignored) {
+    if (e.coded(ErrorCode::UnusedImage)) ++c.unused_images;
+    if (e.kind != Kind::Sample) continue;
+    if (e.coded(ErrorCode::DuplicateContent))
       ++c.duplicate_content_samples;
     else
       ++c.no_instance_samples;
@@ -207,9 +219,9 @@ json to_json(const Manifest& m) {
   if (m.annotation) j["annotation"] = {{"name", m.annotation->name}, {"size", m.annotation->size}};
   if (m.labels_crc32) j["labels_crc32"] = *m.labels_crc32;
   j["schema"] = m.schema;
-  j["skipped"] = m.skipped;
-  j["ignored"] = m.ignored;
-  j["duplicates"] = m.duplicates;
+  j["skipped"] = provenance_json(m.skipped);
+  j["ignored"] = provenance_json(m.ignored);
+  j["duplicates"] = provenance_json(m.duplicates);
   if (m.columns) {
     json cols = json::object();
     for (const auto& [name, c] : *m.columns)
@@ -306,11 +318,11 @@ Manifest parse_manifest(std::string_view text) {
       object_at(v, key);
       m.schema = std::move(v);
     } else if (key == "skipped") {
-      m.skipped = objects_at(std::move(v), key);
+      m.skipped = provenance_at(v, key);
     } else if (key == "ignored") {
-      m.ignored = objects_at(std::move(v), key);
+      m.ignored = provenance_at(v, key);
     } else if (key == "duplicates") {
-      m.duplicates = objects_at(std::move(v), key);
+      m.duplicates = provenance_at(v, key);
     } else if (key == kManifestColumns) {
       object_at(v, key);
       m.columns.emplace();

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "format/provenance.h"
+
 namespace tarmac::format {
 
 /// The manifest's "counts" (format.md 5), every entry a run writes.
@@ -83,8 +85,7 @@ struct ManifestShardList {
 
 /// manifest.json, every key convert and merge write, in the order to_json writes them. A key
 /// a manifest lacks (one written before the key existed) is nullopt or empty; the entries of
-/// the provenance lists (inputs, skipped, ...) stay JSON objects: they are for people and for
-/// filtering by `code`, and only counted here.
+/// "inputs" stay JSON objects, those of the provenance lists are typed (provenance.h).
 struct Manifest {
   using json = nlohmann::ordered_json;
   std::string tool_name = "tarmac", tool_version;  ///< "tool"
@@ -103,7 +104,7 @@ struct Manifest {
   std::optional<ManifestAnnotation> annotation;
   std::optional<std::string> labels_crc32;
   json schema = json::object();
-  json skipped = json::array(), ignored = json::array(), duplicates = json::array();
+  std::vector<ProvenanceEntry> skipped, ignored, duplicates;
   /// nullopt: a manifest written before columns were recorded (verify checks the files alone).
   std::optional<std::vector<std::pair<std::string, ManifestColumn>>> columns;
   std::optional<ManifestShardList> shard_list;
@@ -118,8 +119,8 @@ struct Manifest {
 };
 
 /// The counts the provenance lists imply: skipped samples, members and inputs by the entries
-/// of "skipped" holding "sample", "member" or "archive"; ignored members by those of "ignored"
-/// holding "member"; samples duplicating others by content by its entries coded
+/// of "skipped" naming a sample, member or archive; ignored members by those of "ignored"
+/// naming a member; samples duplicating others by content by its entries coded
 /// "duplicate_content", samples without instances by its other entries holding "sample";
 /// unused images by its entries coded "unused_image";
 /// duplicates by the entries of "duplicates"; shards by "shards". Samples and image bytes,

@@ -495,6 +495,11 @@ void append_once(json& to, const json& from, std::set<std::string>& seen) {
   for (const auto& e : from)
     if (seen.insert(e.dump()).second) to.push_back(e);
 }
+void append_once(std::vector<format::ProvenanceEntry>& to,
+                 const std::vector<format::ProvenanceEntry>& from, std::set<std::string>& seen) {
+  for (const auto& e : from)
+    if (seen.insert(format::to_json(e).dump()).second) to.push_back(e);
+}
 
 // Places part shard `from` in the staging directory as `to`: a hard link, or a copy. Only a
 // part's own regular file: a symbolic link could bring any file of the machine into the

@@ -1,0 +1,99 @@
+#include "format/provenance.h"
+
+#include <array>
+#include <utility>
+
+namespace tarmac::format {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Kind = ProvenanceEntry::Kind;
+
+constexpr std::array<Kind, 3> kKinds = {Kind::Sample, Kind::Member, Kind::Archive};
+
+// Sets `to` to j[key] when that is a string; else leaves it empty, the value (when there is one)
+// kept in `extras` as it was: the entries are for people, and a manifest from anywhere may type
+// them otherwise; nothing of it is lost on a rewrite.
+void text_or_extra(const json& j, const char* key, std::string& to, json& extras) {
+  const auto it = j.find(key);
+  if (it == j.end()) return;
+  if (it->is_string())
+    to = it->get<std::string>();
+  else
+    extras[key] = *it;
+}
+
+}  // namespace
+
+ProvenanceEntry provenance_entry(std::string input, Kind kind, std::string name, ErrorCode code,
+                                 std::string reason) {
+  ProvenanceEntry e;
+  e.input = std::move(input);
+  e.kind = kind;
+  e.name = std::move(name);
+  e.code = error_code_name(code);
+  e.reason = std::move(reason);
+  return e;
+}
+
+const char* kind_key(Kind kind) {
+  switch (kind) {
+    case Kind::Sample:
+      return "sample";
+    case Kind::Member:
+      return "member";
+    case Kind::Archive:
+      return "archive";
+  }
+  return "sample";
+}
+
+json to_json(const ProvenanceEntry& e) {
+  json j = json::object();
+  if (!e.input.empty()) j["input"] = e.input;
+  j[kind_key(e.kind)] = e.name;
+  if (e.kind == Kind::Sample && !e.member.empty()) j["member"] = e.member;
+  if (!e.kept.empty()) j["kept"] = e.kept;
+  if (!e.code.empty()) j["code"] = e.code;
+  if (!e.reason.empty()) j["reason"] = e.reason;
+  for (auto it = e.extras.begin(); it != e.extras.end(); ++it) j[it.key()] = it.value();
+  return j;
+}
+
+ProvenanceEntry parse_provenance_entry(const json& j, const std::string& where) {
+  if (!j.is_object()) throw ParseError("manifest: " + where + " is not an object");
+  ProvenanceEntry e;
+  bool named = false;
+  for (const Kind k : kKinds) {
+    const auto it = j.find(kind_key(k));
+    if (it == j.end()) continue;
+    if (!it->is_string())
+      throw ParseError("manifest: " + where + " names its " + kind_key(k) + " by no string");
+    e.kind = k;
+    e.name = it->get<std::string>();
+    named = true;
+    break;
+  }
+  if (!named)
+    throw ParseError("manifest: " + where +
+                     " names no sample, member or archive (\"sample\", \"member\" or \"archive\")");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == kind_key(e.kind)) continue;
+    if (key == "input")
+      text_or_extra(j, "input", e.input, e.extras);
+    else if (key == "code")
+      text_or_extra(j, "code", e.code, e.extras);
+    else if (key == "reason")
+      text_or_extra(j, "reason", e.reason, e.extras);
+    else if (key == "kept")
+      text_or_extra(j, "kept", e.kept, e.extras);
+    else if (key == "member" && e.kind == Kind::Sample)
+      text_or_extra(j, "member", e.member, e.extras);
+    else
+      e.extras[key] = it.value();
+  }
+  return e;
+}
+
+}  // namespace tarmac::format
