@@ -12,6 +12,7 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "convert/checkpoint.h"
+#include "format/json_object.h"
 #include "format/lock_record.h"
 #include "format/manifest.h"
 #include "format/names.h"
@@ -105,7 +106,8 @@ RemoteOutput::RemoteOutput(const ConvertOptions& o, const std::string& destinati
       const json r = json::parse(read_text(staging_ / kUploadRecordFile));
       run_id_ = r.at("run").get<std::string>();
       for (const auto& [name, v] : r.at("uploaded").items())
-        uploaded_[name] = {v.at("size").get<uint64_t>(), v.at("crc32").get<std::string>()};
+        uploaded_[name] = {format::integer_of<uint64_t>(v.at("size")).value(),
+                           v.at("crc32").get<std::string>()};
       resumed_ = true;
     } catch (const std::exception& e) {
       throw FatalError("cannot resume: '" + (staging_ / kUploadRecordFile).string() +

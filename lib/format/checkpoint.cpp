@@ -1,9 +1,13 @@
 #include "format/checkpoint.h"
 
 #include <algorithm>
+#include <optional>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
+#include "format/json_object.h"
 #include "format/manifest.h"
 
 namespace tarmac::format {
@@ -39,16 +43,56 @@ constexpr const char* json_kind() {
   return "a list of the right kind";
 }
 
+template <class T>
+struct IsVector : std::false_type {};
+template <class U>
+struct IsVector<std::vector<U>> : std::true_type {};
+template <class T>
+struct IsPair : std::false_type {};
+template <class A, class B>
+struct IsPair<std::pair<A, B>> : std::true_type {};
+
+// `v` as T, checked all the way down; nullopt when it is of another type. Integers through
+// integer_of: nlohmann's get<> casts a float out of an integer's range as it is, which is
+// undefined behaviour (fuzz_checkpoint found it in writer.shard_crcs).
+template <class T>
+std::optional<T> value_of(const json& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) return std::nullopt;
+    return v.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    return integer_of<T>(v);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) return std::nullopt;
+    return v.get<std::string>();
+  } else if constexpr (IsVector<T>::value) {
+    if (!v.is_array()) return std::nullopt;
+    T out;
+    out.reserve(v.size());
+    for (const auto& e : v) {
+      auto x = value_of<typename T::value_type>(e);
+      if (!x) return std::nullopt;
+      out.push_back(std::move(*x));
+    }
+    return out;
+  } else {
+    static_assert(IsPair<T>::value, "a checkpoint value is a bool, integer, string or list");
+    if (!v.is_array() || v.size() != 2) return std::nullopt;
+    auto first = value_of<typename T::first_type>(v[0]);
+    auto second = value_of<typename T::second_type>(v[1]);
+    if (!first || !second) return std::nullopt;
+    return T{std::move(*first), std::move(*second)};
+  }
+}
+
 // j.at(key) as T; a missing key or a value of another type is a ParseError naming `where.key`.
 template <class T>
 T get(const json& j, const char* key, const std::string& where) {
   const auto it = j.find(key);
   if (it == j.end()) throw ParseError("it has no '" + where + key + "'");
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    throw ParseError("its '" + where + key + "' is not " + std::string(json_kind<T>()));
-  }
+  std::optional<T> v = value_of<T>(*it);
+  if (!v) throw ParseError("its '" + where + key + "' is not " + std::string(json_kind<T>()));
+  return std::move(*v);
 }
 
 CheckpointCounts parse_counts(const json& c, int version) {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "format/json_object.h"
 
 namespace tarmac {
 
@@ -236,6 +237,18 @@ nlohmann::ordered_json Schema::checkpoint() const {
 }
 
 void Schema::restore(const nlohmann::ordered_json& j) {
+  // Integers through integer_of: nlohmann's get<> casts a float out of range as it is (undefined).
+  const auto count = [](const nlohmann::ordered_json& v) {
+    const auto n = format::integer_of<uint64_t>(v);
+    if (!n) throw FatalError("corrupt schema checkpoint: a count is not a non-negative integer");
+    return *n;
+  };
+  const auto counts_of = [&](const nlohmann::ordered_json& v) {
+    if (!v.is_array()) throw FatalError("corrupt schema checkpoint: a list is not a list");
+    std::vector<uint64_t> out;
+    for (const auto& e : v) out.push_back(count(e));
+    return out;
+  };
   try {
     std::vector<FieldSchema> fields;
     for (const auto& f : j.at("fields")) {
@@ -248,7 +261,7 @@ void Schema::restore(const nlohmann::ordered_json& j) {
         if (!k) throw FatalError("unknown field kind '" + kind.get<std::string>() + "'");
         s.kind = *k;
       } else {  // a checkpoint of version 1: the enum's number
-        const int number = kind.get<int>();
+        const int number = format::integer_of<int>(kind).value_or(-1);
         if (number < 0 || number > static_cast<int>(FieldValue::Kind::Json))
           throw FatalError("unknown field kind " + std::to_string(number));
         s.kind = static_cast<FieldValue::Kind>(number);
@@ -257,12 +270,18 @@ void Schema::restore(const nlohmann::ordered_json& j) {
       if (!dtype) throw FatalError("unknown dtype");
       s.dtype = *dtype;
       s.dtype_known = f.at("dtype_known").get<bool>();
-      s.shape = f.at("shape").get<std::vector<int64_t>>();
+      s.shape.clear();
+      if (!f.at("shape").is_array()) throw FatalError("corrupt schema checkpoint: shape");
+      for (const auto& d : f.at("shape")) {
+        const auto n = format::integer_of<int64_t>(d);
+        if (!n) throw FatalError("corrupt schema checkpoint: a shape holds a non-integer");
+        s.shape.push_back(*n);
+      }
       s.ragged = f.at("ragged").get<bool>();
-      s.total_first_axis = f.at("total_first_axis").get<uint64_t>();
-      s.present = f.at("present").get<uint64_t>();
-      s.missing = f.at("missing").get<uint64_t>();
-      const auto counts = f.at("kind_counts").get<std::vector<uint64_t>>();
+      s.total_first_axis = count(f.at("total_first_axis"));
+      s.present = count(f.at("present"));
+      s.missing = count(f.at("missing"));
+      const auto counts = counts_of(f.at("kind_counts"));
       if (counts.size() != 3) throw FatalError("kind_counts is not three counts");
       for (size_t k = 0; k < 3; ++k) s.kind_counts[k] = counts[k];
       s.rerender = f.at("rerender").get<bool>();
@@ -275,7 +294,7 @@ void Schema::restore(const nlohmann::ordered_json& j) {
       if (!index.emplace(fields[i].name, i).second)
         throw FatalError("corrupt schema checkpoint: the field '" + fields[i].name +
                          "' is listed twice");
-    samples_ = j.at("samples").get<uint64_t>();
+    samples_ = count(j.at("samples"));
     fields_ = std::move(fields);
     index_ = std::move(index);
   } catch (const nlohmann::json::exception& e) {

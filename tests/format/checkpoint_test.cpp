@@ -147,6 +147,24 @@ TEST_CASE("checkpoint: edited, unsealed, unknown or inconsistent ones are refuse
   j = version_1();
   j["writer"]["samples"] = "seven";
   refused(j, "its 'writer.samples' is not a non-negative integer");
+  // Found by fuzz_checkpoint: a float out of an integer's range was cast as it was (undefined
+  // behaviour, UBSan's report: writer.shard_crcs), a negative count or an input past 2^32 wrapped.
+  for (const auto& [at, value] :
+       std::vector<std::pair<std::string, json>>{{"input", 4.24511e+47},
+                                                 {"input", 1.5},
+                                                 {"input", uint64_t{1} << 32},
+                                                 {"bytes", -1},
+                                                 {"crc32", 4294967296.0}}) {
+    j = version_1();
+    j["read"][at] = value;
+    refused(j, "its 'read." + at + "' is not a non-negative integer in range");
+  }
+  j = version_1();
+  j["writer"]["shard_crcs"] = {4.2451e+47};
+  refused(j, "its 'writer.shard_crcs' is not a list of the right kind");
+  j = version_1();
+  j["read"]["done"] = {{40960, -77}};
+  refused(j, "its 'read.done' is not a list of the right kind");
   j = version_1();
   j["counts"] = {1, 2, 3, 4};
   refused(j, "its 'counts' is not a list of 3 or 5 counts");

@@ -77,3 +77,18 @@ TEST_CASE("parse_ordered reads an object of 200 000 keys in their order") {
   CHECK((--j.end()).key() == "0");
   CHECK(j.find("100")->get<int>() == 199899);
 }
+
+TEST_CASE("integer_of: integers in range only, never a float cast") {
+  using tarmac::format::integer_of;
+  const auto j = [](const char* text) { return ordered_json::parse(text); };
+  CHECK(integer_of<uint32_t>(j("4294967295")) == 4294967295u);
+  CHECK_FALSE(integer_of<uint32_t>(j("4294967296")));
+  CHECK_FALSE(integer_of<uint32_t>(j("-1")));
+  CHECK_FALSE(integer_of<uint64_t>(j("4.24511e+47")));
+  CHECK_FALSE(integer_of<uint64_t>(j("1.0")));
+  CHECK_FALSE(integer_of<int>(j("\"1\"")));
+  CHECK(integer_of<int>(j("-2147483648")) == -2147483648LL);
+  CHECK_FALSE(integer_of<int>(j("-2147483649")));
+  CHECK_FALSE(integer_of<int64_t>(j("9223372036854775808")));
+  CHECK(integer_of<uint64_t>(j("18446744073709551615")) == 18446744073709551615ull);
+}
