@@ -11,18 +11,6 @@ using Kind = ProvenanceEntry::Kind;
 
 constexpr std::array<Kind, 3> kKinds = {Kind::Sample, Kind::Member, Kind::Archive};
 
-// Sets `to` to j[key] when that is a string; else leaves it empty, the value (when there is one)
-// kept in `extras` as it was: the entries are for people, and a manifest from anywhere may type
-// them otherwise; nothing of it is lost on a rewrite.
-void text_or_extra(const json& j, const char* key, std::string& to, json& extras) {
-  const auto it = j.find(key);
-  if (it == j.end()) return;
-  if (it->is_string())
-    to = it->get<std::string>();
-  else
-    extras[key] = *it;
-}
-
 }  // namespace
 
 ProvenanceEntry provenance_entry(std::string input, Kind kind, std::string name, ErrorCode code,
@@ -80,16 +68,16 @@ ProvenanceEntry parse_provenance_entry(const json& j, const std::string& where) 
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
     if (key == kind_key(e.kind)) continue;
-    if (key == "input")
-      text_or_extra(j, "input", e.input, e.extras);
-    else if (key == "code")
-      text_or_extra(j, "code", e.code, e.extras);
-    else if (key == "reason")
-      text_or_extra(j, "reason", e.reason, e.extras);
-    else if (key == "kept")
-      text_or_extra(j, "kept", e.kept, e.extras);
-    else if (key == "member" && e.kind == Kind::Sample)
-      text_or_extra(j, "member", e.member, e.extras);
+    std::string* field = key == "input"                              ? &e.input
+                         : key == "code"                             ? &e.code
+                         : key == "reason"                           ? &e.reason
+                         : key == "kept"                             ? &e.kept
+                         : key == "member" && e.kind == Kind::Sample ? &e.member
+                                                                     : nullptr;
+    // The entries are for people, and a manifest from anywhere may type them otherwise: a known
+    // key that is no string is kept among the extras as it was, lost on no rewrite.
+    if (field && it->is_string())
+      *field = it->get<std::string>();
     else
       e.extras[key] = it.value();
   }
