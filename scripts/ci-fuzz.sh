@@ -6,12 +6,14 @@
 #
 # Repeatable by design: a fixed seed and a fixed number of runs make libFuzzer try the same
 # inputs on every machine, so a red CI run is a change in the code, never a faster machine
-# getting further. The counts are about 30 s each on the 2-core development machine; the time
-# cap only guards against a slow machine (a capped run tries a prefix of the same inputs).
+# getting further. The counts are about 30 s each on the 2-core development machine, where two
+# targets run at once (FUZZ_JOBS); the time cap only guards against a slow machine (a capped run
+# tries a prefix of the same inputs).
 #   FUZZ_RUNS     executions per target (default: the table below)
 #   FUZZ_SECONDS  time cap per target (default 120)
 #   FUZZ_TARGETS  which targets (default: all)
 #   FUZZ_SEED     libFuzzer seed (default 1; explore with other seeds and more runs locally)
+#   FUZZ_JOBS     targets run at once (default: the number of cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup-deps.sh ci  # clang-14 with libFuzzer
@@ -33,16 +35,30 @@ cmake --build "$BUILD" -j2 --target fuzzers
 WORK="$BUILD/fuzz-work"
 CRASHES=fuzz-crashes
 rm -rf "$WORK" "$CRASHES"
-failed=()
-for t in "${TARGETS[@]}"; do
+# One target: its result in $WORK/<target>/status (0 or libFuzzer's exit status).
+fuzz_one() {
+  local t=$1 rc=0
   mkdir -p "$WORK/$t/corpus" "$WORK/$t/artifacts"
-  log="$WORK/$t/log"
   # -timeout: one input taking over 10 s is a hang; -rss_limit_mb: a parser that allocates
   # what a header claims without checking shows up as an out-of-memory crash.
-  if "$BUILD/tests/fuzz/$t" "$WORK/$t/corpus" "tests/fuzz/corpus/$t" \
-      -seed="${FUZZ_SEED:-1}" -runs="${FUZZ_RUNS:-${RUNS[$t]:-100000}}" -reload=0 \
-      -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 \
-      -artifact_prefix="$WORK/$t/artifacts/" -print_final_stats=1 >"$log" 2>&1; then
+  "$BUILD/tests/fuzz/$t" "$WORK/$t/corpus" "tests/fuzz/corpus/$t" \
+    -seed="${FUZZ_SEED:-1}" -runs="${FUZZ_RUNS:-${RUNS[$t]:-100000}}" -reload=0 \
+    -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix="$WORK/$t/artifacts/" -print_final_stats=1 >"$WORK/$t/log" 2>&1 || rc=$?
+  echo "$rc" >"$WORK/$t/status"
+}
+# Each libFuzzer process is single-threaded: as many run at once as there are cores (each
+# target's inputs are the same whatever runs beside it: the seed and count fix them).
+JOBS="${FUZZ_JOBS:-$(nproc)}"
+for t in "${TARGETS[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+failed=()
+for t in "${TARGETS[@]}"; do
+  log="$WORK/$t/log"
+  if [ "$(cat "$WORK/$t/status" 2>/dev/null)" = 0 ]; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     echo "fuzz: $t: ${runs:-?} executions in $(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log") s, no crash"
   else

@@ -34,7 +34,7 @@ ctest --test-dir build-asan --output-on-failure -j2 -E "$IN_PYTHON" -LE '^instal
 # from a threaded parent.
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
   ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
-  ctest --test-dir build-asan --output-on-failure -R "$IN_PYTHON"
+  ctest --test-dir build-asan --output-on-failure -j2 -R "$IN_PYTHON"
 
 echo "sanitize: TSan" >&2
 cmake -S . -B build-tsan "${FLAGS[@]}" -DTARMAC_TSAN=ON -DTARMAC_BUILD_TESTS=ON >/dev/null

@@ -19,7 +19,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-fs::path temp_dir(const std::string& name) {
+fs::path manifest_dir(const std::string& name) {
   return test::temp_dir("run-manifest", name);
 }
 
@@ -34,7 +34,7 @@ std::string zlib_file_crc(const fs::path& p) {
 }
 
 // Sample k: a 300-byte "image" and an I64 `id` = k.
-ProcessedSample sample(int k) {
+ProcessedSample manifest_sample(int k) {
   ProcessedSample s;
   s.key = "s" + std::to_string(k);
   s.image.member_suffix = "jpg";
@@ -54,7 +54,7 @@ ProcessedSample sample(int k) {
 }  // namespace
 
 TEST_CASE("run_manifest: what the run knows, every key, each count its list's") {
-  const fs::path dir = temp_dir("full");
+  const fs::path dir = manifest_dir("full");
   ConvertOptions o;
   o.limits.shard_size = 1024;  // 300-byte images (1 KiB in the tar): a shard or more per sample
   o.source.inputs = {"a.tar", "b.tar", "c.tar"};
@@ -64,7 +64,7 @@ TEST_CASE("run_manifest: what the run knows, every key, each count its list's") 
   o.provenance.options_json = R"({"inputs": "a.tar b.tar c.tar", "threads": 2})";
   DatasetWriter w(o, dir, nullptr);
   for (int k = 0; k < 3; ++k) {
-    ProcessedSample s = sample(k);
+    ProcessedSample s = manifest_sample(k);
     w.add(s);
   }
   const fs::path labels = w.finish("tarmac test");
@@ -145,10 +145,10 @@ TEST_CASE("run_manifest: what the run knows, every key, each count its list's") 
 
 TEST_CASE(
     "run_manifest: no part, no resume; counts that disagree with the lists are never sealed") {
-  const fs::path dir = temp_dir("plain");
+  const fs::path dir = manifest_dir("plain");
   ConvertOptions o;
   DatasetWriter w(o, dir, nullptr);
-  ProcessedSample s = sample(0);
+  ProcessedSample s = manifest_sample(0);
   w.add(s);
   const fs::path labels = w.finish("tarmac test");
   ConvertResult res;

@@ -6,12 +6,15 @@
 
 #include "common/error.h"
 #include "labels/json_labels.h"
+#include "support/values.h"
 
 using Catch::Matchers::Contains;
 using tarmac::DType;
 using tarmac::Fields;
 using tarmac::FieldValue;
 using tarmac::ParseError;
+using tarmac::test::text_of;
+using tarmac::test::values_of;
 using Kind = FieldValue::Kind;
 
 namespace {
@@ -25,18 +28,6 @@ Fields parse(const std::string& text, const std::string& prefix = "",
 std::vector<std::string> names(const Fields& fields) {
   std::vector<std::string> out;
   for (const auto& f : fields) out.push_back(f.first);
-  return out;
-}
-
-std::string text_of(const FieldValue& v) {
-  return std::string(v.data.begin(), v.data.end());
-}
-
-template <typename T>
-std::vector<T> values_of(const FieldValue& v) {
-  REQUIRE(v.data.size() % sizeof(T) == 0);
-  std::vector<T> out(v.data.size() / sizeof(T));
-  std::memcpy(out.data(), v.data.data(), v.data.size());
   return out;
 }
 

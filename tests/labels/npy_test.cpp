@@ -8,11 +8,14 @@
 
 #include "common/error.h"
 #include "labels/npy.h"
+#include "support/values.h"
 
 using Catch::Matchers::Contains;
 using tarmac::DType;
 using tarmac::FieldValue;
 using tarmac::ParseError;
+using tarmac::test::text_of;
+using tarmac::test::values_of;
 
 namespace {
 
@@ -47,24 +50,6 @@ Bytes le_bytes(std::initializer_list<T> values) {
   Bytes out(values.size() * sizeof(T));
   std::memcpy(out.data(), values.begin(), out.size());
   return out;
-}
-
-template <typename T>
-std::vector<T> values_of(const FieldValue& v) {
-  REQUIRE(v.data.size() % sizeof(T) == 0);
-  std::vector<T> out(v.data.size() / sizeof(T));
-  std::memcpy(out.data(), v.data.data(), v.data.size());
-  return out;
-}
-
-std::string text_of(const FieldValue& v) {
-  return std::string(v.data.begin(), v.data.end());
-}
-
-Bytes read_fixture(const std::string& name) {
-  std::ifstream f(std::string(TARMAC_TEST_DATA) + "/labels/" + name, std::ios::binary);
-  REQUIRE(f.good());
-  return Bytes(std::istreambuf_iterator<char>(f), {});
 }
 
 Bytes utf32(std::u32string s, size_t units) {
@@ -332,37 +317,38 @@ TEST_CASE("npy: invalid code points are refused") {
 
 TEST_CASE("npy fixtures written by numpy") {
   SECTION("float32 [2,3]") {
-    const FieldValue v = tarmac::parse_npy(read_fixture("f32_2x3.npy"));
+    const FieldValue v = tarmac::parse_npy(tarmac::test::read_fixture("labels/f32_2x3.npy"));
     CHECK(v.dtype == DType::F32);
     CHECK(v.shape == std::vector<int64_t>{2, 3});
     CHECK(values_of<float>(v) == std::vector<float>{1.5f, -2.0f, 3.25f, 4.0f, 0.0f, -0.125f});
   }
   SECTION("big-endian >f8") {
-    const FieldValue v = tarmac::parse_npy(read_fixture("f8_big_endian.npy"));
+    const FieldValue v = tarmac::parse_npy(tarmac::test::read_fixture("labels/f8_big_endian.npy"));
     CHECK(v.dtype == DType::F64);
     CHECK(values_of<double>(v) == std::vector<double>{1.0, -2.5, 1e300});
   }
   SECTION("fortran-order int32 [2,3]") {
-    const FieldValue v = tarmac::parse_npy(read_fixture("i4_fortran_2x3.npy"));
+    const FieldValue v = tarmac::parse_npy(tarmac::test::read_fixture("labels/i4_fortran_2x3.npy"));
     CHECK(v.shape == std::vector<int64_t>{2, 3});
     CHECK(values_of<int32_t>(v) == std::vector<int32_t>{1, 2, 3, 4, 5, 6});
   }
   SECTION("<U5 scalar") {
-    const FieldValue v = tarmac::parse_npy(read_fixture("u5_scalar.npy"));
+    const FieldValue v = tarmac::parse_npy(tarmac::test::read_fixture("labels/u5_scalar.npy"));
     CHECK(v.kind == FieldValue::Kind::String);
     CHECK(text_of(v) == "h\xC3\xA9llo");
   }
   SECTION("<U3 [2,2]") {
-    const FieldValue v = tarmac::parse_npy(read_fixture("u_list.npy"));
+    const FieldValue v = tarmac::parse_npy(tarmac::test::read_fixture("labels/u_list.npy"));
     CHECK(v.kind == FieldValue::Kind::Json);
     CHECK(text_of(v) == "[[\"a\",\"bc\"],[\"d\\\"e\",\"\xE2\x82\xAC\"]]");
   }
   SECTION("bool [3]") {
-    const FieldValue v = tarmac::parse_npy(read_fixture("bool_3.npy"));
+    const FieldValue v = tarmac::parse_npy(tarmac::test::read_fixture("labels/bool_3.npy"));
     CHECK(v.dtype == DType::BOOL);
     CHECK(v.data == Bytes{1, 0, 1});
   }
   SECTION("object array saved with allow_pickle") {
-    CHECK_THROWS_WITH(tarmac::parse_npy(read_fixture("object.npy")), Contains("never unpickles"));
+    CHECK_THROWS_WITH(tarmac::parse_npy(tarmac::test::read_fixture("labels/object.npy")),
+                      Contains("never unpickles"));
   }
 }

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "labels/npz.h"
+#include "support/values.h"
 
 using Catch::Matchers::Contains;
 using tarmac::DType;
@@ -80,12 +81,6 @@ std::vector<int64_t> i64_values(const FieldValue& v) {
   std::vector<int64_t> out(v.data.size() / 8);
   std::memcpy(out.data(), v.data.data(), out.size() * 8);
   return out;
-}
-
-Bytes read_fixture(const std::string& name) {
-  std::ifstream f(std::string(TARMAC_TEST_DATA) + "/labels/" + name, std::ios::binary);
-  REQUIRE(f.good());
-  return Bytes(std::istreambuf_iterator<char>(f), {});
 }
 
 // Overwrites every little-endian uint32 size field equal to `from` in zip headers with `to`.
@@ -172,7 +167,8 @@ TEST_CASE("npz: garbage and truncated zips are refused") {
 }
 
 TEST_CASE("npz fixture written by numpy.savez_compressed") {
-  const tarmac::Fields fields = tarmac::parse_npz(read_fixture("two_arrays.npz"), "y_", kLimit);
+  const tarmac::Fields fields =
+      tarmac::parse_npz(tarmac::test::read_fixture("labels/two_arrays.npz"), "y_", kLimit);
   REQUIRE(fields.size() == 2);
   CHECK(fields[0].first == "y_labels");
   CHECK(fields[0].second.dtype == DType::I64);

@@ -10,6 +10,7 @@
 
 #include "dataset_fixture.h"
 #include "read/batch_loader.h"
+#include "support/values.h"
 
 using namespace tarmac;
 using namespace tarmac::test;
@@ -17,10 +18,6 @@ using namespace tarmac::test;
 namespace {
 std::array<double, 2> apply(const std::array<double, 6>& m, double x, double y) {
   return {m[0] * x + m[1] * y + m[2], m[3] * x + m[4] * y + m[5]};
-}
-template <class T>
-std::span<uint8_t> bytes_of(std::vector<T>& v) {
-  return {reinterpret_cast<uint8_t*>(v.data()), v.size() * sizeof(T)};
 }
 }  // namespace
 

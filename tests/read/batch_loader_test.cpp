@@ -4,16 +4,12 @@
 #include <cstring>
 
 #include "dataset_fixture.h"
+#include "support/values.h"
 
 using namespace tarmac;
 using namespace tarmac::test;
 
-namespace {
-template <class T>
-std::span<uint8_t> bytes_of(std::vector<T>& v) {
-  return {reinterpret_cast<uint8_t*>(v.data()), v.size() * sizeof(T)};
-}
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("a batch equals decoding and stacking its samples one by one") {
   const Dataset ds(fixture_dataset());

@@ -17,7 +17,7 @@ using namespace tarmac;
 
 namespace {
 
-constexpr uint64_t kMaxPixels = 1ull << 30;
+constexpr uint64_t kRegionMaxPixels = 1ull << 30;
 
 void put32(std::vector<uint8_t>& out, uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(v >> s));
@@ -137,10 +137,10 @@ void check_regions(const std::vector<uint8_t>& png) {
     const cv::Rect r = r0 & cv::Rect(0, 0, w, h);
     if (r.empty()) continue;
     CAPTURE(r.x, r.y, r.width, r.height);
-    const auto u = decode_png_region(png, PngLayout::Unchanged, r0, kMaxPixels);
+    const auto u = decode_png_region(png, PngLayout::Unchanged, r0, kRegionMaxPixels);
     REQUIRE(u.has_value());
     CHECK(same((*u)(r), unchanged(r)));
-    const auto c = decode_png_region(png, PngLayout::Bgr8, r0, kMaxPixels);
+    const auto c = decode_png_region(png, PngLayout::Bgr8, r0, kRegionMaxPixels);
     REQUIRE(c.has_value());
     CHECK(same((*c)(r), colour(r)));
   }
@@ -253,7 +253,7 @@ TEST_CASE("png region decode refuses malformed data with a clear error") {
   s.depth = 8;
   const std::vector<uint8_t> good = make_png(s, 4);
   const cv::Rect all(0, 0, 40, 30);
-  REQUIRE(decode_png_region(good, PngLayout::Bgr8, all, kMaxPixels).has_value());
+  REQUIRE(decode_png_region(good, PngLayout::Bgr8, all, kRegionMaxPixels).has_value());
 
   SECTION("truncated image data") {
     // Well-formed chunks around half a zlib stream.
@@ -262,16 +262,16 @@ TEST_CASE("png region decode refuses malformed data with a clear error") {
     std::vector<uint8_t> z(n);
     REQUIRE(compress2(z.data(), &n, raw.data(), raw.size(), 6) == Z_OK);
     z.resize(n / 2);
-    REQUIRE_THROWS_AS(decode_png_region(make_png(s, 0, z), PngLayout::Bgr8, all, kMaxPixels),
+    REQUIRE_THROWS_AS(decode_png_region(make_png(s, 0, z), PngLayout::Bgr8, all, kRegionMaxPixels),
                       ParseError);
     // The file itself cut short.
     std::vector<uint8_t> cut(good.begin(), good.begin() + long(good.size() / 2));
-    REQUIRE_THROWS_AS(decode_png_region(cut, PngLayout::Bgr8, all, kMaxPixels), ParseError);
+    REQUIRE_THROWS_AS(decode_png_region(cut, PngLayout::Bgr8, all, kRegionMaxPixels), ParseError);
   }
   SECTION("bad CRC") {
     std::vector<uint8_t> bad = good;
     bad[bad.size() - 20] ^= 1;  // inside the last IDAT
-    REQUIRE_THROWS_WITH(decode_png_region(bad, PngLayout::Bgr8, all, kMaxPixels),
+    REQUIRE_THROWS_WITH(decode_png_region(bad, PngLayout::Bgr8, all, kRegionMaxPixels),
                         Catch::Contains("CRC-32"));
   }
   SECTION("wrong filter byte") {
@@ -281,10 +281,11 @@ TEST_CASE("png region decode refuses malformed data with a clear error") {
     std::vector<uint8_t> z(n);
     REQUIRE(compress2(z.data(), &n, raw.data(), raw.size(), 6) == Z_OK);
     z.resize(n);
-    REQUIRE_THROWS_WITH(decode_png_region(make_png(s, 0, z), PngLayout::Bgr8, all, kMaxPixels),
-                        Catch::Contains("filter type 5 at row 3"));
+    REQUIRE_THROWS_WITH(
+        decode_png_region(make_png(s, 0, z), PngLayout::Bgr8, all, kRegionMaxPixels),
+        Catch::Contains("filter type 5 at row 3"));
     // Rows above it still decode: the bad row is never read.
-    REQUIRE(decode_png_region(make_png(s, 0, z), PngLayout::Bgr8, {0, 0, 40, 3}, kMaxPixels)
+    REQUIRE(decode_png_region(make_png(s, 0, z), PngLayout::Bgr8, {0, 0, 40, 3}, kRegionMaxPixels)
                 .has_value());
   }
   SECTION("huge dimensions, tiny data") {
@@ -294,20 +295,21 @@ TEST_CASE("png region decode refuses malformed data with a clear error") {
     std::vector<uint8_t> z = {0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01};
     REQUIRE_THROWS_WITH(decode_png_region(make_png(huge, 0, z), PngLayout::Bgr8, all, ~0ull),
                         Catch::Contains("bytes of image data"));
-    REQUIRE_THROWS_WITH(decode_png_region(make_png(huge, 0, z), PngLayout::Bgr8, all, kMaxPixels),
-                        Catch::Contains("max-pixels"));
+    REQUIRE_THROWS_WITH(
+        decode_png_region(make_png(huge, 0, z), PngLayout::Bgr8, all, kRegionMaxPixels),
+        Catch::Contains("max-pixels"));
   }
   SECTION("no IEND, bad signature, bad IHDR") {
     std::vector<uint8_t> no_end(good.begin(), good.end() - 12);
-    REQUIRE_THROWS_WITH(decode_png_region(no_end, PngLayout::Bgr8, all, kMaxPixels),
+    REQUIRE_THROWS_WITH(decode_png_region(no_end, PngLayout::Bgr8, all, kRegionMaxPixels),
                         Catch::Contains("IEND"));
     std::vector<uint8_t> sig = good;
     sig[1] = 'Q';
-    REQUIRE_THROWS_AS(decode_png_region(sig, PngLayout::Bgr8, all, kMaxPixels), ParseError);
+    REQUIRE_THROWS_AS(decode_png_region(sig, PngLayout::Bgr8, all, kRegionMaxPixels), ParseError);
     Spec odd = s;
     odd.depth = 4;  // RGB of 4 bits does not exist
     REQUIRE_THROWS_WITH(
-        decode_png_region(make_png(odd, 0, {0x78, 0x9c}), PngLayout::Bgr8, all, kMaxPixels),
+        decode_png_region(make_png(odd, 0, {0x78, 0x9c}), PngLayout::Bgr8, all, kRegionMaxPixels),
         Catch::Contains("bit depth"));
   }
   SECTION("any cut or flipped byte: an error or pixels, never a crash") {
@@ -315,7 +317,7 @@ TEST_CASE("png region decode refuses malformed data with a clear error") {
     for (size_t n = 0; n < good.size(); n += 3) {
       std::vector<uint8_t> d(good.begin(), good.begin() + long(n));
       try {
-        (void)decode_png_region(d, PngLayout::Unchanged, all, kMaxPixels);
+        (void)decode_png_region(d, PngLayout::Unchanged, all, kRegionMaxPixels);
       } catch (const ParseError&) {
       }
     }
@@ -323,7 +325,7 @@ TEST_CASE("png region decode refuses malformed data with a clear error") {
       std::vector<uint8_t> d = good;
       d[rng() % d.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
       try {
-        (void)decode_png_region(d, PngLayout::Bgr8, {3, 5, 10, 10}, kMaxPixels);
+        (void)decode_png_region(d, PngLayout::Bgr8, {3, 5, 10, 10}, kRegionMaxPixels);
       } catch (const ParseError&) {
       }
     }
@@ -338,11 +340,12 @@ TEST_CASE("png region decode leaves interlaced PNGs to the full decoder, counted
   s.colour = 2;
   s.interlaced = true;
   const std::vector<uint8_t> png = make_png(s, 1);
-  REQUIRE_FALSE(decode_png_region(png, PngLayout::Bgr8, {0, 0, 1, 1}, kMaxPixels).has_value());
+  REQUIRE_FALSE(
+      decode_png_region(png, PngLayout::Bgr8, {0, 0, 1, 1}, kRegionMaxPixels).has_value());
   REQUIRE_FALSE(png_region_decodable(png));
   const uint64_t before = png_opencv_decodes();
   const cv::Mat buf(1, static_cast<int>(png.size()), CV_8U, const_cast<uint8_t*>(png.data()));
-  CHECK(same(decode_image(png, kMaxPixels), cv::imdecode(buf, cv::IMREAD_COLOR)));
-  CHECK(same(decode_dense(png, kMaxPixels), cv::imdecode(buf, cv::IMREAD_UNCHANGED)));
+  CHECK(same(decode_image(png, kRegionMaxPixels), cv::imdecode(buf, cv::IMREAD_COLOR)));
+  CHECK(same(decode_dense(png, kRegionMaxPixels), cv::imdecode(buf, cv::IMREAD_UNCHANGED)));
   REQUIRE(png_opencv_decodes() == before + 2);
 }
