@@ -14,7 +14,9 @@ cd "$(dirname "$0")/.."
 export ASAN_OPTIONS="abort_on_error=0:detect_leaks=1:halt_on_error=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 # -O1 -g1: about 40% less compile time than -O2 -g, line numbers kept for the reports.
-FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+# No benchmarks: nothing runs them here.
+FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+       -DTARMAC_BUILD_BENCH=OFF)
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan-suppressions.txt"
 
 echo "sanitize: ASan + UBSan" >&2
