@@ -26,6 +26,8 @@
 #include "convert/checkpoint.h"
 #include "convert/dataset_writer.h"
 #include "convert/dedup_index.h"
+#include "convert/fingerprint.h"
+#include "convert/output_folder.h"
 #include "convert/pipeline.h"
 #include "convert/remote_output.h"
 #include "convert/run_manifest.h"

@@ -1,7 +1,7 @@
 #include "convert/run_manifest.h"
 
 #include "common/version.h"
-#include "convert/checkpoint.h"
+#include "convert/fingerprint.h"
 #include "format/field_spec.h"
 #include "format/json_object.h"
 #include "format/names.h"

@@ -4,6 +4,8 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "convert/fingerprint.h"
+#include "convert/output_folder.h"
 #include "table/table.h"
 
 using namespace tarmac;
