@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "format/column_file.h"
 #include "format/names.h"
+#include "format/part_record.h"
 #include "format/safetensors.h"
 #include "read/mapped_file.h"
 
@@ -60,8 +61,8 @@ std::vector<std::string> unmerged_columns(const fs::path& dir) {
   return out;
 }
 
-// What one part record says about its share, read here (not through lib/columns) so that verify
-// stays a reader of the format independent of the code that merges.
+// What one part record says about its share, read by the format's one parser of it
+// (format/part_record.h), as `column merge` reads it: a record merge would refuse is a problem.
 struct PartShare {
   uint64_t rank = 0, world = 0, begin = 0, end = 0, done = 0;
   bool complete = false;
@@ -70,27 +71,15 @@ struct PartShare {
 
 std::optional<PartShare> read_share(const fs::path& record, std::string& why) {
   try {
-    std::ifstream in(record, std::ios::binary);
-    if (!in) {
-      why = "cannot be read";
+    const format::PartRecord r = format::read_part_record(record);
+    if (r.end < r.begin) {
+      why = "says its share ends at sample " + std::to_string(r.end) + ", before it begins (" +
+            std::to_string(r.begin) + ")";
       return std::nullopt;
     }
-    const nlohmann::json j = nlohmann::json::parse(in);
-    PartShare s;
-    s.rank = j.at("rank").get<uint64_t>();
-    s.world = j.at("world").get<uint64_t>();
-    s.begin = j.at("begin").get<uint64_t>();
-    s.end = j.at("end").get<uint64_t>();
-    s.done = j.at("done").get<uint64_t>();
-    s.complete = j.at("complete").get<bool>();
-    s.labels_crc32 = j.at("dataset").at("labels_crc32").get<std::string>();
-    if (s.world == 0 || s.rank >= s.world || s.end < s.begin) {
-      why = "says rank " + std::to_string(s.rank) + " of " + std::to_string(s.world);
-      return std::nullopt;
-    }
-    return s;
-  } catch (const std::exception& e) {
-    why = std::string("is not a part record: ") + e.what();
+    return PartShare{r.rank, r.world, r.begin, r.end, r.done, r.complete, r.labels_crc32};
+  } catch (const Error& e) {
+    why = e.what();
     return std::nullopt;
   }
 }

@@ -28,6 +28,9 @@
 
 namespace tarmac {
 namespace fs = std::filesystem;
+using format::PartChunk;
+using format::PartRecord;
+using format::read_part_records;
 
 namespace {
 

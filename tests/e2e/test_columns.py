@@ -321,6 +321,31 @@ class ColumnTest(fx.TmpCase):
         v = fx.run(["verify", out])
         self.assertEqual(v.returncode, 0, v.stdout.decode() + v.stderr.decode())
 
+    def test_verify_reads_part_records_as_merge_does(self):
+        """verify read a part record with its own parser, which cast a JSON float to a count (a
+        48-digit rank: undefined behaviour) and let through records `column merge` refuses
+        (no format). It now reads them by the format's one parser: each is a problem naming the
+        file and the field, exit 3."""
+        out, ds = self.dataset("bad-records")
+        n = len(ds.keys)
+        outs = self.outputs(ds, ragged=False)
+        write_part(out, "latent", 0, 1, outs, n=n)
+        record = os.path.join(out, "columns", "latent.parts", "part-00000-of-00001.json")
+        with open(record) as f:
+            good = json.load(f)
+        for change, says in [(lambda r: r.update(rank=4.2e47), '"rank" is not a count'),
+                             (lambda r: r.pop("format"), 'has no "format"'),
+                             (lambda r: r["chunks"][0].update(file="../x"), 'chunk file "../x" is not a plain name')]:
+            r = json.loads(json.dumps(good))
+            change(r)
+            with open(record, "w") as f:
+                json.dump(r, f)
+            v = fx.run(["verify", out])
+            text = v.stdout.decode() + v.stderr.decode()
+            self.assertEqual(v.returncode, 3, text)
+            self.assertIn("part-00000-of-00001.json", text)
+            self.assertIn(says, text)
+
     def test_verify_notices_a_column_deleted_replaced_or_copied_in(self):
         """#25 item 11: the manifest records each merged column (size, CRC-32s), so that
         verify notices its file deleted, replaced by another, or copied in unrecorded."""

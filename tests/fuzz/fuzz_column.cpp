@@ -84,7 +84,7 @@ void part_record(const uint8_t* data, size_t size) {
   const fs::path path = scratch() / "part-00000-of-00001.json";
   write(path, data, size);
   try {
-    const tarmac::PartRecord r = tarmac::read_part_record(path);
+    const tarmac::format::PartRecord r = tarmac::format::read_part_record(path);
     if (r.rank >= r.world) __builtin_trap();
   } catch (const tarmac::ParseError&) {
   }
