@@ -61,23 +61,17 @@ std::vector<std::string> unmerged_columns(const fs::path& dir) {
   return out;
 }
 
-// What one part record says about its share, read by the format's one parser of it
-// (format/part_record.h), as `column merge` reads it: a record merge would refuse is a problem.
-struct PartShare {
-  uint64_t rank = 0, world = 0, begin = 0, end = 0, done = 0;
-  bool complete = false;
-  std::string labels_crc32;
-};
-
-std::optional<PartShare> read_share(const fs::path& record, std::string& why) {
+// One part record, read by the format's one parser of it (format/part_record.h), as `column
+// merge` reads it: a record merge would refuse is a problem.
+std::optional<format::PartRecord> read_share(const fs::path& record, std::string& why) {
   try {
-    const format::PartRecord r = format::read_part_record(record);
+    format::PartRecord r = format::read_part_record(record);
     if (r.end < r.begin) {
       why = "says its share ends at sample " + std::to_string(r.end) + ", before it begins (" +
             std::to_string(r.begin) + ")";
       return std::nullopt;
     }
-    return PartShare{r.rank, r.world, r.begin, r.end, r.done, r.complete, r.labels_crc32};
+    return r;
   } catch (const Error& e) {
     why = e.what();
     return std::nullopt;
@@ -102,7 +96,7 @@ std::string ranks_text(const std::vector<uint64_t>& ranks) {
 void check_unmerged(const fs::path& dir, const std::string& name, const std::string& labels_crc32,
                     uint64_t n, std::vector<Problem>& problems) {
   const std::string where = format::column_parts_dir(name);
-  std::vector<PartShare> shares;
+  std::vector<format::PartRecord> shares;
   std::error_code ec;
   for (fs::directory_iterator it(dir / where, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string f = it->path().filename().string();
@@ -116,13 +110,13 @@ void check_unmerged(const fs::path& dir, const std::string& name, const std::str
   }
   const std::string fix = "`tarmac column merge " + dir.string() + " " + name + "`";
   uint64_t world = 0;
-  for (const PartShare& s : shares) world = std::max(world, s.world);
+  for (const format::PartRecord& s : shares) world = std::max(world, s.world);
   uint64_t held = 0;
   std::vector<uint64_t> complete, missing;
   std::string unfinished;
   bool other_version = false;
   for (uint64_t r = 0; r < world; ++r) {
-    const auto it = std::find_if(shares.begin(), shares.end(), [&](const PartShare& s) {
+    const auto it = std::find_if(shares.begin(), shares.end(), [&](const format::PartRecord& s) {
       return s.world == world && s.rank == r;
     });
     if (it == shares.end()) {
