@@ -296,6 +296,7 @@ struct RunPlan {
   std::optional<TablePlan> table;
   std::string table_metadata;  // the annotation file's `table` entry (JSON object text)
   json fingerprint;            // what a --resume must find unchanged
+  SampleRecipe recipe;         // what the workers make of each sample
   // A run that reads its inputs twice (a pre-pass, then the conversion): each pipe: command's
   // first output, which every later run of it must repeat byte for byte. Null otherwise.
   std::shared_ptr<PipeRuns> pipe_runs;
@@ -381,6 +382,7 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
   // its annotation file's CRC-32, so that a --resume refuses a reference replaced since.
   if (!o.dedup.against.empty())
     plan.fingerprint["dedup_against"] = dedup_references(o.dedup.against, o.output);
+  plan.recipe = sample_recipe(o);  // the class folders are found by now
   return plan;
 }
 
@@ -474,8 +476,10 @@ FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const Ope
   // process_sample turns bad data into the sample's error; what it throws stops the run (a
   // codec plugin that cannot be loaded, an encoder failure).
   WorkerStats worker_stats;
-  const SampleWork work_fn = [&o, table](const RawSample& raw) {
-    return raw.table_group >= 0 ? process_table_group(raw, *table, o) : process_sample(raw, o);
+  const SampleRecipe& recipe = plan.recipe;
+  const SampleWork work_fn = [&recipe, table](const RawSample& raw) {
+    return raw.table_group >= 0 ? process_table_group(raw, *table, recipe)
+                                : process_sample(raw, recipe);
   };
   // Declared after everything the threads use, so joined (on every path) before it goes.
   PipelineThreads pool(pipe);

@@ -1,13 +1,16 @@
 #pragma once
 // Turns one raw sample (its members' bytes) into what the writer stores: parsed and
-// transformed label fields, the encoded output image and dense maps, and the affine.
-// Runs on worker threads; holds no shared state.
+// transformed label fields, the encoded output image and dense maps, and the affine. Runs on
+// worker threads; holds no shared state. Its jobs, each in its own unit: which member is what
+// (member_roles.h), the labels (sample_labels.h), --instances (instances.h), the image and
+// its geometry (image_source.h); this unit puts them together, for a sample and for the rows
+// of a table that share an image.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "convert/convert_options.h"
+#include "convert/sample_recipe.h"
 #include "labels/schema.h"
 #include "source/member.h"
 #include "transform/content_hash.h"
@@ -35,7 +38,7 @@ struct ProcessedSample {
   ErrorCode error_code = ErrorCode::None;
   std::vector<SampleField> fields;
   Blob image;
-  std::vector<Blob> dense;  ///< in the order of ConvertOptions::dense, then its --masks
+  std::vector<Blob> dense;  ///< in the order of MemberRoles::dense, then the --masks
   Affine affine{1, 0, 0, 0, 1, 0};
   /// --dedup: the hashes of the source image's decoded pixels, before any crop or resize.
   std::optional<ContentHash> content;
@@ -54,12 +57,12 @@ struct ProcessedSample {
 class TablePlan;
 
 /// Processes one sample. Never throws for bad data: the reason goes to `error`.
-ProcessedSample process_sample(const RawSample& raw, const ConvertOptions& options);
+ProcessedSample process_sample(const RawSample& raw, const SampleRecipe& recipe);
 
 /// Processes the rows of table group raw.table_group (raw.members: its members in the plan's
 /// slot order, the image first): one decode of the image, one output per row, in row order.
 /// Never throws for bad data: each row's reason goes to its own `error`.
 ProcessedSample process_table_group(const RawSample& raw, const TablePlan& plan,
-                                    const ConvertOptions& options);
+                                    const SampleRecipe& recipe);
 
 }  // namespace tarmac

@@ -59,8 +59,8 @@ std::vector<double> values(const SampleField& f) {
   return out;
 }
 
-ConvertOptions png_options() {
-  ConvertOptions o;
+SampleRecipe png_options() {
+  SampleRecipe o;
   o.transform.format = OutputFormat::Png;  // lossless: the stored pixels can be compared exactly
   return o;
 }
@@ -91,7 +91,7 @@ TEST_CASE("process_sample: no geometry keeps every pixel and every label value")
 }
 
 TEST_CASE("process_sample: --size halves the image, the affine and the --points with it") {
-  ConvertOptions o = png_options();
+  SampleRecipe o = png_options();
   o.transform.geometry.width = 4;
   o.transform.geometry.height = 3;
   o.transform.geometry.resize = ResizeMode::Exact;
@@ -137,7 +137,7 @@ TEST_CASE("process_sample: a bad sample says why, with its code, and never throw
     CHECK(s.error.find("k/0.png") != std::string::npos);
   }
   SECTION("a --points field that is missing") {
-    ConvertOptions o = png_options();
+    SampleRecipe o = png_options();
     o.transform.points = {"kp"};
     const ProcessedSample s =
         process_sample(raw({{"k/0.png", png_8x6()}, {"k/0.json", text("{\"id\": 1}")}}), o);

@@ -252,6 +252,27 @@ class GeometryKindsTest(fx.TmpCase):
             np.testing.assert_array_equal(got, want, "sample %d" % i)
             self.assertGreater(int(got.sum()), 0)
 
+    def test_a_field_both_masks_and_polygons_name_is_rasterised_from_its_source_vertices(self):
+        """--masks F --polygons F: the mask is F's source polygons filled, warped once, and F's
+        vertices are kept, moved. (Before the sample processor's split the vertices were moved
+        first and the moved ones filled in the source frame, then warped again.)"""
+        poly = [[30.0, 25.0, 100.0, 30.0, 90.0, 85.0, 35.0, 80.0]]
+        anns = [[{"bbox": [20, 15, 100, 80], "segmentation": poly}]]
+        _, ds = self.mask_dataset(anns, "--polygons", "anns.segmentation", name="masks-polygons")
+        m = ds.affine(0).reshape(2, 3)
+        self.assertFalse(np.allclose(m, [[1, 0, 0], [0, 1, 0]]))  # the crop moves the vertices
+        want = cv2.warpAffine(fill_polygons(poly, W, H), m, (48, 48), flags=cv2.INTER_NEAREST,
+                              borderValue=0)
+        got = fx.decode_unchanged(ds.blob(0, "__anns.segmentation__"))
+        self.assertGreater(int(want.sum()), 0)
+        np.testing.assert_array_equal(got, want)
+        spec = ds.schema["anns.segmentation"]
+        kept = (json.loads(ds.string("anns.segmentation", 0)) if spec["kind"] == "json" else
+                ds.ragged("anns.segmentation", 0) if spec["ragged"] else ds.t["anns.segmentation"][0])
+        self.assertEqual(len(kept), 1)
+        np.testing.assert_allclose(np.reshape(kept[0], -1),
+                                   fx.apply_affine(m, np.reshape(poly[0], (-1, 2))).reshape(-1), atol=1e-9)
+
     def test_cookbook_coco_instance_masks(self):
         """docs/cookbook.md's COCO instance-segmentation recipe, run as a user copies it, on a
         small input of COCO's layout: persons with polygons, and a crowd with an RLE."""

@@ -1,0 +1,27 @@
+#include "convert/sample_recipe.h"
+
+namespace tarmac {
+
+SampleRecipe sample_recipe(const ConvertOptions& o) {
+  SampleRecipe r;
+  r.members.key_rule = o.members.key_rule;
+  r.members.image_exts = o.members.image_exts;
+  r.members.no_images = o.members.no_images;
+  r.members.dense = o.members.dense;
+  r.labels.classes_from_dirs = o.labels.classes_from_dirs;
+  r.labels.classes = o.labels.classes;
+  r.labels.instances = o.labels.instances;
+  r.labels.instance_fields = o.labels.instance_fields;
+  r.labels.keep_fields = o.labels.keep_fields;
+  r.labels.drop_fields = o.labels.drop_fields;
+  r.labels.require_fields = o.labels.require_fields;
+  r.transform = o.transform;
+  r.dedup = o.dedup.mode;
+  r.limits.max_pixels = o.limits.max_pixels;
+  r.limits.max_label_size = o.limits.max_label_size;
+  r.limits.max_outputs_per_sample = o.limits.max_outputs_per_sample;
+  r.skip_errors = o.run.skip_errors;
+  return r;
+}
+
+}  // namespace tarmac
