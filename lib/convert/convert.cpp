@@ -35,6 +35,7 @@
 #include "convert/run_report.h"
 #include "convert/sample_feed.h"
 #include "convert/sample_processor.h"
+#include "convert/stage_specs.h"
 #include "convert/table_input.h"
 #include "convert/table_plan.h"
 #include "format/layout.h"
@@ -297,6 +298,7 @@ struct RunPlan {
   std::string table_metadata;  // the annotation file's `table` entry (JSON object text)
   json fingerprint;            // what a --resume must find unchanged
   SampleRecipe recipe;         // what the workers make of each sample
+  WriterSpec writer;           // what the writer lays out
   // A run that reads its inputs twice (a pre-pass, then the conversion): each pipe: command's
   // first output, which every later run of it must repeat byte for byte. Null otherwise.
   std::shared_ptr<PipeRuns> pipe_runs;
@@ -383,6 +385,7 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
   if (!o.dedup.against.empty())
     plan.fingerprint["dedup_against"] = dedup_references(o.dedup.against, o.output);
   plan.recipe = sample_recipe(o);  // the class folders are found by now
+  plan.writer = writer_spec(o);
   return plan;
 }
 
@@ -801,7 +804,7 @@ ConvertResult convert(const ConvertOptions& options) {
     InputReader reader(plan.part_inputs, ro);
     if (cp)
       if (auto expected = read_expectation(*cp)) reader.expect(std::move(*expected));
-    DatasetWriter writer(o, staging, cp ? &cp->writer : nullptr);
+    DatasetWriter writer(plan.writer, staging, cp ? &cp->writer : nullptr);
     if (cp) {
       result.resumed = true;
       result.resumed_samples = writer.samples();

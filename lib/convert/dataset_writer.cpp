@@ -74,18 +74,18 @@ struct DatasetWriter::BlobColumns {
   }
 };
 
-DatasetWriter::DatasetWriter(const ConvertOptions& o, fs::path staging,
+DatasetWriter::DatasetWriter(WriterSpec spec, fs::path staging,
                              const format::CheckpointWriter* resume)
-    : o_(o),
+    : spec_(std::move(spec)),
       staging_(std::move(staging)),
-      schema_(o.labels.ragged, declared_kinds(o.transform)),
+      schema_(spec_.ragged, spec_.geometry),
       store_(open_store(staging_, resume)),
       keys_(&store_->add(kKeyColumn)),
-      affine_(o.members.no_images ? nullptr : &store_->add(kAffineColumn)) {
-  if (!o.members.no_images) {
+      affine_(spec_.images ? &store_->add(kAffineColumn) : nullptr) {
+  if (spec_.images) {
     blobs_.emplace_back(kImageBlob, *store_);
-    for (const auto& d : o.members.dense) blobs_.emplace_back(dense_blob_kind(d), *store_);
-    for (const auto& m : o.transform.masks) blobs_.emplace_back("__" + m + "__", *store_);
+    for (const auto& d : spec_.dense) blobs_.emplace_back(dense_blob_kind(d), *store_);
+    for (const auto& m : spec_.masks) blobs_.emplace_back("__" + m + "__", *store_);
   }
   if (!resume) return;
   // parse_checkpoint checked the shard lists against each other.
@@ -139,7 +139,7 @@ void DatasetWriter::add(ProcessedSample& s) {
     else
       label_cols_[i]->append_missing();
   }
-  if (!o_.members.no_images) {
+  if (spec_.images) {
     affine_->append(DType::F64, std::vector<int64_t>{2, 3},
                     {reinterpret_cast<const uint8_t*>(s.affine.data()), sizeof(double) * 6});
     write_blobs(s);
@@ -154,7 +154,7 @@ fs::path DatasetWriter::finish(const std::string& tool, const std::string& table
   std::vector<TensorSpec> t;
   t.push_back(keys_->ragged_tensors(DType::U8, {}, key_bytes_, n)[0]);
   t.push_back(keys_->ragged_tensors(DType::U8, {}, key_bytes_, n)[1]);
-  if (!o_.members.no_images) {
+  if (spec_.images) {
     t.push_back(affine_->fixed_tensor(DType::F64, {2, 3}, n));
     for (const auto& b : blobs_) b.tensors(n, t);
   }
@@ -178,17 +178,17 @@ fs::path DatasetWriter::finish(const std::string& tool, const std::string& table
   lm.fields = schema_.specs();
   lm.shards = shard_names_;
   lm.tool = tool;
-  if (o_.labels.classes_from_dirs) lm.classes = o_.labels.classes;
+  lm.classes = spec_.classes;
   if (!table_metadata.empty()) lm.table = table_metadata;
-  if (!o_.members.no_images) {
-    lm.blobs.emplace_back(kImageBlob, image_encoding(o_.transform.format));
+  if (spec_.images) {
+    lm.blobs.emplace_back(kImageBlob, image_encoding(spec_.format));
     // A dense map is re-encoded as PNG when transformed, else kept as the source's bytes; a
     // .npy map is always stored as a canonical .npy.
-    for (const auto& d : o_.members.dense)
+    for (const auto& d : spec_.dense)
       lm.blobs.emplace_back(dense_blob_kind(d),
                             is_npy_dense(d) ? StoredEncoding::Npy : StoredEncoding::Source);
     // --masks: 0/1 PNGs, always re-encoded.
-    for (const auto& m : o_.transform.masks) {
+    for (const auto& m : spec_.masks) {
       lm.blobs.emplace_back("__" + m + "__", StoredEncoding::Png);
       lm.mask_blobs.push_back("__" + m + "__");
     }
@@ -223,7 +223,7 @@ void DatasetWriter::write_blobs(const ProcessedSample& s) {
   if (tar_) {
     uint64_t need = 0;
     for (const auto& [name, b] : items) need += tar_->bytes_if_added(name, b->bytes.size());
-    if (tar_->size() > 0 && tar_->size() + need + 1024 > o_.limits.shard_size) close_shard();
+    if (tar_->size() > 0 && tar_->size() + need + 1024 > spec_.shard_size) close_shard();
   }
   if (!tar_) {
     shard_names_.push_back(shard_name(shard_names_.size()));

@@ -7,23 +7,44 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "convert/convert_options.h"
+#include <set>
+#include <utility>
+
 #include "convert/sample_processor.h"
 #include "format/checkpoint.h"
+#include "format/field_geometry.h"
 #include "labels/schema.h"
+#include "transform/image_codec.h"
 #include "write/column_store.h"
 #include "write/tar_writer.h"
 
 namespace tarmac {
 
+/// What the writer lays out: the blobs each sample stores, the label columns' rules, the
+/// annotation file's class list and the shards' size (made by plan_run, run_plan.h).
+struct WriterSpec {
+  bool images = true;  ///< false: --no-images, labels only (no affine, no blobs)
+  OutputFormat format = OutputFormat::Jpeg;  ///< the stored images' encoding (--format)
+  std::vector<std::string> dense;            ///< --dense suffixes, one blob kind each
+  std::vector<std::string> masks;            ///< --masks fields, one mask blob kind each
+  std::set<std::string> ragged;              ///< fields whose first axis may vary
+  /// The geometric kinds declared, by field name (the schema's `geometry`).
+  std::vector<std::pair<std::string, FieldGeometry>> geometry;
+  /// --classes-from-dirs: the class names, by index (the annotation file's `classes`, which
+  /// is absent without the flag: a list of none is not the same).
+  std::optional<std::vector<std::string>> classes;
+  uint64_t shard_size = 1ull << 30;  ///< a shard closes before a sample would take it over
+};
+
 class DatasetWriter {
  public:
   /// A new writer in `staging`, or (resume: the writer's part of a checkpoint) the one that
   /// checkpoint describes. Throws FatalError.
-  DatasetWriter(const ConvertOptions& o, std::filesystem::path staging,
+  DatasetWriter(WriterSpec spec, std::filesystem::path staging,
                 const format::CheckpointWriter* resume);
   ~DatasetWriter();
 
@@ -56,7 +77,7 @@ class DatasetWriter {
   void close_shard();
   void write_blobs(const ProcessedSample& s);
 
-  const ConvertOptions& o_;
+  const WriterSpec spec_;
   std::filesystem::path staging_;
   Schema schema_;
   std::unique_ptr<ColumnStore> store_;  // every column's records, in one file

@@ -1,7 +1,7 @@
 #pragma once
 // What a transform worker needs to turn one raw sample into its outputs, and nothing else: the
 // members' roles, the labels kept, the transform, the hashes --dedup compares and the per-sample
-// bounds. plan_run makes it once from ConvertOptions (the class folders found by then); every
+// bounds. plan_run makes it once (stage_specs.h), once the class folders are found; every
 // worker reads it, none changes it.
 #include <cstdint>
 #include <string>
@@ -52,9 +52,5 @@ struct SampleRecipe {
 
   bool hashes() const { return dedup != DedupOptions::Mode::None; }
 };
-
-/// The recipe `o` asks for. Takes `o.labels.classes` as they are: under --classes-from-dirs
-/// the caller finds them first.
-SampleRecipe sample_recipe(const ConvertOptions& o);
 
 }  // namespace tarmac

@@ -1,4 +1,5 @@
 #include "convert/dataset_writer.h"
+#include "convert/stage_specs.h"
 
 #include <unistd.h>
 
@@ -64,7 +65,7 @@ ConvertOptions options() {
 TEST_CASE("the dataset writer stores samples where the annotation file says") {
   const fs::path dir = temp_dir("basic");
   const ConvertOptions o = options();
-  DatasetWriter w(o, dir, nullptr);
+  DatasetWriter w(writer_spec(o), dir, nullptr);
   for (int k = 0; k < 7; ++k) {
     ProcessedSample s = sample(k);
     w.add(s);
@@ -112,7 +113,7 @@ TEST_CASE("a writer resumed from its checkpoint writes the same bytes as one nev
   const ConvertOptions o = options();
   const fs::path whole = temp_dir("whole"), cut = temp_dir("cut");
   {
-    DatasetWriter w(o, whole, nullptr);
+    DatasetWriter w(writer_spec(o), whole, nullptr);
     for (int k = 0; k < 9; ++k) {
       ProcessedSample s = sample(k);
       w.add(s);
@@ -121,7 +122,7 @@ TEST_CASE("a writer resumed from its checkpoint writes the same bytes as one nev
   }
   format::CheckpointWriter cp;
   {
-    DatasetWriter w(o, cut, nullptr);
+    DatasetWriter w(writer_spec(o), cut, nullptr);
     for (int k = 0; k < 5; ++k) {
       ProcessedSample s = sample(k);
       w.add(s);
@@ -141,7 +142,7 @@ TEST_CASE("a writer resumed from its checkpoint writes the same bytes as one nev
       fs::remove(e.path());
   }
   {
-    DatasetWriter w(o, cut, &cp);
+    DatasetWriter w(writer_spec(o), cut, &cp);
     CHECK(w.samples() == 5);
     for (int k = 5; k < 9; ++k) {
       ProcessedSample s = sample(k);
@@ -160,7 +161,7 @@ TEST_CASE("a writer resumed from its checkpoint writes the same bytes as one nev
 TEST_CASE("a sample that contradicts the schema is refused and nothing of it is stored") {
   const fs::path dir = temp_dir("refused");
   const ConvertOptions o = options();
-  DatasetWriter w(o, dir, nullptr);
+  DatasetWriter w(writer_spec(o), dir, nullptr);
   ProcessedSample a = sample(0);
   w.add(a);
   ProcessedSample b = sample(1);

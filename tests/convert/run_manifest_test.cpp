@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "convert/stage_specs.h"
 #include "format/manifest.h"
 #include "support/temp_dir.h"
 
@@ -62,7 +63,7 @@ TEST_CASE("run_manifest: what the run knows, every key, each count its list's") 
   o.part.count = 2;
   o.provenance.command_line = {"tarmac", "convert", "a.tar", "b.tar", "c.tar", "-o", "out"};
   o.provenance.options_json = R"({"inputs": "a.tar b.tar c.tar", "threads": 2})";
-  DatasetWriter w(o, dir, nullptr);
+  DatasetWriter w(writer_spec(o), dir, nullptr);
   for (int k = 0; k < 3; ++k) {
     ProcessedSample s = manifest_sample(k);
     w.add(s);
@@ -147,7 +148,7 @@ TEST_CASE(
     "run_manifest: no part, no resume; counts that disagree with the lists are never sealed") {
   const fs::path dir = manifest_dir("plain");
   ConvertOptions o;
-  DatasetWriter w(o, dir, nullptr);
+  DatasetWriter w(writer_spec(o), dir, nullptr);
   ProcessedSample s = manifest_sample(0);
   w.add(s);
   const fs::path labels = w.finish("tarmac test");

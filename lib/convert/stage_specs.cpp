@@ -1,4 +1,4 @@
-#include "convert/sample_recipe.h"
+#include "convert/stage_specs.h"
 
 namespace tarmac {
 
@@ -22,6 +22,19 @@ SampleRecipe sample_recipe(const ConvertOptions& o) {
   r.limits.max_outputs_per_sample = o.limits.max_outputs_per_sample;
   r.skip_errors = o.run.skip_errors;
   return r;
+}
+
+WriterSpec writer_spec(const ConvertOptions& o) {
+  WriterSpec w;
+  w.images = !o.members.no_images;
+  w.format = o.transform.format;
+  w.dense = o.members.dense;
+  w.masks = o.transform.masks;
+  w.ragged = o.labels.ragged;
+  w.geometry = declared_kinds(o.transform);
+  if (o.labels.classes_from_dirs) w.classes = o.labels.classes;
+  w.shard_size = o.limits.shard_size;
+  return w;
 }
 
 }  // namespace tarmac
