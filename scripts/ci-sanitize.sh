@@ -5,8 +5,8 @@
 #     instrumented tarmac binary.
 #  2. build-tsan: ThreadSanitizer (-DTARMAC_TSAN=ON): the tarmac binary, run by the e2e
 #     convert and input tests (reader, workers processing ahead, ordered writer), and the
-#     CTests labelled `threads` (the reader's BatchLoader pool, the conversion pipeline), built
-#     alone since nothing else there is multi-threaded.
+#     CTests labelled `threads` (the reader's BatchLoader pool, the conversion pipeline,
+#     parallel_for), built alone since nothing else there is multi-threaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup-deps.sh ci
@@ -40,7 +40,7 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.
 
 echo "sanitize: TSan" >&2
 cmake -S . -B build-tsan "${FLAGS[@]}" -DTARMAC_TSAN=ON -DTARMAC_BUILD_TESTS=ON >/dev/null
-cmake --build build-tsan -j2 --target tarmac test_read_dataset test_convert
+cmake --build build-tsan -j2 --target tarmac test_read_dataset test_convert test_parallel_for
 TARMAC="$PWD/build-tsan/apps/tarmac" /usr/bin/python3 tests/e2e/test_convert.py
 TARMAC="$PWD/build-tsan/apps/tarmac" /usr/bin/python3 tests/e2e/test_inputs.py
 # Zip members inflated by the workers, samples converted ahead included.

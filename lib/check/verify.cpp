@@ -1,75 +1,35 @@
+// verify: the plan (verify_plan.cpp), the shards' checks on parallel_for, and the reconciling
+// of what they found with the manifest and the shard list (verify_internal.h).
 #include "check/verify.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "check/column_check.h"
-#include "check/dataset_source.h"
-#include "check/shard_check.h"
+#include "check/verify_internal.h"
 #include "common/crc32.h"
 #include "common/error.h"
-#include "format/manifest.h"
+#include "common/parallel_for.h"
 #include "format/names.h"
 #include "format/shard_list.h"
-#include "remote/inputs.h"
-#include "remote/url.h"
+#include "remote/remote_config.h"
 
 namespace tarmac::check {
 namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr const char* kLabels = format::kLabelsFile;
 constexpr const char* kManifest = format::kManifestFile;
 
 std::string hex(uint32_t v) {
   return crc32_hex(v);
-}
-
-uint32_t crc_of(const uint8_t* p, uint64_t n) {
-  return crc32_update(0, p, n);
-}
-
-// Reads manifest.json, checks its own seal (format::check_seal) and parses it. False, with
-// the problem, when there is none or it does not parse.
-bool read_manifest(const fs::path& dir, std::vector<Problem>& problems, format::Manifest& m,
-                   uint64_t& bytes) {
-  std::ifstream in(dir / kManifest, std::ios::binary);
-  if (!in) {
-    problems.push_back({kManifest, "", "is missing or unreadable"});
-    return false;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  bytes = text.size();
-  try {
-    m = format::parse_manifest(text);
-  } catch (const ParseError& e) {
-    problems.push_back({kManifest, "", e.what()});
-    return false;
-  }
-  using State = format::ManifestSeal::State;
-  const format::ManifestSeal seal = format::check_seal(text);
-  if (seal.state == State::Missing)
-    problems.push_back({kManifest, "", "has no \"manifest_crc32\" seal"});
-  else if (seal.state == State::Malformed)
-    problems.push_back({kManifest, "", "its \"manifest_crc32\" seal is malformed"});
-  else if (seal.state == State::Wrong)
-    problems.push_back({kManifest, "",
-                        "CRC-32 of the file is " + seal.computed + " but its seal says " +
-                            seal.said + ": " + kManifest + " was changed after it was written"});
-  for (const std::string& p : format::count_problems(m)) problems.push_back({kManifest, "", p});
-  return true;
 }
 
 // Checks the shard list (format.md 7) against the dataset: it must exist when the manifest
@@ -179,10 +139,117 @@ std::vector<uint64_t> pick_samples(uint64_t n, uint64_t k, uint64_t seed) {
   return {chosen.begin(), chosen.end()};
 }
 
+namespace {
+
+// The shards' checks, on parallel_for: a shard's problems stay apart from the other shards',
+// in the shard's own result, so that the report lists them in shard order.
+std::vector<ShardCheck> run_shards(const VerifyOptions& o, const detail::VerifyPlan& plan,
+                                   const std::function<void(const VerifyProgress&)>& progress,
+                                   VerifyProgress& p, Clock::time_point t0,
+                                   std::atomic<uint64_t>& bytes_done) {
+  const Annotation& a = plan.a;
+  const DatasetSource& src = *plan.src;
+  ParallelOptions po;
+  po.threads = o.threads > 0 ? static_cast<unsigned>(o.threads) : 0;
+  po.stop = o.stop;
+  po.bytes = &bytes_done;
+  if (progress)
+    po.progress = [&](const ParallelProgress& pp) {
+      if (pp.final) return;  // verify's own final report comes after the columns
+      p.bytes_done = pp.bytes_done;
+      p.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      progress(p);
+    };
+  return parallel_for(a.shards().size(), po, [&](size_t s) {
+    const auto shard = static_cast<uint32_t>(s);
+    const std::vector<BlobEntry>& entries = plan.per_shard[s];
+    if (plan.sampled)
+      return check_sampled(src, a, shard, entries, o.decode, plan.shard_sizes[s], bytes_done,
+                           o.stop);
+    // A remote shard is downloaded whole, checked as a local one, and removed.
+    const std::string& name = a.shards()[s];
+    ShardCheck c;
+    try {
+      src.download(name);
+      c = check_shard(a, shard, entries, o.decode, bytes_done, o.stop);
+    } catch (const remote::RemoteError& e) {
+      c.problems.push_back({name, "",
+                            std::string("shard cannot be read: ") + e.what() + " (" +
+                                std::to_string(entries.size()) +
+                                " blob(s) stored in it are lost)"});
+    }
+    src.discard(name);
+    return c;
+  });
+}
+
+// What the shards hold against the manifest's list of shards, in shard order (each shard's
+// own problems first), then the shard list.
+void reconcile_shards(const detail::VerifyPlan& plan, std::vector<ShardCheck>& results,
+                      std::vector<Problem>& problems, VerifyReport& r) {
+  const Annotation& a = plan.a;
+  const std::vector<format::ManifestShard>* mshards =
+      plan.have_manifest && plan.m.shards ? &*plan.m.shards : nullptr;
+  if (plan.have_manifest && (!mshards || mshards->size() != results.size()))
+    detail::mismatch(problems, "list of shards",
+                     mshards ? std::to_string(mshards->size()) + " shard(s)" : "nothing",
+                     std::to_string(results.size()) + " shard(s)");
+  for (size_t s = 0; s < results.size(); ++s) {
+    ShardCheck& c = results[s];
+    for (auto& pr : c.problems) problems.push_back(std::move(pr));
+    if (!mshards || s >= mshards->size() || !c.walked) continue;
+    const format::ManifestShard& e = (*mshards)[s];
+    const std::string& name = a.shards()[s];
+    if (e.name != name) {
+      detail::mismatch(problems, "name of shard " + std::to_string(s), e.name, name);
+      continue;
+    }
+    if (e.size != c.size)
+      detail::mismatch(problems, "size of " + name, std::to_string(e.size), std::to_string(c.size));
+    const std::string crc = e.crc32.empty() ? "nothing" : e.crc32;
+    if (crc != hex(c.crc32)) detail::mismatch(problems, "CRC-32 of " + name, crc, hex(c.crc32));
+  }
+  std::vector<uint64_t> sizes(results.size(), 0);
+  for (size_t s = 0; s < results.size(); ++s) sizes[s] = results[s].size;
+  check_shard_list(plan.dir, a, plan.have_manifest ? plan.m.shard_list : std::nullopt, plan.samples,
+                   sizes, problems, r.bytes_checked);
+}
+
+// The derived columns against the manifest's record of them, then the final progress report.
+void reconcile_columns(const detail::VerifyPlan& plan,
+                       const std::function<void(const VerifyProgress&)>& progress,
+                       VerifyProgress& p, Clock::time_point t0, uint64_t shard_bytes,
+                       std::vector<Problem>& problems, VerifyReport& r) {
+  uint64_t column_done = 0;
+  auto last = Clock::now();
+  RecordedColumns recorded;
+  if (plan.have_manifest && plan.m.columns) {
+    recorded.emplace();
+    for (const auto& [name, c] : *plan.m.columns) recorded->emplace(name, c);
+  }
+  r.columns = check_columns(plan.dir, plan.labels_crc, plan.a.size(), recorded, problems,
+                            r.bytes_checked, [&](uint64_t k) {
+                              column_done += k;
+                              if (!progress || Clock::now() - last < std::chrono::milliseconds(250))
+                                return;
+                              last = Clock::now();
+                              p.bytes_done = shard_bytes + column_done;
+                              p.seconds = std::chrono::duration<double>(last - t0).count();
+                              progress(p);
+                            });
+  if (progress) {
+    p.bytes_done = std::max(p.bytes_total, shard_bytes + column_done);  // all checked
+    p.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    p.final = true;
+    progress(p);
+  }
+}
+
+}  // namespace
+
 VerifyReport verify_dataset(const VerifyOptions& o,
                             const std::function<void(const VerifyProgress&)>& progress) {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
+  const auto t0 = Clock::now();
   VerifyReport r;
   r.dir = o.dir;
   std::vector<Problem> problems;
@@ -190,258 +257,18 @@ VerifyReport verify_dataset(const VerifyOptions& o,
     r.problem_count = problems.size();
     if (problems.size() > kMaxProblems) problems.resize(kMaxProblems);
     r.problems = std::move(problems);
-    r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     return r;
   };
-  std::optional<DatasetSource> src;
-  try {
-    src.emplace(o.dir);
-  } catch (const remote::RemoteError& e) {
-    if (e.http_status() != 404) throw;  // not the data: credentials, the server, the network
-    problems.push_back({kManifest, "", e.what()});
-    return done();
-  }
-  r.dir = src->name();
-  const fs::path dir(src->dir());
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    problems.push_back({o.dir, "", "is not a directory"});
-    return done();
-  }
-  const bool partial = fs::exists(dir / format::kStagingDir, ec);
-  r.found = fs::exists(dir / kLabels, ec) || fs::exists(dir / kManifest, ec);
-  if (!fs::exists(dir / kLabels, ec)) {
-    problems.push_back({kLabels, "",
-                        r.found
-                            ? std::string("is missing, though ") + kManifest +
-                                  " is there: the dataset is damaged, or a copy of it is incomplete"
-                            : std::string("is missing: '") + r.dir + "' is not a tarmac dataset" +
-                                  (partial ? " (a conversion into it did not finish)" : "")});
-    return done();
-  }
-  if (partial)
-    problems.push_back(
-        {format::kStagingDir, "", "an unfinished run left its staging directory here"});
-
-  Annotation a;
-  const bool usable = a.open(dir.string(), true, problems);
-  const auto labels = a.file().bytes();
-  r.bytes_checked += labels.size();
-  format::Manifest m;
-  uint64_t manifest_bytes = 0;
-  const bool have_manifest = read_manifest(dir, problems, m, manifest_bytes);
-  r.bytes_checked += manifest_bytes;
-  auto mismatch = [&](const std::string& what, const std::string& manifest_says,
-                      const std::string& found) {
-    problems.push_back(
-        {kManifest, "",
-         what + ": the manifest says " + manifest_says + ", the dataset has " + found});
-  };
-  auto opt_text = [](std::optional<uint64_t> v) {
-    return v ? std::to_string(*v) : std::string("nothing");
-  };
-  const std::string labels_crc = hex(crc_of(labels.data(), labels.size()));
-  if (have_manifest) {
-    const std::string said = m.labels_crc32.value_or("nothing");
-    if (said != labels_crc) mismatch(std::string("CRC-32 of ") + kLabels, said, labels_crc);
-    const auto size =
-        m.annotation ? std::optional<uint64_t>(m.annotation->size) : std::optional<uint64_t>();
-    if (size != labels.size())
-      mismatch(std::string("size of ") + kLabels, opt_text(size), std::to_string(labels.size()));
-  }
-  if (!usable) return done();
-  r.samples = a.size();
-  r.shards = a.shards().size();
-  if (have_manifest) {
-    const auto count = [&](uint64_t format::ManifestCounts::*c) {
-      return m.counts ? std::optional<uint64_t>((*m.counts).*c) : std::optional<uint64_t>();
-    };
-    const auto n = count(&format::ManifestCounts::samples);
-    if (n != a.size()) mismatch("sample count", opt_text(n), std::to_string(a.size()));
-    const auto s = count(&format::ManifestCounts::shards);
-    if (s != a.shards().size())
-      mismatch("shard count", opt_text(s), std::to_string(a.shards().size()));
-  }
-
-  // Extra shards: tar files in the directory that the annotation file does not list.
-  const std::set<std::string> listed(a.shards().begin(), a.shards().end());
-  std::vector<std::string> present;
-  if (remote::is_s3(src->name())) {  // an http(s):// folder has no listing to read
-    try {
-      for (const auto& [url, size] : remote::list_objects(src->name(), src->config()))
-        present.push_back(url.substr(src->name().size()));
-    } catch (const remote::RemoteError&) {  // a key allowed to read but not to list
-    }
-  } else if (!src->remote()) {
-    for (const auto& e : fs::directory_iterator(dir, ec))
-      present.push_back(e.path().filename().string());
-  }
-  for (const std::string& name : present)
-    if (name.ends_with(".tar") && name.find('/') == std::string::npos && !listed.count(name))
-      problems.push_back(
-          {name, "", "is a shard file that the annotation file does not list (an extra shard)"});
-
-  // Blobs by shard, sorted by offset.
-  const size_t kinds = a.blob_kinds().size();
-  std::vector<std::vector<BlobEntry>> per_shard(a.shards().size());
-  uint64_t blob_bytes = 0;
-  for (uint64_t i = 0; i < a.size(); ++i)
-    for (size_t k = 0; k < kinds; ++k) {
-      const BlobRef b = a.blob(k, i);
-      blob_bytes += static_cast<uint64_t>(std::max<int64_t>(b.size, 0));
-      if (b.shard >= 0 && static_cast<size_t>(b.shard) < per_shard.size())
-        per_shard[static_cast<size_t>(b.shard)].push_back(i * kinds + k);
-    }
-  std::vector<uint64_t> samples(per_shard.size(), 0);  // whose image each shard holds
-  for (size_t s = 0; s < per_shard.size(); ++s)
-    for (BlobEntry e : per_shard[s])
-      if (e % kinds == 0) ++samples[s];  // the image: one per sample
-  const bool sampled = o.sample > 0 && o.sample < a.size();
-  if (sampled) {
-    const std::vector<uint64_t> chosen = pick_samples(a.size(), o.sample, o.seed);
-    r.sampled = chosen.size();
-    for (auto& v : per_shard)
-      std::erase_if(v, [&](BlobEntry e) {
-        return !std::binary_search(chosen.begin(), chosen.end(), e / kinds);
-      });
-  }
-  for (auto& v : per_shard) {
-    auto offset_of = [&](BlobEntry e) { return a.blob(e % kinds, e / kinds).offset; };
-    if (!std::is_sorted(v.begin(), v.end(),
-                        [&](BlobEntry x, BlobEntry y) { return offset_of(x) < offset_of(y); }))
-      std::stable_sort(v.begin(), v.end(),
-                       [&](BlobEntry x, BlobEntry y) { return offset_of(x) < offset_of(y); });
-    r.blobs += v.size();
-  }
-  if (have_manifest) {  // of all samples, from the annotation file: sampled or not
-    const auto ib =
-        m.counts ? std::optional<uint64_t>(m.counts->image_bytes) : std::optional<uint64_t>();
-    if (ib != blob_bytes)
-      mismatch("bytes of stored blobs", opt_text(ib), std::to_string(blob_bytes));
-  }
-
-  // Shards in parallel; the calling thread reports progress.
-  std::vector<uint64_t> shard_sizes(a.shards().size(), 0);  // as the manifest or the disk says
-  for (size_t s = 0; s < shard_sizes.size(); ++s)
-    if (!src->remote())
-      shard_sizes[s] = fs::file_size(dir / a.shards()[s], ec), ec.clear();
-    else if (have_manifest && m.shards && s < m.shards->size())
-      shard_sizes[s] = (*m.shards)[s].size;
+  detail::VerifyPlan plan;
+  if (!detail::plan_verify(o, plan, r, problems)) return done();
   VerifyProgress p;
-  if (sampled)
-    for (const auto& v : per_shard)
-      for (BlobEntry e : v)
-        p.bytes_total += 512 + std::max<int64_t>(0, a.blob(e % kinds, e / kinds).size);
-  else
-    for (uint64_t size : shard_sizes) p.bytes_total += size;
-  p.bytes_total += column_files_bytes(dir);  // checked after the shards
+  p.bytes_total = plan.bytes_total;
   std::atomic<uint64_t> bytes_done{0};
-  std::atomic<size_t> next{0}, finished{0};
-  std::vector<ShardCheck> results(a.shards().size());
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const size_t threads = std::min<size_t>(o.threads > 0 ? static_cast<size_t>(o.threads) : hw,
-                                          std::max<size_t>(1, results.size()));
-  std::mutex mu;
-  std::condition_variable all_done;
-  std::exception_ptr failure;  // what stops the check itself (guarded by mu)
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      try {
-        for (size_t s; (s = next.fetch_add(1)) < results.size();) {
-          throw_if_stopped(o.stop);
-          // A remote shard is downloaded whole, checked as a local one, and removed.
-          const std::string& name = a.shards()[s];
-          if (sampled) {
-            results[s] = check_sampled(*src, a, static_cast<uint32_t>(s), per_shard[s], o.decode,
-                                       shard_sizes[s], bytes_done, o.stop);
-          } else {
-            try {
-              src->download(name);
-              results[s] = check_shard(a, static_cast<uint32_t>(s), per_shard[s], o.decode,
-                                       bytes_done, o.stop);
-            } catch (const remote::RemoteError& e) {
-              results[s].problems.push_back({name, "",
-                                             std::string("shard cannot be read: ") + e.what() +
-                                                 " (" + std::to_string(per_shard[s].size()) +
-                                                 " blob(s) stored in it are lost)"});
-            }
-            src->discard(name);
-          }
-          std::lock_guard lk(mu);
-          if (finished.fetch_add(1) + 1 == results.size()) all_done.notify_all();
-        }
-      } catch (...) {
-        std::lock_guard lk(mu);
-        if (!failure) failure = std::current_exception();
-        next.store(results.size());
-        all_done.notify_all();
-      }
-    });
-  {
-    std::unique_lock lk(mu);
-    while (!all_done.wait_for(lk, std::chrono::milliseconds(250),
-                              [&] { return finished.load() == results.size() || failure; }))
-      if (progress) {
-        p.bytes_done = bytes_done.load();
-        p.seconds = std::chrono::duration<double>(clock::now() - t0).count();
-        progress(p);
-      }
-  }
-  for (auto& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
-  throw_if_stopped(o.stop);
+  std::vector<ShardCheck> results = run_shards(o, plan, progress, p, t0, bytes_done);
   r.bytes_checked += bytes_done.load();
-
-  const std::vector<format::ManifestShard>* mshards =
-      have_manifest && m.shards ? &*m.shards : nullptr;
-  if (have_manifest && (!mshards || mshards->size() != results.size()))
-    mismatch("list of shards", mshards ? std::to_string(mshards->size()) + " shard(s)" : "nothing",
-             std::to_string(results.size()) + " shard(s)");
-  for (size_t s = 0; s < results.size(); ++s) {
-    const ShardCheck& c = results[s];
-    for (auto& pr : results[s].problems) problems.push_back(std::move(pr));
-    if (!mshards || s >= mshards->size() || !c.walked) continue;
-    const format::ManifestShard& e = (*mshards)[s];
-    const std::string& name = a.shards()[s];
-    if (e.name != name) {
-      mismatch("name of shard " + std::to_string(s), e.name, name);
-      continue;
-    }
-    if (e.size != c.size)
-      mismatch("size of " + name, std::to_string(e.size), std::to_string(c.size));
-    const std::string crc = e.crc32.empty() ? "nothing" : e.crc32;
-    if (crc != hex(c.crc32)) mismatch("CRC-32 of " + name, crc, hex(c.crc32));
-  }
-  {
-    std::vector<uint64_t> sizes(results.size(), 0);
-    for (size_t s = 0; s < results.size(); ++s) sizes[s] = results[s].size;
-    check_shard_list(dir, a, have_manifest ? m.shard_list : std::nullopt, samples, sizes, problems,
-                     r.bytes_checked);
-  }
-  uint64_t column_done = 0;
-  auto last = clock::now();
-  RecordedColumns recorded;
-  if (have_manifest && m.columns) {
-    recorded.emplace();
-    for (const auto& [name, c] : *m.columns) recorded->emplace(name, c);
-  }
-  r.columns = check_columns(dir, labels_crc, a.size(), recorded, problems, r.bytes_checked,
-                            [&](uint64_t k) {
-                              column_done += k;
-                              if (!progress || clock::now() - last < std::chrono::milliseconds(250))
-                                return;
-                              last = clock::now();
-                              p.bytes_done = bytes_done.load() + column_done;
-                              p.seconds = std::chrono::duration<double>(last - t0).count();
-                              progress(p);
-                            });
-  if (progress) {
-    p.bytes_done = std::max(p.bytes_total, bytes_done.load() + column_done);  // all checked
-    p.seconds = std::chrono::duration<double>(clock::now() - t0).count();
-    p.final = true;
-    progress(p);
-  }
+  reconcile_shards(plan, results, problems, r);
+  reconcile_columns(plan, progress, p, t0, bytes_done.load(), problems, r);
   return done();
 }
 

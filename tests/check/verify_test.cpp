@@ -1,17 +1,20 @@
 #include "check/verify.h"
 
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include <unistd.h>
 
 #include "check/inspect.h"
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/stop.h"
 #include "part_fixture.h"
 #include "support/temp_dir.h"
 
@@ -237,4 +240,94 @@ TEST_CASE("verify: a manifest key of the wrong type is named, not read") {
   const auto r = run_verify(ds);
   CHECK(!r.ok());
   CHECK(mentions(r, "manifest.json  manifest: \"labels_crc32\" is not a string"));
+}
+
+namespace {
+
+// Flips byte `at` of `file` (xor 0x20).
+void flip_byte(const fs::path& file, std::streamoff at) {
+  std::fstream io(file, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekg(at);
+  const char old = static_cast<char>(io.get());
+  io.seekp(at);
+  io.put(static_cast<char>(old ^ 0x20));
+}
+
+}  // namespace
+
+TEST_CASE("verify: a report is the same on 1, 2 and 8 threads, the shards' problems in order") {
+  const std::string ds = testing::copy_part(temp_dir("order"), "ds", "s12");
+  check::Annotation a;
+  std::vector<check::Problem> opened;
+  REQUIRE(a.open(ds, false, opened));
+  REQUIRE(a.shards().size() >= 3);
+  // Every shard damaged: the middle of each of its blobs, and the manifest's record of it.
+  for (uint64_t i = 0; i < a.size(); ++i) {
+    const check::BlobRef b = a.blob(0, i);
+    flip_byte(fs::path(ds) / a.shards()[static_cast<size_t>(b.shard)], b.offset + b.size / 2);
+  }
+  edit_manifest(ds, [](nlohmann::ordered_json& m) {
+    for (auto& s : m["shards"]) s["crc32"] = "00000000";
+  });
+  auto report = [&](int threads) {
+    check::VerifyOptions o;
+    o.dir = ds;
+    o.threads = threads;
+    return check::verify_dataset(o, nullptr);
+  };
+  const check::VerifyReport one = report(1);
+  REQUIRE(one.problem_count >= a.size() + a.shards().size());
+  // A shard's problems, then the manifest's about it, then the next shard's.
+  size_t at = 0;
+  for (const std::string& shard : a.shards()) {
+    while (at < one.problems.size() && one.problems[at].file != shard) ++at;
+    REQUIRE(at < one.problems.size());
+    while (at < one.problems.size() && one.problems[at].file == shard) ++at;
+    REQUIRE(at < one.problems.size());
+    CHECK(one.problems[at].file == "manifest.json");
+    CHECK_THAT(one.problems[at].what, Catch::Matchers::StartsWith("CRC-32 of " + shard));
+  }
+  for (int threads : {2, 8}) {
+    INFO("threads " << threads);
+    const check::VerifyReport r = report(threads);
+    REQUIRE(r.problems.size() == one.problems.size());
+    for (size_t k = 0; k < r.problems.size(); ++k) {
+      CHECK(r.problems[k].file == one.problems[k].file);
+      CHECK(r.problems[k].sample == one.problems[k].sample);
+      CHECK(r.problems[k].what == one.problems[k].what);
+    }
+    CHECK(r.problem_count == one.problem_count);
+    CHECK(r.bytes_checked == one.bytes_checked);
+  }
+}
+
+TEST_CASE("verify: a stop request ends the check with Interrupted, naming the signal") {
+  const std::string ds = testing::copy_part(temp_dir("stop"), "ds", "s12");
+  StopRequest stop;
+  stop.request(SIGTERM);
+  check::VerifyOptions o;
+  o.dir = ds;
+  o.threads = 2;
+  o.stop = &stop;
+  CHECK_THROWS_WITH(check::verify_dataset(o, nullptr), "stopped by SIGTERM");
+}
+
+TEST_CASE("verify: progress from the calling thread, monotone, ending final at the total") {
+  const std::string ds = testing::copy_part(temp_dir("progress"), "ds", "s12");
+  std::vector<check::VerifyProgress> seen;
+  const auto caller = std::this_thread::get_id();
+  check::VerifyOptions o;
+  o.dir = ds;
+  o.threads = 2;
+  const auto r = check::verify_dataset(o, [&](const check::VerifyProgress& p) {
+    CHECK(std::this_thread::get_id() == caller);
+    seen.push_back(p);
+  });
+  CHECK(r.ok());
+  REQUIRE_FALSE(seen.empty());
+  for (size_t k = 1; k < seen.size(); ++k) CHECK(seen[k].bytes_done >= seen[k - 1].bytes_done);
+  for (size_t k = 0; k + 1 < seen.size(); ++k) CHECK_FALSE(seen[k].final);
+  CHECK(seen.back().final);
+  CHECK(seen.back().bytes_done == seen.back().bytes_total);
+  CHECK(seen.back().bytes_total > 0);
 }
