@@ -49,6 +49,126 @@ void to_json_text(FieldSchema& s, bool mixed) {
   s.mixed = s.mixed || mixed;
 }
 
+// A field first named without a value: untyped JSON until a value types it.
+FieldSchema null_schema(const SampleField& f, uint64_t missing) {
+  FieldSchema s;
+  s.name = f.name;
+  s.source = f.source;
+  s.kind = Kind::Json;
+  s.dtype = DType::U8;
+  s.shape = {0};
+  s.ragged = true;
+  s.typed = false;
+  s.missing = missing;
+  return s;
+}
+
+// A field typed by its first value `f`, after `missing` samples without it.
+FieldSchema typed_schema(const SampleField& f, const std::set<std::string>& declared_ragged,
+                         uint64_t missing) {
+  FieldSchema s = first_schema(f, declared_ragged);
+  s.missing = missing;
+  s.present = 1;
+  s.kind_counts[static_cast<int>(f.value.kind)] = 1;
+  if (s.ragged) s.total_first_axis = static_cast<uint64_t>(s.shape[0]);
+  return s;
+}
+
+std::string where(const SampleField& f) {
+  return "member '" + f.member + "', field '" + f.name + "': ";
+}
+
+// A numeric value `f` of the numeric field `s`: checks its shape against the field's, widens
+// the dtype and makes the field ragged where its first axis varies. False when the field
+// became JSON text instead (a JSON field whose rows do not agree).
+bool merge_numeric(FieldSchema& s, const SampleField& f, bool json_source,
+                   const std::set<std::string>& declared_ragged) {
+  const FieldValue& v = f.value;
+  const bool empty_value = v.num_elements() == 0 && !v.shape.empty();
+  const bool same_ndim = v.shape.size() == s.shape.size();
+  const bool inner_same =
+      same_ndim && std::equal(v.shape.begin() + (v.shape.empty() ? 0 : 1), v.shape.end(),
+                              s.shape.begin() + (s.shape.empty() ? 0 : 1));
+  if (!inner_same) {
+    if (json_source && untyped(s) && !empty_value && !v.shape.empty()) {
+      // Only empty arrays before: this value fixes the shape (they stay empty rows).
+      s.shape = v.shape;
+      s.shape[0] = 0;
+    } else if (json_source && v.shape == std::vector<int64_t>{0} && !s.shape.empty()) {
+      // [] in a typed field of rows: an empty row (a ragged list of no boxes or points;
+      // before #38 it made the field JSON text when it came after a non-empty one).
+      if (!s.ragged) {
+        s.ragged = true;
+        s.total_first_axis = static_cast<uint64_t>(s.shape[0]) * s.present;
+      }
+    } else if (json_source) {
+      to_json_text(s, /*mixed=*/true);
+      return false;
+    } else if (!same_ndim) {
+      throw SampleError(where(f) + "shape " + shape_text(v.shape) + " here but " +
+                            shape_text(s.shape) +
+                            " in earlier samples (a different number of dimensions)",
+                        ErrorCode::SchemaMismatch);
+    } else {
+      throw SampleError(where(f) + "shape " + shape_text(v.shape) + " here but " +
+                            shape_text(s.shape) +
+                            " in earlier samples; only the first axis may vary between samples",
+                        ErrorCode::SchemaMismatch);
+    }
+  }
+  if (v.num_elements() > 0) {
+    s.dtype = s.dtype_known ? promote(s.dtype, v.dtype) : v.dtype;
+    s.dtype_known = true;
+  }
+  if (!s.ragged && !v.shape.empty() && v.shape[0] != s.shape[0]) {
+    if (!ragged_by_source(s.source) && !declared_ragged.count(s.name))
+      throw SampleError(where(f) + "shape " + shape_text(v.shape) + " here but " +
+                            shape_text(s.shape) +
+                            " in earlier samples; declare the field with --ragged " + s.name +
+                            " if its first axis may vary",
+                        ErrorCode::SchemaMismatch);
+    s.ragged = true;
+    s.total_first_axis = static_cast<uint64_t>(s.shape[0]) * s.present;
+  }
+  return true;
+}
+
+// One more value `f` of the typed field `s`: counts it, and changes the field's kind (to JSON
+// text), shape, dtype or raggedness as the value needs, or throws where it cannot.
+void merge_value(FieldSchema& s, const SampleField& f,
+                 const std::set<std::string>& declared_ragged) {
+  const FieldValue& v = f.value;
+  ++s.kind_counts[static_cast<int>(v.kind)];
+  if (s.kind == Kind::Json && s.rerender) {  // already JSON text: anything goes
+    ++s.present;
+    return;
+  }
+  if (untyped(s) && v.kind != Kind::Numeric) {
+    // "tags": [] until now, then ["a", "b"]: the empty arrays were JSON too.
+    to_json_text(s, /*mixed=*/v.kind != Kind::Json);
+    ++s.present;
+    return;
+  }
+  const bool json_source = ragged_by_source(s.source) && ragged_by_source(f.source);
+  if (v.kind != s.kind) {
+    if (!json_source)
+      throw SampleError(where(f) + "is " + std::string(kind_name(v.kind)) + " here but " +
+                            std::string(kind_name(s.kind)) + " in earlier samples",
+                        ErrorCode::SchemaMismatch);
+    // An empty array types nothing: after arrays of strings it is one more (no warning).
+    const bool empty_array = v.kind == Kind::Numeric && v.shape == std::vector<int64_t>{0};
+    to_json_text(s, /*mixed=*/!(empty_array && s.kind == Kind::Json));
+    ++s.present;
+    return;
+  }
+  if (v.kind == Kind::Numeric && !merge_numeric(s, f, json_source, declared_ragged)) {
+    ++s.present;
+    return;
+  }
+  if (s.ragged) s.total_first_axis += v.shape.empty() ? 1 : static_cast<uint64_t>(v.shape[0]);
+  ++s.present;
+}
+
 }  // namespace
 
 void Schema::observe(const std::vector<SampleField>& fields) {
@@ -67,26 +187,11 @@ void Schema::observe(const std::vector<SampleField>& fields) {
     for (const auto& f : fields) {
       const auto found = index_.find(f.name);
       if (f.value.null) {  // named, without a value: missing here
-        if (found != index_.end()) continue;
-        FieldSchema s;
-        s.name = f.name;
-        s.source = f.source;
-        s.kind = Kind::Json;
-        s.dtype = DType::U8;
-        s.shape = {0};
-        s.ragged = true;
-        s.typed = false;
-        s.missing = samples_;
-        add(std::move(s), false);
+        if (found == index_.end()) add(null_schema(f, samples_), false);
         continue;
       }
       if (found == index_.end()) {  // new: absent from every sample before this one
-        FieldSchema s = first_schema(f, declared_ragged_);
-        s.missing = samples_;
-        s.present = 1;
-        s.kind_counts[static_cast<int>(f.value.kind)] = 1;
-        if (s.ragged) s.total_first_axis = static_cast<uint64_t>(s.shape[0]);
-        add(std::move(s), true);
+        add(typed_schema(f, declared_ragged_, samples_), true);
         continue;
       }
       const size_t i = found->second;
@@ -96,91 +201,10 @@ void Schema::observe(const std::vector<SampleField>& fields) {
       }
       state[i] |= kSeen;
       FieldSchema& s = fields_[i];
-      if (!s.typed) {  // the first value after nulls types the field
-        FieldSchema t = first_schema(f, declared_ragged_);
-        t.missing = s.missing;
-        s = std::move(t);
-        s.present = 1;
-        s.kind_counts[static_cast<int>(f.value.kind)] = 1;
-        if (s.ragged) s.total_first_axis = static_cast<uint64_t>(s.shape[0]);
-        continue;
-      }
-      const FieldValue& v = f.value;
-      ++s.kind_counts[static_cast<int>(v.kind)];
-      if (s.kind == Kind::Json && s.rerender) {  // already JSON text: anything goes
-        ++s.present;
-        continue;
-      }
-      if (untyped(s) && v.kind != Kind::Numeric) {
-        // "tags": [] until now, then ["a", "b"]: the empty arrays were JSON too.
-        to_json_text(s, /*mixed=*/v.kind != Kind::Json);
-        ++s.present;
-        continue;
-      }
-      auto where = [&] { return "member '" + f.member + "', field '" + f.name + "': "; };
-      const bool json_source = ragged_by_source(s.source) && ragged_by_source(f.source);
-      if (v.kind != s.kind) {
-        if (!json_source)
-          throw SampleError(where() + "is " + std::string(kind_name(v.kind)) + " here but " +
-                                std::string(kind_name(s.kind)) + " in earlier samples",
-                            ErrorCode::SchemaMismatch);
-        // An empty array types nothing: after arrays of strings it is one more (no warning).
-        const bool empty_array = v.kind == Kind::Numeric && v.shape == std::vector<int64_t>{0};
-        to_json_text(s, /*mixed=*/!(empty_array && s.kind == Kind::Json));
-        ++s.present;
-        continue;
-      }
-      if (v.kind == Kind::Numeric) {
-        const bool empty_value = v.num_elements() == 0 && !v.shape.empty();
-        const bool same_ndim = v.shape.size() == s.shape.size();
-        const bool inner_same =
-            same_ndim && std::equal(v.shape.begin() + (v.shape.empty() ? 0 : 1), v.shape.end(),
-                                    s.shape.begin() + (s.shape.empty() ? 0 : 1));
-        if (!inner_same) {
-          if (json_source && untyped(s) && !empty_value && !v.shape.empty()) {
-            // Only empty arrays before: this value fixes the shape (they stay empty rows).
-            s.shape = v.shape;
-            s.shape[0] = 0;
-          } else if (json_source && v.shape == std::vector<int64_t>{0} && !s.shape.empty()) {
-            // [] in a typed field of rows: an empty row (a ragged list of no boxes or points;
-            // before #38 it made the field JSON text when it came after a non-empty one).
-            if (!s.ragged) {
-              s.ragged = true;
-              s.total_first_axis = static_cast<uint64_t>(s.shape[0]) * s.present;
-            }
-          } else if (json_source) {
-            to_json_text(s, /*mixed=*/true);
-            ++s.present;
-            continue;
-          } else if (!same_ndim) {
-            throw SampleError(where() + "shape " + shape_text(v.shape) + " here but " +
-                                  shape_text(s.shape) +
-                                  " in earlier samples (a different number of dimensions)",
-                              ErrorCode::SchemaMismatch);
-          } else {
-            throw SampleError(
-                where() + "shape " + shape_text(v.shape) + " here but " + shape_text(s.shape) +
-                    " in earlier samples; only the first axis may vary between samples",
-                ErrorCode::SchemaMismatch);
-          }
-        }
-        if (v.num_elements() > 0) {
-          s.dtype = s.dtype_known ? promote(s.dtype, v.dtype) : v.dtype;
-          s.dtype_known = true;
-        }
-        if (!s.ragged && !v.shape.empty() && v.shape[0] != s.shape[0]) {
-          if (!ragged_by_source(s.source) && !declared_ragged_.count(s.name))
-            throw SampleError(where() + "shape " + shape_text(v.shape) + " here but " +
-                                  shape_text(s.shape) +
-                                  " in earlier samples; declare the field with --ragged " + s.name +
-                                  " if its first axis may vary",
-                              ErrorCode::SchemaMismatch);
-          s.ragged = true;
-          s.total_first_axis = static_cast<uint64_t>(s.shape[0]) * s.present;
-        }
-      }
-      if (s.ragged) s.total_first_axis += v.shape.empty() ? 1 : static_cast<uint64_t>(v.shape[0]);
-      ++s.present;
+      if (!s.typed)  // the first value after nulls types the field
+        s = typed_schema(f, declared_ragged_, s.missing);
+      else
+        merge_value(s, f, declared_ragged_);
     }
   } catch (...) {
     for (size_t i = before; i < fields_.size(); ++i) index_.erase(fields_[i].name);

@@ -235,6 +235,171 @@ std::string fit_key(const std::string& key, int width, double scale) {
   return "...";
 }
 
+// What is drawn over the images: --points and --boxes as given, or else the manifest's that the
+// dataset still holds; the skeleton given, or else the table's own.
+struct Overlays {
+  std::vector<std::string> points;
+  std::vector<BoxField> boxes;
+  std::vector<std::pair<int, int>> skeleton;
+};
+
+Overlays chosen_overlays(const Dataset& ds, const SheetOptions& o) {
+  std::vector<std::string> points = o.points, box_specs = o.boxes;
+  {
+    std::vector<std::string> dp, db;
+    declared_fields(o.dir, dp, db);
+    // The manifest's fields may since have been dropped (--fields): draw those that exist.
+    auto present = [&](const std::vector<std::string>& v) {
+      std::vector<std::string> out;
+      for (const auto& s : v)
+        if (ds.find_field(parse_box(s).name)) out.push_back(s);
+      return out;
+    };
+    // `--points none` / `--boxes none`: draw none, not even convert's.
+    auto none = [](const std::vector<std::string>& v) { return v.size() == 1 && v[0] == "none"; };
+    if (!o.points_given)
+      points = present(dp);
+    else if (none(points))
+      points.clear();
+    if (!o.boxes_given)
+      box_specs = present(db);
+    else if (none(box_specs))
+      box_specs.clear();
+  }
+  // Without --skeleton, a table's own (COCO's categories[0].skeleton, convert --table) is drawn.
+  std::vector<std::pair<int, int>> skeleton = o.skeleton;
+  if (skeleton.empty())
+    if (auto it = ds.metadata().find(format::kMetaTable); it != ds.metadata().end()) {
+      const format::TableMetadata t = format::parse_table_metadata(it->second);
+      if (!t.categories.empty()) skeleton = t.categories.front().skeleton;
+    }
+  std::vector<BoxField> boxes;
+  boxes.reserve(box_specs.size());
+  for (const auto& s : box_specs) boxes.push_back(parse_box(s));
+  for (const auto& p : points) check_field(ds, p, "points", 2, true);
+  for (const auto& b : boxes) check_field(ds, b.name, "boxes", 4, true);
+  return {std::move(points), std::move(boxes), std::move(skeleton)};
+}
+
+// Sample `i`'s boxes on its tile, scaled by (sx, sy) from image pixels.
+void draw_boxes(cv::Mat& tile, const Dataset& ds, size_t i, const std::vector<BoxField>& boxes,
+                double sx, double sy) {
+  for (size_t b = 0; b < boxes.size(); ++b) {
+    if (!ds.has_value(boxes[b].name, i)) continue;
+    const TensorView v = ds.value(boxes[b].name, i);
+    const std::vector<double> d = as_doubles(v);
+    // A box is the first 4 values of each row; the others (a confidence) are not drawn.
+    const auto stride = v.shape.ndim > 0 ? static_cast<size_t>(v.shape[v.shape.ndim - 1]) : 0;
+    for (size_t k = 0; stride >= 4 && k + stride <= d.size(); k += stride) {
+      const double x1 = boxes[b].xyxy ? d[k + 2] : d[k] + d[k + 2];
+      const double y1 = boxes[b].xyxy ? d[k + 3] : d[k + 1] + d[k + 3];
+      if (!std::isfinite(d[k]) || !std::isfinite(d[k + 1]) || !std::isfinite(x1) ||
+          !std::isfinite(y1))
+        continue;
+      const cv::Point2d a = scaled(d[k], d[k + 1], sx, sy), c = scaled(x1, y1, sx, sy);
+      cv::rectangle(tile, cv::Point(int(std::lround(a.x)), int(std::lround(a.y))),
+                    cv::Point(int(std::lround(c.x)), int(std::lround(c.y))),
+                    kBoxColours[b % std::size(kBoxColours)], 2, cv::LINE_8);
+    }
+  }
+}
+
+// Sample `i`'s points (dots of `radius`) and their skeleton lines on its tile.
+void draw_points(cv::Mat& tile, const Dataset& ds, size_t i, const Overlays& ov, double sx,
+                 double sy, int radius) {
+  const std::vector<std::string>& points = ov.points;
+  for (size_t p = 0; p < points.size(); ++p) {
+    if (!ds.has_value(points[p], i)) continue;
+    const TensorView v = ds.value(points[p], i);
+    const std::vector<double> d = as_doubles(v);
+    const size_t stride = static_cast<size_t>(v.shape[v.shape.ndim - 1]);
+    // Joints per instance: the axis before x, y (a [K, 2|3] field is one instance).
+    const size_t joints =
+        v.shape.ndim >= 2 ? static_cast<size_t>(v.shape[v.shape.ndim - 2]) : size_t{1};
+    const size_t count = stride ? d.size() / stride : 0;
+    // A third column of 0 is COCO's "not labelled" (v = 0): not drawn, nor its lines.
+    auto drawn = [&](size_t j) {
+      const double x = d[j * stride], y = d[j * stride + 1];
+      return std::isfinite(x) && std::isfinite(y) && !(stride == 3 && d[j * stride + 2] == 0);
+    };
+    auto at = [&](size_t j) {
+      const cv::Point2d q = scaled(d[j * stride], d[j * stride + 1], sx, sy);
+      return cv::Point(int(std::lround(q.x)), int(std::lround(q.y)));
+    };
+    const cv::Scalar colour = kPointColours[p % std::size(kPointColours)];
+    if (joints > 0)
+      for (size_t first = 0; first + joints <= count; first += joints)
+        for (const auto& [a, b] : ov.skeleton) {
+          const size_t ja = first + size_t(a) - 1, jb = first + size_t(b) - 1;
+          if (size_t(a) > joints || size_t(b) > joints || !drawn(ja) || !drawn(jb)) continue;
+          cv::line(tile, at(ja), at(jb), colour, 1, cv::LINE_8);
+        }
+    for (size_t j = 0; j < count; ++j)
+      if (drawn(j)) cv::circle(tile, at(j), radius, colour, cv::FILLED, cv::LINE_8);
+  }
+}
+
+// One cell of the sheet: sample `i`'s image with its overlays, its dense maps beside it (all
+// `th` high), and `key` as the caption below.
+cv::Mat sample_cell(const Dataset& ds, size_t i, const Overlays& ov,
+                    const std::vector<std::string>& dense, int th, const std::string& key) {
+  const int radius = std::max(2, th / 80);
+  const double font = 0.45;
+  const auto [w, h] = ds.decoded_size(i);
+  const int tw = std::max(1, static_cast<int>(std::lround(double(w) * th / h)));
+  Pixels px;
+  px.width = w;
+  px.height = h;
+  px.channels = 3;
+  px.data.resize(size_t(w) * size_t(h) * 3);
+  ds.decode_into(i, px.data, w, h, false, 3);
+  cv::Mat tile = to_bgr_tile(px, tw, th);
+  const double sx = double(tw) / w, sy = double(th) / h;
+  draw_boxes(tile, ds, i, ov.boxes, sx, sy);
+  draw_points(tile, ds, i, ov, sx, sy, radius);
+
+  std::vector<cv::Mat> parts{tile};
+  for (const auto& kind : dense) {
+    const Pixels dp = ds.decode_dense(i, kind);
+    cv::Mat c = colour_dense(dp), scaled_map;
+    const int dw = std::max(1, static_cast<int>(std::lround(double(dp.width) * th / dp.height)));
+    cv::resize(c, scaled_map, cv::Size(dw, th), 0, 0, cv::INTER_NEAREST);
+    parts.push_back(scaled_map);
+  }
+  int cw = 0;
+  for (const auto& m : parts) cw += m.cols;
+  cw += kGap * static_cast<int>(parts.size() - 1);
+  cv::Mat cell(th + kCaption, cw, CV_8UC3, kBackground);
+  int x = 0;
+  for (const auto& m : parts) {
+    m.copyTo(cell(cv::Rect(x, 0, m.cols, th)));
+    x += m.cols + kGap;
+  }
+  cv::putText(cell, fit_key(key, cw - 4, font), cv::Point(2, th + kCaption - 6),
+              cv::FONT_HERSHEY_SIMPLEX, font, kText, 1, cv::LINE_AA);
+  return cell;
+}
+
+// The cells in a grid near square, row-major; a column is as wide as its widest cell.
+cv::Mat grid_of(const std::vector<cv::Mat>& cells, int th) {
+  const size_t count = cells.size();
+  const size_t cols = static_cast<size_t>(std::ceil(std::sqrt(double(count))));
+  const size_t rows = (count + cols - 1) / cols;
+  std::vector<int> col_w(cols, 0);
+  for (size_t k = 0; k < count; ++k) col_w[k % cols] = std::max(col_w[k % cols], cells[k].cols);
+  int width = 2 * kMargin - kGap, height = 2 * kMargin - kGap;
+  for (int w : col_w) width += w + kGap;
+  height += static_cast<int>(rows) * (th + kCaption + kGap);
+  cv::Mat out(height, width, CV_8UC3, kBackground);
+  for (size_t k = 0; k < count; ++k) {
+    int x = kMargin;
+    for (size_t c = 0; c < k % cols; ++c) x += col_w[c] + kGap;
+    const int y = kMargin + static_cast<int>(k / cols) * (th + kCaption + kGap);
+    cells[k].copyTo(out(cv::Rect(x, y, cells[k].cols, cells[k].rows)));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::pair<int, int>> parse_skeleton(const std::string& text) {
@@ -275,154 +440,23 @@ Sheet draw_contact_sheet(const SheetOptions& o, bool jpeg) {
                      o.dir + " --labels' shows its labels");
   if (ds.size() == 0) throw FatalError("nothing to draw: '" + o.dir + "' holds no samples");
 
-  std::vector<std::string> points = o.points, box_specs = o.boxes;
-  {
-    std::vector<std::string> dp, db;
-    declared_fields(o.dir, dp, db);
-    // The manifest's fields may since have been dropped (--fields): draw those that exist.
-    auto present = [&](const std::vector<std::string>& v) {
-      std::vector<std::string> out;
-      for (const auto& s : v)
-        if (ds.find_field(parse_box(s).name)) out.push_back(s);
-      return out;
-    };
-    // `--points none` / `--boxes none`: draw none, not even convert's.
-    auto none = [](const std::vector<std::string>& v) { return v.size() == 1 && v[0] == "none"; };
-    if (!o.points_given)
-      points = present(dp);
-    else if (none(points))
-      points.clear();
-    if (!o.boxes_given)
-      box_specs = present(db);
-    else if (none(box_specs))
-      box_specs.clear();
-  }
-  // Without --skeleton, a table's own (COCO's categories[0].skeleton, convert --table) is drawn.
-  std::vector<std::pair<int, int>> skeleton = o.skeleton;
-  if (skeleton.empty())
-    if (auto it = ds.metadata().find(format::kMetaTable); it != ds.metadata().end()) {
-      const format::TableMetadata t = format::parse_table_metadata(it->second);
-      if (!t.categories.empty()) skeleton = t.categories.front().skeleton;
-    }
-  std::vector<BoxField> boxes;
-  boxes.reserve(box_specs.size());
-  for (const auto& s : box_specs) boxes.push_back(parse_box(s));
-  for (const auto& p : points) check_field(ds, p, "points", 2, true);
-  for (const auto& b : boxes) check_field(ds, b.name, "boxes", 4, true);
-
+  const Overlays ov = chosen_overlays(ds, o);
   Sheet sheet;
-  sheet.points = points;
-  for (const auto& b : boxes) sheet.boxes.push_back(b.name);
+  sheet.points = ov.points;
+  for (const auto& b : ov.boxes) sheet.boxes.push_back(b.name);
   std::vector<std::string> dense(ds.blob_kinds().begin() + 1, ds.blob_kinds().end());
   sheet.dense = dense;
 
   const std::vector<size_t> picked = pick_samples(ds, o);
-  const int th = o.tile_height;
-  const int radius = std::max(2, th / 80);
-  const double font = 0.45;
   std::vector<cv::Mat> cells;
   for (size_t i : picked) {
-    const auto [w, h] = ds.decoded_size(i);
-    const int tw = std::max(1, static_cast<int>(std::lround(double(w) * th / h)));
-    Pixels px;
-    px.width = w;
-    px.height = h;
-    px.channels = 3;
-    px.data.resize(size_t(w) * size_t(h) * 3);
-    ds.decode_into(i, px.data, w, h, false, 3);
-    cv::Mat tile = to_bgr_tile(px, tw, th);
-    const double sx = double(tw) / w, sy = double(th) / h;
-
-    for (size_t b = 0; b < boxes.size(); ++b) {
-      if (!ds.has_value(boxes[b].name, i)) continue;
-      const TensorView v = ds.value(boxes[b].name, i);
-      const std::vector<double> d = as_doubles(v);
-      // A box is the first 4 values of each row; the others (a confidence) are not drawn.
-      const auto stride = v.shape.ndim > 0 ? static_cast<size_t>(v.shape[v.shape.ndim - 1]) : 0;
-      for (size_t k = 0; stride >= 4 && k + stride <= d.size(); k += stride) {
-        const double x1 = boxes[b].xyxy ? d[k + 2] : d[k] + d[k + 2];
-        const double y1 = boxes[b].xyxy ? d[k + 3] : d[k + 1] + d[k + 3];
-        if (!std::isfinite(d[k]) || !std::isfinite(d[k + 1]) || !std::isfinite(x1) ||
-            !std::isfinite(y1))
-          continue;
-        const cv::Point2d a = scaled(d[k], d[k + 1], sx, sy), c = scaled(x1, y1, sx, sy);
-        cv::rectangle(tile, cv::Point(int(std::lround(a.x)), int(std::lround(a.y))),
-                      cv::Point(int(std::lround(c.x)), int(std::lround(c.y))),
-                      kBoxColours[b % std::size(kBoxColours)], 2, cv::LINE_8);
-      }
-    }
-    for (size_t p = 0; p < points.size(); ++p) {
-      if (!ds.has_value(points[p], i)) continue;
-      const TensorView v = ds.value(points[p], i);
-      const std::vector<double> d = as_doubles(v);
-      const size_t stride = static_cast<size_t>(v.shape[v.shape.ndim - 1]);
-      // Joints per instance: the axis before x, y (a [K, 2|3] field is one instance).
-      const size_t joints =
-          v.shape.ndim >= 2 ? static_cast<size_t>(v.shape[v.shape.ndim - 2]) : size_t{1};
-      const size_t count = stride ? d.size() / stride : 0;
-      // A third column of 0 is COCO's "not labelled" (v = 0): not drawn, nor its lines.
-      auto drawn = [&](size_t j) {
-        const double x = d[j * stride], y = d[j * stride + 1];
-        return std::isfinite(x) && std::isfinite(y) && !(stride == 3 && d[j * stride + 2] == 0);
-      };
-      auto at = [&](size_t j) {
-        const cv::Point2d q = scaled(d[j * stride], d[j * stride + 1], sx, sy);
-        return cv::Point(int(std::lround(q.x)), int(std::lround(q.y)));
-      };
-      const cv::Scalar colour = kPointColours[p % std::size(kPointColours)];
-      if (joints > 0)
-        for (size_t first = 0; first + joints <= count; first += joints)
-          for (const auto& [a, b] : skeleton) {
-            const size_t ja = first + size_t(a) - 1, jb = first + size_t(b) - 1;
-            if (size_t(a) > joints || size_t(b) > joints || !drawn(ja) || !drawn(jb)) continue;
-            cv::line(tile, at(ja), at(jb), colour, 1, cv::LINE_8);
-          }
-      for (size_t j = 0; j < count; ++j)
-        if (drawn(j)) cv::circle(tile, at(j), radius, colour, cv::FILLED, cv::LINE_8);
-    }
-
-    std::vector<cv::Mat> parts{tile};
-    for (const auto& kind : dense) {
-      const Pixels dp = ds.decode_dense(i, kind);
-      cv::Mat c = colour_dense(dp), scaled_map;
-      const int dw = std::max(1, static_cast<int>(std::lround(double(dp.width) * th / dp.height)));
-      cv::resize(c, scaled_map, cv::Size(dw, th), 0, 0, cv::INTER_NEAREST);
-      parts.push_back(scaled_map);
-    }
-    int cw = 0;
-    for (const auto& m : parts) cw += m.cols;
-    cw += kGap * static_cast<int>(parts.size() - 1);
-    cv::Mat cell(th + kCaption, cw, CV_8UC3, kBackground);
-    int x = 0;
-    for (const auto& m : parts) {
-      m.copyTo(cell(cv::Rect(x, 0, m.cols, th)));
-      x += m.cols + kGap;
-    }
     const std::string key(ds.key(i));
-    cv::putText(cell, fit_key(key, cw - 4, font), cv::Point(2, th + kCaption - 6),
-                cv::FONT_HERSHEY_SIMPLEX, font, kText, 1, cv::LINE_AA);
-    cells.push_back(std::move(cell));
+    cells.push_back(sample_cell(ds, i, ov, dense, o.tile_height, key));
     sheet.keys.push_back(key);
   }
-
-  // A grid near square, row-major; a column is as wide as its widest cell.
-  const size_t count = cells.size();
-  const size_t cols = static_cast<size_t>(std::ceil(std::sqrt(double(count))));
-  const size_t rows = (count + cols - 1) / cols;
-  std::vector<int> col_w(cols, 0);
-  for (size_t k = 0; k < count; ++k) col_w[k % cols] = std::max(col_w[k % cols], cells[k].cols);
-  int width = 2 * kMargin - kGap, height = 2 * kMargin - kGap;
-  for (int w : col_w) width += w + kGap;
-  height += static_cast<int>(rows) * (th + kCaption + kGap);
-  cv::Mat out(height, width, CV_8UC3, kBackground);
-  for (size_t k = 0; k < count; ++k) {
-    int x = kMargin;
-    for (size_t c = 0; c < k % cols; ++c) x += col_w[c] + kGap;
-    const int y = kMargin + static_cast<int>(k / cols) * (th + kCaption + kGap);
-    cells[k].copyTo(out(cv::Rect(x, y, cells[k].cols, cells[k].rows)));
-  }
-  sheet.width = width;
-  sheet.height = height;
+  const cv::Mat out = grid_of(cells, o.tile_height);
+  sheet.width = out.cols;
+  sheet.height = out.rows;
   sheet.png = encode_image(out, jpeg ? OutputFormat::Jpeg : OutputFormat::Png, 90);
   return sheet;
 }

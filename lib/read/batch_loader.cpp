@@ -128,6 +128,117 @@ void BatchLoader::check_geometry(const Dataset& ds, Gather& g, const FieldSpec& 
   }
 }
 
+struct BatchLoader::AugmentFields {
+  std::set<std::string> points;
+  std::map<std::string, std::pair<bool, bool>> boxes;  // name -> (xyxy, edges)
+  std::map<std::string, AugmentGeometry> declared;
+  std::map<std::string, std::string> unknown;  // fields of a geometric kind not known here
+};
+
+BatchLoader::AugmentFields BatchLoader::augment_fields() const {
+  const Dataset& ds = ds_;
+  AugmentFields af;
+  DeclaredFields read = declared_geometry(ds);
+  af.declared = std::move(read.fields);
+  af.unknown = std::move(read.unknown);
+  // Boxes named here but declared nowhere take the manifest's convention (its record).
+  const bool manifest_edges = read.manifest_box_edges;
+  // Declared fields since dropped (convert --fields) are left out; fields named here must exist.
+  if (opt_.points) {
+    for (const std::string& p : *opt_.points)
+      if (ds.find_field(p))
+        af.points.insert(p);
+      else
+        throw ArgumentError("points field '" + p + "' is not a field of '" + ds.path() + "'");
+  } else {
+    for (const auto& [name, g] : af.declared)
+      if (g.kind == AugmentGeometry::Kind::Points && ds.find_field(name)) af.points.insert(name);
+  }
+  if (opt_.boxes) {
+    for (const std::string& b : *opt_.boxes) {
+      auto [name, xyxy] = parse_box(b);
+      if (!ds.find_field(name))
+        throw ArgumentError("boxes field '" + name + "' is not a field of '" + ds.path() + "'");
+      const auto it = af.declared.find(name);
+      const bool declared_box =
+          it != af.declared.end() && it->second.kind == AugmentGeometry::Kind::Boxes;
+      af.boxes[name] = {xyxy, declared_box ? it->second.edges : manifest_edges};
+    }
+  } else {
+    for (const auto& [name, g] : af.declared)
+      if (g.kind == AugmentGeometry::Kind::Boxes && ds.find_field(name))
+        af.boxes[name] = {g.xyxy, g.edges};
+  }
+  return af;
+}
+
+BatchLoader::Gather BatchLoader::gather_for(const std::string& name,
+                                            const AugmentFields& af) const {
+  const Dataset& ds = ds_;
+  const auto& kinds = ds.blob_kinds();
+  Gather g;
+  g.name = name;
+  if (opt_.augment && name == "__augment__") {
+    g.kind = Gather::Matrix;
+    g.bytes = 6 * sizeof(double);
+  } else if (opt_.augment && name == "__flip__") {
+    g.kind = Gather::Flip;
+    g.bytes = 1;
+  } else if (opt_.augment && name != format::kImageBlob &&
+             std::find(kinds.begin(), kinds.end(), name) != kinds.end()) {
+    g.kind = Gather::Dense;
+    if (ds.size() > 0) {  // one dtype and channel count per kind: sample 0's
+      const DenseMap m = dense_map(ds, 0, name);
+      g.dtype = m.dtype;
+      g.channels = m.channels;
+    }
+    g.bytes = uint64_t(opt_.width) * uint64_t(opt_.height) *
+              uint64_t(std::max<int64_t>(g.channels, 1)) * dtype_size(g.dtype);
+  } else {
+    const FieldSpec* f = ds.find_field(name);
+    if (!f) throw ArgumentError("dataset '" + ds.path() + "' has no field '" + name + "'");
+    if (f->ragged)
+      throw ArgumentError("field '" + name + "' is ragged; only fixed-shape fields can be batched");
+    g.field = f;
+    g.bytes = f->sample_bytes();
+    if (const auto u = af.unknown.find(name); u != af.unknown.end())
+      throw ArgumentError("field '" + name + "' declares a geometry " + u->second +
+                          " of a kind this tarmac cannot move with the image (points, boxes, "
+                          "points3d, axis_angle, camera, polygons): leave it out of fields= "
+                          "to augment, or read it with the tarmac that wrote the dataset");
+    const bool is_box = af.boxes.count(name) > 0;
+    const auto geo = af.declared.find(name);
+    const bool other = !is_box && !af.points.count(name) && geo != af.declared.end() &&
+                       (geo->second.kind == AugmentGeometry::Kind::Points3d ||
+                        geo->second.kind == AugmentGeometry::Kind::AxisAngle ||
+                        geo->second.kind == AugmentGeometry::Kind::Camera ||
+                        geo->second.kind == AugmentGeometry::Kind::Polygons);
+    if (other &&
+        (f->kind != FieldKind::Numeric || (f->dtype != DType::F32 && f->dtype != DType::F64)))
+      throw ArgumentError("field '" + name + "' must be F32 or F64 to be augmented, not " +
+                          std::string(dtype_name(f->dtype)));
+    if (af.points.count(name) || is_box) {
+      const size_t need = is_box ? 4 : 2;
+      if (f->kind != FieldKind::Numeric || (f->dtype != DType::F32 && f->dtype != DType::F64) ||
+          f->shape.empty() || f->shape.back() < int64_t(need))
+        throw ArgumentError(std::string(is_box ? "boxes" : "points") + " field '" + name +
+                            "' must be F32 or F64 with at least " + std::to_string(need) +
+                            " values on its last axis to be augmented");
+    }
+    if (is_box) {
+      g.kind = Gather::Boxes;
+      std::tie(g.xyxy, g.edges) = af.boxes.at(name);
+    } else if (af.points.count(name)) {
+      g.kind = Gather::Points;
+      check_pairs(name, "points", f->shape, opt_.augment->flip_pairs);
+    } else if (other) {
+      g.geo = geo->second;
+      check_geometry(ds, g, *f);
+    }
+  }
+  return g;
+}
+
 BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
     : ds_(ds), opt_(std::move(options)) {
   if (opt_.width < 0 || opt_.height < 0 || (opt_.width == 0) != (opt_.height == 0))
@@ -136,10 +247,7 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
     throw ArgumentError("batch channels must be 1 or 3");
   if (opt_.width > 0 && !ds.has_images())
     throw ArgumentError("dataset '" + ds.path() + "' has no images to batch");
-  std::set<std::string> points;
-  std::map<std::string, std::pair<bool, bool>> boxes;  // name -> (xyxy, edges)
-  std::map<std::string, AugmentGeometry> declared;
-  std::map<std::string, std::string> unknown;  // fields of a geometric kind not known here
+  AugmentFields af;
   if (opt_.augment) {
     const Augment& a = *opt_.augment;
     check_augment(a);
@@ -151,103 +259,9 @@ BatchLoader::BatchLoader(const Dataset& ds, BatchOptions options)
       throw ArgumentError("dataset '" + ds.path() + "' has no images to augment");
     opt_.width = a.width;
     opt_.height = a.height;
-    DeclaredFields read = declared_geometry(ds);
-    declared = std::move(read.fields);
-    unknown = std::move(read.unknown);
-    // Boxes named here but declared nowhere take the manifest's convention (its record).
-    const bool manifest_edges = read.manifest_box_edges;
-    // Declared fields since dropped (convert --fields) are left out; fields named here must exist.
-    if (opt_.points) {
-      for (const std::string& p : *opt_.points)
-        if (ds.find_field(p))
-          points.insert(p);
-        else
-          throw ArgumentError("points field '" + p + "' is not a field of '" + ds.path() + "'");
-    } else {
-      for (const auto& [name, g] : declared)
-        if (g.kind == AugmentGeometry::Kind::Points && ds.find_field(name)) points.insert(name);
-    }
-    if (opt_.boxes) {
-      for (const std::string& b : *opt_.boxes) {
-        auto [name, xyxy] = parse_box(b);
-        if (!ds.find_field(name))
-          throw ArgumentError("boxes field '" + name + "' is not a field of '" + ds.path() + "'");
-        const auto it = declared.find(name);
-        const bool declared_box =
-            it != declared.end() && it->second.kind == AugmentGeometry::Kind::Boxes;
-        boxes[name] = {xyxy, declared_box ? it->second.edges : manifest_edges};
-      }
-    } else {
-      for (const auto& [name, g] : declared)
-        if (g.kind == AugmentGeometry::Kind::Boxes && ds.find_field(name))
-          boxes[name] = {g.xyxy, g.edges};
-    }
+    af = augment_fields();
   }
-  const auto& kinds = ds.blob_kinds();
-  for (const std::string& name : opt_.fields) {
-    Gather g;
-    g.name = name;
-    if (opt_.augment && name == "__augment__") {
-      g.kind = Gather::Matrix;
-      g.bytes = 6 * sizeof(double);
-    } else if (opt_.augment && name == "__flip__") {
-      g.kind = Gather::Flip;
-      g.bytes = 1;
-    } else if (opt_.augment && name != format::kImageBlob &&
-               std::find(kinds.begin(), kinds.end(), name) != kinds.end()) {
-      g.kind = Gather::Dense;
-      if (ds.size() > 0) {  // one dtype and channel count per kind: sample 0's
-        const DenseMap m = dense_map(ds, 0, name);
-        g.dtype = m.dtype;
-        g.channels = m.channels;
-      }
-      g.bytes = uint64_t(opt_.width) * uint64_t(opt_.height) *
-                uint64_t(std::max<int64_t>(g.channels, 1)) * dtype_size(g.dtype);
-    } else {
-      const FieldSpec* f = ds.find_field(name);
-      if (!f) throw ArgumentError("dataset '" + ds.path() + "' has no field '" + name + "'");
-      if (f->ragged)
-        throw ArgumentError("field '" + name +
-                            "' is ragged; only fixed-shape fields can be batched");
-      g.field = f;
-      g.bytes = f->sample_bytes();
-      if (const auto u = unknown.find(name); u != unknown.end())
-        throw ArgumentError("field '" + name + "' declares a geometry " + u->second +
-                            " of a kind this tarmac cannot move with the image (points, boxes, "
-                            "points3d, axis_angle, camera, polygons): leave it out of fields= "
-                            "to augment, or read it with the tarmac that wrote the dataset");
-      const bool is_box = boxes.count(name) > 0;
-      const auto geo = declared.find(name);
-      const bool other = !is_box && !points.count(name) && geo != declared.end() &&
-                         (geo->second.kind == AugmentGeometry::Kind::Points3d ||
-                          geo->second.kind == AugmentGeometry::Kind::AxisAngle ||
-                          geo->second.kind == AugmentGeometry::Kind::Camera ||
-                          geo->second.kind == AugmentGeometry::Kind::Polygons);
-      if (other &&
-          (f->kind != FieldKind::Numeric || (f->dtype != DType::F32 && f->dtype != DType::F64)))
-        throw ArgumentError("field '" + name + "' must be F32 or F64 to be augmented, not " +
-                            std::string(dtype_name(f->dtype)));
-      if (points.count(name) || is_box) {
-        const size_t need = is_box ? 4 : 2;
-        if (f->kind != FieldKind::Numeric || (f->dtype != DType::F32 && f->dtype != DType::F64) ||
-            f->shape.empty() || f->shape.back() < int64_t(need))
-          throw ArgumentError(std::string(is_box ? "boxes" : "points") + " field '" + name +
-                              "' must be F32 or F64 with at least " + std::to_string(need) +
-                              " values on its last axis to be augmented");
-      }
-      if (is_box) {
-        g.kind = Gather::Boxes;
-        std::tie(g.xyxy, g.edges) = boxes[name];
-      } else if (points.count(name)) {
-        g.kind = Gather::Points;
-        check_pairs(name, "points", f->shape, opt_.augment->flip_pairs);
-      } else if (other) {
-        g.geo = geo->second;
-        check_geometry(ds, g, *f);
-      }
-    }
-    gathers_.push_back(std::move(g));
-  }
+  for (const std::string& name : opt_.fields) gathers_.push_back(gather_for(name, af));
   unsigned n =
       opt_.threads > 0 ? unsigned(opt_.threads) : std::max(1u, std::thread::hardware_concurrency());
   for (unsigned k = 0; k < n; ++k) threads_.emplace_back([this] { work(); });

@@ -95,6 +95,13 @@ class BatchLoader {
     DType dtype = DType::U8;             ///< Dense: the stored dtype
     int64_t channels = 0;                ///< Dense: 0 for (H, W), else C of (H, W, C)
   };
+  /// The fields an augment moves: points, boxes, declared geometries (batch_loader.cpp).
+  struct AugmentFields;
+  /// What opt_.augment moves: the points and boxes fields named or declared (ArgumentError
+  /// for a named one that is not a field), and every field's declared geometry.
+  AugmentFields augment_fields() const;
+  /// How the field `name` of opt_.fields is gathered; ArgumentError where it cannot be.
+  Gather gather_for(const std::string& name, const AugmentFields& af) const;
   /// Checks field f's shape against g.geo (its declared kind) and sets g.kind: ArgumentError.
   void check_geometry(const Dataset& ds, Gather& g, const FieldSpec& f) const;
   void work();

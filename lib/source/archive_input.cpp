@@ -171,6 +171,62 @@ std::string missing_end(struct archive* a, FdSource& src, const std::string& las
   return "";
 }
 
+// A libarchive reader of every filter and format over `src`. Seeking lets the zip reader use
+// the central directory (the only reliable record of symlinks and sizes); stdin, pipes and gzip
+// (decompressed in read_cb) are read as streams.
+std::unique_ptr<archive, decltype(&archive_read_free)> new_reader(FdSource& src) {
+  std::unique_ptr<archive, decltype(&archive_read_free)> a(archive_read_new(), archive_read_free);
+  archive_read_support_filter_all(a.get());
+  archive_read_support_format_all(a.get());
+  struct stat st {};
+  if (src.owned && ::fstat(src.fd, &st) == 0 && S_ISREG(st.st_mode) && !file_starts_gzip(src.fd)) {
+    archive_read_set_seek_callback(a.get(), seek_cb);
+    src.seekable = true;
+  }
+  return a;
+}
+
+// True for an entry that is no sample member: a directory (silently), a name that is not UTF-8,
+// a hard or symbolic link, or another file that is not regular (each with its notice).
+bool skipped_entry(uint32_t index, archive_entry* entry, const std::string& name,
+                   const InputCallbacks& cb) {
+  const auto type = archive_entry_filetype(entry);
+  if (type == AE_IFDIR) return true;  // directories carry no sample data
+  if (!is_valid_utf8(name)) {
+    cb.on_notice(bad_name_notice(index, name));
+    return true;
+  }
+  if (archive_entry_hardlink(entry) != nullptr) {
+    cb.on_notice({index, name, "hard link, not followed", false, ErrorCode::Link});
+    return true;
+  }
+  if (type != AE_IFREG) {
+    cb.on_notice({index, name,
+                  type == AE_IFLNK ? "symbolic link, not followed" : "not a regular file", false,
+                  type == AE_IFLNK ? ErrorCode::Link : ErrorCode::NotRegularFile});
+    return true;
+  }
+  return false;
+}
+
+enum class DataRead { Whole, TooBig, Corrupt };
+
+// The current member's data appended to `data`, read through `chunk`; stops at TooBig once it
+// would pass `max_size` bytes.
+DataRead read_member_data(struct archive* a, std::vector<uint8_t>& data,
+                          std::vector<uint8_t>& chunk, uint64_t max_size) {
+  while (true) {
+    la_ssize_t n = archive_read_data(a, chunk.data(), chunk.size());
+    if (n == 0) return DataRead::Whole;
+    if (n < 0) {
+      if (n == ARCHIVE_WARN) continue;
+      return DataRead::Corrupt;
+    }
+    if (data.size() + static_cast<uint64_t>(n) > max_size) return DataRead::TooBig;
+    data.insert(data.end(), chunk.data(), chunk.data() + n);
+  }
+}
+
 }  // namespace
 
 void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
@@ -264,16 +320,7 @@ void InputReader::read_archive(uint32_t index, const InputCallbacks& cb) {
 void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSource& src,
                                const std::string& where) {
   InputInfo& info = inputs_[index];
-  std::unique_ptr<archive, decltype(&archive_read_free)> a(archive_read_new(), archive_read_free);
-  archive_read_support_filter_all(a.get());
-  archive_read_support_format_all(a.get());
-  // Seeking lets the zip reader use the central directory (the only reliable record of
-  // symlinks and sizes); stdin, pipes and gzip (decompressed in read_cb) are read as streams.
-  struct stat st {};
-  if (src.owned && ::fstat(src.fd, &st) == 0 && S_ISREG(st.st_mode) && !file_starts_gzip(src.fd)) {
-    archive_read_set_seek_callback(a.get(), seek_cb);
-    src.seekable = true;
-  }
+  const auto a = new_reader(src);
   if (archive_read_open(a.get(), &src, nullptr, read_cb, close_cb) != ARCHIVE_OK) {
     if (src.changed) refuse_changed(index);
     // A read or gzip error while libarchive looked at the first blocks says more than its own.
@@ -322,22 +369,7 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     std::string name = normalise(raw_name ? raw_name : "");
     last = name;
     ++info.members;
-    const auto type = archive_entry_filetype(entry);
-    if (type == AE_IFDIR) continue;  // directories carry no sample data
-    if (!is_valid_utf8(name)) {
-      cb.on_notice(bad_name_notice(index, name));
-      continue;
-    }
-    if (archive_entry_hardlink(entry) != nullptr) {
-      cb.on_notice({index, name, "hard link, not followed", false, ErrorCode::Link});
-      continue;
-    }
-    if (type != AE_IFREG) {
-      cb.on_notice({index, name,
-                    type == AE_IFLNK ? "symbolic link, not followed" : "not a regular file", false,
-                    type == AE_IFLNK ? ErrorCode::Link : ErrorCode::NotRegularFile});
-      continue;
-    }
+    if (skipped_entry(index, entry, name, cb)) continue;
     // libarchive skips the data of a member not admitted on the next header read
     if (!admit(index, cb, name, static_cast<uint64_t>(archive_entry_size(entry)),
                archive_entry_size_is_set(entry)))
@@ -350,22 +382,12 @@ void InputReader::read_entries(uint32_t index, const InputCallbacks& cb, FdSourc
     }
     if (archive_entry_size_is_set(entry))
       m.data.reserve(static_cast<size_t>(archive_entry_size(entry)));
-    bool too_big = false;
-    while (true) {
-      la_ssize_t n = archive_read_data(a.get(), chunk.data(), chunk.size());
-      if (n == 0) break;
-      if (n < 0) {
-        if (n == ARCHIVE_WARN) continue;
-        fail("member '" + m.name + "' is truncated or corrupt: " + archive_error(a.get()));
-        return;
-      }
-      if (m.data.size() + static_cast<uint64_t>(n) > options_.max_member_size) {
-        too_big = true;
-        break;
-      }
-      m.data.insert(m.data.end(), chunk.data(), chunk.data() + n);
+    const DataRead read = read_member_data(a.get(), m.data, chunk, options_.max_member_size);
+    if (read == DataRead::Corrupt) {
+      fail("member '" + m.name + "' is truncated or corrupt: " + archive_error(a.get()));
+      return;
     }
-    if (too_big) {
+    if (read == DataRead::TooBig) {
       cb.on_notice(
           {index, m.name,
            "member inflates past --max-member-size " + format_bytes(options_.max_member_size), true,

@@ -76,8 +76,35 @@ std::pair<int, int> choose_bucket(const std::vector<std::pair<int, int>>& bucket
   return *best;
 }
 
-Geometry compute_geometry(const GeometryOptions& o, int w, int h,
-                          const std::optional<Region>& field_box) {
+namespace {
+
+// A crop box (--crop-box or a field's), checked, in pixel-centre coordinates, scaled, squared
+// and widened to the output's aspect as the options ask.
+Region adjusted_box(Region r, const GeometryOptions& o) {
+  if (!(r.width() > 0 && r.height() > 0) || !std::isfinite(r.x0) || !std::isfinite(r.y0) ||
+      !std::isfinite(r.x1) || !std::isfinite(r.y1))
+    throw SampleError("crop box is empty or not finite (x0=" + std::to_string(r.x0) +
+                          " y0=" + std::to_string(r.y0) + " x1=" + std::to_string(r.x1) +
+                          " y1=" + std::to_string(r.y1) + ")",
+                      ErrorCode::BadField);
+  r = centre_coordinates(r, o.box_convention);
+  if (o.crop_scale != 1.0) r = scale_about_centre(r, o.crop_scale, o.crop_scale);
+  if (o.square) {
+    const double side = std::max(r.width(), r.height());
+    r = scale_about_centre(r, side / r.width(), side / r.height());
+  }
+  if (o.fit_aspect && o.width > 0 && o.height > 0) {
+    const double aspect = static_cast<double>(o.width) / o.height;
+    if (r.width() / r.height() > aspect)
+      r = scale_about_centre(r, 1.0, r.width() / aspect / r.height());
+    else
+      r = scale_about_centre(r, r.height() * aspect / r.width(), 1.0);
+  }
+  return r;
+}
+
+// The region of a w x h image that --crop keeps (before a bucket's aspect is cut from it).
+Region crop_region(const GeometryOptions& o, int w, int h, const std::optional<Region>& field_box) {
   const Region full{-0.5, -0.5, w - 0.5, h - 0.5};
   Region r = full;
   switch (o.crop) {
@@ -103,47 +130,28 @@ Geometry compute_geometry(const GeometryOptions& o, int w, int h,
       r = *field_box;
       break;
   }
-  if (o.crop == CropMode::Box || o.crop == CropMode::Field) {
-    if (!(r.width() > 0 && r.height() > 0) || !std::isfinite(r.x0) || !std::isfinite(r.y0) ||
-        !std::isfinite(r.x1) || !std::isfinite(r.y1))
-      throw SampleError("crop box is empty or not finite (x0=" + std::to_string(r.x0) +
-                            " y0=" + std::to_string(r.y0) + " x1=" + std::to_string(r.x1) +
-                            " y1=" + std::to_string(r.y1) + ")",
-                        ErrorCode::BadField);
-    r = centre_coordinates(r, o.box_convention);
-    if (o.crop_scale != 1.0) r = scale_about_centre(r, o.crop_scale, o.crop_scale);
-    if (o.square) {
-      const double side = std::max(r.width(), r.height());
-      r = scale_about_centre(r, side / r.width(), side / r.height());
-    }
-    if (o.fit_aspect && o.width > 0 && o.height > 0) {
-      const double aspect = static_cast<double>(o.width) / o.height;
-      if (r.width() / r.height() > aspect)
-        r = scale_about_centre(r, 1.0, r.width() / aspect / r.height());
-      else
-        r = scale_about_centre(r, r.height() * aspect / r.width(), 1.0);
-    }
-  }
+  if (o.crop == CropMode::Box || o.crop == CropMode::Field) r = adjusted_box(r, o);
+  return r;
+}
 
-  Geometry g;
-  if (o.resize == ResizeMode::Bucket) {
-    // The same list for every sample of a run: made once per thread and options.
-    thread_local std::tuple<int64_t, int, double> key{-1, 0, 0};
-    thread_local std::vector<std::pair<int, int>> buckets;
-    const std::tuple<int64_t, int, double> want{int64_t{o.width} * o.height, o.bucket_step,
-                                                o.bucket_max_ratio};
-    if (want != key) {
-      buckets = aspect_buckets(std::get<0>(want), o.bucket_step, o.bucket_max_ratio);
-      key = want;
-    }
-    if (buckets.empty())
-      throw InternalError("no aspect bucket: --size area below --bucket-step squared");
-    const auto [bw, bh] = choose_bucket(buckets, r.width(), r.height());
-    r = centred_with_aspect(r, static_cast<double>(bw) / bh);
-    g.out_width = bw;
-    g.out_height = bh;
+// The aspect bucket (width, height) of --resize bucket for a region of rw x rh.
+std::pair<int, int> bucket_for(const GeometryOptions& o, double rw, double rh) {
+  // The same list for every sample of a run: made once per thread and options.
+  thread_local std::tuple<int64_t, int, double> key{-1, 0, 0};
+  thread_local std::vector<std::pair<int, int>> buckets;
+  const std::tuple<int64_t, int, double> want{int64_t{o.width} * o.height, o.bucket_step,
+                                              o.bucket_max_ratio};
+  if (want != key) {
+    buckets = aspect_buckets(std::get<0>(want), o.bucket_step, o.bucket_max_ratio);
+    key = want;
   }
-  const double rw = r.width(), rh = r.height();
+  if (buckets.empty())
+    throw InternalError("no aspect bucket: --size area below --bucket-step squared");
+  return choose_bucket(buckets, rw, rh);
+}
+
+// g's output size for a region of rw x rh under --resize (a bucket's is set already).
+void set_output_size(const GeometryOptions& o, double rw, double rh, Geometry& g) {
   switch (o.resize) {
     case ResizeMode::Bucket:
       break;
@@ -174,6 +182,22 @@ Geometry compute_geometry(const GeometryOptions& o, int w, int h,
       g.out_height = round_size(rh);
       break;
   }
+}
+
+}  // namespace
+
+Geometry compute_geometry(const GeometryOptions& o, int w, int h,
+                          const std::optional<Region>& field_box) {
+  Region r = crop_region(o, w, h, field_box);
+  Geometry g;
+  if (o.resize == ResizeMode::Bucket) {
+    const auto [bw, bh] = bucket_for(o, r.width(), r.height());
+    r = centred_with_aspect(r, static_cast<double>(bw) / bh);
+    g.out_width = bw;
+    g.out_height = bh;
+  }
+  const double rw = r.width(), rh = r.height();
+  set_output_size(o, rw, rh, g);
   const double sx = g.out_width / rw, sy = g.out_height / rh;
   g.m = {sx, 0, -r.x0 * sx - 0.5, 0, sy, -r.y0 * sy - 0.5};
   g.identity = g.out_width == w && g.out_height == h && std::abs(g.m[0] - 1) < 1e-12 &&

@@ -172,3 +172,15 @@ TEST_CASE("pickle: every prefix of a valid pickle is refused cleanly") {
   const std::string p(kBigEndianI2, sizeof kBigEndianI2 - 1);
   for (size_t n = 0; n < p.size(); ++n) CHECK_THROWS_AS(load(p.substr(0, n)), ParseError);
 }
+
+TEST_CASE("pickle: LONG1 integers are sign-extended, wider ones refused; BINFLOAT is big-endian") {
+  // pickle.dumps(-2**40, protocol=2)
+  CHECK(load("\x80\x02\x8a\x06\x00\x00\x00\x00\x00\xff."s).integer == -(int64_t{1} << 40));
+  // pickle.dumps(2**63, protocol=2): nine bytes
+  CHECK_THROWS_WITH(load("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00."s),
+                    Contains("an integer of 9 bytes, wider than 64 bits"));
+  // pickle.dumps(0.1, protocol=2)
+  const PickleValue f = load("\x80\x02G\x3f\xb9\x99\x99\x99\x99\x99\x9a."s);
+  CHECK(f.type == PickleValue::Type::Float);
+  CHECK(f.real == 0.1);
+}
