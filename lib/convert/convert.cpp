@@ -235,6 +235,13 @@ uint64_t input_bytes(const std::vector<std::string>& inputs,
   return total;
 }
 
+// The run's inputs with its --table: what the output must not sit over.
+std::vector<std::string> inputs_and_table(const ConvertOptions& o) {
+  std::vector<std::string> inputs = o.source.inputs;
+  if (!o.table.path.empty()) inputs.push_back(o.table.path);
+  return inputs;
+}
+
 // What the output lock says of this run: the command line, or what a library caller asked.
 std::string lock_record(const ConvertOptions& o) {
   std::string text;
@@ -295,10 +302,14 @@ struct RunPlan {
   PartSplit split = PartSplit::None;
   std::vector<std::string> part_inputs;  // this part's inputs, in order
   std::optional<TablePlan> table;
-  std::string table_metadata;  // the annotation file's `table` entry (JSON object text)
-  json fingerprint;            // what a --resume must find unchanged
-  SampleRecipe recipe;         // what the workers make of each sample
-  WriterSpec writer;           // what the writer lays out
+  std::string table_metadata;      // the annotation file's `table` entry (JSON object text)
+  json fingerprint;                // what a --resume must find unchanged
+  SampleRecipe recipe;             // what the workers make of each sample
+  WriterSpec writer;               // what the writer lays out
+  FeedSpec feed;                   // what the reader thread's feed needs
+  RecorderSpec recorder;           // what the writer thread's recorder needs
+  RemoteOutputSpec remote_output;  // -o s3://: what the uploads need
+  ManifestSpec manifest;           // what the manifest records of the options
   // A run that reads its inputs twice (a pre-pass, then the conversion): each pipe: command's
   // first output, which every later run of it must repeat byte for byte. Null otherwise.
   std::shared_ptr<PipeRuns> pipe_runs;
@@ -331,7 +342,7 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
         remote::RemoteConfig::from_environment(o.source.endpoint_url));
     o.source.inputs = remote::expand_inputs(o.source.inputs, *plan.remote);
   }
-  refuse_inputs_inside_output(o);
+  refuse_inputs_inside_output(inputs_and_table(o), o.output);
   refuse_dataset_inputs(o);
   plan.split = select_part(o, &plan.part_inputs);
   if (o.labels.classes_from_dirs || o.members.on_duplicate == OnDuplicate::Last)
@@ -386,6 +397,10 @@ RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
     plan.fingerprint["dedup_against"] = dedup_references(o.dedup.against, o.output);
   plan.recipe = sample_recipe(o);  // the class folders are found by now
   plan.writer = writer_spec(o);
+  plan.feed = feed_spec(o);
+  plan.recorder = recorder_spec(o);
+  plan.remote_output = remote_output_spec(o);
+  plan.manifest = manifest_spec(o);
   return plan;
 }
 
@@ -404,7 +419,7 @@ OpenOutput open_output(const ConvertOptions& o, const RunPlan& plan, const fs::p
   // the folder (--overwrite), so that those objects stay tarmac's to replace.
   const std::vector<std::string> recorded =
       destination.empty() ? std::vector<std::string>{} : recorded_objects(staging, destination);
-  open.prepared = prepare_output(o, out, staging);
+  open.prepared = prepare_output({o.run.overwrite, o.run.resume}, out, staging);
   if (open.prepared.complete) {  // reused as this run's result only once compared with it
     check_complete_resumable(out, plan.fingerprint, plan.table ? &plan.table->table() : nullptr);
     return open;
@@ -413,7 +428,7 @@ OpenOutput open_output(const ConvertOptions& o, const RunPlan& plan, const fs::p
   std::vector<std::string> uploaded;  // closed shards already on the server
   if (!destination.empty()) {
     try {
-      remote = std::make_unique<RemoteOutput>(o, destination, staging);
+      remote = std::make_unique<RemoteOutput>(plan.remote_output, destination, staging);
       if (remote->begin(recorded)) {  // --resume of a run killed after its manifest went up
         // This run's result only once compared with it, as a local complete dataset is.
         check_complete_resumable(destination, remote->manifest_text(), plan.fingerprint,
@@ -474,7 +489,7 @@ FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const Ope
   Pipeline pipe(static_cast<size_t>(threads) * 4 + 4);
 
   const TablePlan* table = plan.table ? &*plan.table : nullptr;
-  SampleFeed feed(o, plan.split, grouping, open.resume_entries,
+  SampleFeed feed(plan.feed, plan.split, grouping, open.resume_entries,
                   !resumed && plan.split != PartSplit::Samples, reader, pipe, table);
   // process_sample turns bad data into the sample's error; what it throws stops the run (a
   // codec plugin that cannot be loaded, an encoder failure).
@@ -618,7 +633,7 @@ void refuse_empty(const ConvertOptions& o, const InputReader& reader, const Data
   if (writer.samples() == 0) {
     uint64_t members = 0;
     for (const auto& in : reader.inputs()) members += in.members;
-    throw EmptyRun(empty_run_reason(result, members, o));
+    throw EmptyRun(empty_run_reason(result, members, o.members.on_duplicate, o.dedup, o.part));
   }
   // Labels only, and no member was a label: samples of nothing but their keys.
   if (o.members.no_images && writer.schema().fields().empty()) {
@@ -645,11 +660,11 @@ fs::path finish_labels(const RunPlan& plan, DatasetWriter& writer, ConvertResult
 
 // Writes the shard list and the sealed manifest into the staging directory (written last: a
 // staging directory with a manifest is a finished dataset waiting to be published).
-void write_manifest(const ConvertOptions& o, const RunPlan& plan, const OpenOutput& open,
-                    const InputReader& reader, const DatasetWriter& writer, const fs::path& staging,
-                    const fs::path& labels, RunRecorder::Lists lists, const ConvertResult& result) {
+void write_manifest(const RunPlan& plan, const OpenOutput& open, const InputReader& reader,
+                    const DatasetWriter& writer, const fs::path& staging, const fs::path& labels,
+                    RunRecorder::Lists lists, const ConvertResult& result) {
   ManifestRecord rec{
-      o,
+      plan.manifest,
       plan.split,
       reader.inputs(),
       open.prepared.checkpoint ? std::optional(open.resume_entries) : std::nullopt,
@@ -767,7 +782,7 @@ ConvertResult convert(const ConvertOptions& options) {
   }
   const fs::path out(o.output);
   const fs::path staging = out / kStagingDir;
-  if (!destination.empty()) refuse_inputs_inside_remote_output(o, destination);
+  if (!destination.empty()) refuse_inputs_inside_remote_output(inputs_and_table(o), destination);
   const RunPlan plan = plan_run(o, staging);
 
   // -o s3://: the checkpoint folder goes once it holds nothing (after the lock file).
@@ -809,7 +824,8 @@ ConvertResult convert(const ConvertOptions& options) {
       result.resumed = true;
       result.resumed_samples = writer.samples();
     }
-    RunRecorder recorder(o, staging, plan.fingerprint, cp ? &*cp : nullptr, reader, writer, result);
+    RunRecorder recorder(plan.recorder, staging, plan.fingerprint, cp ? &*cp : nullptr, reader,
+                         writer, result);
     if (remote_out) {  // each shard is uploaded once a checkpoint covers it
       remote_out->start(writer);
       recorder.on_checkpoint([&] { remote_out->queue_closed(writer); });
@@ -820,7 +836,7 @@ ConvertResult convert(const ConvertOptions& options) {
     RunRecorder::Lists lists = collect_lists(recorder, feed, reader, result);
     refuse_empty(o, reader, writer, lists, result);
     const fs::path labels = finish_labels(plan, writer, result);
-    write_manifest(o, plan, open, reader, writer, staging, labels, std::move(lists), result);
+    write_manifest(plan, open, reader, writer, staging, labels, std::move(lists), result);
     describe_schema(writer, result);
     // A table's member that is no column is in the manifest's table entry; said too (a
     // warning when its values are nowhere in the dataset), since a HumanData array a row short

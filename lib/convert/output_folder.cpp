@@ -61,13 +61,12 @@ void refuse_foreign_files(const fs::path& out, const std::vector<std::string>& o
 
 }  // namespace
 
-void refuse_inputs_inside_output(const ConvertOptions& o) {
+void refuse_inputs_inside_output(const std::vector<std::string>& inputs,
+                                 const std::string& output) {
   std::error_code ec;
-  fs::path out = fs::weakly_canonical(o.output, ec);
+  fs::path out = fs::weakly_canonical(output, ec);
   if (ec) return;
   if (out.filename().empty()) out = out.parent_path();  // "raw/" names the folder "raw"
-  std::vector<std::string> inputs = o.source.inputs;
-  if (!o.table.path.empty()) inputs.push_back(o.table.path);
   for (const auto& in : inputs) {
     if (in == "-" || is_pipe(in) || remote::is_remote(in)) continue;  // not a local path
     const fs::path path = fs::weakly_canonical(in, ec);
@@ -75,18 +74,17 @@ void refuse_inputs_inside_output(const ConvertOptions& o) {
     const bool inside =
         std::mismatch(out.begin(), out.end(), path.begin(), path.end()).first == out.end();
     if (inside && path != out)
-      throw FatalError("input '" + in + "' is inside the output directory '" + o.output +
+      throw FatalError("input '" + in + "' is inside the output directory '" + output +
                        "': writing the dataset there could replace it. Choose an output "
                        "directory that holds no input (e.g. -o converted/)");
   }
 }
 
-void refuse_inputs_inside_remote_output(const ConvertOptions& o, const std::string& destination) {
+void refuse_inputs_inside_remote_output(const std::vector<std::string>& inputs,
+                                        const std::string& destination) {
   const remote::S3Location out = remote::parse_s3(destination);
   std::string out_prefix = out.key;  // "" for the whole bucket
   if (!out_prefix.empty() && !out_prefix.ends_with('/')) out_prefix += '/';
-  std::vector<std::string> inputs = o.source.inputs;
-  if (!o.table.path.empty()) inputs.push_back(o.table.path);
   for (const auto& in : inputs) {
     if (!remote::is_s3(in)) continue;
     for (const auto& name : remote::expand_braces(in)) {
@@ -112,16 +110,14 @@ void refuse_inputs_inside_remote_output(const ConvertOptions& o, const std::stri
 // interrupted run left one), with every file the checkpoint names back in the staging
 // directory; says when --resume finds a finished dataset and nothing to do, and which files
 // of an old dataset --overwrite replaces.
-PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
-                              const fs::path& staging) {
+PreparedOutput prepare_output(OutputPolicy o, const fs::path& out, const fs::path& staging) {
   PreparedOutput r;
   std::error_code ec;
   if (fs::exists(out, ec)) {
     if (!fs::is_directory(out, ec))
       throw FatalError("output '" + out.string() + "' exists and is not a directory");
     const bool has_labels = fs::exists(out / kLabelsFile, ec);
-    if (o.run.resume && fs::exists(staging / kCheckpointFile, ec) &&
-        (!has_labels || o.run.overwrite)) {
+    if (o.resume && fs::exists(staging / kCheckpointFile, ec) && (!has_labels || o.overwrite)) {
       Checkpoint cp = load_checkpoint(staging / kCheckpointFile);
       const std::vector<std::string> names = cp.writer.shards;
       // What the run may have published (its checkpoint's shards, then its manifest) and the
@@ -149,7 +145,7 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
       r.checkpoint = std::move(cp);
       return r;
     }
-    if (o.run.resume && has_labels) {
+    if (o.resume && has_labels) {
       // The annotation file is published last, after every shard left staging: with a shard
       // of the checkpoint still there, it is not the interrupted run's.
       if (fs::is_regular_file(staging / kCheckpointFile, ec)) {
@@ -162,7 +158,7 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
     }
     // A plain run never throws converted work away unasked: the user says which they want. A
     // checkpoint of no sample (stopped or failed at once) holds none: the run starts over.
-    if (!o.run.resume && !o.run.overwrite && !has_labels)
+    if (!o.resume && !o.overwrite && !has_labels)
       if (const auto kept = checkpoint_samples(staging); kept && *kept > 0)
         throw FatalError("'" + out.string() +
                          "' holds an interrupted conversion: " + std::to_string(*kept) +
@@ -191,7 +187,7 @@ PreparedOutput prepare_output(const ConvertOptions& o, const fs::path& out,
     refuse_foreign_staging(staging);  // only what a run wrote there goes
     fs::remove_all(staging, ec);      // never a dataset
     if (!empty_but_lock(out)) {
-      if (!o.run.overwrite)
+      if (!o.overwrite)
         throw FatalError("output directory '" + out.string() +
                          "' is not empty; choose a new directory or pass --overwrite");
       if (has_labels) r.replaced = dataset_files(out);

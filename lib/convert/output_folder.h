@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "convert/convert_options.h"
 #include "format/checkpoint.h"
 
 namespace tarmac {
@@ -23,21 +22,28 @@ struct PreparedOutput {
   std::vector<std::string> replaced;
 };
 
+/// What a run may do to what its output directory holds.
+struct OutputPolicy {
+  bool overwrite = false;  ///< --overwrite: replace an old dataset (its files only)
+  bool resume = false;     ///< --resume: go on from an interrupted run's checkpoint
+};
+
 /// Gets the output directory ready: with --resume, every file the checkpoint names back in the
 /// staging directory. Refuses a directory holding anything but an old dataset's files, unless
 /// --overwrite, and even then a file named like a dataset's that no dataset there lists.
 /// Throws FatalError.
-PreparedOutput prepare_output(const ConvertOptions& o, const std::filesystem::path& out,
+PreparedOutput prepare_output(OutputPolicy policy, const std::filesystem::path& out,
                               const std::filesystem::path& staging);
 
-/// Refuses (FatalError) an input file or folder (or --table) inside the output directory:
-/// the dataset written there could replace it.
-void refuse_inputs_inside_output(const ConvertOptions& o);
+/// Refuses (FatalError) an input file or folder (`inputs`: the run's, and --table) inside the
+/// output directory `output`: the dataset written there could replace it.
+void refuse_inputs_inside_output(const std::vector<std::string>& inputs, const std::string& output);
 
-/// -o s3://: an s3:// input (an object, or a prefix listed) or --table inside the output
-/// prefix `destination`, or a listed input prefix that holds the output prefix, is refused
-/// (FatalError naming both) before anything is listed, written or deleted: the run would
-/// read, replace or delete its own input.
-void refuse_inputs_inside_remote_output(const ConvertOptions& o, const std::string& destination);
+/// -o s3://: an s3:// input (an object, or a prefix listed; `inputs`: the run's, and --table)
+/// inside the output prefix `destination`, or a listed input prefix that holds the output
+/// prefix, is refused (FatalError naming both) before anything is listed, written or deleted:
+/// the run would read, replace or delete its own input.
+void refuse_inputs_inside_remote_output(const std::vector<std::string>& inputs,
+                                        const std::string& destination);
 
 }  // namespace tarmac

@@ -90,16 +90,17 @@ std::vector<std::string> recorded_objects(const fs::path& staging, const std::st
   return names;
 }
 
-RemoteOutput::RemoteOutput(const ConvertOptions& o, const std::string& destination,
-                           fs::path staging)
-    : o_(o), dest_(remote::parse_s3_prefix(destination)), staging_(std::move(staging)) {
-  remote::RemoteConfig config = remote::RemoteConfig::from_environment(o.source.endpoint_url);
+RemoteOutput::RemoteOutput(RemoteOutputSpec spec, const std::string& destination, fs::path staging)
+    : spec_(std::move(spec)),
+      dest_(remote::parse_s3_prefix(destination)),
+      staging_(std::move(staging)) {
+  remote::RemoteConfig config = remote::RemoteConfig::from_environment(spec_.endpoint_url);
   if (config.access_key.empty())
     throw remote::RemoteError("cannot write '" + destination +
                               "': no AWS credentials: set AWS_ACCESS_KEY_ID and "
                               "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with a profile in "
                               "~/.aws/credentials");
-  client_ = std::make_unique<remote::S3Client>(std::move(config), o.run.stop);
+  client_ = std::make_unique<remote::S3Client>(std::move(config), spec_.stop);
   std::error_code ec;
   if (fs::exists(staging_ / kUploadRecordFile, ec)) {
     try {
@@ -152,7 +153,7 @@ void RemoteOutput::record_uploaded(const std::string& name, uint64_t size,
 bool RemoteOutput::begin(const std::vector<std::string>& recorded) {
   const std::string lock_url = dest_.url(kRemoteLockObject);
   std::string command;
-  for (const auto& a : o_.provenance.command_line) command += (command.empty() ? "" : " ") + a;
+  for (const auto& a : spec_.command_line) command += (command.empty() ? "" : " ") + a;
   const std::string record =
       format::lock_record_text(format::this_process_lock_record(command, run_id_));
   // Whose a lock record is: nullopt for this run's own (a killed attempt of it).
@@ -179,7 +180,7 @@ bool RemoteOutput::begin(const std::vector<std::string>& recorded) {
   for (int tries = 1;; ++tries) {
     const auto created = client_->create_if_absent(lock_url, record);
     if (created == remote::S3Client::Created::Yes) break;
-    if (created == remote::S3Client::Created::Unsupported && !o_.remote_output.no_lock)
+    if (created == remote::S3Client::Created::Unsupported && !spec_.options.no_lock)
       throw FatalError("the server at " + client_->config().s3_endpoint() +
                        " does not support conditional PUTs (If-None-Match: *; it answered "
                        "NotImplemented), so tarmac cannot make sure it is the only writer of '" +
@@ -211,8 +212,8 @@ bool RemoteOutput::begin(const std::vector<std::string>& recorded) {
     // the old one first): on --resume, one found is this run's, complete, if its record says
     // it had begun its last uploads (or there is no interrupted run: nothing to do); else it
     // is not tarmac's, refused below.
-    if (o_.run.resume && (!resumed_ || finishing)) return true;
-    if (!o_.run.overwrite)
+    if (spec_.resume && (!resumed_ || finishing)) return true;
+    if (!spec_.overwrite)
       throw FatalError("'" + dest_.url("") + "' holds a dataset (" + manifest_url +
                        "): choose another prefix, or pass --overwrite to replace it (the "
                        "objects its manifest lists are removed first)");
@@ -222,7 +223,7 @@ bool RemoteOutput::begin(const std::vector<std::string>& recorded) {
   std::set<std::string> owned(recorded.begin(), recorded.end());
   for (const auto& [name, v] : uploaded_) owned.insert(name);
   std::vector<std::string> old_dataset;
-  if (has_manifest && !o_.run.resume) {
+  if (has_manifest && !spec_.resume) {
     const auto text = client_->get(manifest_url);
     old_dataset = {kManifestFile, kLabelsFile, kShardListFile};
     try {
@@ -238,7 +239,7 @@ bool RemoteOutput::begin(const std::vector<std::string>& recorded) {
     owned.insert(old_dataset.begin(), old_dataset.end());
   }
   refuse_foreign_objects(owned);
-  if (!o_.run.overwrite || resumed_) return false;  // a resumed run keeps what it sent
+  if (!spec_.overwrite || resumed_) return false;  // a resumed run keeps what it sent
   // The manifest first, so that from here on the prefix does not look complete; then the rest
   // of the old dataset, and what an interrupted run had sent (shards a shorter new run would
   // not replace).
@@ -272,7 +273,7 @@ void RemoteOutput::refuse_foreign_objects(const std::set<std::string>& owned) {
   };
   // A plain run writes only where nothing is (an interrupted run's own objects aside), as a
   // plain local run needs an empty directory; --resume goes on where its run left objects.
-  if (!foreign.empty() && !o_.run.overwrite && !o_.run.resume)
+  if (!foreign.empty() && !spec_.overwrite && !spec_.resume)
     throw FatalError("'" + dest_.url("") + "' holds " + std::to_string(foreign.size()) +
                      " object(s) tarmac did not write (no dataset's manifest, checkpoint or "
                      "upload record names them): " +
@@ -319,7 +320,7 @@ std::vector<std::string> RemoteOutput::check_uploaded(const format::CheckpointWr
 
 void RemoteOutput::start(const DatasetWriter&) {
   uploader_ = std::make_unique<remote::ObjectUploader>(
-      *client_, o_.remote_output.multipart_size, kMaxPendingShards,
+      *client_, spec_.options.multipart_size, kMaxPendingShards,
       [this](const remote::ObjectUploader::Job& j) {
         std::error_code ec;
         const uint64_t size = fs::file_size(j.path, ec);
@@ -348,7 +349,7 @@ void RemoteOutput::queue_closed(const DatasetWriter& writer) {
                       crc32_hex(writer.shard_crcs()[queued_]))) {
       const bool queued = uploader_->push(
           {(staging_ / name).string(), dest_.url(name), crc32_hex(writer.shard_crcs()[queued_])},
-          [this] { return !(o_.run.stop && o_.run.stop->requested()); });
+          [this] { return !(spec_.stop && spec_.stop->requested()); });
       if (!queued) return;  // stopping: the shard stays local for --resume
     }
     ++queued_;
@@ -358,7 +359,7 @@ void RemoteOutput::queue_closed(const DatasetWriter& writer) {
 
 void RemoteOutput::check() const {
   // An upload a stop request cut short is no failure: the shard is sent again on --resume.
-  if (uploader_ && !(o_.run.stop && o_.run.stop->requested())) uploader_->check();
+  if (uploader_ && !(spec_.stop && spec_.stop->requested())) uploader_->check();
 }
 
 void RemoteOutput::publish(const DatasetWriter& writer, const std::function<void()>& wait_tick) {
@@ -397,7 +398,7 @@ void RemoteOutput::publish(const DatasetWriter& writer, const std::function<void
       }
     }
     wait_tick();
-    client_->put_file(url, path.string(), crc, o_.remote_output.multipart_size);
+    client_->put_file(url, path.string(), crc, spec_.options.multipart_size);
   }
   client_->remove(dest_.url(kRemoteLockObject));
   locked_ = false;

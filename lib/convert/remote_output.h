@@ -33,11 +33,22 @@ using format::kUploadRecordFile;  // format/names.h
 std::vector<std::string> recorded_objects(const std::filesystem::path& staging,
                                           const std::string& destination);
 
+/// What -o s3:// needs of the run: the server, the upload and lock policy, what it may replace
+/// (--overwrite, --resume), the command line (recorded in the lock object) and the stop.
+struct RemoteOutputSpec {
+  std::string endpoint_url;  ///< --endpoint-url (empty: AWS_ENDPOINT_URL, else AWS's own)
+  RemoteOutputOptions options;
+  bool overwrite = false;
+  bool resume = false;
+  std::vector<std::string> command_line;
+  const StopRequest* stop = nullptr;  ///< null: never stops early
+};
+
 class RemoteOutput {
  public:
-  /// For the destination `o.output` (s3://), staging in `staging` (which exists). Throws
-  /// ParseError for a malformed destination, RemoteError without credentials.
-  RemoteOutput(const ConvertOptions& o, const std::string& destination,
+  /// For `destination` (s3://), staging in `staging` (which exists). Throws ParseError for a
+  /// malformed destination, RemoteError without credentials.
+  RemoteOutput(RemoteOutputSpec spec, const std::string& destination,
                std::filesystem::path staging);
   /// Releases the lock object (when taken) and stops the uploads in flight.
   ~RemoteOutput();
@@ -88,7 +99,7 @@ class RemoteOutput {
   void save_record();
   void refuse_foreign_objects(const std::set<std::string>& owned);
 
-  const ConvertOptions& o_;
+  const RemoteOutputSpec spec_;
   remote::S3Prefix dest_;
   std::filesystem::path staging_;
   std::unique_ptr<remote::S3Client> client_;

@@ -1,7 +1,6 @@
 #include "convert/run_manifest.h"
 
 #include "common/version.h"
-#include "convert/fingerprint.h"
 #include "format/field_spec.h"
 #include "format/json_object.h"
 #include "format/names.h"
@@ -15,14 +14,13 @@ using json = nlohmann::ordered_json;
 format::Manifest run_manifest(const ManifestRecord& r, std::vector<format::ProvenanceEntry> skipped,
                               std::vector<format::ProvenanceEntry> ignored,
                               std::vector<format::ProvenanceEntry> duplicates) {
-  const ConvertOptions& o = r.options;
+  const ManifestSpec& o = r.spec;
   const ConvertResult& res = r.result;
   format::Manifest m;
   m.tool_version = kVersion;
-  m.command_line = o.provenance.command_line;
-  m.options = o.provenance.options_json.empty() ? json::object()
-                                                : format::parse_ordered(o.provenance.options_json);
-  m.output_options = output_options(o);  // what merge compares between parts
+  m.command_line = o.command_line;
+  m.options = o.options_json.empty() ? json::object() : format::parse_ordered(o.options_json);
+  m.output_options = o.output_options;  // what merge compares between parts
   for (const auto& in : r.inputs) {
     json j = {{"path", in.path},
               {"size", in.bytes_read},
@@ -40,9 +38,9 @@ format::Manifest run_manifest(const ManifestRecord& r, std::vector<format::Prove
   if (r.resumed_entries)
     m.resumed = format::ManifestResumed{*r.resumed_entries, res.resumed_samples};
   if (r.split != PartSplit::None)
-    m.part = format::ManifestPart{o.part.index, o.part.count,
-                                  r.split == PartSplit::Inputs ? "inputs" : "samples",
-                                  o.source.inputs.size()};
+    m.part =
+        format::ManifestPart{o.part.index, o.part.count,
+                             r.split == PartSplit::Inputs ? "inputs" : "samples", o.run_inputs};
   m.shards.emplace();
   for (size_t i = 0; i < r.writer.shard_names().size(); ++i) {
     const std::string& s = r.writer.shard_names()[i];

@@ -16,9 +16,18 @@
 
 namespace tarmac {
 
+/// What the manifest records of the run's options (made by plan_run, stage_specs.h).
+struct ManifestSpec {
+  std::vector<std::string> command_line;
+  std::string options_json;  ///< the resolved options, as the CLI sees them ("" : none)
+  nlohmann::ordered_json output_options;  ///< output_options(): what merge compares
+  PartOptions part;
+  size_t run_inputs = 0;  ///< every input of the run (not only this part's)
+};
+
 /// What a finished run knows, for its manifest.
 struct ManifestRecord {
-  const ConvertOptions& options;
+  const ManifestSpec& spec;
   PartSplit split;
   const std::vector<InputInfo>& inputs;     ///< as read, with sizes, checksums, errors
   std::optional<uint64_t> resumed_entries;  ///< went on from a checkpoint of this many

@@ -23,10 +23,10 @@ std::optional<uint64_t> log_mark(const format::Checkpoint* resume, size_t index)
 
 }  // namespace
 
-RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerprint,
+RunRecorder::RunRecorder(RecorderSpec spec, fs::path staging, json fingerprint,
                          const format::Checkpoint* resume, const InputReader& reader,
                          DatasetWriter& writer, ConvertResult& result)
-    : o_(o),
+    : spec_(std::move(spec)),
       staging_(std::move(staging)),
       fingerprint_(std::move(fingerprint)),
       reader_(reader),
@@ -35,7 +35,7 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
       skipped_(staging_ / format::kSkippedLog, log_mark(resume, 0)),
       ignored_(staging_ / format::kIgnoredLog, log_mark(resume, 1)),
       duplicates_(staging_ / format::kDuplicatesLog, log_mark(resume, 2)) {
-  if (o.dedup.enabled()) {
+  if (spec_.dedup.enabled()) {
     std::optional<uint64_t> dedup_mark;
     if (resume) {
       if (!resume->dedup)
@@ -49,7 +49,7 @@ RunRecorder::RunRecorder(const ConvertOptions& o, fs::path staging, json fingerp
     for (const auto& r : fingerprint_.value("dedup_against", json::array()))
       against_crc32.push_back(r.value("labels_crc32", ""));
     dedup_ = std::make_unique<DedupIndex>(
-        o.dedup.mode == DedupOptions::Mode::Near, o.dedup.distance, o.dedup.against,
+        spec_.dedup.mode == DedupOptions::Mode::Near, spec_.dedup.distance, spec_.dedup.against,
         staging_ / format::kDedupIndexFile, dedup_mark, against_crc32);
   }
   if (!resume) return;
@@ -81,7 +81,7 @@ void RunRecorder::write_checkpoint() {
 void RunRecorder::entry_done() {
   ++entries_done_;
   if (writer_.take_shard_closed() ||
-      Clock::now() - last_checkpoint_ >= std::chrono::duration<double>(o_.run.checkpoint_seconds))
+      Clock::now() - last_checkpoint_ >= std::chrono::duration<double>(spec_.checkpoint_seconds))
     write_checkpoint();
 }
 
@@ -103,7 +103,7 @@ bool has_bad_sample(const Entry& entry) {
 void RunRecorder::handle(Entry& entry) {
   ProcessedSample* s = entry.done ? &*entry.done : nullptr;
   const std::string& input_path = reader_.inputs()[s ? s->input : entry.raw.input].path;
-  if (!o_.run.skip_errors && !entry.raw.dropped && has_bad_sample(entry)) {
+  if (!spec_.skip_errors && !entry.raw.dropped && has_bad_sample(entry)) {
     // A bad sample stops the run (--on-error fail). Everything before it is checkpointed first,
     // so that `--resume --on-error skip` goes on past it without redoing anything.
     write_checkpoint();
@@ -115,7 +115,7 @@ void RunRecorder::handle(Entry& entry) {
         input_path, Kind::Sample, entry.raw.key,
         d.member.empty() ? ErrorCode::DuplicateKey : ErrorCode::DuplicateMember, d.reason);
     e.member = d.member;
-    e.kept = o_.source.inputs[d.kept_input];
+    e.kept = spec_.inputs[d.kept_input];
     duplicates_.add(to_json(e));
     ++result_.duplicates;
   }
@@ -218,7 +218,7 @@ bool RunRecorder::drop_duplicate(const std::string& input_path, ProcessedSample&
 
 void RunRecorder::record_bad(const std::string& input_path, const std::string& key,
                              const std::string& error, ErrorCode code) {
-  if (!o_.run.skip_errors) {
+  if (!spec_.skip_errors) {
     // Streaming, the run cannot know whether any later sample has an image; it can say that
     // none before this one had.
     const char* hint = code == ErrorCode::NoImage && writer_.samples() == 0

@@ -22,13 +22,22 @@
 
 namespace tarmac {
 
+/// What the recorder needs of the run: the error policy, the inputs (named in the duplicates
+/// list), how often to checkpoint, and --dedup.
+struct RecorderSpec {
+  bool skip_errors = false;         ///< --on-error skip: a bad sample is logged, not fatal
+  std::vector<std::string> inputs;  ///< every input of the run, by index
+  double checkpoint_seconds = 30;   ///< at least this often (0: after every entry)
+  DedupOptions dedup;               ///< --dedup, with its references
+};
+
 class RunRecorder {
  public:
   /// `resume`: the checkpoint this run goes on from (null for a fresh run); its counts go into
   /// `result`. `fingerprint` is what each checkpoint records of the run (run_fingerprint).
-  RunRecorder(const ConvertOptions& o, std::filesystem::path staging,
-              nlohmann::ordered_json fingerprint, const format::Checkpoint* resume,
-              const InputReader& reader, DatasetWriter& writer, ConvertResult& result);
+  RunRecorder(RecorderSpec spec, std::filesystem::path staging, nlohmann::ordered_json fingerprint,
+              const format::Checkpoint* resume, const InputReader& reader, DatasetWriter& writer,
+              ConvertResult& result);
 
   /// Handles the next entry in order. Throws BadSampleError naming input, sample and reason for a
   /// bad sample under --on-error fail.
@@ -56,7 +65,7 @@ class RunRecorder {
   void record_bad(const std::string& input_path, const std::string& key, const std::string& error,
                   ErrorCode code);
 
-  const ConvertOptions& o_;
+  const RecorderSpec spec_;
   std::filesystem::path staging_;
   nlohmann::ordered_json fingerprint_;
   const InputReader& reader_;

@@ -51,7 +51,8 @@ std::string skip_advice(const ConvertResult& r) {
   return "";
 }
 
-std::string empty_run_reason(const ConvertResult& r, uint64_t members, const ConvertOptions& o) {
+std::string empty_run_reason(const ConvertResult& r, uint64_t members, OnDuplicate on_duplicate,
+                             const DedupOptions& dedup, const PartOptions& part) {
   std::string why;
   if (r.skipped_samples > 0) {
     why = "all " + std::to_string(r.skipped_samples) + " sample(s) were skipped as bad";
@@ -61,17 +62,17 @@ std::string empty_run_reason(const ConvertResult& r, uint64_t members, const Con
     if (const std::string advice = skip_advice(r); !advice.empty()) why += "; " + advice;
   } else if (r.duplicates > 0) {
     why = "every sample was left out as a duplicate (--on-duplicate " +
-          std::string(on_duplicate_name(o.members.on_duplicate)) + ")";
+          std::string(on_duplicate_name(on_duplicate)) + ")";
   } else if (r.duplicate_content_samples > 0) {
     // Within one run the first copy is kept: every sample gone means they duplicate the
     // --dedup-against datasets (or, resumed, the samples the interrupted run kept).
     std::string refs;
-    for (const auto& d : o.dedup.against) refs += (refs.empty() ? "'" : ", '") + d + "'";
+    for (const auto& d : dedup.against) refs += (refs.empty() ? "'" : ", '") + d + "'";
     why =
         "all " + std::to_string(r.duplicate_content_samples) +
         " sample(s) were left out as content duplicates (--dedup " +
-        (o.dedup.mode == DedupOptions::Mode::Exact ? std::string("exact")
-                                                   : "near:" + std::to_string(o.dedup.distance)) +
+        (dedup.mode == DedupOptions::Mode::Exact ? std::string("exact")
+                                                 : "near:" + std::to_string(dedup.distance)) +
         ") of " +
         (refs.empty() ? std::string("samples kept before") : "samples of --dedup-against " + refs);
     if (!r.first_duplicate_content.empty())
@@ -79,8 +80,8 @@ std::string empty_run_reason(const ConvertResult& r, uint64_t members, const Con
     why += ": the input holds no sample the output does not already have";
   } else if (members == 0) {
     why = "the input holds no member (an empty archive, directory or standard input)";
-  } else if (o.part.count > 1) {
-    why = "part " + std::to_string(o.part.index) + "/" + std::to_string(o.part.count) +
+  } else if (part.count > 1) {
+    why = "part " + std::to_string(part.index) + "/" + std::to_string(part.count) +
           " of the input holds no sample";
   } else {
     why = "none of the input's " + std::to_string(members) + " member(s) made a sample";

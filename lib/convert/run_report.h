@@ -31,8 +31,10 @@ std::string skip_advice(const ConvertResult& r);
 
 /// Why a run converted no sample, from its counts and the `members` its inputs held: "the input
 /// holds no member (an empty archive or standard input)", "all 3 sample(s) were skipped as bad
-/// (the first: ...)", ... For the error that ends such a run unless --allow-empty.
-std::string empty_run_reason(const ConvertResult& r, uint64_t members, const ConvertOptions& o);
+/// (the first: ...)", ... For the error that ends such a run unless --allow-empty; the options
+/// that can leave a run empty are named: --on-duplicate, --dedup, the part of --shard.
+std::string empty_run_reason(const ConvertResult& r, uint64_t members, OnDuplicate on_duplicate,
+                             const DedupOptions& dedup, const PartOptions& part);
 
 /// The summary of a conversion into `output`, key for key as `tarmac convert --json` prints it.
 nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& output);

@@ -4,10 +4,10 @@
 
 namespace tarmac {
 
-SampleFeed::SampleFeed(const ConvertOptions& o, PartSplit split, GrouperOptions grouping,
+SampleFeed::SampleFeed(FeedSpec spec, PartSplit split, GrouperOptions grouping,
                        uint64_t resume_entries, bool ahead, InputReader& reader, Pipeline& pipe,
                        const TablePlan* table)
-    : o_(o),
+    : spec_(std::move(spec)),
       split_(split),
       resume_entries_(resume_entries),
       reader_(reader),
@@ -34,17 +34,17 @@ void SampleFeed::run() noexcept {
     }
   }
   // A stopped reader has not met every sample: the estimate made while reading stands.
-  if (o_.run.progress && !pipe_.input_stopped()) {
-    o_.run.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
-    o_.run.progress->seen.store(table_ ? rows_read_ : entries_read_, std::memory_order_relaxed);
-    o_.run.progress->input_done.store(true);
+  if (spec_.progress && !pipe_.input_stopped()) {
+    spec_.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
+    spec_.progress->seen.store(table_ ? rows_read_ : entries_read_, std::memory_order_relaxed);
+    spec_.progress->input_done.store(true);
   }
   pipe_.close_input(seq_);
   seconds_ = seconds_since(t0_);
 }
 
 bool SampleFeed::in_part() {
-  return split_ != PartSplit::Samples || sample_no_++ % o_.part.count == o_.part.index;
+  return split_ != PartSplit::Samples || sample_no_++ % spec_.part.count == spec_.part.index;
 }
 
 void SampleFeed::flush_batch() {
@@ -116,7 +116,7 @@ void SampleFeed::on_member(uint32_t input, Member&& m) {
     return;
   }
   std::string key, ext;
-  if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext, o_.members.key_rule)) {
+  if (is_hidden_or_metadata(m.name) || !split_member_name(m.name, key, ext, spec_.key_rule)) {
     const bool hidden = is_hidden_or_metadata(m.name);
     notices_.push_back({input, m.name,
                         hidden ? "hidden or metadata file" : "name has no extension, so no key",
@@ -132,14 +132,14 @@ void SampleFeed::on_member(uint32_t input, Member&& m) {
     if (key != last_key_ && grouper_.find_pending(key)) members_interleaved_ = true;
     grouper_.add(input, std::move(m), key, ready_);
     go_ahead(key);
-    if (o_.run.progress) {
+    if (spec_.progress) {
       // Samples still in the group window count too; by sample, this part's share of them.
       // Stored with the bytes read, so that samples per byte is of one moment.
       const uint64_t waiting = grouper_.pending_samples();
-      o_.run.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
-      o_.run.progress->seen.store(
-          entries_read_ + ready_.size() / (split_ == PartSplit::Samples ? o_.part.count : 1) +
-              waiting / (split_ == PartSplit::Samples ? o_.part.count : 1),
+      spec_.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
+      spec_.progress->seen.store(
+          entries_read_ + ready_.size() / (split_ == PartSplit::Samples ? spec_.part.count : 1) +
+              waiting / (split_ == PartSplit::Samples ? spec_.part.count : 1),
           std::memory_order_relaxed);
     }
   } catch (const SampleError& e) {
@@ -156,7 +156,7 @@ void SampleFeed::on_member(uint32_t input, Member&& m) {
 }
 
 void SampleFeed::on_notice(MemberNotice&& n) {
-  if (n.is_error && !o_.run.skip_errors)
+  if (n.is_error && !spec_.skip_errors)
     throw FatalError("'" + reader_.inputs()[n.input].path + "', member '" + n.member +
                      "': " + n.reason);
   notices_.push_back(std::move(n));
@@ -175,15 +175,15 @@ void SampleFeed::on_input_end() {
 
 // --table: a member goes to every group of rows naming it; a group complete goes to the workers.
 void SampleFeed::on_table_member(uint32_t input, Member&& m) {
-  if (o_.run.progress) {  // rows of the groups released, with the bytes read for them
-    o_.run.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
-    o_.run.progress->seen.store(rows_read_, std::memory_order_relaxed);
+  if (spec_.progress) {  // rows of the groups released, with the bytes read for them
+    spec_.progress->bytes_read.store(reader_.bytes_read(), std::memory_order_relaxed);
+    spec_.progress->seen.store(rows_read_, std::memory_order_relaxed);
   }
   const auto* slots = table_->slots(m.name);
   if (!slots) {
     std::string key, ext;
     const bool image = split_member_name(m.name, key, ext, KeyRule::LastDot) &&
-                       is_image_extension(ext, o_.members.image_exts);
+                       is_image_extension(ext, spec_.image_exts);
     if (image) ++unused_images_;
     notices_.push_back({input, m.name,
                         image ? "an image that no row of the table names (not converted)"
@@ -198,10 +198,10 @@ void SampleFeed::on_table_member(uint32_t input, Member&& m) {
     auto it = pending_groups_.find(g);
     if (released_groups_[g] || (it != pending_groups_.end() && it->second.filled[slot])) {
       // The same path twice in the inputs: the rows took the first.
-      notices_.push_back(
-          {input, name, "read again: the table's rows took the first member of this name",
-           o_.members.on_duplicate == OnDuplicate::Error, ErrorCode::DuplicateMember});
-      if (o_.members.on_duplicate == OnDuplicate::Error && !o_.run.skip_errors)
+      notices_.push_back({input, name,
+                          "read again: the table's rows took the first member of this name",
+                          spec_.on_duplicate == OnDuplicate::Error, ErrorCode::DuplicateMember});
+      if (spec_.on_duplicate == OnDuplicate::Error && !spec_.skip_errors)
         throw FatalError("'" + reader_.inputs()[input].path + "', member '" + name +
                          "': a member of this name was read before, and the table's rows name "
                          "it: which one they mean is unclear (--on-duplicate first keeps the "
@@ -224,7 +224,7 @@ void SampleFeed::on_table_member(uint32_t input, Member&& m) {
     if (slot == 0) p.input = input;
     if (--p.missing == 0) release_table_group(g);
   }
-  if (pending_group_bytes_ > o_.limits.group_window) {
+  if (pending_group_bytes_ > spec_.group_window) {
     // The oldest group still waiting says what it waits for.
     uint32_t oldest = UINT32_MAX;
     for (const auto& [g, p] : pending_groups_) oldest = std::min(oldest, g);
@@ -238,7 +238,7 @@ void SampleFeed::on_table_member(uint32_t input, Member&& m) {
     throw FatalError(
         "the members that the table's rows pair are further apart in the inputs "
         "than the group window (" +
-        std::to_string(o_.limits.group_window >> 20) + " MiB): " + have + " waits for " + want +
+        std::to_string(spec_.group_window >> 20) + " MiB): " + have + " waits for " + want +
         "; pass a larger --group-window, or order the inputs so that each row's "
         "members are near each other");
   }
@@ -269,8 +269,7 @@ void SampleFeed::finish_table() {
     for (size_t s = 0; s < group.paths.size(); ++s)
       if (it == pending_groups_.end() || !it->second.filled[s])
         missing += (missing.empty() ? "'" : ", '") + group.paths[s] + "' (column '" +
-                   (s == 0 ? table_->table().member_columns.front() : o_.members.dense[s - 1]) +
-                   "')";
+                   (s == 0 ? table_->table().member_columns.front() : spec_.dense[s - 1]) + "')";
     released_groups_[g] = true;
     if (!in_part()) continue;
     Entry e;
@@ -278,10 +277,10 @@ void SampleFeed::finish_table() {
     e.raw.input = it == pending_groups_.end() ? 0 : it->second.input;
     e.raw.table_group = g;
     e.raw.errors.push_back("the table names " + missing + ", which no input holds" +
-                           (o_.table.prefix.empty()
+                           (spec_.table_prefix.empty()
                                 ? " (if the inputs hold it under a folder that the table's "
                                   "paths leave out, pass --table-prefix FOLDER/)"
-                                : " (with --table-prefix " + o_.table.prefix + ")"));
+                                : " (with --table-prefix " + spec_.table_prefix + ")"));
     e.raw.error_code = ErrorCode::MissingMember;
     add_entry(std::move(e));
   }

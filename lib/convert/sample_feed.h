@@ -20,6 +20,20 @@
 
 namespace tarmac {
 
+/// What the feed needs of the run: how members are keyed and sorted (for a table's groups),
+/// the duplicate and error policy, the window, this part, and where progress goes.
+struct FeedSpec {
+  KeyRule key_rule = KeyRule::FirstDot;
+  std::vector<std::string> image_exts = MemberOptions{}.image_exts;
+  std::vector<std::string> dense;  ///< --dense suffixes: a table's member columns after the image
+  OnDuplicate on_duplicate = OnDuplicate::Error;
+  bool skip_errors = false;  ///< --on-error skip: a member-level error does not stop the run
+  uint64_t group_window = ConvertLimits{}.group_window;
+  PartOptions part;          ///< --shard I/N (by sample: every N-th sample is this part's)
+  std::string table_prefix;  ///< --table-prefix, named in a missing member's message
+  ConvertProgress* progress = nullptr;  ///< null: no progress wanted
+};
+
 class SampleFeed {
  public:
   /// `resume_entries`: samples the interrupted run handled (0 for a fresh run). `ahead`: may
@@ -27,9 +41,8 @@ class SampleFeed {
   /// decide at release what a sample becomes).
   /// `table`: with convert --table, the plan that groups members by the rows naming them
   /// (null: members are grouped by key).
-  SampleFeed(const ConvertOptions& o, PartSplit split, GrouperOptions grouping,
-             uint64_t resume_entries, bool ahead, InputReader& reader, Pipeline& pipe,
-             const TablePlan* table = nullptr);
+  SampleFeed(FeedSpec spec, PartSplit split, GrouperOptions grouping, uint64_t resume_entries,
+             bool ahead, InputReader& reader, Pipeline& pipe, const TablePlan* table = nullptr);
 
   /// Reads everything and closes the pipeline's input. Never throws: a failure is kept
   /// (failure()) and the pipeline cancelled. Call once, on the reader thread; the accessors
@@ -61,7 +74,7 @@ class SampleFeed {
   void release_table_group(uint32_t g);
   void finish_table();
 
-  const ConvertOptions& o_;
+  const FeedSpec spec_;
   const PartSplit split_;
   const uint64_t resume_entries_;
   InputReader& reader_;

@@ -97,7 +97,8 @@ TEST_CASE("run_manifest: what the run knows, every key, each count its list's") 
       {"input": "c.tar", "archive": "c.tar", "code": "input_error", "reason": "truncated"}])");
   const json ignored =
       json::parse(R"([{"input": "b.tar", "member": ".h", "code": "hidden_file", "reason": "r"}])");
-  const ManifestRecord rec{o, PartSplit::Inputs, inputs, 5, res, w, dir, labels};
+  const ManifestSpec spec = manifest_spec(o);
+  const ManifestRecord rec{spec, PartSplit::Inputs, inputs, 5, res, w, dir, labels};
   const auto entries = [](const json& list) {
     std::vector<format::ProvenanceEntry> v;
     for (const auto& e : list) v.push_back(format::parse_provenance_entry(e, "entry"));
@@ -158,7 +159,8 @@ TEST_CASE(
   res.image_bytes = 300;
   res.duplicates = 1;  // but no entry in the duplicates list
   const std::vector<InputInfo> inputs;
-  const ManifestRecord rec{o, PartSplit::None, inputs, std::nullopt, res, w, dir, labels};
+  const ManifestSpec spec = manifest_spec(o);
+  const ManifestRecord rec{spec, PartSplit::None, inputs, std::nullopt, res, w, dir, labels};
   const format::Manifest m = run_manifest(rec, {}, {}, {});
   CHECK(!m.part);
   CHECK(!m.resumed);

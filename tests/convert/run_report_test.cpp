@@ -189,23 +189,25 @@ TEST_CASE("result_json: an empty run has an empty schema object and no limit") {
 TEST_CASE("empty_run_reason: why a run converted no sample") {
   ConvertOptions o;
   ConvertResult r;
-  CHECK(empty_run_reason(r, 0, o) ==
+  CHECK(empty_run_reason(r, 0, o.members.on_duplicate, o.dedup, o.part) ==
         "the input holds no member (an empty archive, directory or standard input)");
-  CHECK(empty_run_reason(r, 4, o) == "none of the input's 4 member(s) made a sample");
+  CHECK(empty_run_reason(r, 4, o.members.on_duplicate, o.dedup, o.part) ==
+        "none of the input's 4 member(s) made a sample");
   r.skipped_samples = 2;
   r.no_image_samples = 2;
   r.skipped = {{"a.tar", "k/1", "no_image", "sample has no image member"}};
-  CHECK(empty_run_reason(r, 4, o) ==
+  CHECK(empty_run_reason(r, 4, o.members.on_duplicate, o.dedup, o.part) ==
         "all 2 sample(s) were skipped as bad (the first: 'a.tar', sample 'k/1': sample has no "
         "image member); every sample was skipped for want of an image member: if the input has "
         "no images at all, pass --no-images");
   r = ConvertResult{};
   r.duplicates = 3;
   o.members.on_duplicate = OnDuplicate::First;
-  CHECK(empty_run_reason(r, 6, o) ==
+  CHECK(empty_run_reason(r, 6, o.members.on_duplicate, o.dedup, o.part) ==
         "every sample was left out as a duplicate (--on-duplicate first)");
   r = ConvertResult{};
   o.part.index = 5;
   o.part.count = 8;
-  CHECK(empty_run_reason(r, 6, o) == "part 5/8 of the input holds no sample");
+  CHECK(empty_run_reason(r, 6, o.members.on_duplicate, o.dedup, o.part) ==
+        "part 5/8 of the input holds no sample");
 }

@@ -1,4 +1,5 @@
 #include "convert/sample_feed.h"
+#include "convert/stage_specs.h"
 
 #include <unistd.h>
 
@@ -50,7 +51,7 @@ Fed feed_all(const ConvertOptions& o, PartSplit split, uint64_t resume_entries, 
   GrouperOptions g;
   g.window_bytes = o.limits.group_window;
   g.input_names = o.source.inputs;
-  SampleFeed feed(o, split, g, resume_entries, ahead, reader, pipe);
+  SampleFeed feed(feed_spec(o), split, g, resume_entries, ahead, reader, pipe);
   std::thread t([&] { feed.run(); });
   Fed fed;
   while (auto w = pipe.take()) {
