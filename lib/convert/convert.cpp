@@ -30,7 +30,9 @@
 #include "convert/output_folder.h"
 #include "convert/pipeline.h"
 #include "convert/remote_output.h"
+#include "convert/run_internal.h"
 #include "convert/run_manifest.h"
+#include "convert/run_plan.h"
 #include "convert/run_recorder.h"
 #include "convert/run_report.h"
 #include "convert/sample_feed.h"
@@ -66,138 +68,41 @@ using json = nlohmann::ordered_json;
 
 using namespace format;
 
-PartSplit select_part(const ConvertOptions& o, std::vector<std::string>* part_inputs) {
-  check_part(o.part);
-  if (o.part.count <= 1) {
-    if (part_inputs) *part_inputs = o.source.inputs;
-    return PartSplit::None;
-  }
-  const uint64_t m = o.source.inputs.size(), n = o.part.count;
-  // A table's rows may pair members of different inputs: every part reads them all.
-  if (m < n || !o.table.path.empty()) {
-    if (part_inputs) *part_inputs = o.source.inputs;
-    return PartSplit::Samples;
-  }
-  if (part_inputs)
-    part_inputs->assign(
-        o.source.inputs.begin() + static_cast<ptrdiff_t>(o.part.index * m / n),
-        o.source.inputs.begin() + static_cast<ptrdiff_t>((o.part.index + 1) * m / n));
-  return PartSplit::Inputs;
-}
-
 namespace {
 
-// Thrown inside the run when a stop request ends it (after its checkpoint, if any); told apart
-// from an Interrupted of a lower layer, which ends the run as an error.
-class StopSignal : public Interrupted {
- public:
-  using Interrupted::Interrupted;
-};
-
-// A run that converted no sample, without allow_empty; why.
-class EmptyRun : public FatalError {
- public:
-  using FatalError::FatalError;
-};
-
-void begin_phase(ConvertProgress* p, ConvertProgress::Phase phase, uint64_t total_bytes) {
-  if (!p) return;
-  p->bytes_read.store(0, std::memory_order_relaxed);
-  p->total_bytes.store(total_bytes, std::memory_order_relaxed);
-  p->phase.store(phase);
-}
+using namespace convert_detail;
 
 // How the run groups members into samples. --on-duplicate: inputs are numbered among all of
-// o.source.inputs, so that a part of --shard I/N by inputs keeps the sample one run over all inputs
-// would keep. Under `last`, a pre-pass over this part's inputs and all later ones finds each
+// the run's inputs, so that a part of --shard I/N by inputs keeps the sample one run over all
+// inputs would keep. Under `last`, a pre-pass over this part's inputs and all later ones finds each
 // key's last input (check_convert_options refused standard input); under `first`, a part by
 // inputs reads the keys of the parts before it (into `kept`, which the options then point to).
-GrouperOptions grouping_for(const ConvertOptions& o, PartSplit split, const InputReaderOptions& ro,
-                            KeySet& kept) {
+GrouperOptions grouping_for(const RunPlan& plan, const InputReaderOptions& ro, KeySet& kept) {
+  const FeedSpec& f = plan.feed;
+  const std::vector<std::string>& inputs = plan.inputs;
   GrouperOptions grouping;
-  grouping.window_bytes = o.limits.group_window;
-  grouping.on_duplicate = o.members.on_duplicate;
-  grouping.input_names = o.source.inputs;
-  if (split == PartSplit::Inputs)
-    grouping.first_input =
-        static_cast<uint32_t>(o.part.index * o.source.inputs.size() / o.part.count);
-  if (o.members.on_duplicate != OnDuplicate::Last &&
-      (o.members.on_duplicate != OnDuplicate::First || grouping.first_input == 0))
+  grouping.window_bytes = f.group_window;
+  grouping.on_duplicate = f.on_duplicate;
+  grouping.input_names = inputs;
+  if (plan.split == PartSplit::Inputs)
+    grouping.first_input = static_cast<uint32_t>(f.part.index * inputs.size() / f.part.count);
+  if (f.on_duplicate != OnDuplicate::Last &&
+      (f.on_duplicate != OnDuplicate::First || grouping.first_input == 0))
     return grouping;
-  const bool last = o.members.on_duplicate == OnDuplicate::Last;
-  const auto begin = o.source.inputs.begin() + (last ? grouping.first_input : 0);
+  const bool last = f.on_duplicate == OnDuplicate::Last;
+  const auto begin = inputs.begin() + (last ? grouping.first_input : 0);
   InputReader scan(
-      std::vector<std::string>(begin, last ? o.source.inputs.end() : begin + grouping.first_input),
-      ro);
-  begin_phase(o.run.progress,
+      std::vector<std::string>(begin, last ? inputs.end() : begin + grouping.first_input), ro);
+  begin_phase(plan.run.progress,
               last ? ConvertProgress::Phase::LastScan : ConvertProgress::Phase::FirstScan,
               scan.total_size());
-  kept = scan_kept_keys(
-      scan, o.members.on_duplicate, last ? grouping.first_input : 0, o.members.key_rule, [&] {
-        if (o.run.stop && o.run.stop->requested()) throw StopSignal(o.run.stop->signal.load());
-        if (o.run.progress)
-          o.run.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
-      });
+  kept = scan_kept_keys(scan, f.on_duplicate, last ? grouping.first_input : 0, f.key_rule, [&] {
+    if (plan.run.stop && plan.run.stop->requested()) throw StopSignal(plan.run.stop->signal.load());
+    if (plan.run.progress)
+      plan.run.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
+  });
   grouping.kept = &kept;
   return grouping;
-}
-
-// --classes-from-dirs: the class folders of every input of the run (not only this part's, so
-// that every part numbers classes alike), read by name before anything is converted.
-std::vector<std::string> class_folders(const ConvertOptions& o, const InputReaderOptions& ro) {
-  InputReader scan(o.source.inputs, ro);
-  begin_phase(o.run.progress, ConvertProgress::Phase::ClassScan, scan.total_size());
-  return scan_class_folders(scan, o.members.key_rule, o.members.image_exts, [&] {
-    if (o.run.stop && o.run.stop->requested()) throw StopSignal(o.run.stop->signal.load());
-    if (o.run.progress)
-      o.run.progress->bytes_read.store(scan.bytes_read(), std::memory_order_relaxed);
-  });
-}
-
-// The output directory when an input directory holds it: never read as input. Returns the
-// directories to leave out, and says which input held it in `notes`.
-std::vector<std::string> output_inside_inputs(const ConvertOptions& o,
-                                              std::vector<std::string>& notes) {
-  std::error_code ec;
-  const fs::path out = fs::weakly_canonical(o.output, ec);
-  if (ec) return {};
-  for (const auto& in : o.source.inputs) {
-    if (in == "-" || is_pipe(in) || !fs::is_directory(in, ec)) continue;
-    const fs::path dir = fs::weakly_canonical(in, ec);
-    if (ec) continue;
-    if (dir == out)
-      throw FatalError("the output directory '" + o.output + "' is the input directory '" + in +
-                       "': choose an output directory outside it (e.g. -o ../out)");
-    // Inside: every component of the input's path starts the output's.
-    if (std::mismatch(dir.begin(), dir.end(), out.begin(), out.end()).first == dir.end())
-      notes.push_back("input '" + in + "' holds the output directory '" + o.output +
-                      "': it is left out of the input (never read as input)");
-  }
-  if (notes.empty()) return {};
-  return {out.string()};
-}
-
-// A folder of a directory input that holds a dataset tarmac wrote (an earlier run's output
-// kept beside its data): never read as input, and listed as ignored (InputReaderOptions).
-std::string dataset_in_folder(const fs::path& dir) {
-  if (!format::holds_dataset(dir)) return {};
-  return std::string("a tarmac dataset (it holds ") + format::kManifestFile + " and " +
-         format::kLabelsFile + "): not read as input";
-}
-
-// An input directory that is itself a dataset tarmac wrote: refused, since its files are no
-// raw input (its manifest.json would be read as a label).
-void refuse_dataset_inputs(const ConvertOptions& o) {
-  std::error_code ec;
-  for (const auto& in : o.source.inputs) {
-    if (in == "-" || is_pipe(in) || remote::is_remote(in) || !fs::is_directory(in, ec)) continue;
-    if (format::holds_dataset(in))
-      throw FatalError("input '" + in + "' is a tarmac dataset (it holds " + format::kManifestFile +
-                       " and " + format::kLabelsFile +
-                       "), not raw data: read it with tarmac's reader, combine datasets with "
-                       "'tarmac merge', or convert the data it was made from (its " +
-                       format::kManifestFile + " lists them under \"inputs\")");
-  }
 }
 
 // The bytes a run reads from `inputs`, for progress: files' sizes, directories' walked (what
@@ -235,26 +140,12 @@ uint64_t input_bytes(const std::vector<std::string>& inputs,
   return total;
 }
 
-// The run's inputs with its --table: what the output must not sit over.
-std::vector<std::string> inputs_and_table(const ConvertOptions& o) {
-  std::vector<std::string> inputs = o.source.inputs;
-  if (!o.table.path.empty()) inputs.push_back(o.table.path);
-  return inputs;
-}
-
-// What the output lock says of this run: the command line, or what a library caller asked.
-std::string lock_record(const ConvertOptions& o) {
-  std::string text;
-  for (const auto& a : o.provenance.command_line) text += (text.empty() ? "" : " ") + a;
-  return text.empty() ? "tarmac::convert() into '" + o.output + "'" : text;
-}
-
 // After a run ended early: keeps the staging directory when it holds a checkpoint that a
 // --resume can go on from (the samples it records), else removes it.
-std::optional<uint64_t> keep_resumable(const ConvertOptions& o, const fs::path& staging) {
+std::optional<uint64_t> keep_resumable(const std::vector<std::string>& inputs,
+                                       const fs::path& staging) {
   std::error_code ec;
-  const bool rereadable =
-      std::find(o.source.inputs.begin(), o.source.inputs.end(), "-") == o.source.inputs.end();
+  const bool rereadable = std::find(inputs.begin(), inputs.end(), "-") == inputs.end();
   if (rereadable && fs::exists(staging / kCheckpointFile, ec)) {
     if (const auto samples = checkpoint_samples(staging)) return samples;
   }
@@ -296,25 +187,6 @@ std::string out_of_memory_text(ConvertProgress::Phase phase) {
 
 namespace {
 
-// What the run reads and how, settled before the output directory is touched.
-struct RunPlan {
-  std::shared_ptr<const remote::RemoteConfig> remote;  // null: no remote input
-  PartSplit split = PartSplit::None;
-  std::vector<std::string> part_inputs;  // this part's inputs, in order
-  std::optional<TablePlan> table;
-  std::string table_metadata;      // the annotation file's `table` entry (JSON object text)
-  json fingerprint;                // what a --resume must find unchanged
-  SampleRecipe recipe;             // what the workers make of each sample
-  WriterSpec writer;               // what the writer lays out
-  FeedSpec feed;                   // what the reader thread's feed needs
-  RecorderSpec recorder;           // what the writer thread's recorder needs
-  RemoteOutputSpec remote_output;  // -o s3://: what the uploads need
-  ManifestSpec manifest;           // what the manifest records of the options
-  // A run that reads its inputs twice (a pre-pass, then the conversion): each pipe: command's
-  // first output, which every later run of it must repeat byte for byte. Null otherwise.
-  std::shared_ptr<PipeRuns> pipe_runs;
-};
-
 // The output directory, locked and ready for this run.
 struct OpenOutput {
   PreparedOutput prepared;
@@ -329,97 +201,22 @@ struct FeedOutcome {
   Clock::time_point finish_t0;  // when the last sample was written
 };
 
-// Settles what the run reads: remote prefixes and brace ranges expanded into the objects they
-// name (each checked to exist), this part's inputs, the class folders (--classes-from-dirs,
-// set in `o`), the whole table read and its rows grouped (--table). Throws UsageError or
-// FatalError (ConvertStopped for a stop request) with nothing written: an earlier checkpoint is as
-// it was.
-RunPlan plan_run(ConvertOptions& o, const fs::path& staging) {
-  RunPlan plan;
-  if (std::any_of(o.source.inputs.begin(), o.source.inputs.end(),
-                  [](const std::string& in) { return remote::is_remote(in); })) {
-    plan.remote = std::make_shared<const remote::RemoteConfig>(
-        remote::RemoteConfig::from_environment(o.source.endpoint_url));
-    o.source.inputs = remote::expand_inputs(o.source.inputs, *plan.remote);
-  }
-  refuse_inputs_inside_output(inputs_and_table(o), o.output);
-  refuse_dataset_inputs(o);
-  plan.split = select_part(o, &plan.part_inputs);
-  if (o.labels.classes_from_dirs || o.members.on_duplicate == OnDuplicate::Last)
-    plan.pipe_runs = std::make_shared<PipeRuns>();
-  if (o.run.resume &&
-      std::find(plan.part_inputs.begin(), plan.part_inputs.end(), "-") != plan.part_inputs.end())
-    throw UsageError("--resume cannot be used with standard input (-): it cannot be read again");
-  if (o.labels.classes_from_dirs && o.labels.classes.empty()) {
-    std::vector<std::string> notes;  // said once the output exists (open_output)
-    InputReaderOptions ro;
-    ro.pipe_runs = plan.pipe_runs;
-    ro.max_member_size = o.limits.max_member_size;
-    ro.skip_errors = o.run.skip_errors;
-    ro.exclude = output_inside_inputs(o, notes);
-    ro.dataset_in_folder = dataset_in_folder;
-    ro.remote = plan.remote;
-    ro.stop = o.run.stop;
-    try {
-      o.labels.classes = class_folders(o, ro);
-    } catch (const StopSignal& s) {
-      throw ConvertStopped("stopped by " + signal_name(s.signal()), s.signal(),
-                           checkpoint_samples(staging));
-    }
-  }
-  if (!o.table.path.empty()) {
-    TableOptions table_options = o.table.options;
-    // One flag for a label, in a file or a cell.
-    table_options.max_cell_bytes = o.limits.max_label_size;
-    if (remote::is_remote(o.table.path) && !plan.remote)
-      plan.remote = std::make_shared<const remote::RemoteConfig>(
-          remote::RemoteConfig::from_environment(o.source.endpoint_url));
-    Table table = [&] {
-      try {
-        return read_table(o.table.path, table_options, plan.remote.get(), o.run.stop);
-      } catch (const FatalError&) {  // a download or command that a stop request ended
-        if (o.run.stop && o.run.stop->requested())
-          throw ConvertStopped("stopped by " + signal_name(o.run.stop->signal.load()),
-                               o.run.stop->signal.load(), checkpoint_samples(staging));
-        throw;
-      }
-    }();
-    plan.table_metadata =
-        format::table_metadata_text(table_format_name(table.format), table.metadata);
-    check_table_geometry(table, o.transform);
-    plan.table.emplace(std::move(table), o.table.prefix, o.members.dense);
-  }
-  plan.fingerprint =
-      run_fingerprint(o, plan.part_inputs, plan.table ? &plan.table->table() : nullptr);
-  // Each reference verified now, before the output is touched (--overwrite), and recorded by
-  // its annotation file's CRC-32, so that a --resume refuses a reference replaced since.
-  if (!o.dedup.against.empty())
-    plan.fingerprint["dedup_against"] = dedup_references(o.dedup.against, o.output);
-  plan.recipe = sample_recipe(o);  // the class folders are found by now
-  plan.writer = writer_spec(o);
-  plan.feed = feed_spec(o);
-  plan.recorder = recorder_spec(o);
-  plan.remote_output = remote_output_spec(o);
-  plan.manifest = manifest_spec(o);
-  return plan;
-}
-
 // Gets the locked output directory ready (prepare_output) and checks a checkpoint found there
 // against this run. -o s3:// (`destination` not empty): makes `remote`, which takes the lock
 // object and checks the prefix and, on --resume, what was uploaded. Throws FatalError with the
 // output as it was: a refused resume keeps its checkpoint, a new run leaves nothing.
-OpenOutput open_output(const ConvertOptions& o, const RunPlan& plan, const fs::path& out,
-                       const fs::path& staging, const std::string& destination,
-                       std::unique_ptr<RemoteOutput>& remote, ConvertResult& result) {
+OpenOutput open_output(const RunPlan& plan, const fs::path& out, const fs::path& staging,
+                       const std::string& destination, std::unique_ptr<RemoteOutput>& remote,
+                       ConvertResult& result) {
   OpenOutput open;
   std::vector<std::string> notes;  // the output exists now: the check is exact
-  open.exclude = output_inside_inputs(o, notes);
+  open.exclude = output_inside_inputs(plan.inputs, plan.output, notes);
   result.notes = notes;
   // What an interrupted run of this checkpoint folder sent: read before prepare_output clears
   // the folder (--overwrite), so that those objects stay tarmac's to replace.
   const std::vector<std::string> recorded =
       destination.empty() ? std::vector<std::string>{} : recorded_objects(staging, destination);
-  open.prepared = prepare_output({o.run.overwrite, o.run.resume}, out, staging);
+  open.prepared = prepare_output({plan.run.overwrite, plan.run.resume}, out, staging);
   if (open.prepared.complete) {  // reused as this run's result only once compared with it
     check_complete_resumable(out, plan.fingerprint, plan.table ? &plan.table->table() : nullptr);
     return open;
@@ -459,15 +256,16 @@ OpenOutput open_output(const ConvertOptions& o, const RunPlan& plan, const fs::p
 // in flight is still written (for at most kStopDrainSeconds, or none if urgent), then a
 // checkpoint records it and StopSignal is thrown. Any failure of a stage is rethrown once every
 // thread is joined; on success a last checkpoint covers every sample.
-FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const OpenOutput& open,
-                         const InputReaderOptions& ro, InputReader& reader, DatasetWriter& writer,
-                         RunRecorder& recorder, RemoteOutput* remote, ConvertResult& result) {
+FeedOutcome run_pipeline(const RunPlan& plan, const OpenOutput& open, const InputReaderOptions& ro,
+                         InputReader& reader, DatasetWriter& writer, RunRecorder& recorder,
+                         RemoteOutput* remote, ConvertResult& result) {
   const bool resumed = open.prepared.checkpoint.has_value();
   // The counts the writer keeps, for a progress display (the feed counts what it has read).
   // A resumed run's are stored before its phase begins, which a display takes as the start
   // of the rate: only this run's samples count in it.
-  ConvertProgress* const progress = o.run.progress;
-  if (progress) progress->outputs.store(!o.labels.instances.empty(), std::memory_order_relaxed);
+  ConvertProgress* const progress = plan.run.progress;
+  if (progress)
+    progress->outputs.store(!plan.recipe.labels.instances.empty(), std::memory_order_relaxed);
   auto report = [&] {
     if (!progress) return;
     progress->samples.store(writer.samples(), std::memory_order_relaxed);
@@ -480,12 +278,12 @@ FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const Ope
   report();
 
   KeySet kept;
-  const GrouperOptions grouping = grouping_for(o, plan.split, ro, kept);
+  const GrouperOptions grouping = grouping_for(plan, ro, kept);
   begin_phase(progress, ConvertProgress::Phase::Converting,
               progress ? input_bytes(plan.part_inputs, open.exclude) : 0);
 
   const int threads =
-      o.run.threads > 0 ? o.run.threads : std::max(1u, std::thread::hardware_concurrency());
+      plan.run.threads > 0 ? plan.run.threads : std::max(1u, std::thread::hardware_concurrency());
   Pipeline pipe(static_cast<size_t>(threads) * 4 + 4);
 
   const TablePlan* table = plan.table ? &*plan.table : nullptr;
@@ -504,7 +302,7 @@ FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const Ope
   pool.start([&feed] { feed.run(); });
 
   for (int i = 0; i < threads; ++i)
-    pool.start([&] { run_worker(pipe, work_fn, worker_stats, o.run.stop); });
+    pool.start([&] { run_worker(pipe, work_fn, worker_stats, plan.run.stop); });
 
   std::optional<Clock::time_point> stop_t0;
   // When the writer last got an item: a drain in which none comes for kStopIdleSeconds waits
@@ -512,12 +310,12 @@ FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const Ope
   // encode), which the stop does not wait for: it is converted again on --resume.
   Clock::time_point last_item = Clock::now();
   auto poll_stop = [&] {
-    if (!o.run.stop || !o.run.stop->requested()) return;
+    if (!plan.run.stop || !plan.run.stop->requested()) return;
     if (!stop_t0) {
       stop_t0 = Clock::now();
       pipe.stop_input();
     }
-    if (o.run.stop->urgent() || seconds_since(*stop_t0) > kStopDrainSeconds ||
+    if (plan.run.stop->urgent() || seconds_since(*stop_t0) > kStopDrainSeconds ||
         seconds_since(std::max(*stop_t0, last_item)) > kStopIdleSeconds)
       pipe.cancel();
   };
@@ -541,15 +339,15 @@ FeedOutcome run_pipeline(const ConvertOptions& o, const RunPlan& plan, const Ope
     pipe.cancel();
   }
   if (stop_t0 && !writer_failure) {
-    o.run.stop->checkpointing.store(true);
-    recorder.write_checkpoint();           // before waiting for the reader, which may be mid-read
-    o.run.stop->checkpointed.store(true);  // a worker deep in an encode is not waited for long
-    o.run.stop->checkpointing.store(false);
+    plan.run.stop->checkpointing.store(true);
+    recorder.write_checkpoint();  // before waiting for the reader, which may be mid-read
+    plan.run.stop->checkpointed.store(true);  // a worker deep in an encode is not waited for long
+    plan.run.stop->checkpointing.store(false);
     pipe.cancel();
     pool.join();
     report();
     if (progress) progress->phase.store(ConvertProgress::Phase::Stopped);
-    throw StopSignal(o.run.stop->signal.load());
+    throw StopSignal(plan.run.stop->signal.load());
   }
   const double writer_seconds = seconds_since(writer_t0);
   report();
@@ -627,16 +425,17 @@ RunRecorder::Lists collect_lists(RunRecorder& recorder, const FeedOutcome& feed,
 
 // Refuses (EmptyRun, saying why) a run that converted no sample, or under --no-images samples
 // holding no label, unless --allow-empty.
-void refuse_empty(const ConvertOptions& o, const InputReader& reader, const DatasetWriter& writer,
+void refuse_empty(const RunPlan& plan, const InputReader& reader, const DatasetWriter& writer,
                   const RunRecorder::Lists& lists, const ConvertResult& result) {
-  if (o.run.allow_empty) return;
+  if (plan.run.allow_empty) return;
   if (writer.samples() == 0) {
     uint64_t members = 0;
     for (const auto& in : reader.inputs()) members += in.members;
-    throw EmptyRun(empty_run_reason(result, members, o.members.on_duplicate, o.dedup, o.part));
+    throw EmptyRun(empty_run_reason(result, members, plan.feed.on_duplicate, plan.recorder.dedup,
+                                    plan.feed.part));
   }
   // Labels only, and no member was a label: samples of nothing but their keys.
-  if (o.members.no_images && writer.schema().fields().empty()) {
+  if (!plan.writer.images && writer.schema().fields().empty()) {
     std::string why = "the " + std::to_string(writer.samples()) +
                       " sample(s) hold no label: none of their members is a label file tarmac "
                       "reads (.json, .npy, .npz, .txt, .cls)";
@@ -707,15 +506,15 @@ void describe_schema(const DatasetWriter& writer, ConvertResult& result) {
 
 // -o s3://: every shard uploaded, then the annotation file, the shard list and the manifest;
 // a stop request while it waits or sends ends it as StopSignal.
-void publish_remote(const ConvertOptions& o, RemoteOutput& remote, const DatasetWriter& writer,
+void publish_remote(const RunControl& run, RemoteOutput& remote, const DatasetWriter& writer,
                     ConvertResult& result) {
-  auto stopped = [&] { return o.run.stop && o.run.stop->requested(); };
+  auto stopped = [&] { return run.stop && run.stop->requested(); };
   try {
     remote.publish(writer, [&] {
-      if (stopped()) throw StopSignal(o.run.stop->signal.load());
+      if (stopped()) throw StopSignal(run.stop->signal.load());
     });
   } catch (const remote::RemoteError&) {
-    if (stopped()) throw StopSignal(o.run.stop->signal.load());
+    if (stopped()) throw StopSignal(run.stop->signal.load());
     throw;
   }
   remote.count(result);
@@ -724,12 +523,13 @@ void publish_remote(const ConvertOptions& o, RemoteOutput& remote, const Dataset
 // Called in a catch block: turns what ended the run early into what convert() throws
 // (ConvertStopped; a changed input's refusal stays FatalError), keeping the staging directory
 // when it holds a checkpoint a --resume can go on from, else removing it.
-[[noreturn]] void end_early(const ConvertOptions& o, const fs::path& staging) {
+[[noreturn]] void end_early(const RunPlan& plan, const fs::path& staging) {
+  const RunControl& run = plan.run;
   try {
     throw;
   } catch (const StopSignal& s) {
     throw ConvertStopped("stopped by " + signal_name(s.signal()), s.signal(),
-                         keep_resumable(o, staging));
+                         keep_resumable(plan.inputs, staging));
   } catch (const EmptyRun& e) {  // nothing worth resuming: the staging directory goes
     std::error_code ec;
     fs::remove_all(staging, ec);
@@ -743,18 +543,19 @@ void publish_remote(const ConvertOptions& o, RemoteOutput& remote, const Dataset
   } catch (const remote::TransferStopped& e) {
     // An upload a stop request abandoned, reached by a path that did not see the request
     // first: the stop, exit 128+signal (cancel() without a signal stays a failure).
-    const int sig = o.run.stop ? o.run.stop->signal.load() : 0;
+    const int sig = run.stop ? run.stop->signal.load() : 0;
     if (sig > 0)
-      throw ConvertStopped("stopped by " + signal_name(sig), sig, keep_resumable(o, staging));
-    throw ConvertStopped(e.what(), 0, keep_resumable(o, staging));
+      throw ConvertStopped("stopped by " + signal_name(sig), sig,
+                           keep_resumable(plan.inputs, staging));
+    throw ConvertStopped(e.what(), 0, keep_resumable(plan.inputs, staging));
   } catch (const BadSampleError& e) {
-    throw ConvertStopped(e.what(), 0, keep_resumable(o, staging), /*bad_sample=*/true);
+    throw ConvertStopped(e.what(), 0, keep_resumable(plan.inputs, staging), /*bad_sample=*/true);
   } catch (const std::bad_alloc&) {
-    throw ConvertStopped(out_of_memory_text(o.run.progress ? o.run.progress->phase.load()
-                                                           : ConvertProgress::Phase::Converting),
-                         0, keep_resumable(o, staging));
+    throw ConvertStopped(out_of_memory_text(run.progress ? run.progress->phase.load()
+                                                         : ConvertProgress::Phase::Converting),
+                         0, keep_resumable(plan.inputs, staging));
   } catch (const std::exception& e) {
-    throw ConvertStopped(e.what(), 0, keep_resumable(o, staging));
+    throw ConvertStopped(e.what(), 0, keep_resumable(plan.inputs, staging));
   }
 }
 
@@ -782,7 +583,11 @@ ConvertResult convert(const ConvertOptions& options) {
   }
   const fs::path out(o.output);
   const fs::path staging = out / kStagingDir;
-  if (!destination.empty()) refuse_inputs_inside_remote_output(inputs_and_table(o), destination);
+  if (!destination.empty()) {
+    std::vector<std::string> inputs = o.source.inputs;
+    if (!o.table.path.empty()) inputs.push_back(o.table.path);
+    refuse_inputs_inside_remote_output(inputs, destination);
+  }
   const RunPlan plan = plan_run(o, staging);
 
   // -o s3://: the checkpoint folder goes once it holds nothing (after the lock file).
@@ -798,24 +603,18 @@ ConvertResult convert(const ConvertOptions& options) {
     if (o.remote_output.checkpoint_dir.empty())  // the default's .tarmac-checkpoint/BUCKET too
       local_dirs.dirs = {out, out.parent_path(), out.parent_path().parent_path()};
   }
-  const OutputLock lock(out, lock_record(o));
+  const OutputLock lock(out, plan.lock_record);
   ConvertResult result;
   std::unique_ptr<RemoteOutput> remote_out;
-  const OpenOutput open = open_output(o, plan, out, staging, destination, remote_out, result);
+  const OpenOutput open = open_output(plan, out, staging, destination, remote_out, result);
   if (open.prepared.complete) {
     result.already_complete = true;
     return result;
   }
   const std::optional<format::Checkpoint>& cp = open.prepared.checkpoint;
   try {
-    InputReaderOptions ro;
-    ro.pipe_runs = plan.pipe_runs;
-    ro.max_member_size = o.limits.max_member_size;
-    ro.skip_errors = o.run.skip_errors;
+    InputReaderOptions ro = plan.reader;
     ro.exclude = open.exclude;
-    ro.dataset_in_folder = dataset_in_folder;
-    ro.remote = plan.remote;
-    ro.stop = o.run.stop;
     InputReader reader(plan.part_inputs, ro);
     if (cp)
       if (auto expected = read_expectation(*cp)) reader.expect(std::move(*expected));
@@ -832,9 +631,9 @@ ConvertResult convert(const ConvertOptions& options) {
     }
 
     const FeedOutcome feed =
-        run_pipeline(o, plan, open, ro, reader, writer, recorder, remote_out.get(), result);
+        run_pipeline(plan, open, ro, reader, writer, recorder, remote_out.get(), result);
     RunRecorder::Lists lists = collect_lists(recorder, feed, reader, result);
-    refuse_empty(o, reader, writer, lists, result);
+    refuse_empty(plan, reader, writer, lists, result);
     const fs::path labels = finish_labels(plan, writer, result);
     write_manifest(plan, open, reader, writer, staging, labels, std::move(lists), result);
     describe_schema(writer, result);
@@ -846,7 +645,7 @@ ConvertResult convert(const ConvertOptions& options) {
         (i.values_lost ? result.field_warnings : result.notes)
             .push_back("table '" + plan.table->table().path + "': not a label column: " + i.reason);
     if (remote_out) {
-      publish_remote(o, *remote_out, writer, result);
+      publish_remote(plan.run, *remote_out, writer, result);
       remote_out.reset();
       std::error_code ec;
       fs::remove_all(staging, ec);
@@ -855,10 +654,10 @@ ConvertResult convert(const ConvertOptions& options) {
     }
     result.stages.finish_seconds = seconds_since(feed.finish_t0);
     result.seconds = seconds_since(t0);
-    if (o.run.progress) o.run.progress->phase.store(ConvertProgress::Phase::Done);
+    if (plan.run.progress) plan.run.progress->phase.store(ConvertProgress::Phase::Done);
   } catch (...) {
     remote_out.reset();  // uploads stopped, the lock object released, before staging is judged
-    end_early(o, staging);
+    end_early(plan, staging);
   }
   return result;
 }
