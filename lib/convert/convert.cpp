@@ -153,40 +153,6 @@ std::optional<uint64_t> keep_resumable(const std::vector<std::string>& inputs,
   return std::nullopt;
 }
 
-}  // namespace
-
-const char* phase_text(ConvertProgress::Phase phase) {
-  switch (phase) {
-    case ConvertProgress::Phase::Starting:
-      return "starting";
-    case ConvertProgress::Phase::ClassScan:
-      return "finding the class folders (--classes-from-dirs)";
-    case ConvertProgress::Phase::FirstScan:
-      return "reading the keys of earlier parts (--on-duplicate first)";
-    case ConvertProgress::Phase::LastScan:
-      return "finding each key's last input (--on-duplicate last)";
-    case ConvertProgress::Phase::Converting:
-      return "converting";
-    case ConvertProgress::Phase::Finishing:
-      return "writing the annotation file";
-    case ConvertProgress::Phase::Done:
-      return "done";
-    case ConvertProgress::Phase::Stopped:
-      return "stopped";
-  }
-  return "";
-}
-
-std::string out_of_memory_text(ConvertProgress::Phase phase) {
-  return std::string("out of memory while ") + phase_text(phase) +
-         " (std::bad_alloc): a run's memory is bounded per thread by --threads, "
-         "--max-member-size, --max-pixels and --max-label-size, and as a whole by "
-         "--group-window and --max-table-size (docs/cli.md, Memory bounds): lower them, or free "
-         "memory";
-}
-
-namespace {
-
 // The output directory, locked and ready for this run.
 struct OpenOutput {
   PreparedOutput prepared;
@@ -251,6 +217,54 @@ OpenOutput open_output(const RunPlan& plan, const fs::path& out, const fs::path&
   return open;
 }
 
+// A stop request's drain, polled by the writer thread: the input ends at the first poll after
+// the request; the pipeline is cancelled once the drain is urgent, over kStopDrainSeconds, or
+// kStopIdleSeconds without an item (a drain then waits on a sample a worker is still
+// converting: a 20000x20000 PNG may take ten seconds to encode, and the stop does not wait for
+// it; it is converted again on --resume).
+class StopDrain {
+ public:
+  StopDrain(const StopRequest* stop, Pipeline& pipe) : stop_(stop), pipe_(pipe) {}
+  void item_came() { last_item_ = Clock::now(); }
+  bool stopping() const { return t0_.has_value(); }
+  void poll() {
+    if (!stop_ || !stop_->requested()) return;
+    if (!t0_) {
+      t0_ = Clock::now();
+      pipe_.stop_input();
+    }
+    if (stop_->urgent() || seconds_since(*t0_) > kStopDrainSeconds ||
+        seconds_since(std::max(*t0_, last_item_)) > kStopIdleSeconds)
+      pipe_.cancel();
+  }
+
+ private:
+  const StopRequest* stop_;
+  Pipeline& pipe_;
+  std::optional<Clock::time_point> t0_;
+  Clock::time_point last_item_ = Clock::now();
+};
+
+// Where the run's time went, stage by stage (run_report.h says which stage limited it).
+StageTimes stage_times(int threads, const SampleFeed& feed, const WorkerStats& workers,
+                       const Pipeline::Waits& waits, const InputReader& reader,
+                       double writer_seconds) {
+  StageTimes t;
+  t.threads = threads;
+  t.reader_seconds = feed.seconds();
+  t.first_release_seconds = feed.first_release_seconds();
+  t.ahead_samples = workers.ahead_taken.load();
+  t.members_interleaved = feed.members_interleaved();
+  for (const auto& in : reader.inputs())
+    if (t.input_compression.empty()) t.input_compression = in.compression;
+  t.reader_blocked_seconds = waits.reader;
+  t.worker_seconds = workers.seconds;
+  t.worker_idle_seconds = waits.workers;
+  t.writer_seconds = writer_seconds;
+  t.writer_idle_seconds = waits.writer;
+  return t;
+}
+
 // Runs the pipeline: the reader thread feeding the transform workers, the writer taking their
 // samples in order, until the input ends. A stop request ends the input where it is; what is
 // in flight is still written (for at most kStopDrainSeconds, or none if urgent), then a
@@ -304,21 +318,8 @@ FeedOutcome run_pipeline(const RunPlan& plan, const OpenOutput& open, const Inpu
   for (int i = 0; i < threads; ++i)
     pool.start([&] { run_worker(pipe, work_fn, worker_stats, plan.run.stop); });
 
-  std::optional<Clock::time_point> stop_t0;
-  // When the writer last got an item: a drain in which none comes for kStopIdleSeconds waits
-  // on a sample a worker is still converting (a 20000x20000 PNG may take ten seconds to
-  // encode), which the stop does not wait for: it is converted again on --resume.
-  Clock::time_point last_item = Clock::now();
-  auto poll_stop = [&] {
-    if (!plan.run.stop || !plan.run.stop->requested()) return;
-    if (!stop_t0) {
-      stop_t0 = Clock::now();
-      pipe.stop_input();
-    }
-    if (plan.run.stop->urgent() || seconds_since(*stop_t0) > kStopDrainSeconds ||
-        seconds_since(std::max(*stop_t0, last_item)) > kStopIdleSeconds)
-      pipe.cancel();
-  };
+  StopDrain drain(plan.run.stop, pipe);
+  auto poll_stop = [&] { drain.poll(); };
   std::exception_ptr writer_failure;
   const auto writer_t0 = Clock::now();
   try {
@@ -327,7 +328,7 @@ FeedOutcome run_pipeline(const RunPlan& plan, const OpenOutput& open, const Inpu
       report();
       if (remote) remote->check();  // a failed upload stops the run
     })) {
-      last_item = Clock::now();
+      drain.item_came();
       for (Entry& entry : item->entries)
         if (!entry.replay) recorder.handle(entry);
       report();
@@ -338,7 +339,7 @@ FeedOutcome run_pipeline(const RunPlan& plan, const OpenOutput& open, const Inpu
     writer_failure = std::current_exception();
     pipe.cancel();
   }
-  if (stop_t0 && !writer_failure) {
+  if (drain.stopping() && !writer_failure) {
     plan.run.stop->checkpointing.store(true);
     recorder.write_checkpoint();  // before waiting for the reader, which may be mid-read
     plan.run.stop->checkpointed.store(true);  // a worker deep in an encode is not waited for long
@@ -355,19 +356,7 @@ FeedOutcome run_pipeline(const RunPlan& plan, const OpenOutput& open, const Inpu
   FeedOutcome outcome;
   outcome.finish_t0 = Clock::now();
   pool.join();
-  const Pipeline::Waits waits = pipe.waits();
-  result.stages.threads = threads;
-  result.stages.reader_seconds = feed.seconds();
-  result.stages.first_release_seconds = feed.first_release_seconds();
-  result.stages.ahead_samples = worker_stats.ahead_taken.load();
-  result.stages.members_interleaved = feed.members_interleaved();
-  for (const auto& in : reader.inputs())
-    if (result.stages.input_compression.empty()) result.stages.input_compression = in.compression;
-  result.stages.reader_blocked_seconds = waits.reader;
-  result.stages.worker_seconds = worker_stats.seconds;
-  result.stages.worker_idle_seconds = waits.workers;
-  result.stages.writer_seconds = writer_seconds;
-  result.stages.writer_idle_seconds = waits.writer;
+  result.stages = stage_times(threads, feed, worker_stats, pipe.waits(), reader, writer_seconds);
   if (writer_failure) std::rethrow_exception(writer_failure);
   if (worker_stats.failure) std::rethrow_exception(worker_stats.failure);
   if (feed.failure()) std::rethrow_exception(feed.failure());

@@ -189,4 +189,34 @@ nlohmann::ordered_json result_json(const ConvertResult& r, const std::string& ou
   return j;
 }
 
+const char* phase_text(ConvertProgress::Phase phase) {
+  switch (phase) {
+    case ConvertProgress::Phase::Starting:
+      return "starting";
+    case ConvertProgress::Phase::ClassScan:
+      return "finding the class folders (--classes-from-dirs)";
+    case ConvertProgress::Phase::FirstScan:
+      return "reading the keys of earlier parts (--on-duplicate first)";
+    case ConvertProgress::Phase::LastScan:
+      return "finding each key's last input (--on-duplicate last)";
+    case ConvertProgress::Phase::Converting:
+      return "converting";
+    case ConvertProgress::Phase::Finishing:
+      return "writing the annotation file";
+    case ConvertProgress::Phase::Done:
+      return "done";
+    case ConvertProgress::Phase::Stopped:
+      return "stopped";
+  }
+  return "";
+}
+
+std::string out_of_memory_text(ConvertProgress::Phase phase) {
+  return std::string("out of memory while ") + phase_text(phase) +
+         " (std::bad_alloc): a run's memory is bounded per thread by --threads, "
+         "--max-member-size, --max-pixels and --max-label-size, and as a whole by "
+         "--group-window and --max-table-size (docs/cli.md, Memory bounds): lower them, or free "
+         "memory";
+}
+
 }  // namespace tarmac
