@@ -160,160 +160,215 @@ std::string member_ext(const Annotation& a, BlobEntry e, const std::string& memb
   return ok ? ext : "";
 }
 
+// One walk of a shard's tar structure against the blobs the annotation file places in it:
+// every header parsed, every member matched to its blob (size, name, CRC-32, optionally its
+// decode), the file's CRC-32 taken on the way, each problem recorded.
+class ShardWalk {
+ public:
+  ShardWalk(const Annotation& a, std::string name, const std::vector<BlobEntry>& entries,
+            bool decode, std::span<const uint8_t> bytes, ShardCheck& r)
+      : a_(a),
+        name_(std::move(name)),
+        kinds_(a.blob_kinds().size()),
+        entries_(entries),
+        decode_(decode),
+        bytes_(bytes),
+        size_(bytes.size()),
+        r_(r) {}
+
+  /// Walks the whole file, adding the bytes read to `progress`.
+  void run(std::atomic<uint64_t>& progress, const StopRequest* stop) {
+    while (true) {
+      throw_if_stopped(stop);  // per member: a shard of large images decoded takes seconds
+      if (pos_ + kBlock > size_) {
+        problem("", "truncated: the file ends at byte " + std::to_string(size_) +
+                        " without the tar end-of-archive blocks");
+        break;
+      }
+      const uint8_t* block = bytes_.data() + pos_;
+      if (all_zero(block, kBlock)) {
+        check_end(block);
+        break;
+      }
+      Header h;
+      std::optional<std::string> pax_path;
+      std::optional<uint64_t> pax_size;
+      const std::optional<std::string> err = read_header(block, h, pax_path, pax_size);
+      if (!err) break;  // truncated inside a pax header: said
+      if (!err->empty()) {
+        problem("", "tar header at byte " + std::to_string(pos_) + ": " + *err);
+        if (!resync()) break;
+        continue;
+      }
+      if (!check_member(h, pax_path.value_or(h.name), pax_size.value_or(h.size))) break;
+      progress.fetch_add(pos_ - reported_, std::memory_order_relaxed);
+      reported_ = pos_;
+    }
+    for (; j_ < entries_.size(); ++j_)
+      problem(entry_key(entries_[j_]), entry_what(entries_[j_]) + " at byte " +
+                                           std::to_string(entry_blob(entries_[j_]).offset) +
+                                           " is not the data of any tar member of the shard");
+    feed(size_);
+    progress.fetch_add(size_ > reported_ ? size_ - reported_ : 0, std::memory_order_relaxed);
+    r_.crc32 = crc_;
+  }
+
+ private:
+  void problem(const std::string& sample, const std::string& what) {
+    r_.problems.push_back({name_, sample, what});
+  }
+  std::string entry_key(BlobEntry e) const { return a_.key(e / kinds_); }
+  std::string entry_what(BlobEntry e) const { return a_.blob_kinds()[e % kinds_]; }
+  BlobRef entry_blob(BlobEntry e) const { return a_.blob(e % kinds_, e / kinds_); }
+
+  // The file's CRC-32 taken up to `upto`.
+  void feed(uint64_t upto) {
+    if (upto > cursor_) crc_ = crc32_update(crc_, bytes_.data() + cursor_, upto - cursor_);
+    cursor_ = std::max(cursor_, upto);
+  }
+
+  // After a damaged header: jump to the header of the next blob the annotation file places
+  // beyond it; the blobs in between are reported. False when there is none.
+  bool resync() {
+    while (j_ < entries_.size() &&
+           static_cast<uint64_t>(entry_blob(entries_[j_]).offset) <= pos_ + kBlock) {
+      problem(entry_key(entries_[j_]), entry_what(entries_[j_]) + ": its tar header is damaged");
+      ++j_;
+    }
+    if (j_ == entries_.size()) return false;
+    pos_ = static_cast<uint64_t>(entry_blob(entries_[j_]).offset) - kBlock;
+    return true;
+  }
+
+  // The end-of-archive blocks, the first of which is at `block`.
+  void check_end(const uint8_t* block) {
+    if (pos_ + 2 * kBlock > size_)
+      problem("", "truncated: the second end-of-archive block is missing");
+    else if (!all_zero(block + kBlock, kBlock))
+      problem("", "the second end-of-archive block at byte " + std::to_string(pos_ + kBlock) +
+                      " is not zero");
+    else if (pos_ + 2 * kBlock != size_)
+      problem("", std::to_string(size_ - pos_ - 2 * kBlock) +
+                      " byte(s) follow the end-of-archive blocks");
+  }
+
+  // The member's header at `block` (after a pax header, the one it describes: pos_ then points
+  // there): "" when it parses, else what is wrong; nullopt when the file ends inside a pax
+  // header (said).
+  std::optional<std::string> read_header(const uint8_t* block, Header& h,
+                                         std::optional<std::string>& pax_path,
+                                         std::optional<uint64_t>& pax_size) {
+    std::string err = parse_header(block, h);
+    if (!err.empty() || h.type != 'x') return err;
+    const uint64_t data = pos_ + kBlock;
+    if (data + h.size > size_) {
+      problem("", "truncated inside the pax header at byte " + std::to_string(pos_));
+      return std::nullopt;
+    }
+    err = parse_pax(bytes_.data() + data, h.size, pax_path, pax_size);
+    if (err.empty() &&
+        !all_zero(bytes_.data() + data + h.size, std::min(padded(h.size), size_ - data) - h.size))
+      err = "padding after the pax records is not zero";
+    pos_ = data + padded(h.size);
+    if (err.empty() && pos_ + kBlock > size_) err = "truncated after a pax header";
+    if (err.empty()) err = parse_header(bytes_.data() + pos_, h);
+    if (err.empty() && h.type == 'x') err = "two pax headers in a row";
+    return err;
+  }
+
+  // The member whose header is at pos_, against the blob the annotation file places at its
+  // data; pos_ then moves past it. False when the file ends inside it (said).
+  bool check_member(const Header& h, const std::string& member, uint64_t msize) {
+    const uint64_t data = pos_ + kBlock;
+    if (data + msize > size_ || data + padded(msize) > size_) {
+      problem("", "truncated: member '" + member + "' needs bytes up to " +
+                      std::to_string(data + padded(msize)) + " but the file has " +
+                      std::to_string(size_));
+      return false;
+    }
+    if (h.type != '0')
+      problem("", "member '" + member + "' at byte " + std::to_string(pos_) +
+                      " is not a regular file (type '" + std::string(1, h.type) + "')");
+    while (j_ < entries_.size() && static_cast<uint64_t>(entry_blob(entries_[j_]).offset) < data) {
+      problem(entry_key(entries_[j_]), entry_what(entries_[j_]) + " at byte " +
+                                           std::to_string(entry_blob(entries_[j_]).offset) +
+                                           " is not the start of a tar member's data");
+      ++j_;
+    }
+    if (j_ < entries_.size() && static_cast<uint64_t>(entry_blob(entries_[j_]).offset) == data)
+      check_blob_at(entries_[j_++], member, data, msize);
+    else
+      problem("", "member '" + member + "' at byte " + std::to_string(pos_) +
+                      " is not referenced by the annotation file");
+    if (!all_zero(bytes_.data() + data + msize, padded(msize) - msize))
+      problem("", "padding after member '" + member + "' is not zero");
+    pos_ = data + padded(msize);
+    return true;
+  }
+
+  // Blob `e`, stored as tar member `member` of `msize` bytes at `data`.
+  void check_blob_at(BlobEntry e, const std::string& member, uint64_t data, uint64_t msize) {
+    const std::string key = entry_key(e), what = entry_what(e);
+    const BlobRef b = entry_blob(e);
+    if (static_cast<uint64_t>(b.size) != msize)
+      problem(key, what + ": size is " + std::to_string(b.size) + " but tar member '" + member +
+                       "' holds " + std::to_string(msize));
+    const std::string ext = member_ext(a_, e, member);
+    const bool ext_ok = !ext.empty();
+    if (!ext_ok)
+      problem(key, what + ": tar member is named '" + member + "', not '" + key + ".EXT'");
+    feed(data);
+    const uint8_t* p = bytes_.data() + data;
+    const uint32_t c = crc32_update(0, p, msize);
+    crc_ = static_cast<uint32_t>(::crc32_combine(crc_, c, static_cast<z_off_t>(msize)));
+    cursor_ = data + msize;
+    if (c != b.crc32) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf,
+                    ": CRC-32 of the stored bytes is %08x, the annotation file says %08x",
+                    static_cast<unsigned>(c), b.crc32);
+      problem(key, what + buf);
+    }
+    if (decode_ && ext_ok)
+      if (std::string why = decode_problem(a_, e, ext, {p, msize}); !why.empty())
+        problem(key, what + why);
+    r_.blob_bytes += msize;
+  }
+
+  const Annotation& a_;
+  const std::string name_;
+  const size_t kinds_;
+  const std::vector<BlobEntry>& entries_;
+  const bool decode_;
+  const std::span<const uint8_t> bytes_;
+  const uint64_t size_;
+  ShardCheck& r_;
+  uint32_t crc_ = 0;
+  uint64_t cursor_ = 0;  // bytes [0, cursor_) are in crc_
+  size_t j_ = 0;         // next expected blob
+  uint64_t pos_ = 0;     // next header
+  uint64_t reported_ = 0;
+};
+
 }  // namespace
 
 ShardCheck check_shard(const Annotation& a, uint32_t shard, const std::vector<BlobEntry>& entries,
                        bool decode, std::atomic<uint64_t>& progress, const StopRequest* stop) {
   ShardCheck r;
   const std::string name = a.shards().at(shard);
-  const size_t kinds = a.blob_kinds().size();
-  auto problem = [&](const std::string& sample, const std::string& what) {
-    r.problems.push_back({name, sample, what});
-  };
-  auto entry_key = [&](BlobEntry e) { return a.key(e / kinds); };
-  auto entry_what = [&](BlobEntry e) { return a.blob_kinds()[e % kinds]; };
-  auto entry_blob = [&](BlobEntry e) { return a.blob(e % kinds, e / kinds); };
-
   MappedFile file;
   try {
     file = MappedFile((fs::path(a.dir()) / name).string());
   } catch (const FatalError& e) {
-    problem("", std::string("shard cannot be read: ") + e.what() + " (" +
-                    std::to_string(entries.size()) + " blob(s) stored in it are lost)");
+    r.problems.push_back({name, "",
+                          std::string("shard cannot be read: ") + e.what() + " (" +
+                              std::to_string(entries.size()) + " blob(s) stored in it are lost)"});
     return r;
   }
   const auto bytes = file.bytes();
-  const uint64_t size = bytes.size();
-  r.size = size;
-  if (size > 0) ::madvise(const_cast<uint8_t*>(bytes.data()), size, MADV_SEQUENTIAL);
-
-  uint32_t crc = 0;
-  uint64_t cursor = 0;  // bytes [0, cursor) are in `crc`
-  auto feed = [&](uint64_t upto) {
-    if (upto > cursor) crc = crc32_update(crc, bytes.data() + cursor, upto - cursor);
-    cursor = std::max(cursor, upto);
-  };
-  size_t j = 0;      // next expected blob
-  uint64_t pos = 0;  // next header
-  uint64_t reported = 0;
-  // After a damaged header: jump to the header of the next blob the annotation file places
-  // beyond it; the blobs in between are reported. False when there is none.
-  auto resync = [&]() {
-    while (j < entries.size() &&
-           static_cast<uint64_t>(entry_blob(entries[j]).offset) <= pos + kBlock) {
-      problem(entry_key(entries[j]), entry_what(entries[j]) + ": its tar header is damaged");
-      ++j;
-    }
-    if (j == entries.size()) return false;
-    pos = static_cast<uint64_t>(entry_blob(entries[j]).offset) - kBlock;
-    return true;
-  };
-
-  while (true) {
-    throw_if_stopped(stop);  // per member: a shard of large images decoded takes seconds
-    if (pos + kBlock > size) {
-      problem("", "truncated: the file ends at byte " + std::to_string(size) +
-                      " without the tar end-of-archive blocks");
-      break;
-    }
-    const uint8_t* block = bytes.data() + pos;
-    if (all_zero(block, kBlock)) {
-      if (pos + 2 * kBlock > size)
-        problem("", "truncated: the second end-of-archive block is missing");
-      else if (!all_zero(block + kBlock, kBlock))
-        problem("", "the second end-of-archive block at byte " + std::to_string(pos + kBlock) +
-                        " is not zero");
-      else if (pos + 2 * kBlock != size)
-        problem("", std::to_string(size - pos - 2 * kBlock) +
-                        " byte(s) follow the end-of-archive blocks");
-      break;
-    }
-    Header h;
-    std::string err = parse_header(block, h);
-    std::optional<std::string> pax_path;
-    std::optional<uint64_t> pax_size;
-    if (err.empty() && h.type == 'x') {
-      const uint64_t data = pos + kBlock;
-      if (data + h.size > size) {
-        problem("", "truncated inside the pax header at byte " + std::to_string(pos));
-        break;
-      }
-      err = parse_pax(bytes.data() + data, h.size, pax_path, pax_size);
-      if (err.empty() &&
-          !all_zero(bytes.data() + data + h.size, std::min(padded(h.size), size - data) - h.size))
-        err = "padding after the pax records is not zero";
-      pos = data + padded(h.size);
-      if (err.empty() && pos + kBlock > size) err = "truncated after a pax header";
-      if (err.empty()) err = parse_header(bytes.data() + pos, h);
-      if (err.empty() && h.type == 'x') err = "two pax headers in a row";
-    }
-    if (!err.empty()) {
-      problem("", "tar header at byte " + std::to_string(pos) + ": " + err);
-      if (!resync()) break;
-      continue;
-    }
-    const std::string member = pax_path.value_or(h.name);
-    const uint64_t msize = pax_size.value_or(h.size);
-    const uint64_t data = pos + kBlock;
-    if (data + msize > size || data + padded(msize) > size) {
-      problem("", "truncated: member '" + member + "' needs bytes up to " +
-                      std::to_string(data + padded(msize)) + " but the file has " +
-                      std::to_string(size));
-      break;
-    }
-    if (h.type != '0')
-      problem("", "member '" + member + "' at byte " + std::to_string(pos) +
-                      " is not a regular file (type '" + std::string(1, h.type) + "')");
-    while (j < entries.size() && static_cast<uint64_t>(entry_blob(entries[j]).offset) < data) {
-      problem(entry_key(entries[j]), entry_what(entries[j]) + " at byte " +
-                                         std::to_string(entry_blob(entries[j]).offset) +
-                                         " is not the start of a tar member's data");
-      ++j;
-    }
-    if (j < entries.size() && static_cast<uint64_t>(entry_blob(entries[j]).offset) == data) {
-      const BlobEntry e = entries[j++];
-      const std::string key = entry_key(e), what = entry_what(e);
-      const BlobRef b = entry_blob(e);
-      if (static_cast<uint64_t>(b.size) != msize)
-        problem(key, what + ": size is " + std::to_string(b.size) + " but tar member '" + member +
-                         "' holds " + std::to_string(msize));
-      const std::string ext = member_ext(a, e, member);
-      const bool ext_ok = !ext.empty();
-      if (!ext_ok)
-        problem(key, what + ": tar member is named '" + member + "', not '" + key + ".EXT'");
-      feed(data);
-      const uint8_t* p = bytes.data() + data;
-      const uint32_t c = crc32_update(0, p, msize);
-      crc = static_cast<uint32_t>(::crc32_combine(crc, c, static_cast<z_off_t>(msize)));
-      cursor = data + msize;
-      if (c != b.crc32) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf,
-                      ": CRC-32 of the stored bytes is %08x, the annotation file says %08x",
-                      static_cast<unsigned>(c), b.crc32);
-        problem(key, what + buf);
-      }
-      if (decode && ext_ok)
-        if (std::string why = decode_problem(a, e, ext, {p, msize}); !why.empty())
-          problem(key, what + why);
-      r.blob_bytes += msize;
-    } else {
-      problem("", "member '" + member + "' at byte " + std::to_string(pos) +
-                      " is not referenced by the annotation file");
-    }
-    if (!all_zero(bytes.data() + data + msize, padded(msize) - msize))
-      problem("", "padding after member '" + member + "' is not zero");
-    pos = data + padded(msize);
-    progress.fetch_add(pos - reported, std::memory_order_relaxed);
-    reported = pos;
-  }
-  for (; j < entries.size(); ++j)
-    problem(entry_key(entries[j]), entry_what(entries[j]) + " at byte " +
-                                       std::to_string(entry_blob(entries[j]).offset) +
-                                       " is not the data of any tar member of the shard");
-  feed(size);
-  progress.fetch_add(size > reported ? size - reported : 0, std::memory_order_relaxed);
-  r.crc32 = static_cast<uint32_t>(crc);
+  r.size = bytes.size();
+  if (r.size > 0) ::madvise(const_cast<uint8_t*>(bytes.data()), r.size, MADV_SEQUENTIAL);
+  ShardWalk(a, name, entries, decode, bytes, r).run(progress, stop);
   r.walked = true;
   return r;
 }

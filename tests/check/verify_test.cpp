@@ -331,3 +331,92 @@ TEST_CASE("verify: progress from the calling thread, monotone, ending final at t
   CHECK(seen.back().bytes_done == seen.back().bytes_total);
   CHECK(seen.back().bytes_total > 0);
 }
+
+namespace {
+
+// A ustar header built by hand (POSIX.1-1988's layout, not our writer's code): `name`, `size`
+// and `type`, its checksum as six octal digits, NUL, space.
+std::string ustar_header(const std::string& name, uint64_t size, char type) {
+  std::string h(512, '\0');
+  h.replace(0, name.size(), name);
+  h.replace(100, 7, "0000644");
+  h.replace(108, 7, "0000000");
+  h.replace(116, 7, "0000000");
+  char octal[16];
+  std::snprintf(octal, sizeof octal, "%011llo", static_cast<unsigned long long>(size));
+  h.replace(124, 11, octal);
+  h.replace(136, 11, "00000000000");
+  h[156] = type;
+  h.replace(257, 8,
+            std::string("ustar\0"
+                        "00",
+                        8));
+  h.replace(148, 8, "        ");
+  unsigned sum = 0;
+  for (char c : h) sum += static_cast<unsigned char>(c);
+  std::snprintf(octal, sizeof octal, "%06o", sum);
+  h.replace(148, 6, octal);
+  h[154] = '\0';
+  h[155] = ' ';
+  return h;
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+}  // namespace
+
+TEST_CASE("verify: the shard walk names each fault of a shard's tar structure, with its byte") {
+  const fs::path root = temp_dir("tar-structure");
+  const std::string ds = testing::copy_part(root, "ds", "s6");
+  const fs::path shard = fs::path(ds) / "shard-000000.tar";
+  const std::string intact = read_bytes(shard);
+  REQUIRE(intact.size() % 512 == 0);
+  REQUIRE(intact.substr(intact.size() - 1024) == std::string(1024, '\0'));
+  const uint64_t end = intact.size() - 1024;  // where the end-of-archive blocks begin
+  const std::string body = intact.substr(0, end);
+  SECTION("a member the annotation file does not place") {
+    write_bytes(shard, body + ustar_header("stray.txt", 3, '0') + "abc" + std::string(509, '\0') +
+                           std::string(1024, '\0'));
+    CHECK(mentions(run_verify(ds), "member 'stray.txt' at byte " + std::to_string(end) +
+                                       " is not referenced by the annotation file"));
+  }
+  SECTION("a member that is not a regular file") {
+    write_bytes(shard, body + ustar_header("dir/", 0, '5') + std::string(1024, '\0'));
+    CHECK(mentions(run_verify(ds), "member 'dir/' at byte " + std::to_string(end) +
+                                       " is not a regular file (type '5')"));
+  }
+  SECTION("two pax headers in a row") {
+    const std::string pax = "17 path=pax.name\n";
+    REQUIRE(pax.size() == 17);  // a pax record's length counts itself
+    const std::string padded_pax = pax + std::string(512 - pax.size(), '\0');
+    write_bytes(shard, body + ustar_header("PaxHeader", pax.size(), 'x') + padded_pax +
+                           ustar_header("PaxHeader", pax.size(), 'x') + padded_pax +
+                           std::string(1024, '\0'));
+    CHECK(mentions(run_verify(ds), "tar header at byte " + std::to_string(end + 1024) +
+                                       ": two pax headers in a row"));
+  }
+  SECTION("the end-of-archive blocks: the second one not zero, bytes after them") {
+    std::string bad = intact;
+    bad[bad.size() - 1] = 'x';
+    write_bytes(shard, bad);
+    CHECK(mentions(run_verify(ds), "the second end-of-archive block at byte " +
+                                       std::to_string(end + 512) + " is not zero"));
+    write_bytes(shard, intact + std::string(512, '\0'));
+    CHECK(mentions(run_verify(ds), "512 byte(s) follow the end-of-archive blocks"));
+  }
+  SECTION("a damaged header: the blobs it hid are named, the walk goes on") {
+    std::string bad = intact;
+    bad[0] ^= 0x20;  // the first member's name: its checksum no longer adds up
+    write_bytes(shard, bad);
+    const auto r = run_verify(ds);
+    CHECK(mentions(r, "tar header at byte 0: checksum mismatch"));
+    CHECK(mentions(r, ": its tar header is damaged"));
+  }
+}
