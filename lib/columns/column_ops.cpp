@@ -340,11 +340,10 @@ class Merger {
     return {*chunks_[s.chunk], s};
   }
 
-  void write(const std::vector<PartRecord>& parts, const DatasetIdentity& id,
-             ColumnMergeResult& r) {
-    // Shapes and offsets in memory (16 bytes + 8 D per sample); values streamed from the chunks.
-    std::vector<int64_t> shapes(n_ * ndim_);
-    std::vector<int64_t> offsets(n_ + 1, 0);
+  // Each sample's shape into `shapes` and the values' offsets into `offsets`; returns the shape
+  // every sample shares, if they do.
+  std::optional<std::vector<int64_t>> gather_shapes(std::vector<int64_t>& shapes,
+                                                    std::vector<int64_t>& offsets) const {
     std::optional<std::vector<int64_t>> uniform;
     for (uint64_t i = 0; i < n_; ++i) {
       const auto [chunk, src] = at(i);
@@ -360,6 +359,26 @@ class Merger {
       else if (uniform && *uniform != s)
         uniform.reset();
     }
+    return uniform;
+  }
+
+  // The input digests (format.md 9), gathered in sample order.
+  std::vector<uint8_t> gather_digests() const {
+    const auto db = static_cast<size_t>(format::kDigestBytes);
+    std::vector<uint8_t> digests(n_ * db);
+    for (uint64_t i = 0; i < n_; ++i) {
+      const auto [chunk, src] = at(i);
+      std::memcpy(digests.data() + i * db, chunk.at<uint8_t>(chunk.digest) + src.row * db, db);
+    }
+    return digests;
+  }
+
+  void write(const std::vector<PartRecord>& parts, const DatasetIdentity& id,
+             ColumnMergeResult& r) {
+    // Shapes and offsets in memory (16 bytes + 8 D per sample); values streamed from the chunks.
+    std::vector<int64_t> shapes(n_ * ndim_);
+    std::vector<int64_t> offsets(n_ + 1, 0);
+    const std::optional<std::vector<int64_t>> uniform = gather_shapes(shapes, offsets);
     const size_t esz = dtype_size(dtype_);
     const auto total = static_cast<uint64_t>(offsets[n_]);
     auto each_value_piece = [&](const std::function<void(std::span<const uint8_t>)>& f) {
@@ -407,12 +426,7 @@ class Merger {
     std::vector<uint8_t> digests;
     const bool with_digests = all_digests_ && !parts.front().digest.empty();
     if (with_digests) {
-      const auto db = static_cast<size_t>(format::kDigestBytes);
-      digests.resize(n_ * db);
-      for (uint64_t i = 0; i < n_; ++i) {
-        const auto [chunk, src] = at(i);
-        std::memcpy(digests.data() + i * db, chunk.at<uint8_t>(chunk.digest) + src.row * db, db);
-      }
+      digests = gather_digests();
       tensors.push_back({format::kColumnDigest,
                          DType::U8,
                          {static_cast<int64_t>(n_), format::kDigestBytes},
