@@ -73,6 +73,24 @@ def part_chunk(rank: int, world: int, chunk: int) -> str:
     return part_prefix(rank, world) + "chunk-%06d.safetensors" % chunk
 
 
+def new_part_record(column: str, rank: int, world: int, begin: int, end: int, labels_crc32: str,
+                    num_samples: int, fn: str, tool: str, batch_size: int, fields: Sequence[str],
+                    fn_version: str, digest: str) -> Dict[str, Any]:
+    """A rank's part record before its first chunk (format.md 8, key for key; the C++ side's one
+    parser is lib/format/part_record.h): its share [begin, end) of the dataset it was computed
+    from, the function, and no chunk yet."""
+    return {"format": PART_FORMAT, "column": column, "rank": rank, "world": world, "begin": begin, "end": end,
+            "dataset": {"labels_crc32": labels_crc32, "num_samples": num_samples}, "fn": fn, "tool": tool,
+            "batch_size": batch_size, "fields": list(fields), "fn_version": fn_version, "digest": digest,
+            "reused": 0, "chunks": [], "done": 0, "complete": False}
+
+
+def part_chunk_entry(file: str, samples: int, size: int, crc32: int) -> Dict[str, Any]:
+    """One entry of a part record's `chunks` (format.md 8): the chunk file's name, its samples,
+    its bytes and their CRC-32 (lower-case hex)."""
+    return {"file": file, "samples": samples, "bytes": size, "crc32": "%08x" % (crc32 & 0xFFFFFFFF)}
+
+
 def safetensors_buffers(tensors: Sequence[Tuple[str, NDArray[Any], str]],
                         metadata: Mapping[str, str]) -> List[memoryview]:
     """A safetensors file of [(name, array, dtype name)] as the buffers to write one after the

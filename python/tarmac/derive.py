@@ -288,7 +288,7 @@ class _Part:
             crc, size = zlib.crc32(b, crc), size + b.nbytes
         name = _format.part_chunk(r["rank"], r["world"], len(r["chunks"]))
         _write_atomic(os.path.join(self.dir, name), buffers)
-        r["chunks"].append({"file": name, "samples": len(idx), "bytes": size, "crc32": "%08x" % (crc & 0xFFFFFFFF)})
+        r["chunks"].append(_format.part_chunk_entry(name, len(idx), size, crc))
         r["done"] += len(idx)
         r["reused"] = r.get("reused", 0) + reused
         self.save()
@@ -390,11 +390,9 @@ def run(path: Union[str, os.PathLike[str]], name: str, fn: Union[_Func, str],
     old = _OldColumn(os.fspath(reuse), name) if reuse is not None else None  # verified before anything is written
     parts_dir = _format.parts_dir(path, name)
     os.makedirs(parts_dir, exist_ok=True)
-    record = {"format": _format.PART_FORMAT, "column": name, "rank": r, "world": w, "begin": begin, "end": end,
-              "dataset": {"labels_crc32": _labels_crc32(path), "num_samples": n}, "fn": fn_name,
-              "tool": f"tarmac {tarmac.__version__} (python)", "batch_size": batch_size, "fields": fields,
-              "fn_version": str(fn_version or ""), "digest": _format.DIGEST_SCHEME, "reused": 0,
-              "chunks": [], "done": 0, "complete": False}
+    record = _format.new_part_record(name, r, w, begin, end, _labels_crc32(path), n, fn_name,
+                                     f"tarmac {tarmac.__version__} (python)", batch_size, fields,
+                                     str(fn_version or ""), _format.DIGEST_SCHEME)
     torch = _torch()  # before the part exists: a signal from then on is a checkpoint, not a kill
     with _Stop() as stop:
         return _compute(ds, path, name, func, record, parts_dir, restart, batch_size, fields,
