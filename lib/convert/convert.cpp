@@ -283,10 +283,10 @@ FeedOutcome run_pipeline(const RunPlan& plan, const OpenOutput& open, const Inpu
   auto report = [&] {
     if (!progress) return;
     progress->samples.store(writer.samples(), std::memory_order_relaxed);
-    progress->skipped.store(result.skipped_samples, std::memory_order_relaxed);
+    progress->skipped.store(recorder.counts().skipped_samples, std::memory_order_relaxed);
     // With a table the samples are rows, and a group of rows one entry: rows are counted.
     progress->handled.store(
-        plan.table ? writer.samples() + result.skipped_samples : recorder.entries_done(),
+        plan.table ? writer.samples() + recorder.counts().skipped_samples : recorder.entries_done(),
         std::memory_order_relaxed);
   };
   report();
@@ -375,6 +375,15 @@ FeedOutcome run_pipeline(const RunPlan& plan, const OpenOutput& open, const Inpu
 // the reader's member notices and input errors), and the counts the result keeps of them.
 RunRecorder::Lists collect_lists(RunRecorder& recorder, const FeedOutcome& feed,
                                  const InputReader& reader, ConvertResult& result) {
+  const RecordedCounts& counted = recorder.counts();
+  result.skipped_samples = counted.skipped_samples;
+  result.ignored_members = counted.ignored_members;
+  result.duplicates = counted.duplicates;
+  result.no_instance_samples = counted.no_instance_samples;
+  result.duplicate_content_samples = counted.duplicate_content_samples;
+  result.first_duplicate_content = counted.first_duplicate_content;
+  result.field_warnings.insert(result.field_warnings.end(), counted.field_warnings.begin(),
+                               counted.field_warnings.end());
   RunRecorder::Lists lists = recorder.read_all();
   using Kind = format::ProvenanceEntry::Kind;
   for (const auto& e : lists.skipped)
@@ -613,7 +622,7 @@ ConvertResult convert(const ConvertOptions& options) {
       result.resumed_samples = writer.samples();
     }
     RunRecorder recorder(plan.recorder, staging, plan.fingerprint, cp ? &*cp : nullptr, reader,
-                         writer, result);
+                         writer);
     if (remote_out) {  // each shard is uploaded once a checkpoint covers it
       remote_out->start(writer);
       recorder.on_checkpoint([&] { remote_out->queue_closed(writer); });

@@ -25,13 +25,12 @@ std::optional<uint64_t> log_mark(const format::Checkpoint* resume, size_t index)
 
 RunRecorder::RunRecorder(RecorderSpec spec, fs::path staging, json fingerprint,
                          const format::Checkpoint* resume, const InputReader& reader,
-                         DatasetWriter& writer, ConvertResult& result)
+                         DatasetWriter& writer)
     : spec_(std::move(spec)),
       staging_(std::move(staging)),
       fingerprint_(std::move(fingerprint)),
       reader_(reader),
       writer_(writer),
-      result_(result),
       skipped_(staging_ / format::kSkippedLog, log_mark(resume, 0)),
       ignored_(staging_ / format::kIgnoredLog, log_mark(resume, 1)),
       duplicates_(staging_ / format::kDuplicatesLog, log_mark(resume, 2)) {
@@ -55,11 +54,11 @@ RunRecorder::RunRecorder(RecorderSpec spec, fs::path staging, json fingerprint,
   if (!resume) return;
   entries_done_ = resume->entries;
   resume_read_ = resume->read;
-  result.skipped_samples = resume->counts.skipped_samples;
-  result.ignored_members = resume->counts.ignored_members;
-  result.duplicates = resume->counts.duplicates;
-  result.no_instance_samples = resume->counts.no_instance_samples;
-  result.duplicate_content_samples = resume->counts.duplicate_content_samples;
+  counts_.skipped_samples = resume->counts.skipped_samples;
+  counts_.ignored_members = resume->counts.ignored_members;
+  counts_.duplicates = resume->counts.duplicates;
+  counts_.no_instance_samples = resume->counts.no_instance_samples;
+  counts_.duplicate_content_samples = resume->counts.duplicate_content_samples;
 }
 
 void RunRecorder::write_checkpoint() {
@@ -69,8 +68,8 @@ void RunRecorder::write_checkpoint() {
   c.read = mark_from_run_ ? std::optional(read_position(mark_, reader_.inputs())) : resume_read_;
   c.writer = writer_.checkpoint();
   c.logs = {skipped_.checkpoint(), ignored_.checkpoint(), duplicates_.checkpoint()};
-  c.counts = {result_.skipped_samples, result_.ignored_members, result_.duplicates,
-              result_.no_instance_samples, result_.duplicate_content_samples};
+  c.counts = {counts_.skipped_samples, counts_.ignored_members, counts_.duplicates,
+              counts_.no_instance_samples, counts_.duplicate_content_samples};
   if (dedup_) c.dedup = dedup_->checkpoint();
   write_file_atomic((staging_ / format::kCheckpointFile).string(), format::checkpoint_text(c));
   last_checkpoint_ = Clock::now();
@@ -117,7 +116,7 @@ void RunRecorder::handle(Entry& entry) {
     e.member = d.member;
     e.kept = spec_.inputs[d.kept_input];
     duplicates_.add(to_json(e));
-    ++result_.duplicates;
+    ++counts_.duplicates;
   }
   if (entry.raw.dropped) {
     entry_done();
@@ -129,7 +128,7 @@ void RunRecorder::handle(Entry& entry) {
     for (const IgnoredMember& m : s->ignored) {
       ignored_.add(
           to_json(format::provenance_entry(input_path, Kind::Member, m.member, m.code, m.reason)));
-      ++result_.ignored_members;
+      ++counts_.ignored_members;
     }
     store(input_path, *s);
     for (ProcessedSample& more : s->more) store(input_path, more);
@@ -142,7 +141,7 @@ void RunRecorder::store(const std::string& input_path, ProcessedSample& s) {
   if (s.error_code == ErrorCode::NoInstances) {
     ignored_.add(
         to_json(format::provenance_entry(input_path, Kind::Sample, s.key, s.error_code, s.error)));
-    ++result_.no_instance_samples;
+    ++counts_.no_instance_samples;
     return;
   }
   for (const auto& [field, source] : s.image_sized_labels) {
@@ -150,7 +149,7 @@ void RunRecorder::store(const std::string& input_path, ProcessedSample& s) {
         image_sized_warned_.end())
       continue;
     image_sized_warned_.push_back(field);
-    result_.field_warnings.push_back(
+    counts_.field_warnings.push_back(
         "field '" + field + "' (from ." + source + " members such as in sample '" + s.key +
         "') has the image's height and width but is stored as a label, not cropped or resized "
         "with the image; if it is a dense map, pass --dense " +
@@ -161,7 +160,7 @@ void RunRecorder::store(const std::string& input_path, ProcessedSample& s) {
         geometry_warned_.end())
       continue;
     geometry_warned_.push_back(field);
-    result_.field_warnings.push_back(
+    counts_.field_warnings.push_back(
         "field '" + field + "' (as in sample '" + s.key +
         "') looks geometric but is stored as it was, not moved with the cropped or resized "
         "image; if it is in image coordinates, declare it with " +
@@ -195,10 +194,10 @@ bool RunRecorder::drop_duplicate(const std::string& input_path, ProcessedSample&
     e.extras["duplicate_of"] = m->key;
     if (!m->dataset.empty()) e.extras["duplicate_of_dataset"] = m->dataset;
     e.extras["distance"] = m->distance;
-    if (result_.first_duplicate_content.empty())
-      result_.first_duplicate_content = "sample '" + s.key + "': " + e.reason;
+    if (counts_.first_duplicate_content.empty())
+      counts_.first_duplicate_content = "sample '" + s.key + "': " + e.reason;
     ignored_.add(to_json(e));
-    ++result_.duplicate_content_samples;
+    ++counts_.duplicate_content_samples;
     return true;
   }
   FieldValue v;
@@ -227,7 +226,7 @@ void RunRecorder::record_bad(const std::string& input_path, const std::string& k
                            : "";
     throw BadSampleError("'" + input_path + "', sample '" + key + "': " + error + hint);
   }
-  ++result_.skipped_samples;
+  ++counts_.skipped_samples;
   skipped_.add(to_json(format::provenance_entry(input_path, Kind::Sample, key, code, error)));
 }
 

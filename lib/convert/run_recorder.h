@@ -31,17 +31,31 @@ struct RecorderSpec {
   DedupOptions dedup;               ///< --dedup, with its references
 };
 
+/// What the recorder counted (a resumed run's checkpoint's counts included) and the warnings it
+/// gave, for convert() to put in its ConvertResult.
+struct RecordedCounts {
+  uint64_t skipped_samples = 0;
+  uint64_t ignored_members = 0;
+  uint64_t duplicates = 0;
+  uint64_t no_instance_samples = 0;
+  uint64_t duplicate_content_samples = 0;
+  std::string first_duplicate_content;  ///< "sample 'K': why", of the first --dedup drop
+  std::vector<std::string> field_warnings;
+};
+
 class RunRecorder {
  public:
-  /// `resume`: the checkpoint this run goes on from (null for a fresh run); its counts go into
-  /// `result`. `fingerprint` is what each checkpoint records of the run (run_fingerprint).
+  /// `resume`: the checkpoint this run goes on from (null for a fresh run); its counts are
+  /// counts()' start. `fingerprint` is what each checkpoint records of the run
+  /// (run_fingerprint).
   RunRecorder(RecorderSpec spec, std::filesystem::path staging, nlohmann::ordered_json fingerprint,
-              const format::Checkpoint* resume, const InputReader& reader, DatasetWriter& writer,
-              ConvertResult& result);
+              const format::Checkpoint* resume, const InputReader& reader, DatasetWriter& writer);
 
   /// Handles the next entry in order. Throws BadSampleError naming input, sample and reason for a
   /// bad sample under --on-error fail.
   void handle(Entry& e);
+  /// What it has counted so far.
+  const RecordedCounts& counts() const { return counts_; }
   /// Entries handled so far, in order (with those before a resumed run's checkpoint).
   uint64_t entries_done() const { return entries_done_; }
   /// Syncs everything written so far and records it in checkpoint.json, atomically.
@@ -70,7 +84,7 @@ class RunRecorder {
   nlohmann::ordered_json fingerprint_;
   const InputReader& reader_;
   DatasetWriter& writer_;
-  ConvertResult& result_;
+  RecordedCounts counts_;
   JsonLog skipped_, ignored_, duplicates_;
   std::unique_ptr<DedupIndex> dedup_;  // null without --dedup
   uint64_t entries_done_ = 0;  // entries handled, in order (those before the checkpoint too)
