@@ -6,56 +6,66 @@
 #include <string>
 #include <vector>
 
+#include "apps/flag_values.h"
 #include "convert/convert_options.h"
+#include "source/member.h"
+#include "source/sample_grouper.h"
+#include "table/table.h"
+#include "transform/image_codec.h"
 
 namespace tarmac::cli {
 
-/// Every flag of `tarmac convert` as the user gave it (defaults as --help shows them).
+/// Every flag of `tarmac convert` as the user gave it (defaults as --help shows them: the
+/// library's own, read from its option structs, where the library has one).
 struct ConvertFlags {
   std::vector<std::string> inputs;
   std::string output;
   std::string endpoint_url;    ///< --endpoint-url; "" = AWS_ENDPOINT_URL or AWS's own
   std::string checkpoint_dir;  ///< -o s3://: --checkpoint-dir; "" = the default
-  std::string multipart_size = "64M";
+  std::string multipart_size = size_text(RemoteOutputOptions{}.multipart_size);
   bool no_lock = false;
   bool overwrite = false, resume = false;
-  double checkpoint_every = 30;
+  double checkpoint_every = RunControl{}.checkpoint_seconds;
   // Transform.
   std::string crop = "none";
   std::string box_convention = "edges";
-  double crop_scale = 1.0;
+  double crop_scale = GeometryOptions{}.crop_scale;
   bool square = false, fit_aspect = false;
   std::string size, resize;  ///< "" = not given
   std::string resample = "area";
-  int bucket_step = 64;
-  double bucket_max_ratio = 4.0;
+  int bucket_step = GeometryOptions{}.bucket_step;
+  double bucket_max_ratio = GeometryOptions{}.bucket_max_ratio;
   std::vector<std::string> points, boxes, dense;
   std::vector<std::string> points3d, axis_angle, camera, polygons, masks;  ///< as given
-  double pad_value = 0;
-  std::string format = "jpg";
-  int quality = 95;
+  double pad_value = TransformOptions{}.pad_value;
+  std::string format = format_extension(TransformOptions{}.format);
+  int quality = TransformOptions{}.quality;
   std::string channels = "3";
   // Input.
-  std::string key_rule = "first-dot";
-  std::vector<std::string> image = {"jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"};
+  std::string key_rule = key_rule_name(MemberOptions{}.key_rule);
+  std::vector<std::string> image = MemberOptions{}.image_exts;
   bool no_images = false;
   bool classes_from_dirs = false;
   std::vector<std::string> ragged;
   std::vector<std::string> keep_fields, drop_fields, require_fields;
   // Tables and instances.
-  std::string table, table_format = "auto", table_image, table_prefix;
-  std::string max_table_size = "16G";
+  std::string table, table_format = table_format_name(TableOptions{}.format), table_image,
+                     table_prefix;
+  std::string max_table_size = size_text(TableOptions{}.max_bytes);
   std::vector<std::string> table_columns;
   std::string instances;
   std::vector<std::string> instance_fields;
-  uint64_t max_pixels = 1ull << 28;
-  std::string max_member_size = "1G", max_label_size = "16M", group_window = "64M";
-  int64_t max_outputs_per_sample = 10000;
+  uint64_t max_pixels = ConvertLimits{}.max_pixels;
+  std::string max_member_size = size_text(ConvertLimits{}.max_member_size);
+  std::string max_label_size = size_text(ConvertLimits{}.max_label_size);
+  std::string group_window = size_text(ConvertLimits{}.group_window);
+  int64_t max_outputs_per_sample = static_cast<int64_t>(ConvertLimits{}.max_outputs_per_sample);
   // Behaviour.
-  std::string shard_size = "1G";
-  int threads = 0;    ///< 0 = all cores
-  std::string shard;  ///< --shard I/N; "" = the whole input
-  std::string on_error = "fail", on_duplicate = "error";
+  std::string shard_size = size_text(ConvertLimits{}.shard_size);
+  int threads = RunControl{}.threads;  ///< 0 = all cores
+  std::string shard;                   ///< --shard I/N; "" = the whole input
+  std::string on_error = "fail";       // RunControl{}.skip_errors is false
+  std::string on_duplicate = on_duplicate_name(MemberOptions{}.on_duplicate);
   bool allow_empty = false;
   std::string dedup;  ///< --dedup exact|near[:D]; "" = none
   std::vector<std::string> dedup_against;

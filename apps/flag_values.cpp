@@ -242,4 +242,13 @@ CLI::Validator bytes_value() {
       "BYTES (K, M, G, T), 1 to 1024T");
 }
 
+std::string size_text(uint64_t bytes) {
+  static constexpr char kUnits[] = {'T', 'G', 'M', 'K'};
+  for (int k = 0; k < 4; ++k) {
+    const uint64_t unit = uint64_t{1} << (10 * (4 - k));
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + kUnits[k];
+  }
+  return std::to_string(bytes);
+}
+
 }  // namespace tarmac::cli

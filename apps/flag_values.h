@@ -77,6 +77,10 @@ inline constexpr uint64_t kMaxBytes = uint64_t{1} << 50;
 /// naming `flag`.
 uint64_t bytes_flag(const std::string& flag, std::string_view text);
 
+/// `bytes` as bytes_flag reads it back, in the largest unit that divides it ("64M", "1G",
+/// "16G", "1000"): how --help shows the library's default of a size.
+std::string size_text(uint64_t bytes);
+
 /// Validators for ->check() refusing what size_flag, part_flag and bytes_flag refuse.
 CLI::Validator size_value();
 CLI::Validator part_value();

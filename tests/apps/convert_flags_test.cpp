@@ -623,3 +623,46 @@ TEST_CASE("convert flags: the output size is bounded before the run (#35 item 12
   t.format = OutputFormat::Keep;
   CHECK_NOTHROW(check_output_size(100000, 100000, t, 4096));
 }
+
+TEST_CASE("size_text: a size in its largest whole unit, read back by bytes_flag as it was") {
+  CHECK(size_text(64ull << 20) == "64M");
+  CHECK(size_text(1ull << 30) == "1G");
+  CHECK(size_text(16ull << 30) == "16G");
+  CHECK(size_text(3ull << 40) == "3T");
+  CHECK(size_text(1536) == "1536");  // 1.5K: no whole unit
+  CHECK(size_text(2048) == "2K");
+  CHECK(size_text(1000) == "1000");
+  for (uint64_t v : {1ull, 1000ull, 2048ull, 5ull << 20, (1ull << 30) + 1024, 16ull << 30})
+    CHECK(bytes_flag("--shard-size", size_text(v)) == v);
+}
+
+TEST_CASE("convert's flag defaults are the library's: the flags alone give ConvertOptions{}") {
+  ConvertFlags f;
+  f.inputs = {"in.tar"};
+  f.output = "out";
+  const ConvertOptions o = convert_options(f);
+  const ConvertOptions d;
+  CHECK(o.limits.max_pixels == d.limits.max_pixels);
+  CHECK(o.limits.max_member_size == d.limits.max_member_size);
+  CHECK(o.limits.max_label_size == d.limits.max_label_size);
+  CHECK(o.limits.max_outputs_per_sample == d.limits.max_outputs_per_sample);
+  CHECK(o.limits.group_window == d.limits.group_window);
+  CHECK(o.limits.shard_size == d.limits.shard_size);
+  CHECK(o.table.options.max_bytes == d.table.options.max_bytes);
+  CHECK(o.remote_output.multipart_size == d.remote_output.multipart_size);
+  CHECK(o.run.checkpoint_seconds == d.run.checkpoint_seconds);
+  CHECK(o.run.skip_errors == d.run.skip_errors);
+  CHECK(o.members.image_exts == d.members.image_exts);
+  CHECK(o.members.key_rule == d.members.key_rule);
+  CHECK(o.members.on_duplicate == d.members.on_duplicate);
+  CHECK(o.transform.format == d.transform.format);
+  CHECK(o.transform.quality == d.transform.quality);
+  CHECK(o.transform.pad_value == d.transform.pad_value);
+  CHECK(o.transform.channels == d.transform.channels);
+  CHECK(o.transform.geometry.crop == d.transform.geometry.crop);
+  CHECK(o.transform.geometry.box_convention == d.transform.geometry.box_convention);
+  CHECK(o.transform.geometry.resample == d.transform.geometry.resample);
+  CHECK(o.transform.geometry.crop_scale == d.transform.geometry.crop_scale);
+  CHECK(o.transform.geometry.bucket_step == d.transform.geometry.bucket_step);
+  CHECK(o.transform.geometry.bucket_max_ratio == d.transform.geometry.bucket_max_ratio);
+}
